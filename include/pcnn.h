@@ -1,0 +1,542 @@
+/*
+ * libpcnn — parallel training of convolutional neural networks on CPU clusters.
+ *
+ * One public header.  Organisation, top-down:
+ *   1. version          macros and a runtime query
+ *   2. error model      pcnn_status, pcnn_status_str, pcnn_last_error
+ *   3. networks         build by calls, finalize, train, infer, parameters
+ *   4. datasets         IDX (MNIST / Fashion-MNIST) and in-memory datasets
+ *   5. parallel         communicators and data-parallel training over MPI
+ *
+ * Conventions that hold for every function below unless its comment says
+ * otherwise:
+ *   - Every function returns a pcnn_status; results come back through
+ *     pointer arguments, which are written only on success.
+ *   - On failure, pcnn_last_error() on the same thread returns a message
+ *     naming the function, the layer and the offending value.
+ *   - Handles are opaque.  `create(..., &h)` allocates, `destroy(&h)` frees
+ *     and sets the caller's pointer to NULL; destroying NULL (or a pointer to
+ *     NULL) is a no-op.  A pcnn_layer is owned by its network and stays valid
+ *     until the network is destroyed.
+ *   - Calls on different handles may run concurrently from different
+ *     threads; calls on the same handle must be serialised by the caller.
+ *   - The library never prints, never calls exit() or abort(), and keeps no
+ *     global state besides the per-thread last-error message and the OpenBLAS
+ *     thread count (which OpenBLAS keeps process-wide; see PCNN_OPT_THREADS).
+ *   - Tensors are float32, in NCHW order (sample-major), C-contiguous, as in
+ *     PyTorch.  Parameters are laid out as in PyTorch: conv weight
+ *     [Cout][Cin][K][K] then bias; dense weight [out][in] then bias;
+ *     batch norm gamma then beta.
+ *
+ * Licensed under the BSD-3-Clause licence (see LICENSE).
+ */
+#ifndef PCNN_H
+#define PCNN_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(PCNN_BUILDING_LIBRARY) && defined(__GNUC__)
+#define PCNN_API __attribute__((visibility("default")))
+#else
+#define PCNN_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* 1. Version                                                                */
+/* ------------------------------------------------------------------------ */
+
+#define PCNN_VERSION_MAJOR 0
+#define PCNN_VERSION_MINOR 1
+#define PCNN_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH: compare against pcnn_version_number(). */
+#define PCNN_VERSION_NUMBER \
+    (PCNN_VERSION_MAJOR * 10000 + PCNN_VERSION_MINOR * 100 + PCNN_VERSION_PATCH)
+
+/* The version of the library actually loaded, as PCNN_VERSION_NUMBER encodes
+ * it.  Hosts (and the Python binding) compare it with the header they were
+ * built against.  Thread-safe; never fails. */
+PCNN_API unsigned pcnn_version_number(void);
+
+/* The same version as a static "MAJOR.MINOR.PATCH" string.  Never NULL. */
+PCNN_API const char *pcnn_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* 2. Error model                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Status codes.  Values are pinned and only ever appended to. */
+typedef enum pcnn_status {
+    PCNN_OK = 0,
+    PCNN_ERR_INVALID_ARGUMENT = 1, /* NULL handle, size <= 0, value out of range */
+    PCNN_ERR_INVALID_STATE = 2,    /* call in the wrong order (e.g. train before finalize) */
+    PCNN_ERR_SHAPE = 3,            /* shapes that do not fit together */
+    PCNN_ERR_OUT_OF_MEMORY = 4,    /* an allocation failed; nothing leaked */
+    PCNN_ERR_MPI = 5,              /* an MPI call failed */
+    PCNN_ERR_REMOTE = 6,           /* another rank reported an error */
+    PCNN_ERR_TIMEOUT = 7,          /* a wait exceeded its timeout */
+    PCNN_ERR_UNSUPPORTED = 8,      /* valid request this build cannot serve */
+    PCNN_ERR_NUMERIC = 9,          /* NaN or Inf in inputs, loss or gradients */
+    PCNN_ERR_IO = 10,              /* a file could not be opened, read or written */
+    PCNN_ERR_CORRUPT = 11,         /* a file is truncated, malformed or fails its checksum */
+    PCNN_ERR_MISMATCH = 12,        /* ranks (or a file and a network) disagree */
+    PCNN_ERR_INTERNAL = 13         /* a bug in libpcnn: please report it */
+} pcnn_status;
+
+/* A static, human-readable name for a status ("invalid argument", ...).
+ * Unknown values give "unknown status".  Thread-safe; never NULL. */
+PCNN_API const char *pcnn_status_str(pcnn_status status);
+
+/* The detailed message of the last failed call made by the calling thread,
+ * e.g. "pcnn_conv2d: layer 3 (conv2d): kernel 7 larger than padded input
+ * 5x5".  Empty string if no call failed yet.  The pointer stays valid until
+ * the next libpcnn call on this thread.  Never NULL. */
+PCNN_API const char *pcnn_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* 3. Networks                                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct pcnn_net pcnn_net;       /* a network: graph, parameters, buffers */
+typedef struct pcnn_layer pcnn_layer;   /* a node of a network's graph */
+typedef struct pcnn_dataset pcnn_dataset;
+
+/* Optimizers (pcnn_net_set_optimizer).  Formulas follow PyTorch's
+ * torch.optim.SGD (momentum, dampening 0, no Nesterov) and torch.optim.Adam
+ * (bias-corrected, L2 weight decay added to the gradient). */
+typedef enum pcnn_optimizer {
+    PCNN_OPTIMIZER_SGD = 0,      /* w -= lr * (g + wd * w) */
+    PCNN_OPTIMIZER_MOMENTUM = 1, /* v = m * v + (g + wd * w); w -= lr * v */
+    PCNN_OPTIMIZER_ADAM = 2
+} pcnn_optimizer;
+
+/* Losses (pcnn_net_set_loss).  All are averaged over the samples of the
+ * (global) batch; MSE and L1 also over the elements of each sample, as
+ * PyTorch's reduction='mean'. */
+typedef enum pcnn_loss {
+    PCNN_LOSS_SOFTMAX_CROSS_ENTROPY = 0, /* targets: int32 class labels */
+    PCNN_LOSS_MSE = 1,                   /* targets: float, the output's shape */
+    PCNN_LOSS_L1 = 2                     /* targets: float, the output's shape */
+} pcnn_loss;
+
+/* Weight initialisations (pcnn_layer_set_init).  Biases start at zero.
+ * fan_in = Cin*K*K (conv) or inputs (dense); fan_out likewise. */
+typedef enum pcnn_init {
+    PCNN_INIT_HE_NORMAL = 0,     /* N(0, 2/fan_in): the default */
+    PCNN_INIT_HE_UNIFORM = 1,    /* U(-sqrt(6/fan_in), +sqrt(6/fan_in)) */
+    PCNN_INIT_GLOROT_NORMAL = 2, /* N(0, 2/(fan_in+fan_out)) */
+    PCNN_INIT_GLOROT_UNIFORM = 3 /* U(-sqrt(6/(fan_in+fan_out)), +...) */
+} pcnn_init;
+
+/* Network options, set with pcnn_net_set_option and read with
+ * pcnn_net_get_option.  Each takes a double; integer options must be
+ * integral.  Units are in the names.  Options marked "before finalize"
+ * return PCNN_ERR_INVALID_STATE afterwards; the others may change between
+ * steps. */
+typedef enum pcnn_option {
+    /* Learning rate used by the next step (before any schedule factor).
+     * Default 0.01; > 0. */
+    PCNN_OPT_LEARNING_RATE = 0,
+    /* Momentum factor of PCNN_OPTIMIZER_MOMENTUM.  Default 0.9; [0, 1). */
+    PCNN_OPT_MOMENTUM = 1,
+    /* L2 weight decay added to every gradient.  Default 0; >= 0. */
+    PCNN_OPT_WEIGHT_DECAY = 2,
+    /* Adam's beta1, beta2 and epsilon.  Defaults 0.9, 0.999, 1e-8. */
+    PCNN_OPT_ADAM_BETA1 = 3,
+    PCNN_OPT_ADAM_BETA2 = 4,
+    PCNN_OPT_ADAM_EPSILON = 5,
+    /* Seed of the weight initialisation and of dropout masks; before
+     * finalize.  Default 0; integral in [0, 2^53]. */
+    PCNN_OPT_SEED = 6,
+    /* Linear warm-up: the learning rate ramps from lr/steps to lr over the
+     * first `steps` steps.  Default 0 (off). */
+    PCNN_OPT_WARMUP_STEPS = 7,
+    /* Step decay: the learning rate is multiplied by DECAY_FACTOR every
+     * DECAY_EVERY_STEPS steps.  Defaults 0 (off) and 0.1. */
+    PCNN_OPT_DECAY_EVERY_STEPS = 8,
+    PCNN_OPT_DECAY_FACTOR = 9,
+    /* Threads for the library's OpenMP loops and for OpenBLAS GEMMs.  Default
+     * 0 = omp_get_max_threads().  OpenBLAS keeps its thread count
+     * process-wide: libpcnn sets it at the start of each call that runs
+     * GEMMs, so hosts sharing OpenBLAS should set it on their side after. */
+    PCNN_OPT_THREADS = 10,
+    /* 1: keep each convolution's im2col matrix from forward to backward
+     * (seed 001 section 3.1; faster, more memory); 0: recompute it.  Before
+     * finalize.  Default 1. */
+    PCNN_OPT_KEEP_IM2COL = 11,
+    /* 1: check losses and inputs of each step for NaN/Inf and fail with
+     * PCNN_ERR_NUMERIC.  Default 1. */
+    PCNN_OPT_CHECK_NUMERICS = 12,
+    /* Read only: the number of completed training steps (the step counter
+     * that drives warm-up, decay and dropout masks).  Settable, to resume. */
+    PCNN_OPT_STEP = 13,
+    /* Read only: the learning rate the next step will use, schedule
+     * included. */
+    PCNN_OPT_EFFECTIVE_LEARNING_RATE = 14,
+    /* Gradient fusion: consecutive layers with the same exchange strategy
+     * share one message until it holds this many bytes (a layer is never
+     * split).  Changes only speed, never the numbers.  Before finalize.
+     * Default 1048576; 0 = one message per layer. */
+    PCNN_OPT_BUCKET_BYTES = 15
+} pcnn_option;
+
+/* Create an empty network.  *out receives a handle to destroy with
+ * pcnn_net_destroy.  Errors: INVALID_ARGUMENT (out NULL), OUT_OF_MEMORY. */
+PCNN_API pcnn_status pcnn_net_create(pcnn_net **out);
+
+/* Destroy a network, its layers and all its buffers, and set *net to NULL.
+ * NULL or *net == NULL is a no-op.  Layer handles of the network become
+ * invalid. */
+PCNN_API pcnn_status pcnn_net_destroy(pcnn_net **net);
+
+/* Declare the network's input: one sample is channels x height x width.
+ * Must be the first layer added, exactly once.  *out receives the input
+ * layer, to feed to the first real layer.  Errors: INVALID_ARGUMENT,
+ * INVALID_STATE (an input exists, or the network is finalized). */
+PCNN_API pcnn_status pcnn_net_input(pcnn_net *net, int channels, int height, int width,
+                                    pcnn_layer **out);
+
+/*
+ * Layers.  Each adds one layer to the network, fed by `in` (a layer of the
+ * same network), and returns its handle in *out.  Shapes are checked
+ * immediately: a layer that does not fit its input fails with
+ * PCNN_ERR_SHAPE and is not added.  All layer-adding calls fail with
+ * PCNN_ERR_INVALID_STATE once the network is finalized.
+ */
+
+/* 2D convolution: out_channels filters of kernel x kernel, applied with the
+ * given stride and zero padding on each side; bias != 0 adds a per-channel
+ * bias.  Computed over the whole local batch as one im2col + GEMM (seed 001
+ * section 3.1).  Output (out_channels, (H+2p-k)/s+1, (W+2p-k)/s+1). */
+PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
+                                 int stride, int padding, int bias, pcnn_layer **out);
+
+/* Max pooling over kernel x kernel windows with the given stride and zero
+ * padding (padding counts as -infinity, as in PyTorch).  Output size
+ * floor((H+2p-k)/s)+1. */
+PCNN_API pcnn_status pcnn_maxpool2d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
+                                    int padding, pcnn_layer **out);
+
+/* Average pooling; padded zeros count in the average (PyTorch's default
+ * count_include_pad=True). */
+PCNN_API pcnn_status pcnn_avgpool2d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
+                                    int padding, pcnn_layer **out);
+
+/* Global average pooling: (C, H, W) -> (C, 1, 1). */
+PCNN_API pcnn_status pcnn_global_avgpool(pcnn_net *net, pcnn_layer *in, pcnn_layer **out);
+
+/* Fully connected (dense) layer: y = W x + b over the flattened input
+ * (C*H*W features, in PyTorch's flatten order).  Output (out_features, 1, 1). */
+PCNN_API pcnn_status pcnn_dense(pcnn_net *net, pcnn_layer *in, int out_features, int bias,
+                                pcnn_layer **out);
+
+/* Flatten (C, H, W) -> (C*H*W, 1, 1).  Dense layers flatten by themselves;
+ * this exists for clarity and for losses on flat outputs. */
+PCNN_API pcnn_status pcnn_flatten(pcnn_net *net, pcnn_layer *in, pcnn_layer **out);
+
+/* ReLU: y = max(x, 0); gradient 0 at x == 0. */
+PCNN_API pcnn_status pcnn_relu(pcnn_net *net, pcnn_layer *in, pcnn_layer **out);
+
+/* Leaky ReLU: y = x for x > 0, slope * x otherwise.  slope finite, >= 0. */
+PCNN_API pcnn_status pcnn_leaky_relu(pcnn_net *net, pcnn_layer *in, float slope,
+                                     pcnn_layer **out);
+
+/* Batch normalisation over (N, H, W) per channel, with learnable gamma
+ * (initially 1) and beta (initially 0).  Training steps normalise with the
+ * batch statistics (biased variance) and update the running mean and
+ * variance (unbiased) as running = (1-momentum)*running + momentum*batch;
+ * inference (predict, evaluate) uses the running statistics.  PyTorch's
+ * defaults are eps 1e-5, momentum 0.1.  With several ranks, statistics are
+ * per rank (as in the peers). */
+PCNN_API pcnn_status pcnn_batchnorm(pcnn_net *net, pcnn_layer *in, float eps, float momentum,
+                                    pcnn_layer **out);
+
+/* Inverted dropout with drop probability p in [0, 1): during training each
+ * element is zeroed with probability p and the rest scaled by 1/(1-p);
+ * identity at inference.  Masks come from (seed, step, layer, sample), so a
+ * run is reproducible and independent of the number of ranks. */
+PCNN_API pcnn_status pcnn_dropout(pcnn_net *net, pcnn_layer *in, float p, pcnn_layer **out);
+
+/* Residual addition y = a + b of two layers with the same output shape.
+ * This makes the graph a DAG: a layer may feed several others. */
+PCNN_API pcnn_status pcnn_add(pcnn_net *net, pcnn_layer *a, pcnn_layer *b, pcnn_layer **out);
+
+/* Scaled residual addition y = a + b_scale * b (EDSR's residual scaling). */
+PCNN_API pcnn_status pcnn_add_scaled(pcnn_net *net, pcnn_layer *a, pcnn_layer *b,
+                                     float b_scale, pcnn_layer **out);
+
+/* Pixel shuffle (sub-pixel upsampling): (C*r*r, H, W) -> (C, H*r, W*r), as
+ * torch.nn.PixelShuffle(r).  r >= 1, and the channels must divide by r*r. */
+PCNN_API pcnn_status pcnn_pixel_shuffle(pcnn_net *net, pcnn_layer *in, int upscale,
+                                        pcnn_layer **out);
+
+/* Choose the weight initialisation of a conv2d or dense layer (default
+ * PCNN_INIT_HE_NORMAL).  Before finalize.  Errors: INVALID_ARGUMENT (layer
+ * has no weights, unknown init), INVALID_STATE. */
+PCNN_API pcnn_status pcnn_layer_set_init(pcnn_layer *layer, pcnn_init init);
+
+/* The shape of one sample of the layer's output.  Any pointer may be NULL.
+ * Valid as soon as the layer is added. */
+PCNN_API pcnn_status pcnn_layer_output_shape(const pcnn_layer *layer, int *channels,
+                                             int *height, int *width);
+
+/* The layer's index in the network (the input is 0, then in order of
+ * addition) and its kind as a static string ("conv2d", "relu", ...). */
+PCNN_API pcnn_status pcnn_layer_info(const pcnn_layer *layer, int *index, const char **kind);
+
+/* Number of trainable parameters of the layer (weights + bias). */
+PCNN_API pcnn_status pcnn_layer_num_params(const pcnn_layer *layer, size_t *count);
+
+/* Make `output` the network's output, trained with `loss`.  Required once
+ * before finalize.  Errors: INVALID_ARGUMENT (unknown loss), SHAPE (cross
+ * entropy needs at least 2 classes), INVALID_STATE (finalized). */
+PCNN_API pcnn_status pcnn_net_set_loss(pcnn_net *net, pcnn_layer *output, pcnn_loss loss);
+
+/* Choose the optimizer (default PCNN_OPTIMIZER_SGD).  Before finalize. */
+PCNN_API pcnn_status pcnn_net_set_optimizer(pcnn_net *net, pcnn_optimizer optimizer);
+
+/* Set or read an option (see pcnn_option).  Errors: INVALID_ARGUMENT
+ * (unknown option, value out of range or not integral where required),
+ * INVALID_STATE (option fixed after finalize, or read-only). */
+PCNN_API pcnn_status pcnn_net_set_option(pcnn_net *net, pcnn_option option, double value);
+PCNN_API pcnn_status pcnn_net_get_option(const pcnn_net *net, pcnn_option option,
+                                         double *value);
+
+/* Plan and allocate everything: shapes, parameters (initialised from the
+ * seed), gradients, activations, im2col workspaces and optimizer state, for
+ * batches of up to max_batch samples.  After this, training steps allocate
+ * nothing.  Gradient buffers whose lifetimes do not overlap share memory.
+ * Errors: INVALID_STATE (no input or no loss, or already finalized),
+ * INVALID_ARGUMENT (max_batch < 1), OUT_OF_MEMORY. */
+PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch);
+
+/*
+ * Training and inference.  `x` holds n samples in NCHW order (n x C x H x W
+ * floats).  `labels` (n int32 class indices, for cross entropy) or `targets`
+ * (n x output-size floats, for MSE and L1): pass the one the loss needs and
+ * NULL for the other.  1 <= n <= max_batch.  All return INVALID_STATE before
+ * finalize.  Input and loss are checked for NaN/Inf unless
+ * PCNN_OPT_CHECK_NUMERICS is 0; a label outside [0, classes) is
+ * INVALID_ARGUMENT.  On failure the parameters are unchanged.
+ */
+
+/* One training step: forward, loss, backward, parameter update; increments
+ * the step counter.  *loss (may be NULL) receives the mean loss of the
+ * batch, computed before the update. */
+PCNN_API pcnn_status pcnn_net_train_step(pcnn_net *net, int n, const float *x,
+                                         const int32_t *labels, const float *targets,
+                                         float *loss);
+
+/* Forward and backward in training mode without updating anything: the
+ * gradients (pcnn_net_get_grads) and the input gradient
+ * (pcnn_net_get_input_grad) are left for the host, e.g. for its own
+ * optimizer or for gradient checks.  The step counter is unchanged, so
+ * dropout masks repeat until the next train step. */
+PCNN_API pcnn_status pcnn_net_compute_gradients(pcnn_net *net, int n, const float *x,
+                                                const int32_t *labels, const float *targets,
+                                                float *loss);
+
+/* The loss of a forward pass in training mode (batch statistics, this
+ * step's dropout masks), with no backward pass and no update of any state
+ * (running statistics are left alone). */
+PCNN_API pcnn_status pcnn_net_compute_loss(pcnn_net *net, int n, const float *x,
+                                           const int32_t *labels, const float *targets,
+                                           float *loss);
+
+/* Inference: forward n samples (any n >= 1; processed in chunks of
+ * max_batch) in inference mode and write the network output (logits for
+ * cross entropy) to out, which holds n x output-size floats (out_count).
+ * Errors: SHAPE if out_count is too small. */
+PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, float *out,
+                                      size_t out_count);
+
+/* Evaluate the network in inference mode over a whole dataset: mean loss
+ * and, for cross entropy, accuracy in [0, 1] (NULL pointers are skipped;
+ * accuracy of a regression network is NaN).  Exact: no sample dropped or
+ * padded. */
+PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, double *loss,
+                                       double *accuracy);
+
+/* One epoch of training steps over `data` in the order given by
+ * pcnn_dataset_shuffle (or file order), with batches of `batch` samples (the
+ * last one partial: no sample dropped).  *mean_loss (may be NULL) receives
+ * the sample-weighted mean training loss. */
+PCNN_API pcnn_status pcnn_net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch,
+                                          double *mean_loss);
+
+/* Counts, after finalize: trainable parameters, floats of one output sample,
+ * and the bytes of memory the network holds (parameters, gradients,
+ * optimizer state, activations, workspaces). */
+PCNN_API pcnn_status pcnn_net_num_params(const pcnn_net *net, size_t *count);
+PCNN_API pcnn_status pcnn_net_output_size(const pcnn_net *net, size_t *count);
+PCNN_API pcnn_status pcnn_net_memory_bytes(const pcnn_net *net, size_t *bytes);
+
+/* Copy all trainable parameters (or their gradients from the last backward
+ * pass) into buf, layer by layer in order of addition, each layer in
+ * PyTorch's order.  count must equal pcnn_net_num_params.  set copies them
+ * in.  Errors: SHAPE (count differs), INVALID_STATE (before finalize). */
+PCNN_API pcnn_status pcnn_net_get_params(const pcnn_net *net, float *buf, size_t count);
+PCNN_API pcnn_status pcnn_net_set_params(pcnn_net *net, const float *buf, size_t count);
+PCNN_API pcnn_status pcnn_net_get_grads(const pcnn_net *net, float *buf, size_t count);
+
+/* The same for one layer's parameters. */
+PCNN_API pcnn_status pcnn_layer_get_params(const pcnn_layer *layer, float *buf, size_t count);
+PCNN_API pcnn_status pcnn_layer_set_params(pcnn_layer *layer, const float *buf, size_t count);
+
+/* The gradient of the loss with respect to the input x of the last
+ * pcnn_net_compute_gradients or train step (n x C x H x W floats; count
+ * must be at least that). */
+PCNN_API pcnn_status pcnn_net_get_input_grad(const pcnn_net *net, float *buf, size_t count);
+
+/* A printable summary: one line per layer (index, kind, output shape,
+ * parameters, inputs) and totals.  Writes at most `size` bytes including
+ * the terminating NUL into buf (buf may be NULL when size is 0) and the
+ * full length (without NUL) into *needed (may be NULL), like snprintf.
+ * Callable before finalize (memory then reads "not planned"). */
+PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t size,
+                                      size_t *needed);
+
+/* ------------------------------------------------------------------------ */
+/* 4. Datasets                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Load an image/label pair of IDX files (MNIST and Fashion-MNIST format,
+ * optionally gzip-compressed: detected from the content).  Pixels are
+ * scaled to [0, 1], then, if std > 0, normalised as (x - mean) / std.
+ * Images become (1, H, W) samples with int32 labels.  Errors: IO,
+ * CORRUPT (bad magic, truncated, count mismatch, label > 255), OUT_OF_MEMORY. */
+PCNN_API pcnn_status pcnn_dataset_load_idx(const char *images_path, const char *labels_path,
+                                           float mean, float std, pcnn_dataset **out);
+
+/* An in-memory dataset of n samples of (channels, height, width) copied
+ * from x, with either int32 labels (classification) or targets of
+ * target_count floats per sample (regression); pass NULL for the other (and
+ * target_count 0 with labels). */
+PCNN_API pcnn_status pcnn_dataset_create(int n, int channels, int height, int width,
+                                         const float *x, const int32_t *labels,
+                                         const float *targets, int target_count,
+                                         pcnn_dataset **out);
+
+/* Free a dataset; NULL is a no-op. */
+PCNN_API pcnn_status pcnn_dataset_destroy(pcnn_dataset **data);
+
+/* Number of samples, and the shape of one sample (any pointer may be NULL). */
+PCNN_API pcnn_status pcnn_dataset_info(const pcnn_dataset *data, int *n, int *channels,
+                                       int *height, int *width);
+
+/* Reorder the samples with a seeded Fisher-Yates shuffle of the identity:
+ * the order depends only on (seed, epoch), never on previous calls, so all
+ * ranks and resumed runs agree. */
+PCNN_API pcnn_status pcnn_dataset_shuffle(pcnn_dataset *data, uint64_t seed, uint64_t epoch);
+
+/* Copy samples [start, start + count) of the current order into x
+ * (count x C x H x W) and labels or targets (either may be NULL). */
+PCNN_API pcnn_status pcnn_dataset_batch(const pcnn_dataset *data, int start, int count,
+                                        float *x, int32_t *labels, float *targets);
+
+/* ------------------------------------------------------------------------ */
+/* 5. Parallel training over MPI                                             */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Synchronous data parallelism (seed 001): every rank holds the same model;
+ * each global batch of B samples is split over the P ranks of a
+ * communicator (ranks get floor(B/P) or ceil(B/P) samples, the first B mod
+ * P ranks one more), gradients are combined so that every step equals a
+ * sequential step on the whole batch (up to float summation order), and all
+ * ranks end every step with identical parameters.
+ *
+ * MPI contract: the host initialises MPI (or asks pcnn_comm_create_world
+ * to) and hands in a communicator, which libpcnn duplicates: its traffic
+ * never mixes with the host's, and any sub-communicator works.  libpcnn
+ * calls MPI only from the thread that calls it, inside the calls marked
+ * "collective", which every rank of the communicator must make in the same
+ * order.  MPI_THREAD_FUNNELED or higher is enough.  Errors found on one rank
+ * inside a collective call reach all ranks: the others return
+ * PCNN_ERR_REMOTE instead of waiting forever.  A rank that dies outright is
+ * MPI's business (its default handler aborts the job).
+ *
+ * Batch normalisation uses each rank's local batch statistics, as the peers
+ * (Horovod, DDP) do.  Dropout masks depend on the global sample index, so
+ * they do not depend on P.
+ */
+
+typedef struct pcnn_comm pcnn_comm;
+
+/* How a layer's gradients are combined across ranks. */
+typedef enum pcnn_exchange {
+    /* MPI_Allreduce of the gradient (in place), then every rank updates all
+     * of the layer's parameters: the baseline of the thesis and the peers. */
+    PCNN_EXCHANGE_ALLREDUCE = 0,
+    /* Seed 001 sections 4.1.2 and 4.3: MPI_Alltoallv gives each rank the P
+     * pieces of its own 1/P slice of the gradient, which it sums with all
+     * threads and uses to update that slice alone (optimizer state exists
+     * only for owned slices: memory per rank drops by P), then
+     * MPI_Allgatherv distributes the updated parameters.  The default. */
+    PCNN_EXCHANGE_ALLTOALL_ALLGATHER = 1
+} pcnn_exchange;
+
+/* Wrap a duplicate of the host's communicator.  Collective over `comm`.
+ * The host may free its own communicator afterwards.  Errors:
+ * INVALID_ARGUMENT (MPI_COMM_NULL), INVALID_STATE (MPI not initialised),
+ * MPI, OUT_OF_MEMORY. */
+PCNN_API pcnn_status pcnn_comm_create(MPI_Comm comm, pcnn_comm **out);
+
+/* The same from a Fortran handle (MPI_Fint): for Fortran hosts and for
+ * mpi4py via comm.py2f(). */
+PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out);
+
+/* For programs that do not otherwise use MPI: initialise MPI if the host
+ * has not (MPI_Init_thread, asking for MPI_THREAD_MULTIPLE) and wrap a
+ * duplicate of MPI_COMM_WORLD.  pcnn_comm_destroy then finalises MPI if,
+ * and only if, this call initialised it.  Collective over MPI_COMM_WORLD. */
+PCNN_API pcnn_status pcnn_comm_create_world(pcnn_comm **out);
+
+/* Free the duplicate communicator (collective) and set *comm to NULL; NULL
+ * is a no-op.  Errors: INVALID_STATE while a network still uses it. */
+PCNN_API pcnn_status pcnn_comm_destroy(pcnn_comm **comm);
+
+/* This rank, the number of ranks, and the MPI thread level provided
+ * (MPI_THREAD_SINGLE ... MPI_THREAD_MULTIPLE).  Any pointer may be NULL. */
+PCNN_API pcnn_status pcnn_comm_info(const pcnn_comm *comm, int *rank, int *size,
+                                    int *thread_level);
+
+/* Train the network over the ranks of `comm`.  Before finalize; the
+ * communicator must outlive the network.  Once set:
+ *   - pcnn_net_finalize is collective: max_batch is the largest GLOBAL
+ *     batch, and each rank plans for its share ceil(max_batch / P).  Ranks
+ *     check that they built the same network: a mismatch fails on every
+ *     rank with PCNN_ERR_MISMATCH naming the first differing layer.
+ *   - pcnn_net_train_step is collective: each rank passes ITS OWN samples
+ *     (n may differ between ranks and may be 0 on some, with x NULL); the
+ *     step trains on their union, and *loss is the global mean.
+ *   - pcnn_net_train_epoch and pcnn_net_evaluate are collective: each rank
+ *     reads only its share of every batch of the (identically ordered)
+ *     dataset; results are global and equal on all ranks.
+ *   - pcnn_net_predict, pcnn_net_compute_loss and pcnn_net_compute_gradients
+ *     stay local to the calling rank (no communication). */
+PCNN_API pcnn_status pcnn_net_set_comm(pcnn_net *net, pcnn_comm *comm);
+
+/* Choose the exchange strategy of every layer (default
+ * PCNN_EXCHANGE_ALLTOALL_ALLGATHER), or of one layer with parameters
+ * (overrides the network's choice).  Before finalize. */
+PCNN_API pcnn_status pcnn_net_set_exchange(pcnn_net *net, pcnn_exchange exchange);
+PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange exchange);
+
+/* Bytes this rank sends per training step in the gradient exchange, by the
+ * cost model of seed 001 section 4.2: all-to-all n(P-1)/P and all-gather
+ * n(P-1)/P per bucket of n bytes (exact for this rank's actual slices), and
+ * 2n(P-1)/P for an allreduce bucket (Rabenseifner's bandwidth term).  After
+ * finalize; 0 on a single rank. */
+PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *bytes_per_step);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PCNN_H */

@@ -1,0 +1,32 @@
+/* Structural fingerprints of a network, compared across ranks at finalize
+ * so that ranks that built different models fail instead of hanging or
+ * silently training garbage. */
+#include <string.h>
+
+#include "../core/rng.h"
+#include "net.h"
+
+static uint64_t hash_text(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+void net_layer_hashes(const pcnn_net *net, uint64_t *out)
+{
+    for (int i = 0; i < net->num_layers; i++) {
+        const pcnn_layer *l = net->layers[i];
+        char config[128] = "";
+        if (l->ops->describe) l->ops->describe(l, config, sizeof config);
+        uint64_t h = rng_hash(hash_text(l->ops->kind), hash_text(config),
+                              ((uint64_t)l->out.c << 32) ^ (uint64_t)l->out.h,
+                              ((uint64_t)l->out.w << 32) ^ (uint64_t)l->out.d);
+        for (int j = 0; j < l->num_inputs; j++) h = rng_hash(h, (uint64_t)l->inputs[j]->index, j, 1);
+        h = rng_hash(h, l->num_params, (uint64_t)l->exchange, l == net->output);
+        if (i == 0) /* network-wide settings that must agree */
+            h = rng_hash(h, ((uint64_t)net->loss << 8) ^ (uint64_t)net->optimizer,
+                         (uint64_t)net->global_max_batch, net->opt.seed ^ net->opt.bucket_bytes);
+        out[i] = h;
+    }
+}

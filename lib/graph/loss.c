@@ -1,0 +1,86 @@
+#include "loss.h"
+
+#include <math.h>
+
+/* Softmax cross entropy on a classes x n matrix (CNHW with 1x1 spatial). */
+static double cross_entropy(const loss_args *a, float *dy)
+{
+    const int k = a->s.c, n = a->n;
+    const float *y = a->y;
+    const double scale = 1.0 / a->norm_samples;
+#pragma omp parallel for num_threads(a->threads) schedule(static) if (n * k > 4096)
+    for (int j = 0; j < n; j++) {
+        float mx = y[j];
+        for (int c = 1; c < k; c++) mx = fmaxf(mx, y[(size_t)c * n + j]);
+        double sum = 0.0;
+        for (int c = 0; c < k; c++) sum += exp((double)(y[(size_t)c * n + j] - mx));
+        const int label = a->labels[j];
+        a->scratch[j] = (log(sum) + mx - y[(size_t)label * n + j]) * scale;
+        if (dy) {
+            const double inv = 1.0 / sum;
+            for (int c = 0; c < k; c++) {
+                double p = exp((double)(y[(size_t)c * n + j] - mx)) * inv;
+                dy[(size_t)c * n + j] = (float)((p - (c == label)) * scale);
+            }
+        }
+    }
+    double total = 0.0;
+    for (int j = 0; j < n; j++) total += a->scratch[j];
+    return total;
+}
+
+/* MSE and L1: mean over samples and over the elements of each sample.  The
+ * output is [c][n][s], the targets [n][c][s]; channels are independent, so
+ * each thread sums whole channels and the partial sums add in fixed order. */
+static double elementwise(const loss_args *a, float *dy, bool squared)
+{
+    const int C = a->s.c, n = a->n;
+    const size_t S = shape_spatial(a->s);
+    const double scale = 1.0 / (a->norm_samples * (double)C * (double)S);
+    const float gscale = (float)scale;
+#pragma omp parallel for num_threads(a->threads) schedule(static) if ((size_t)n * C * S > 16384)
+    for (int c = 0; c < C; c++) {
+        double part = 0.0;
+        for (int j = 0; j < n; j++) {
+            const float *y = a->y + ((size_t)c * n + j) * S;
+            const float *t = a->targets + ((size_t)j * C + c) * S;
+            float *g = dy ? dy + ((size_t)c * n + j) * S : NULL;
+            for (size_t i = 0; i < S; i++) {
+                float d = y[i] - t[i];
+                if (squared) {
+                    part += (double)d * d;
+                    if (g) g[i] = 2.0f * d * gscale;
+                } else {
+                    part += fabs((double)d);
+                    if (g) g[i] = d > 0 ? gscale : d < 0 ? -gscale : 0.0f;
+                }
+            }
+        }
+        a->scratch[c] = part;
+    }
+    double total = 0.0;
+    for (int c = 0; c < C; c++) total += a->scratch[c];
+    return total * scale;
+}
+
+double loss_compute(const loss_args *a, float *dy)
+{
+    switch (a->kind) {
+    case PCNN_LOSS_SOFTMAX_CROSS_ENTROPY: return cross_entropy(a, dy);
+    case PCNN_LOSS_MSE: return elementwise(a, dy, true);
+    case PCNN_LOSS_L1: return elementwise(a, dy, false);
+    }
+    return NAN;
+}
+
+long loss_count_correct(const float *y, int classes, int n, const int32_t *labels)
+{
+    long correct = 0;
+    for (int j = 0; j < n; j++) {
+        int best = 0;
+        for (int c = 1; c < classes; c++)
+            if (y[(size_t)c * n + j] > y[(size_t)best * n + j]) best = c;
+        correct += best == labels[j];
+    }
+    return correct;
+}

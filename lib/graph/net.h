@@ -1,0 +1,98 @@
+/* The network graph: layers in order of addition (a topological order of
+ * the DAG), the flat parameter/gradient arrays, the planned buffers, and
+ * the options.  The graph room offers the others: layer_append (layers),
+ * net_forward / net_backward (training and inference drivers). */
+#ifndef PCNN_GRAPH_NET_H
+#define PCNN_GRAPH_NET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../layers/layer.h"
+#include "../optim/optim.h"
+#include "../parallel/exchange.h"
+#include "../parallel/parallel.h"
+
+typedef struct net_options {
+    double learning_rate;
+    double weight_decay;
+    optim_hyper hyper;    /* momentum, Adam betas and epsilon */
+    uint64_t seed;
+    long warmup_steps;
+    long decay_every_steps;
+    double decay_factor;
+    int threads;          /* 0: omp_get_max_threads() at finalize */
+    bool keep_im2col;
+    bool check_numerics;
+    size_t bucket_bytes;
+    pcnn_exchange exchange; /* default of layers that did not choose */
+} net_options;
+
+struct pcnn_net {
+    pcnn_layer **layers;
+    int num_layers, cap_layers;
+
+    pcnn_layer *output;
+    pcnn_loss loss;
+    bool has_loss;
+    pcnn_optimizer optimizer;
+    net_options opt;
+
+    bool finalized;
+    bool plan_failed;     /* a finalize failed: the network must be rebuilt */
+    int max_batch;
+    int threads;          /* resolved thread count */
+    uint64_t step;        /* completed training steps */
+
+    /* Flat arrays of all trainable parameters, layer by layer. */
+    size_t num_params;
+    float *params, *grads;
+    optim_state optim;    /* for this rank's owned slices only */
+
+    /* Data parallelism: the communicator (NULL: one process), the
+     * exchange plan, and where this rank's samples start in the batch. */
+    pcnn_comm *comm;
+    exchange_plan xplan;
+    long sample_base;
+    int global_max_batch; /* as given to finalize; max_batch is this rank's share */
+
+    /* Planned buffers. */
+    float *workspace;     /* shared scratch (see layer_ops.workspace_floats) */
+    float **grad_slots;   /* dy buffers shared by layers with disjoint lifetimes */
+    int num_grad_slots;
+    double *loss_scratch; /* per-sample losses or per-channel partial sums */
+    float *stage_x;       /* one batch staged from a dataset (NCHW) */
+    int32_t *stage_labels;
+    float *stage_targets;
+    size_t memory_bytes;
+
+    int last_backward_n;  /* batch size of the last backward (input grad) */
+};
+
+/* Drivers (graph/run.c).  net_load_input converts n NCHW samples into the
+ * input layer; net_forward runs every layer (update_stats: batch norm
+ * updates its running statistics); net_loss returns the loss of the local
+ * samples normalised by norm_samples and, with want_grad, seeds the
+ * output's dy; net_backward runs every layer backwards, computing the input
+ * gradient only when asked. */
+void net_load_input(pcnn_net *net, int n, const float *x);
+void net_forward(pcnn_net *net, int n, bool train, bool update_stats);
+double net_loss(pcnn_net *net, int n, const int32_t *labels, const float *targets,
+                double norm_samples, bool want_grad);
+void net_backward(pcnn_net *net, int n, bool want_input_grad);
+
+/* Per-layer structural hashes (kind, shapes, configuration, inputs, and
+ * network-wide settings folded into layer 0), for the cross-rank check. */
+void net_layer_hashes(const pcnn_net *net, uint64_t *out);
+
+/* Common validation for public calls: a finalized network, and a batch of
+ * n samples with the targets its loss needs (checked for range and, when
+ * enabled, NaN/Inf).  func names the public function in messages. */
+pcnn_status net_check_ready(const pcnn_net *net, const char *func);
+pcnn_status net_check_batch(const pcnn_net *net, const char *func, int n, const float *x,
+                            const int32_t *labels, const float *targets, bool need_targets);
+
+/* The learning rate of the next step, schedule included. */
+double net_effective_lr(const pcnn_net *net);
+
+#endif

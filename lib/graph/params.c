@@ -1,0 +1,99 @@
+/* Parameters in and out as flat float arrays, counts and sizes. */
+#include <string.h>
+
+#include "../core/error.h"
+#include "../kernels/kernels.h"
+#include "net.h"
+
+PCNN_API pcnn_status pcnn_net_num_params(const pcnn_net *net, size_t *count)
+{
+    TRY(net_check_ready(net, __func__));
+    REQUIRE_PTR(count);
+    *count = net->num_params;
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_net_output_size(const pcnn_net *net, size_t *count)
+{
+    TRY(net_check_ready(net, __func__));
+    REQUIRE_PTR(count);
+    *count = shape_size(net->output->out);
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_net_memory_bytes(const pcnn_net *net, size_t *bytes)
+{
+    TRY(net_check_ready(net, __func__));
+    REQUIRE_PTR(bytes);
+    *bytes = net->memory_bytes;
+    return PCNN_OK;
+}
+
+static pcnn_status copy_flat(const pcnn_net *net, const char *func, float *dst,
+                             const float *src, size_t count)
+{
+    TRY(net_check_ready(net, func));
+    if (!dst || !src) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "buf is NULL");
+    if (count != net->num_params)
+        return error_set(PCNN_ERR_SHAPE, func, "count %zu differs from the %zu parameters",
+                         count, net->num_params);
+    memcpy(dst, src, count * sizeof(float));
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_net_get_params(const pcnn_net *net, float *buf, size_t count)
+{
+    return copy_flat(net, __func__, buf, net ? net->params : NULL, count);
+}
+
+PCNN_API pcnn_status pcnn_net_set_params(pcnn_net *net, const float *buf, size_t count)
+{
+    return copy_flat(net, __func__, net ? net->params : NULL, buf, count);
+}
+
+PCNN_API pcnn_status pcnn_net_get_grads(const pcnn_net *net, float *buf, size_t count)
+{
+    return copy_flat(net, __func__, buf, net ? net->grads : NULL, count);
+}
+
+static pcnn_status check_layer_buf(const pcnn_layer *layer, const void *buf, size_t count,
+                                   const char *func)
+{
+    if (!layer) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "layer is NULL");
+    TRY(net_check_ready(layer->net, func));
+    if (!buf) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "buf is NULL");
+    char name[64];
+    if (count != layer->num_params)
+        return error_set(PCNN_ERR_SHAPE, func, "%s has %zu parameters, count is %zu",
+                         layer_name(layer, name, sizeof name), layer->num_params, count);
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_layer_get_params(const pcnn_layer *layer, float *buf, size_t count)
+{
+    TRY(check_layer_buf(layer, buf, count, __func__));
+    memcpy(buf, layer->params, count * sizeof(float));
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_layer_set_params(pcnn_layer *layer, const float *buf, size_t count)
+{
+    TRY(check_layer_buf(layer, buf, count, __func__));
+    memcpy(layer->params, buf, count * sizeof(float));
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_net_get_input_grad(const pcnn_net *net, float *buf, size_t count)
+{
+    TRY(net_check_ready(net, __func__));
+    REQUIRE_PTR(buf);
+    REQUIRE(net->last_backward_n > 0, PCNN_ERR_INVALID_STATE,
+            "no input gradient: call pcnn_net_compute_gradients first");
+    const shape s = net->layers[0]->out;
+    const size_t need = (size_t)net->last_backward_n * shape_size(s);
+    REQUIRE(count >= need, PCNN_ERR_SHAPE, "buf holds %zu floats; the input gradient has %zu",
+            count, need);
+    cnhw_to_nchw(net->layers[0]->dy, buf, net->last_backward_n, s.c, shape_spatial(s),
+                 net->threads);
+    return PCNN_OK;
+}

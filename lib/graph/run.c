@@ -1,0 +1,241 @@
+/* Running the graph: forward and backward drivers, and the public calls
+ * that train on or infer from one batch. */
+#include <math.h>
+
+#include "../core/error.h"
+#include "../kernels/kernels.h"
+#include "loss.h"
+#include "net.h"
+
+static run_ctx make_ctx(const pcnn_net *net, int n, bool train, bool update_stats)
+{
+    run_ctx ctx = {
+        .n = n,
+        .train = train,
+        .update_stats = update_stats,
+        .threads = net->threads,
+        .seed = net->opt.seed,
+        .step = net->step,
+        .sample_base = net->sample_base,
+        .workspace = net->workspace,
+    };
+    return ctx;
+}
+
+void net_forward(pcnn_net *net, int n, bool train, bool update_stats)
+{
+    run_ctx ctx = make_ctx(net, n, train, update_stats);
+    for (int i = 1; i < net->num_layers; i++) net->layers[i]->ops->forward(net->layers[i], &ctx);
+}
+
+void net_backward(pcnn_net *net, int n, bool want_input_grad)
+{
+    run_ctx ctx = make_ctx(net, n, true, false);
+    for (int i = net->num_layers - 1; i > 0; i--) {
+        pcnn_layer *l = net->layers[i];
+        float *dx[2] = {NULL, NULL};
+        for (int j = 0; j < l->num_inputs; j++)
+            if (want_input_grad || !layer_is_input(l->inputs[j])) dx[j] = l->inputs[j]->dy;
+        l->ops->backward(l, &ctx, dx);
+    }
+    net->last_backward_n = want_input_grad ? n : 0;
+}
+
+pcnn_status net_check_ready(const pcnn_net *net, const char *func)
+{
+    if (!net) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "net is NULL");
+    if (!net->finalized)
+        return error_set(PCNN_ERR_INVALID_STATE, func,
+                         "the network is not finalized: call pcnn_net_finalize first");
+    return PCNN_OK;
+}
+
+static bool all_finite(const float *x, size_t count)
+{
+    float acc = 0.0f;
+    for (size_t i = 0; i < count; i++) acc += x[i] * 0.0f; /* NaN iff some x is NaN or Inf */
+    return acc == 0.0f;
+}
+
+/* Validate one batch of inputs and targets against the network. */
+pcnn_status net_check_batch(const pcnn_net *net, const char *func, int n, const float *x,
+                            const int32_t *labels, const float *targets, bool need_targets)
+{
+    TRY(net_check_ready(net, func));
+    if (n < 1 || n > net->max_batch)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "batch of %d samples: must be in [1, %d]",
+                         n, net->max_batch);
+    if (!x) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "x is NULL");
+    const size_t in_count = (size_t)n * shape_size(net->layers[0]->out);
+    if (net->opt.check_numerics && !all_finite(x, in_count))
+        return error_set(PCNN_ERR_NUMERIC, func, "the input batch contains NaN or Inf");
+    if (!need_targets) return PCNN_OK;
+    if (net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY) {
+        if (!labels)
+            return error_set(PCNN_ERR_INVALID_ARGUMENT, func,
+                             "labels is NULL: cross entropy needs int32 class labels");
+        for (int j = 0; j < n; j++)
+            if (labels[j] < 0 || labels[j] >= net->output->out.c)
+                return error_set(PCNN_ERR_INVALID_ARGUMENT, func,
+                                 "label %d of sample %d is outside [0, %d)", (int)labels[j], j,
+                                 net->output->out.c);
+    } else {
+        if (!targets)
+            return error_set(PCNN_ERR_INVALID_ARGUMENT, func,
+                             "targets is NULL: MSE and L1 need float targets");
+        if (net->opt.check_numerics &&
+            !all_finite(targets, (size_t)n * shape_size(net->output->out)))
+            return error_set(PCNN_ERR_NUMERIC, func, "the targets contain NaN or Inf");
+    }
+    return PCNN_OK;
+}
+
+void net_load_input(pcnn_net *net, int n, const float *x)
+{
+    const shape s = net->layers[0]->out;
+    nchw_to_cnhw(x, net->layers[0]->y, n, s.c, shape_spatial(s), net->threads);
+}
+
+double net_loss(pcnn_net *net, int n, const int32_t *labels, const float *targets,
+                double norm_samples, bool want_grad)
+{
+    loss_args a = {
+        .kind = net->loss,
+        .y = net->output->y,
+        .s = net->output->out,
+        .n = n,
+        .labels = labels,
+        .targets = targets,
+        .norm_samples = norm_samples,
+        .scratch = net->loss_scratch,
+        .threads = net->threads,
+    };
+    return loss_compute(&a, want_grad ? net->output->dy : NULL);
+}
+
+typedef enum run_mode { RUN_LOSS, RUN_GRADIENTS, RUN_TRAIN } run_mode;
+
+/* Forward, loss and (unless RUN_LOSS) backward of n local samples; the
+ * loss is normalised by norm_samples.  n == 0 (a rank without samples in a
+ * parallel step) leaves zero gradients. */
+static double compute(pcnn_net *net, run_mode mode, int n, const float *x,
+                      const int32_t *labels, const float *targets, double norm_samples)
+{
+    if (n == 0) {
+        for (size_t i = 0; i < net->num_params; i++) net->grads[i] = 0.0f;
+        return 0.0;
+    }
+    net_load_input(net, n, x);
+    net_forward(net, n, true, mode != RUN_LOSS);
+    double loss = net_loss(net, n, labels, targets, norm_samples, mode != RUN_LOSS);
+    if (mode != RUN_LOSS) net_backward(net, n, mode == RUN_GRADIENTS);
+    return loss;
+}
+
+static pcnn_status numeric_check(const pcnn_net *net, const char *func, double loss)
+{
+    if (net->opt.check_numerics && !isfinite(loss))
+        return error_set(PCNN_ERR_NUMERIC, func, "the loss is %g at step %llu", loss,
+                         (unsigned long long)net->step);
+    return PCNN_OK;
+}
+
+/* Local (one-rank) runs: compute_loss, compute_gradients, and train steps
+ * of a network without a communicator. */
+static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int n,
+                             const float *x, const int32_t *labels, const float *targets,
+                             float *loss_out)
+{
+    TRY(net_check_batch(net, func, n, x, labels, targets, true));
+    int saved = blas_threads_enter();
+    net->sample_base = 0;
+    double loss = compute(net, mode, n, x, labels, targets, n);
+    pcnn_status st = numeric_check(net, func, loss);
+    if (st == PCNN_OK && mode == RUN_TRAIN) st = exchange_step(net);
+    blas_threads_leave(saved);
+    if (st == PCNN_OK && loss_out) *loss_out = (float)loss;
+    return st;
+}
+
+/* A data-parallel training step.  Two agreement points make every rank
+ * fail together: after validating the local batch (which also sums the
+ * batch sizes and finds this rank's first global sample), and after the
+ * forward pass (which sums the loss and catches NaN on any rank). */
+static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const float *x,
+                                const int32_t *labels, const float *targets, float *loss_out)
+{
+    const pcnn_comm *c = net->comm;
+    pcnn_status st = n == 0 ? PCNN_OK : net_check_batch(net, func, n, x, labels, targets, true);
+    if (n < 0 || n > net->max_batch)
+        st = error_set(PCNN_ERR_INVALID_ARGUMENT, func,
+                       "local batch of %d samples: must be in [0, %d] on each rank", n,
+                       net->max_batch);
+    double sizes[2] = {n, 0};
+    /* sizes[1]: samples on lower ranks, via the sum of n * [rank < mine]. */
+    TRY(agree_batch(c, st, sizes, func));
+    const double global = sizes[0];
+    if (global < 1)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "no rank passed any sample");
+    net->sample_base = (long)sizes[1];
+
+    int saved = blas_threads_enter();
+    double loss = compute(net, RUN_TRAIN, n, x, labels, targets, global);
+    st = agree_sum(c, numeric_check(net, func, loss), &loss, 1, func);
+    if (st == PCNN_OK) st = numeric_check(net, func, loss); /* NaN in the global sum */
+    if (st == PCNN_OK) st = exchange_step(net);
+    blas_threads_leave(saved);
+    if (st == PCNN_OK && loss_out) *loss_out = (float)loss;
+    return st;
+}
+
+PCNN_API pcnn_status pcnn_net_train_step(pcnn_net *net, int n, const float *x,
+                                         const int32_t *labels, const float *targets,
+                                         float *loss)
+{
+    if (net && net->finalized && net->comm)
+        return run_parallel(net, __func__, n, x, labels, targets, loss);
+    return run_local(net, __func__, RUN_TRAIN, n, x, labels, targets, loss);
+}
+
+PCNN_API pcnn_status pcnn_net_compute_gradients(pcnn_net *net, int n, const float *x,
+                                                const int32_t *labels, const float *targets,
+                                                float *loss)
+{
+    return run_local(net, __func__, RUN_GRADIENTS, n, x, labels, targets, loss);
+}
+
+PCNN_API pcnn_status pcnn_net_compute_loss(pcnn_net *net, int n, const float *x,
+                                           const int32_t *labels, const float *targets,
+                                           float *loss)
+{
+    return run_local(net, __func__, RUN_LOSS, n, x, labels, targets, loss);
+}
+
+PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, float *out,
+                                      size_t out_count)
+{
+    TRY(net_check_ready(net, __func__));
+    REQUIRE(n >= 1, PCNN_ERR_INVALID_ARGUMENT, "n = %d must be >= 1", n);
+    REQUIRE_PTR(x);
+    REQUIRE_PTR(out);
+    const shape in = net->layers[0]->out, o = net->output->out;
+    REQUIRE(out_count >= (size_t)n * shape_size(o), PCNN_ERR_SHAPE,
+            "out holds %zu floats; %d samples need %zu", out_count, n,
+            (size_t)n * shape_size(o));
+    int saved = blas_threads_enter();
+    for (int start = 0; start < n; start += net->max_batch) {
+        int count = n - start < net->max_batch ? n - start : net->max_batch;
+        const float *xb = x + (size_t)start * shape_size(in);
+        if (net->opt.check_numerics && !all_finite(xb, (size_t)count * shape_size(in))) {
+            blas_threads_leave(saved);
+            return FAIL(PCNN_ERR_NUMERIC, "samples %d..%d contain NaN or Inf", start,
+                        start + count - 1);
+        }
+        net_load_input(net, count, xb);
+        net_forward(net, count, false, false);
+        cnhw_to_nchw(net->output->y, out + (size_t)start * shape_size(o), count, o.c,
+                     shape_spatial(o), net->threads);
+    }
+    blas_threads_leave(saved);
+    return PCNN_OK;
+}

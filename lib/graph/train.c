@@ -1,0 +1,104 @@
+/* Training and evaluation over a whole dataset, batch by batch, through
+ * staging buffers planned at finalize (no allocation per batch). */
+#include <math.h>
+
+#include "../core/error.h"
+#include "../io/dataset.h"
+#include "../kernels/kernels.h"
+#include "../parallel/parallel.h"
+#include "loss.h"
+#include "net.h"
+
+static pcnn_status check_dataset(const pcnn_net *net, const pcnn_dataset *d, const char *func)
+{
+    if (!d) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "data is NULL");
+    const shape in = net->layers[0]->out;
+    if (d->c != in.c || d->h != in.h || d->w != in.w)
+        return error_set(PCNN_ERR_SHAPE, func,
+                         "dataset samples are (%d, %d, %d) but the network input is (%d, %d, %d)",
+                         d->c, d->h, d->w, in.c, in.h, in.w);
+    if (net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY) {
+        if (!d->labels)
+            return error_set(PCNN_ERR_INVALID_ARGUMENT, func,
+                             "cross entropy needs a dataset with labels");
+        if (d->num_classes > net->output->out.c)
+            return error_set(PCNN_ERR_SHAPE, func,
+                             "dataset has labels up to %d but the network outputs %d classes",
+                             d->num_classes - 1, net->output->out.c);
+    } else {
+        if (!d->targets || (size_t)d->target_count != shape_size(net->output->out))
+            return error_set(PCNN_ERR_SHAPE, func,
+                             "the loss needs %zu targets per sample; the dataset has %d",
+                             shape_size(net->output->out), d->target_count);
+    }
+    return PCNN_OK;
+}
+
+static void stage(pcnn_net *net, const pcnn_dataset *d, int start, int count)
+{
+    dataset_copy_batch(d, start, count, net->stage_x, net->stage_labels, net->stage_targets);
+}
+
+/* This rank's share of the whole dataset: [*first, *first + return). */
+static int my_share(const pcnn_net *net, int n, long *first)
+{
+    if (!net->comm) {
+        *first = 0;
+        return n;
+    }
+    return partition_count(n, net->comm->size, net->comm->rank, first);
+}
+
+PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, double *loss,
+                                       double *accuracy)
+{
+    TRY(net_check_ready(net, __func__));
+    pcnn_status st = check_dataset(net, data, __func__);
+    if (net->comm) TRY(agree(net->comm, st, __func__));
+    TRY(st);
+    const bool classify = net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
+    double sums[2] = {0.0, 0.0}; /* loss, correct */
+    long first;
+    const int mine = my_share(net, data->n, &first);
+    int saved = blas_threads_enter();
+    for (int done = 0; done < mine; done += net->max_batch) {
+        int count = mine - done < net->max_batch ? mine - done : net->max_batch;
+        stage(net, data, (int)first + done, count);
+        net_load_input(net, count, net->stage_x);
+        net_forward(net, count, false, false);
+        sums[0] += net_loss(net, count, net->stage_labels, net->stage_targets, 1.0, false);
+        if (classify)
+            sums[1] += (double)loss_count_correct(net->output->y, net->output->out.c, count,
+                                                  net->stage_labels);
+    }
+    blas_threads_leave(saved);
+    if (net->comm) TRY(agree_sum(net->comm, PCNN_OK, sums, 2, __func__));
+    if (loss) *loss = sums[0] / data->n;
+    if (accuracy) *accuracy = classify ? sums[1] / data->n : NAN;
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch,
+                                          double *mean_loss)
+{
+    TRY(net_check_ready(net, __func__));
+    pcnn_status st = check_dataset(net, data, __func__);
+    if (st == PCNN_OK && (batch < 1 || batch > net->global_max_batch))
+        st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "batch %d must be in [1, %d] (the max_batch of "
+                  "finalize)", batch, net->global_max_batch);
+    if (net->comm) TRY(agree(net->comm, st, __func__));
+    TRY(st);
+    double loss_sum = 0.0;
+    for (int start = 0; start < data->n; start += batch) {
+        int count = data->n - start < batch ? data->n - start : batch;
+        long first;
+        count = my_share(net, count, &first);
+        stage(net, data, start + (int)first, count);
+        float loss;
+        TRY(pcnn_net_train_step(net, count, net->stage_x, net->stage_labels,
+                                net->stage_targets, &loss));
+        loss_sum += (double)loss * (data->n - start < batch ? data->n - start : batch);
+    }
+    if (mean_loss) *mean_loss = loss_sum / data->n;
+    return PCNN_OK;
+}

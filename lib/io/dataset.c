@@ -1,0 +1,175 @@
+/* In-memory datasets: storage, shuffling and batch copies. */
+#include "dataset.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "../core/rng.h"
+
+/* Domain word of the shuffle's RNG key, so that (seed, epoch) streams never
+ * coincide with other users of the same seed (weight init, dropout). */
+#define SHUFFLE_STREAM 0x53485546464c45ull /* "SHUFFLE" */
+
+pcnn_dataset *dataset_alloc(int n, int c, int h, int w, int with_labels, int target_count)
+{
+    if (n < 1 || c < 1 || h < 1 || w < 1 || target_count < 0) return NULL;
+    if ((size_t)c > (size_t)INT_MAX / (size_t)h ||
+        (size_t)c * (size_t)h > (size_t)INT_MAX / (size_t)w)
+        return NULL;
+    size_t sample = (size_t)c * (size_t)h * (size_t)w;
+    if (sample > SIZE_MAX / sizeof(float) / (size_t)n) return NULL;
+    if (target_count > 0 && (size_t)target_count > SIZE_MAX / sizeof(float) / (size_t)n)
+        return NULL;
+
+    pcnn_dataset *d = mem_calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->n = n;
+    d->c = c;
+    d->h = h;
+    d->w = w;
+    d->sample_floats = sample;
+    d->target_count = target_count;
+    d->x = mem_alloc_floats((size_t)n * sample);
+    d->order = mem_calloc((size_t)n, sizeof *d->order);
+    if (with_labels) d->labels = mem_calloc((size_t)n, sizeof *d->labels);
+    if (target_count > 0) d->targets = mem_alloc_floats((size_t)n * (size_t)target_count);
+    if (!d->x || !d->order || (with_labels && !d->labels) || (target_count > 0 && !d->targets)) {
+        dataset_free(d);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) d->order[i] = i;
+    return d;
+}
+
+void dataset_free(pcnn_dataset *d)
+{
+    if (!d) return;
+    mem_free(d->x);
+    mem_free(d->labels);
+    mem_free(d->targets);
+    mem_free(d->order);
+    mem_free(d);
+}
+
+void dataset_finish(pcnn_dataset *d)
+{
+    int32_t max = -1;
+    if (d->labels)
+        for (int i = 0; i < d->n; i++)
+            if (d->labels[i] > max) max = d->labels[i];
+    /* Labels are validated >= 0 and int32, so max + 1 may only overflow at
+     * INT32_MAX: saturate (the network rejects such a class count anyway). */
+    d->num_classes = max == INT32_MAX ? INT32_MAX : (int)max + 1;
+}
+
+int dataset_num_classes(const pcnn_dataset *d) { return d->num_classes; }
+
+void dataset_copy_batch(const pcnn_dataset *d, int start, int count, float *x,
+                        int32_t *labels, float *targets)
+{
+    const size_t sf = d->sample_floats;
+    const size_t tc = (size_t)d->target_count;
+    for (int k = 0; k < count; k++) {
+        size_t i = (size_t)d->order[start + k];
+        if (x) memcpy(x + (size_t)k * sf, d->x + i * sf, sf * sizeof *x);
+        if (labels && d->labels) labels[k] = d->labels[i];
+        if (targets && d->targets)
+            memcpy(targets + (size_t)k * tc, d->targets + i * tc, tc * sizeof *targets);
+    }
+}
+
+PCNN_API pcnn_status pcnn_dataset_create(int n, int channels, int height, int width,
+                                         const float *x, const int32_t *labels,
+                                         const float *targets, int target_count,
+                                         pcnn_dataset **out)
+{
+    REQUIRE_PTR(out);
+    REQUIRE_PTR(x);
+    REQUIRE(n >= 1, PCNN_ERR_INVALID_ARGUMENT, "n %d < 1", n);
+    REQUIRE(channels >= 1 && height >= 1 && width >= 1, PCNN_ERR_INVALID_ARGUMENT,
+            "sample shape (%d, %d, %d) has a dimension < 1", channels, height, width);
+    REQUIRE((labels == NULL) != (targets == NULL), PCNN_ERR_INVALID_ARGUMENT,
+            "pass exactly one of labels and targets (got %s)",
+            labels ? "both" : "neither");
+    if (labels) {
+        REQUIRE(target_count == 0, PCNN_ERR_INVALID_ARGUMENT,
+                "target_count %d must be 0 with labels", target_count);
+        for (int i = 0; i < n; i++)
+            REQUIRE(labels[i] >= 0, PCNN_ERR_INVALID_ARGUMENT, "label %d of sample %d < 0",
+                    (int)labels[i], i);
+    } else {
+        REQUIRE(target_count >= 1, PCNN_ERR_INVALID_ARGUMENT,
+                "target_count %d < 1 with targets", target_count);
+    }
+    REQUIRE((size_t)channels * (size_t)height <= (size_t)INT_MAX / (size_t)width,
+            PCNN_ERR_INVALID_ARGUMENT, "sample shape (%d, %d, %d) exceeds INT_MAX floats",
+            channels, height, width);
+
+    pcnn_dataset *d = dataset_alloc(n, channels, height, width, labels != NULL, target_count);
+    if (!d)
+        return FAIL(PCNN_ERR_OUT_OF_MEMORY,
+                    "cannot allocate %d samples of (%d, %d, %d) floats, %d targets each", n,
+                    channels, height, width, target_count);
+    memcpy(d->x, x, (size_t)n * d->sample_floats * sizeof *d->x);
+    if (labels) memcpy(d->labels, labels, (size_t)n * sizeof *d->labels);
+    if (targets) memcpy(d->targets, targets, (size_t)n * (size_t)target_count * sizeof *d->targets);
+    dataset_finish(d);
+    *out = d;
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_dataset_destroy(pcnn_dataset **data)
+{
+    if (!data || !*data) return PCNN_OK;
+    dataset_free(*data);
+    *data = NULL;
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_dataset_info(const pcnn_dataset *data, int *n, int *channels,
+                                       int *height, int *width)
+{
+    REQUIRE_PTR(data);
+    if (n) *n = data->n;
+    if (channels) *channels = data->c;
+    if (height) *height = data->h;
+    if (width) *width = data->w;
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_dataset_shuffle(pcnn_dataset *data, uint64_t seed, uint64_t epoch)
+{
+    REQUIRE_PTR(data);
+    /* Always restart from the identity so the order is a function of
+     * (seed, epoch) alone: every rank and every resumed run agrees. */
+    int *order = data->order;
+    for (int i = 0; i < data->n; i++) order[i] = i;
+    rng r = rng_make(seed, epoch, SHUFFLE_STREAM, 0);
+    for (int i = data->n - 1; i > 0; i--) {
+        int j = (int)rng_below(&r, (uint64_t)i + 1);
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_dataset_batch(const pcnn_dataset *data, int start, int count,
+                                        float *x, int32_t *labels, float *targets)
+{
+    REQUIRE_PTR(data);
+    REQUIRE_PTR(x);
+    REQUIRE(start >= 0 && start < data->n, PCNN_ERR_INVALID_ARGUMENT,
+            "start %d outside [0, %d)", start, data->n);
+    REQUIRE(count >= 1 && count <= data->n - start, PCNN_ERR_INVALID_ARGUMENT,
+            "count %d outside [1, %d] (start %d of %d samples)", count, data->n - start, start,
+            data->n);
+    REQUIRE(!labels || data->labels, PCNN_ERR_INVALID_ARGUMENT,
+            "labels requested but the dataset holds regression targets");
+    REQUIRE(!targets || data->targets, PCNN_ERR_INVALID_ARGUMENT,
+            "targets requested but the dataset holds class labels");
+    dataset_copy_batch(data, start, count, x, labels, targets);
+    return PCNN_OK;
+}

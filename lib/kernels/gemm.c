@@ -1,0 +1,60 @@
+#include <cblas.h>
+#include <omp.h>
+
+#include "kernels.h"
+
+/* Blocks smaller than this many output columns (or rows) are not worth a
+ * thread: the packing overhead of OpenBLAS dominates. */
+#define MIN_BLOCK 32
+
+int blas_threads_enter(void)
+{
+    int saved = openblas_get_num_threads();
+    if (saved != 1) openblas_set_num_threads(1);
+    return saved;
+}
+
+void blas_threads_leave(int saved)
+{
+    if (saved != 1) openblas_set_num_threads(saved);
+}
+
+static void gemm_block(bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
+                       int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0) return;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
+          const float *b, int ldb, float beta, float *c, int ldc, int threads)
+{
+    if (m <= 0 || n <= 0) return;
+    bool split_cols = n >= m;
+    int extent = split_cols ? n : m;
+    int parts = threads;
+    if (parts > extent / MIN_BLOCK) parts = extent / MIN_BLOCK;
+    if (parts <= 1) {
+        gemm_block(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+#pragma omp parallel num_threads(parts)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        /* Blocks of whole 16-float vectors, the last one takes the rest. */
+        int chunk = (extent + nt - 1) / nt;
+        chunk = (chunk + 15) / 16 * 16;
+        int lo = t * chunk, hi = lo + chunk < extent ? lo + chunk : extent;
+        if (lo < hi) {
+            if (split_cols) {
+                const float *bb = tb ? b + (size_t)lo * ldb : b + lo;
+                gemm_block(ta, tb, m, hi - lo, k, alpha, a, lda, bb, ldb, beta, c + lo, ldc);
+            } else {
+                const float *aa = ta ? a + lo : a + (size_t)lo * lda;
+                gemm_block(ta, tb, hi - lo, n, k, alpha, aa, lda, b, ldb, beta,
+                           c + (size_t)lo * ldc, ldc);
+            }
+        }
+    }
+}

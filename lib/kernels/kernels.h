@@ -1,0 +1,47 @@
+/* Compute kernels: GEMM, im2col/col2im and layout conversions.  No layer
+ * knowledge here; everything takes raw pointers and sizes.
+ *
+ * Threading: libpcnn runs one thread pool, OpenMP's.  GEMMs are partitioned
+ * over the OpenMP threads, each block computed by single-threaded OpenBLAS
+ * (the graph sets OpenBLAS to one thread for the duration of each call), so
+ * the two pools never compete for the cores and results are bitwise
+ * reproducible for a given thread count. */
+#ifndef PCNN_KERNELS_H
+#define PCNN_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Row-major C[M x N] = alpha * op(A)[M x K] * op(B)[K x N] + beta * C,
+ * op(X) = X^T when trans_X.  lda/ldb/ldc are row strides of the stored
+ * matrices.  The larger of M and N is split over `threads` threads. */
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+          const float *b, int ldb, float beta, float *c, int ldc, int threads);
+
+/* Make OpenBLAS single-threaded for the duration of a library call and
+ * give the host its setting back afterwards. */
+int blas_threads_enter(void);
+void blas_threads_leave(int saved);
+
+/*
+ * im2col over a whole batch in CNHW layout (see layers/layer.h).
+ * Input: C x N x H x W.  Output col: (C*K*K) rows x (N*Ho*Wo) columns,
+ * row (c, kh, kw), column (n, ho, wo); zero where the window reads padding.
+ */
+void im2col_batch(const float *x, int c, int n, int h, int w, int k, int stride, int pad,
+                  int ho, int wo, float *col, int threads);
+
+/* The adjoint of im2col_batch: dx (C x N x H x W) = or += col2im(dcol).
+ * accumulate selects += (the input feeds several layers). */
+void col2im_batch(const float *dcol, int c, int n, int h, int w, int k, int stride, int pad,
+                  int ho, int wo, float *dx, bool accumulate, int threads);
+
+/* Layout conversions between the public NCHW and the internal CNHW:
+ * nchw_to_cnhw: dst[(c*N+n)*S + s] = src[(n*C+c)*S + s]; and back. */
+void nchw_to_cnhw(const float *src, float *dst, int n, int c, size_t spatial, int threads);
+void cnhw_to_nchw(const float *src, float *dst, int n, int c, size_t spatial, int threads);
+
+/* y[i] = x[i] (+ y[i] if accumulate), over n floats. */
+void copy_or_add(const float *x, float *y, size_t n, bool accumulate, int threads);
+
+#endif

@@ -1,0 +1,140 @@
+/* ReLU and leaky ReLU, element-wise.  Backward reads the output y: for
+ * both, y > 0 exactly when x > 0, and the gradient at x == 0 is the
+ * negative side's (0 for ReLU, slope for leaky), as in PyTorch.
+ *
+ * The loops load unconditionally and select against zero (pos + slope *
+ * neg), the only shapes GCC vectorises under the default -ftrapping-math;
+ * the results are exact: one side of each sum is zero. */
+#include <math.h>
+#include <stdio.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "../graph/net.h"
+#include "layer.h"
+
+#define PAR_MIN 16384
+
+typedef struct act_priv {
+    float slope; /* 0 for ReLU */
+} act_priv;
+
+static float act_slope(const pcnn_layer *l)
+{
+    const act_priv *a = l->priv;
+    return a ? a->slope : 0.0f;
+}
+
+static void relu_forward(pcnn_layer *l, const run_ctx *ctx)
+{
+    size_t total = shape_size(l->out) * (size_t)ctx->n;
+    const float *x = l->inputs[0]->y;
+    float *y = l->y;
+    /* x < 0 ? 0 : x lets NaN through, as torch.relu does. */
+#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
+    for (size_t i = 0; i < total; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+static void leaky_forward(pcnn_layer *l, const run_ctx *ctx)
+{
+    size_t total = shape_size(l->out) * (size_t)ctx->n;
+    const float *x = l->inputs[0]->y;
+    float *y = l->y;
+    float slope = act_slope(l);
+#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
+    for (size_t i = 0; i < total; i++) {
+        float v = x[i], pos = v > 0.0f ? v : 0.0f, neg = v > 0.0f ? 0.0f : v;
+        y[i] = pos + neg * slope;
+    }
+}
+
+static void relu_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    if (!dx[0]) return;
+    size_t total = shape_size(l->out) * (size_t)ctx->n;
+    const float *y = l->y, *dy = l->dy;
+    float *g = dx[0];
+    if (l->accumulate_dx[0]) {
+#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
+        for (size_t i = 0; i < total; i++) {
+            float d = dy[i];
+            g[i] += y[i] > 0.0f ? d : 0.0f;
+        }
+    } else {
+#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
+        for (size_t i = 0; i < total; i++) {
+            float d = dy[i];
+            g[i] = y[i] > 0.0f ? d : 0.0f;
+        }
+    }
+}
+
+static void leaky_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    if (!dx[0]) return;
+    size_t total = shape_size(l->out) * (size_t)ctx->n;
+    const float *y = l->y, *dy = l->dy;
+    float *g = dx[0];
+    float slope = act_slope(l);
+    if (l->accumulate_dx[0]) {
+#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
+        for (size_t i = 0; i < total; i++) {
+            float d = dy[i], pos = y[i] > 0.0f ? d : 0.0f, neg = y[i] > 0.0f ? 0.0f : d;
+            g[i] += pos + neg * slope;
+        }
+    } else {
+#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
+        for (size_t i = 0; i < total; i++) {
+            float d = dy[i], pos = y[i] > 0.0f ? d : 0.0f, neg = y[i] > 0.0f ? 0.0f : d;
+            g[i] = pos + neg * slope;
+        }
+    }
+}
+
+static void leaky_describe(const pcnn_layer *l, char *buf, size_t size)
+{
+    snprintf(buf, size, "slope=%.9g", (double)act_slope(l));
+}
+
+static const layer_ops relu_ops = {
+    .kind = "relu",
+    .forward = relu_forward,
+    .backward = relu_backward,
+};
+
+static const layer_ops leaky_ops = {
+    .kind = "leaky_relu",
+    .forward = leaky_forward,
+    .backward = leaky_backward,
+    .describe = leaky_describe,
+};
+
+PCNN_API pcnn_status pcnn_relu(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
+{
+    TRY(layer_check_new(net, &in, 1, out, __func__));
+    pcnn_layer *l;
+    TRY(layer_append(net, &relu_ops, &in, 1, in->out, 0, NULL, &l));
+    *out = l;
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_leaky_relu(pcnn_net *net, pcnn_layer *in, float slope,
+                                     pcnn_layer **out)
+{
+    TRY(layer_check_new(net, &in, 1, out, __func__));
+    REQUIRE(isfinite(slope) && slope >= 0.0f, PCNN_ERR_INVALID_ARGUMENT,
+            "layer %d (leaky_relu): slope %g must be finite and >= 0", net->num_layers,
+            (double)slope);
+    act_priv *a = mem_calloc(1, sizeof *a);
+    if (!a) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d (leaky_relu): no memory",
+                        net->num_layers);
+    a->slope = slope;
+    pcnn_layer *l;
+    pcnn_status st = layer_append(net, &leaky_ops, &in, 1, in->out, 0, a, &l);
+    if (st != PCNN_OK) {
+        mem_free(a);
+        return st;
+    }
+    *out = l;
+    return PCNN_OK;
+}

@@ -1,0 +1,292 @@
+/* Batch normalisation over (N, H, W) per channel, PyTorch semantics.
+ *
+ * In CNHW each channel is one contiguous run of m = N*HW values.  The runs
+ * are cut into fixed-size chunks (independent of the thread count) that are
+ * the units of parallel work; per-chunk sums in double are combined per
+ * channel in chunk order, so results are bitwise reproducible for any
+ * thread count, and small channel counts still use every thread.
+ *
+ * Training forward keeps the batch mean and 1/std; backward recomputes
+ * x_hat = (x - mean) / std from the input instead of storing it. */
+#include <math.h>
+#include <stdio.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "../graph/net.h"
+#include "batchnorm.h"
+#include "layer.h"
+
+#define CHUNK 4096    /* elements per work unit */
+#define LANES 8       /* independent accumulators: vectorisable, fixed order */
+#define PAR_MIN 16384
+
+typedef struct bn_priv {
+    float eps, momentum;
+    float *running; /* mean[C] then unbiased var[C]: one buffer */
+    float *batch;   /* mean[C], inv_std[C], mean_lo[C] of the last training
+                       forward: mean + mean_lo is the batch mean to ~2^-48,
+                       so x - mean stays exact when |mean| >> std */
+} bn_priv;
+
+static size_t bn_chunks(size_t m) { return (m + CHUNK - 1) / CHUNK; }
+
+static size_t bn_workspace(const pcnn_layer *l, const plan_ctx *p)
+{
+    /* Per unit two double partial sums; per channel two double totals and
+     * two floats (mean or shift, multiplier). */
+    size_t c = (size_t)l->out.c;
+    size_t units = c * bn_chunks((size_t)p->max_batch * shape_spatial(l->out));
+    return 2 * (2 * units + 2 * c) + 2 * c;
+}
+
+static pcnn_status bn_setup(pcnn_layer *l, const plan_ctx *p)
+{
+    (void)p;
+    bn_priv *b = l->priv;
+    size_t c = (size_t)l->out.c;
+    b->running = mem_alloc_floats(2 * c);
+    b->batch = mem_alloc_floats(3 * c);
+    if (!b->running || !b->batch) {
+        char name[64];
+        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "%s: %zu floats of statistics",
+                    layer_name(l, name, sizeof name), 5 * c);
+    }
+    for (size_t i = 0; i < c; i++) b->running[c + i] = 1.0f;
+    l->buffer_bytes += 5 * c * sizeof(float);
+    return PCNN_OK;
+}
+
+static void bn_init(pcnn_layer *l, uint64_t seed)
+{
+    (void)seed;
+    size_t c = (size_t)l->out.c;
+    for (size_t i = 0; i < c; i++) {
+        l->params[i] = 1.0f;     /* gamma */
+        l->params[c + i] = 0.0f; /* beta */
+    }
+}
+
+/* Sums of (a[i] - shift) and (a[i] - shift)^2 over [lo, hi), or, with b, of
+ * b[i] and b[i] * (a[i] - shift - shift_lo) * scale: the two reductions BN
+ * needs. */
+static void bn_sums(const float *a, const float *b, float shift, float shift_lo, float scale,
+                    size_t lo, size_t hi, double out[2])
+{
+    double s1[LANES] = {0}, s2[LANES] = {0};
+    size_t i = lo;
+    if (!b) {
+        for (; i + LANES <= hi; i += LANES)
+            for (int k = 0; k < LANES; k++) {
+                double d = (double)a[i + k] - shift;
+                s1[k] += d;
+                s2[k] += d * d;
+            }
+        for (int k = 0; i < hi; i++, k++) {
+            double d = (double)a[i] - shift;
+            s1[k] += d;
+            s2[k] += d * d;
+        }
+    } else {
+        for (; i + LANES <= hi; i += LANES)
+            for (int k = 0; k < LANES; k++) {
+                float xh = (a[i + k] - shift - shift_lo) * scale;
+                s1[k] += b[i + k];
+                s2[k] += (double)b[i + k] * xh;
+            }
+        for (int k = 0; i < hi; i++, k++) {
+            float xh = (a[i] - shift - shift_lo) * scale;
+            s1[k] += b[i];
+            s2[k] += (double)b[i] * xh;
+        }
+    }
+    double t1 = 0.0, t2 = 0.0;
+    for (int k = 0; k < LANES; k++) {
+        t1 += s1[k];
+        t2 += s2[k];
+    }
+    out[0] = t1;
+    out[1] = t2;
+}
+
+/* Per-channel totals tot[2c], tot[2c+1] of bn_sums over the channel's run. */
+static void bn_reduce(const float *a, const float *b, const float *shift, const float *shift_lo,
+                      const float *scale, int c, size_t m, double *part, double *tot,
+                      int threads)
+{
+    size_t nch = bn_chunks(m);
+    long units = (long)((size_t)c * nch);
+#pragma omp parallel for num_threads(threads) if ((size_t)c * m >= PAR_MIN) schedule(static)
+    for (long u = 0; u < units; u++) {
+        size_t ch = (size_t)u / nch, lo = (size_t)u % nch * CHUNK;
+        size_t hi = lo + CHUNK < m ? lo + CHUNK : m;
+        bn_sums(a + ch * m, b ? b + ch * m : NULL, shift[ch], shift_lo ? shift_lo[ch] : 0.0f,
+                scale ? scale[ch] : 1.0f, lo, hi, part + 2 * u);
+    }
+    for (int ch = 0; ch < c; ch++) {
+        double t1 = 0.0, t2 = 0.0;
+        for (size_t j = 0; j < nch; j++) {
+            t1 += part[2 * ((size_t)ch * nch + j)];
+            t2 += part[2 * ((size_t)ch * nch + j) + 1];
+        }
+        tot[2 * ch] = t1;
+        tot[2 * ch + 1] = t2;
+    }
+}
+
+/* y = (x - mean[c] - mean_lo[c]) * mul[c] + beta[c]; mean_lo may be NULL. */
+static void bn_apply(const float *x, float *y, const float *mean, const float *mean_lo,
+                     const float *mul, const float *beta, int c, size_t m, int threads)
+{
+    size_t nch = bn_chunks(m);
+    long units = (long)((size_t)c * nch);
+#pragma omp parallel for num_threads(threads) if ((size_t)c * m >= PAR_MIN) schedule(static)
+    for (long u = 0; u < units; u++) {
+        size_t ch = (size_t)u / nch, lo = (size_t)u % nch * CHUNK;
+        size_t hi = lo + CHUNK < m ? lo + CHUNK : m;
+        const float *xc = x + ch * m;
+        float *yc = y + ch * m;
+        float mu = mean[ch], mu_lo = mean_lo ? mean_lo[ch] : 0.0f, a = mul[ch], b = beta[ch];
+        for (size_t i = lo; i < hi; i++) yc[i] = (xc[i] - mu - mu_lo) * a + b;
+    }
+}
+
+static void bn_forward(pcnn_layer *l, const run_ctx *ctx)
+{
+    bn_priv *b = l->priv;
+    int c = l->out.c;
+    size_t C = (size_t)c, m = (size_t)ctx->n * shape_spatial(l->out);
+    const float *x = l->inputs[0]->y, *gamma = l->params, *beta = l->params + C;
+    double *part = (double *)ctx->workspace;
+    double *tot = part + 2 * C * bn_chunks(m);
+    /* Per-channel mean and multiplier, kept in the workspace after tot. */
+    float *mean = (float *)(tot + 2 * C), *mul = mean + C;
+    if (!ctx->train) {
+        for (size_t ch = 0; ch < C; ch++) {
+            mean[ch] = b->running[ch];
+            mul[ch] = (float)(gamma[ch] / sqrt((double)b->running[C + ch] + b->eps));
+        }
+        bn_apply(x, l->y, mean, NULL, mul, beta, c, m, ctx->threads);
+        return;
+    }
+    /* Shifting by each channel's first value keeps the one-pass variance
+     * accurate when |mean| >> std. */
+    float *shift = mean;
+    for (size_t ch = 0; ch < C; ch++) shift[ch] = x[ch * m];
+    bn_reduce(x, NULL, shift, NULL, NULL, c, m, part, tot, ctx->threads);
+    double mom = b->momentum, unbias = m > 1 ? (double)m / (double)(m - 1) : 1.0;
+    for (size_t ch = 0; ch < C; ch++) {
+        double dm = tot[2 * ch] / (double)m;
+        double var = tot[2 * ch + 1] / (double)m - dm * dm;
+        if (var < 0.0) var = 0.0;
+        double mu = shift[ch] + dm;
+        b->batch[ch] = (float)mu;
+        b->batch[2 * C + ch] = (float)(mu - (double)b->batch[ch]);
+        b->batch[C + ch] = (float)(1.0 / sqrt(var + b->eps));
+        mul[ch] = gamma[ch] * b->batch[C + ch];
+        if (ctx->update_stats) {
+            b->running[ch] = (float)((1.0 - mom) * b->running[ch] + mom * mu);
+            b->running[C + ch] =
+                (float)((1.0 - mom) * b->running[C + ch] + mom * var * unbias);
+        }
+    }
+    bn_apply(x, l->y, b->batch, b->batch + 2 * C, mul, beta, c, m, ctx->threads);
+}
+
+/* dx = gamma*inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat)). */
+static void bn_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    bn_priv *b = l->priv;
+    int c = l->out.c;
+    size_t C = (size_t)c, m = (size_t)ctx->n * shape_spatial(l->out);
+    const float *x = l->inputs[0]->y, *dy = l->dy, *gamma = l->params;
+    const float *mean = b->batch, *istd = b->batch + C, *mean_lo = b->batch + 2 * C;
+    double *part = (double *)ctx->workspace;
+    double *tot = part + 2 * C * bn_chunks(m);
+    bn_reduce(x, dy, mean, mean_lo, istd, c, m, part, tot, ctx->threads);
+    for (size_t ch = 0; ch < C; ch++) {
+        l->grads[ch] = (float)tot[2 * ch + 1]; /* dgamma = sum dy * x_hat */
+        l->grads[C + ch] = (float)tot[2 * ch]; /* dbeta = sum dy */
+    }
+    if (!dx[0]) return;
+    float *g = dx[0];
+    bool acc = l->accumulate_dx[0];
+    size_t nch = bn_chunks(m);
+    long units = (long)(C * nch);
+#pragma omp parallel for num_threads(ctx->threads) if (C * m >= PAR_MIN) schedule(static)
+    for (long u = 0; u < units; u++) {
+        size_t ch = (size_t)u / nch, lo = (size_t)u % nch * CHUNK;
+        size_t hi = lo + CHUNK < m ? lo + CHUNK : m;
+        const float *xc = x + ch * m, *dyc = dy + ch * m;
+        float *gc = g + ch * m;
+        float mu = mean[ch], mu_lo = mean_lo[ch], is = istd[ch], k = gamma[ch] * is;
+        float mdy = (float)(tot[2 * ch] / (double)m);
+        float mdx = (float)(tot[2 * ch + 1] / (double)m);
+        if (acc)
+            for (size_t i = lo; i < hi; i++)
+                gc[i] += k * (dyc[i] - mdy - (xc[i] - mu - mu_lo) * is * mdx);
+        else
+            for (size_t i = lo; i < hi; i++)
+                gc[i] = k * (dyc[i] - mdy - (xc[i] - mu - mu_lo) * is * mdx);
+    }
+}
+
+static void bn_destroy(pcnn_layer *l)
+{
+    bn_priv *b = l->priv;
+    if (b) {
+        mem_free(b->running);
+        mem_free(b->batch);
+    }
+    mem_free(b);
+    l->priv = NULL;
+}
+
+static void bn_describe(const pcnn_layer *l, char *buf, size_t size)
+{
+    const bn_priv *b = l->priv;
+    snprintf(buf, size, "eps=%.9g momentum=%.9g", (double)b->eps, (double)b->momentum);
+}
+
+static const layer_ops bn_ops = {
+    .kind = "batchnorm",
+    .workspace_floats = bn_workspace,
+    .setup = bn_setup,
+    .init_params = bn_init,
+    .forward = bn_forward,
+    .backward = bn_backward,
+    .destroy = bn_destroy,
+    .describe = bn_describe,
+};
+
+float *batchnorm_running_stats(pcnn_layer *l, size_t *count)
+{
+    const bn_priv *b = l && l->ops == &bn_ops ? l->priv : NULL;
+    bool ready = b && b->running;
+    if (count) *count = ready ? 2 * (size_t)l->out.c : 0;
+    return ready ? b->running : NULL;
+}
+
+PCNN_API pcnn_status pcnn_batchnorm(pcnn_net *net, pcnn_layer *in, float eps, float momentum,
+                                    pcnn_layer **out)
+{
+    TRY(layer_check_new(net, &in, 1, out, __func__));
+    int index = net->num_layers;
+    REQUIRE(isfinite(eps) && eps > 0.0f, PCNN_ERR_INVALID_ARGUMENT,
+            "layer %d (batchnorm): eps %g must be finite and > 0", index, (double)eps);
+    REQUIRE(momentum >= 0.0f && momentum <= 1.0f, PCNN_ERR_INVALID_ARGUMENT,
+            "layer %d (batchnorm): momentum %g must be in [0, 1]", index, (double)momentum);
+    bn_priv *b = mem_calloc(1, sizeof *b);
+    if (!b) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d (batchnorm): no memory", index);
+    b->eps = eps;
+    b->momentum = momentum;
+    pcnn_layer *l;
+    pcnn_status st =
+        layer_append(net, &bn_ops, &in, 1, in->out, 2 * (size_t)in->out.c, b, &l);
+    if (st != PCNN_OK) {
+        mem_free(b);
+        return st;
+    }
+    *out = l;
+    return PCNN_OK;
+}

@@ -1,0 +1,247 @@
+/* 2D convolution as one im2col + one GEMM over the whole local batch.
+ *
+ * In the CNHW layout the GEMM W[Cout x CKK] * col[CKK x N*Ho*Wo] writes the
+ * output directly in the next layer's layout.  Backward is two more GEMMs
+ * (dW = dY col^T, dcol = W^T dY) and a col2im.  A 1x1 convolution with
+ * stride 1 and no padding needs no im2col at all: the input is its own col.
+ *
+ * The im2col matrix is kept from forward to backward in a persistent buffer
+ * when PCNN_OPT_KEEP_IM2COL is set, otherwise recomputed in backward.  The
+ * shared workspace holds col (when not kept) and later dcol, never both.
+ *
+ * Padding must be smaller than the kernel, so every window covers at least
+ * one input pixel (PyTorch is laxer; a window of pure padding is useless). */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "../graph/net.h"
+#include "../kernels/kernels.h"
+#include "layer.h"
+
+typedef struct conv_priv {
+    int cout, k, stride, pad;
+    bool bias;
+    bool direct; /* 1x1, stride 1, no padding: col == x */
+    int cin, h, w, ho, wo, ckk;
+    float *col;  /* kept im2col matrix (max_batch columns), or NULL */
+} conv_priv;
+
+#define PAR_MIN 16384
+
+/* Floats of a CKK x (max_batch*Ho*Wo) matrix, saturated so that an absurd
+ * size fails as an allocation rather than wrapping. */
+static size_t col_floats(const conv_priv *p, int max_batch)
+{
+    size_t np = (size_t)max_batch * (size_t)p->ho * (size_t)p->wo;
+    if (np != 0 && (size_t)p->ckk > SIZE_MAX / np) return SIZE_MAX;
+    return (size_t)p->ckk * np;
+}
+
+static size_t conv_workspace(const pcnn_layer *l, const plan_ctx *pc)
+{
+    const conv_priv *p = l->priv;
+    return p->direct ? 0 : col_floats(p, pc->max_batch);
+}
+
+static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
+{
+    conv_priv *p = l->priv;
+    char name[64];
+    /* GEMM sizes are ints: the batch's column count must fit. */
+    long long np = (long long)pc->max_batch * p->ho * p->wo;
+    if (np > INT_MAX)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, "pcnn_net_finalize",
+                         "%s: max_batch %d x %dx%d outputs exceeds %d columns",
+                         layer_name(l, name, sizeof name), pc->max_batch, p->ho, p->wo,
+                         INT_MAX);
+    if (!pc->keep_im2col || p->direct) return PCNN_OK;
+    size_t n = col_floats(p, pc->max_batch);
+    p->col = n == SIZE_MAX ? NULL : mem_alloc_floats(n);
+    if (p->col == NULL)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, "pcnn_net_finalize",
+                         "%s: cannot allocate the %zu-float im2col buffer",
+                         layer_name(l, name, sizeof name), n);
+    l->buffer_bytes += n * sizeof(float);
+    return PCNN_OK;
+}
+
+static void conv_init(pcnn_layer *l, uint64_t seed)
+{
+    const conv_priv *p = l->priv;
+    size_t nw = (size_t)p->cout * p->ckk;
+    size_t kk = (size_t)p->k * p->k;
+    layer_init_weights(l, l->params, nw, (size_t)p->cin * kk, (size_t)p->cout * kk, seed);
+    if (p->bias) memset(l->params + nw, 0, (size_t)p->cout * sizeof(float));
+}
+
+/* The col matrix of the current input: x itself, the kept buffer, or the
+ * workspace (recomputed). */
+static const float *conv_col(const pcnn_layer *l, const run_ctx *ctx, bool compute)
+{
+    const conv_priv *p = l->priv;
+    const float *x = l->inputs[0]->y;
+    if (p->direct) return x;
+    float *col = p->col ? p->col : ctx->workspace;
+    if (compute)
+        im2col_batch(x, p->cin, ctx->n, p->h, p->w, p->k, p->stride, p->pad, p->ho, p->wo, col,
+                     ctx->threads);
+    return col;
+}
+
+static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
+{
+    const conv_priv *p = l->priv;
+    const int np = ctx->n * p->ho * p->wo;
+    const float *col = conv_col(l, ctx, true);
+    gemm(false, false, p->cout, np, p->ckk, 1.0f, l->params, p->ckk, col, np, 0.0f, l->y, np,
+         ctx->threads);
+    if (!p->bias) return;
+
+    const float *b = l->params + (size_t)p->cout * p->ckk;
+    float *y = l->y;
+    const int cout = p->cout;
+    const int par = (size_t)cout * np >= PAR_MIN && ctx->threads > 1;
+#pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads) if (par)
+    for (int co = 0; co < cout; co++) {
+        for (int blk = 0; blk < (np + 4095) / 4096; blk++) {
+            float *row = y + (size_t)co * np;
+            const int hi = blk * 4096 + 4096 < np ? blk * 4096 + 4096 : np;
+            const float bc = b[co];
+            for (int j = blk * 4096; j < hi; j++) row[j] += bc;
+        }
+    }
+}
+
+/* Sum of n floats in an order fixed by n alone (so any thread count gives
+ * the same bits): 8 float lanes over blocks of SUM_BLOCK, which vectorise,
+ * and the block sums in double, which keeps long rows accurate. */
+#define SUM_BLOCK 1024
+static float row_sum(const float *x, int n)
+{
+    double total = 0.0;
+    for (int j0 = 0; j0 < n; j0 += SUM_BLOCK) {
+        const int j1 = j0 + SUM_BLOCK < n ? j0 + SUM_BLOCK : n;
+        float lane[8] = {0};
+        int j = j0;
+        for (; j + 8 <= j1; j += 8)
+            for (int q = 0; q < 8; q++) lane[q] += x[j + q];
+        float t = 0.0f;
+        for (int q = 0; q < 8; q++) t += lane[q];
+        for (; j < j1; j++) t += x[j];
+        total += t;
+    }
+    return (float)total;
+}
+
+static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    const conv_priv *p = l->priv;
+    const int np = ctx->n * p->ho * p->wo;
+    const float *dy = l->dy;
+
+    /* dW = dY[Cout x NP] * col^T; the kept col is still the forward's. */
+    const float *col = conv_col(l, ctx, p->col == NULL);
+    gemm(false, true, p->cout, p->ckk, np, 1.0f, dy, np, col, np, 0.0f, l->grads, p->ckk,
+         ctx->threads);
+
+    if (p->bias) {
+        float *db = l->grads + (size_t)p->cout * p->ckk;
+        const int cout = p->cout;
+        const int par = (size_t)cout * np >= PAR_MIN && ctx->threads > 1;
+#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (par)
+        for (int co = 0; co < cout; co++) db[co] = row_sum(dy + (size_t)co * np, np);
+    }
+
+    if (dx[0] == NULL) return;
+    const bool acc = l->accumulate_dx[0];
+    if (p->direct) {
+        /* dx = W^T dY straight into the input's gradient. */
+        gemm(true, false, p->ckk, np, p->cout, 1.0f, l->params, p->ckk, dy, np,
+             acc ? 1.0f : 0.0f, dx[0], np, ctx->threads);
+        return;
+    }
+    /* dcol overwrites the workspace: col (if it lived there) is done with. */
+    float *dcol = ctx->workspace;
+    gemm(true, false, p->ckk, np, p->cout, 1.0f, l->params, p->ckk, dy, np, 0.0f, dcol, np,
+         ctx->threads);
+    col2im_batch(dcol, p->cin, ctx->n, p->h, p->w, p->k, p->stride, p->pad, p->ho, p->wo, dx[0],
+                 acc, ctx->threads);
+}
+
+static void conv_destroy(pcnn_layer *l)
+{
+    conv_priv *p = l->priv;
+    if (p) mem_free(p->col);
+    mem_free(p);
+    l->priv = NULL;
+}
+
+static void conv_describe(const pcnn_layer *l, char *buf, size_t size)
+{
+    const conv_priv *p = l->priv;
+    snprintf(buf, size, "k=%d s=%d p=%d%s", p->k, p->stride, p->pad, p->bias ? " bias" : "");
+}
+
+static const layer_ops conv_ops = {
+    .kind = "conv2d",
+    .workspace_floats = conv_workspace,
+    .setup = conv_setup,
+    .init_params = conv_init,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .destroy = conv_destroy,
+    .describe = conv_describe,
+};
+
+PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
+                                 int stride, int padding, int bias, pcnn_layer **out)
+{
+    TRY(layer_check_new(net, &in, 1, out, __func__));
+    const int idx = net->num_layers;
+    const char *me = "conv2d";
+    REQUIRE(out_channels >= 1, PCNN_ERR_INVALID_ARGUMENT,
+            "layer %d (%s): out_channels %d must be >= 1", idx, me, out_channels);
+    REQUIRE(kernel >= 1, PCNN_ERR_INVALID_ARGUMENT, "layer %d (%s): kernel %d must be >= 1",
+            idx, me, kernel);
+    REQUIRE(stride >= 1, PCNN_ERR_INVALID_ARGUMENT, "layer %d (%s): stride %d must be >= 1",
+            idx, me, stride);
+    REQUIRE(padding >= 0 && padding < kernel, PCNN_ERR_INVALID_ARGUMENT,
+            "layer %d (%s): padding %d must be in [0, kernel %d)", idx, me, padding, kernel);
+
+    const shape s = in->out;
+    REQUIRE(s.d == 1, PCNN_ERR_SHAPE, "layer %d (%s): input is 3D (depth %d)", idx, me, s.d);
+    const long long ph = (long long)s.h + 2LL * padding, pw = (long long)s.w + 2LL * padding;
+    REQUIRE(kernel <= ph && kernel <= pw, PCNN_ERR_SHAPE,
+            "layer %d (%s): kernel %d larger than padded input %lldx%lld", idx, me, kernel, ph,
+            pw);
+    const long long ho = (ph - kernel) / stride + 1, wo = (pw - kernel) / stride + 1;
+    const long long ckk = (long long)s.c * kernel * kernel;
+    REQUIRE(ckk <= INT_MAX && ho * wo <= INT_MAX && out_channels * ho * wo <= INT_MAX,
+            PCNN_ERR_SHAPE,
+            "layer %d (%s): sizes overflow (%d channels x kernel %d, output %d x %lldx%lld)",
+            idx, me, s.c, kernel, out_channels, ho, wo);
+    const long long nparams = out_channels * ckk + (bias ? out_channels : 0);
+    REQUIRE(nparams <= INT_MAX, PCNN_ERR_SHAPE,
+            "layer %d (%s): %lld parameters is too many", idx, me, nparams);
+
+    conv_priv *p = mem_calloc(1, sizeof *p);
+    REQUIRE(p != NULL, PCNN_ERR_OUT_OF_MEMORY, "layer %d (%s): out of memory", idx, me);
+    *p = (conv_priv){.cout = out_channels, .k = kernel, .stride = stride, .pad = padding,
+                     .bias = bias != 0, .cin = s.c, .h = s.h, .w = s.w, .ho = (int)ho,
+                     .wo = (int)wo, .ckk = (int)ckk};
+    p->direct = kernel == 1 && stride == 1 && padding == 0;
+
+    pcnn_layer *l = NULL;
+    pcnn_status st = layer_append(net, &conv_ops, &in, 1, shape_2d(out_channels, (int)ho, (int)wo),
+                                  (size_t)nparams, p, &l);
+    if (st != PCNN_OK) {
+        mem_free(p);
+        return st;
+    }
+    l->has_weights = true;
+    *out = l;
+    return PCNN_OK;
+}

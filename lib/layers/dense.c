@@ -1,0 +1,171 @@
+/* Fully connected layer: Y[K x N] = W[K x F] * X[F x N] (+ b), one GEMM over
+ * the whole batch.
+ *
+ * X is the input flattened in PyTorch order (f = c*HW + hw).  In CNHW a
+ * (C, 1, 1) input already is that F x N matrix; otherwise it is transposed
+ * into a persistent buffer, kept because backward needs X for dW. */
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "../graph/net.h"
+#include "../kernels/kernels.h"
+#include "layer.h"
+
+/* From flatten.c (the CNHW <-> [feature][sample] transposes). */
+void flatten_cnhw(const float *x, float *xf, int c, int n, size_t s, int threads);
+void unflatten_cnhw(const float *xf, float *x, int c, int n, size_t s, bool accumulate,
+                    int threads);
+
+#define PAR_MIN 16384
+
+typedef struct dense_priv {
+    int out;         /* K */
+    int features;    /* F = C*H*W of the input */
+    size_t spatial;  /* H*W of the input; 1: no transpose needed */
+    bool bias;
+    float *xt;       /* F x max_batch flattened input, when spatial > 1 */
+} dense_priv;
+
+static size_t dense_workspace(const pcnn_layer *l, const plan_ctx *p)
+{
+    const dense_priv *d = l->priv;
+    /* dX before it is transposed back into the input's CNHW layout. */
+    return d->spatial > 1 ? (size_t)d->features * (size_t)p->max_batch : 0;
+}
+
+static pcnn_status dense_setup(pcnn_layer *l, const plan_ctx *p)
+{
+    dense_priv *d = l->priv;
+    if (d->spatial == 1) return PCNN_OK;
+    size_t count = (size_t)d->features * (size_t)p->max_batch;
+    d->xt = mem_alloc_floats(count);
+    if (!d->xt) {
+        char name[64];
+        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "%s: %zu floats for the flattened input",
+                    layer_name(l, name, sizeof name), count);
+    }
+    l->buffer_bytes += count * sizeof(float);
+    return PCNN_OK;
+}
+
+static void dense_init(pcnn_layer *l, uint64_t seed)
+{
+    const dense_priv *d = l->priv;
+    size_t nw = (size_t)d->out * (size_t)d->features;
+    layer_init_weights(l, l->params, nw, (size_t)d->features, (size_t)d->out, seed);
+    for (size_t i = nw; i < l->num_params; i++) l->params[i] = 0.0f;
+}
+
+/* The F x N input matrix of the current batch (valid after forward). */
+static const float *dense_x(const pcnn_layer *l)
+{
+    const dense_priv *d = l->priv;
+    return d->spatial > 1 ? d->xt : l->inputs[0]->y;
+}
+
+static void dense_forward(pcnn_layer *l, const run_ctx *ctx)
+{
+    dense_priv *d = l->priv;
+    const pcnn_layer *in = l->inputs[0];
+    int n = ctx->n, k = d->out, f = d->features;
+    if (d->spatial > 1) flatten_cnhw(in->y, d->xt, in->out.c, n, d->spatial, ctx->threads);
+    float beta = 0.0f;
+    if (d->bias) {
+        const float *b = l->params + (size_t)k * (size_t)f;
+        float *y = l->y;
+#pragma omp parallel for num_threads(ctx->threads) if ((size_t)k * n >= PAR_MIN) schedule(static)
+        for (int r = 0; r < k; r++)
+            for (int j = 0; j < n; j++) y[(size_t)r * n + j] = b[r];
+        beta = 1.0f;
+    }
+    gemm(false, false, k, n, f, 1.0f, l->params, f, dense_x(l), n, beta, l->y, n, ctx->threads);
+}
+
+static void dense_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    dense_priv *d = l->priv;
+    const pcnn_layer *in = l->inputs[0];
+    int n = ctx->n, k = d->out, f = d->features;
+    const float *dy = l->dy;
+    /* dW = dY X^T */
+    gemm(false, true, k, f, n, 1.0f, dy, n, dense_x(l), n, 0.0f, l->grads, f, ctx->threads);
+    if (d->bias) {
+        float *db = l->grads + (size_t)k * (size_t)f;
+#pragma omp parallel for num_threads(ctx->threads) if ((size_t)k * n >= PAR_MIN) schedule(static)
+        for (int r = 0; r < k; r++) {
+            double s = 0.0;
+            for (int j = 0; j < n; j++) s += dy[(size_t)r * n + j];
+            db[r] = (float)s;
+        }
+    }
+    if (!dx[0]) return;
+    /* dX = W^T dY */
+    bool acc = l->accumulate_dx[0];
+    if (d->spatial == 1) {
+        gemm(true, false, f, n, k, 1.0f, l->params, f, dy, n, acc ? 1.0f : 0.0f, dx[0], n,
+             ctx->threads);
+    } else {
+        gemm(true, false, f, n, k, 1.0f, l->params, f, dy, n, 0.0f, ctx->workspace, n,
+             ctx->threads);
+        unflatten_cnhw(ctx->workspace, dx[0], in->out.c, n, d->spatial, acc, ctx->threads);
+    }
+}
+
+static void dense_destroy(pcnn_layer *l)
+{
+    dense_priv *d = l->priv;
+    if (d) mem_free(d->xt);
+    mem_free(d);
+    l->priv = NULL;
+}
+
+static void dense_describe(const pcnn_layer *l, char *buf, size_t size)
+{
+    const dense_priv *d = l->priv;
+    snprintf(buf, size, "out=%d%s", d->out, d->bias ? " bias" : "");
+}
+
+static const layer_ops dense_ops = {
+    .kind = "dense",
+    .workspace_floats = dense_workspace,
+    .setup = dense_setup,
+    .init_params = dense_init,
+    .forward = dense_forward,
+    .backward = dense_backward,
+    .destroy = dense_destroy,
+    .describe = dense_describe,
+};
+
+PCNN_API pcnn_status pcnn_dense(pcnn_net *net, pcnn_layer *in, int out_features, int bias,
+                                pcnn_layer **out)
+{
+    TRY(layer_check_new(net, &in, 1, out, __func__));
+    int index = net->num_layers;
+    REQUIRE(out_features >= 1, PCNN_ERR_INVALID_ARGUMENT,
+            "layer %d (dense): out_features %d must be >= 1", index, out_features);
+    size_t f = shape_size(in->out), k = (size_t)out_features;
+    REQUIRE(f <= INT_MAX, PCNN_ERR_SHAPE, "layer %d (dense): %zu input features exceed %d",
+            index, f, INT_MAX);
+    REQUIRE(f <= (SIZE_MAX / sizeof(float) - 1) / k - 1, PCNN_ERR_SHAPE,
+            "layer %d (dense): %zu x %zu weights do not fit in memory", index, k, f);
+    dense_priv *d = mem_calloc(1, sizeof *d);
+    if (!d) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d (dense): no memory", index);
+    d->out = out_features;
+    d->features = (int)f;
+    d->spatial = shape_spatial(in->out);
+    d->bias = bias != 0;
+    size_t num_params = k * f + (d->bias ? k : 0);
+    pcnn_layer *l;
+    pcnn_status st = layer_append(net, &dense_ops, &in, 1, shape_2d(out_features, 1, 1),
+                                  num_params, d, &l);
+    if (st != PCNN_OK) {
+        mem_free(d);
+        return st;
+    }
+    l->has_weights = true;
+    *out = l;
+    return PCNN_OK;
+}

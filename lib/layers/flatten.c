@@ -1,0 +1,99 @@
+/* Flatten (C, H, W) -> (C*H*W, 1, 1).
+ *
+ * In CNHW this moves data: the input is [c][n][hw] and the output, whose
+ * channel is the PyTorch feature index f = c*HW + hw, is [f][n].  Per
+ * channel that is an N x HW -> HW x N transpose, done in tiles so that both
+ * sides are read and written in cache-line runs.  The dense layer uses the
+ * same two functions. */
+#include <limits.h>
+
+#include "../core/error.h"
+#include "../graph/net.h"
+#include "../kernels/kernels.h"
+#include "layer.h"
+
+#define TILE 32
+#define PAR_MIN 16384 /* elements below which threads cost more than they save */
+
+/* xf[(ch*S + s)*N + i] = x[(ch*N + i)*S + s]. */
+void flatten_cnhw(const float *x, float *xf, int c, int n, size_t s, int threads)
+{
+    size_t N = (size_t)n, tiles = (N + TILE - 1) / TILE;
+    long units = (long)((size_t)c * tiles);
+#pragma omp parallel for num_threads(threads) if ((size_t)c * N * s >= PAR_MIN) schedule(static)
+    for (long u = 0; u < units; u++) {
+        size_t ch = (size_t)u / tiles, i0 = (size_t)u % tiles * TILE;
+        size_t i1 = i0 + TILE < N ? i0 + TILE : N;
+        const float *src = x + ch * N * s;
+        float *dst = xf + ch * s * N;
+        for (size_t s0 = 0; s0 < s; s0 += TILE) {
+            size_t s1 = s0 + TILE < s ? s0 + TILE : s;
+            for (size_t i = i0; i < i1; i++)
+                for (size_t j = s0; j < s1; j++) dst[j * N + i] = src[i * s + j];
+        }
+    }
+}
+
+/* The adjoint: x[(ch*N + i)*S + s] = (or +=) xf[(ch*S + s)*N + i]. */
+void unflatten_cnhw(const float *xf, float *x, int c, int n, size_t s, bool accumulate,
+                    int threads)
+{
+    size_t N = (size_t)n, tiles = (N + TILE - 1) / TILE;
+    long units = (long)((size_t)c * tiles);
+#pragma omp parallel for num_threads(threads) if ((size_t)c * N * s >= PAR_MIN) schedule(static)
+    for (long u = 0; u < units; u++) {
+        size_t ch = (size_t)u / tiles, i0 = (size_t)u % tiles * TILE;
+        size_t i1 = i0 + TILE < N ? i0 + TILE : N;
+        const float *src = xf + ch * s * N;
+        float *dst = x + ch * N * s;
+        for (size_t s0 = 0; s0 < s; s0 += TILE) {
+            size_t s1 = s0 + TILE < s ? s0 + TILE : s;
+            for (size_t i = i0; i < i1; i++) {
+                if (accumulate)
+                    for (size_t j = s0; j < s1; j++) dst[i * s + j] += src[j * N + i];
+                else
+                    for (size_t j = s0; j < s1; j++) dst[i * s + j] = src[j * N + i];
+            }
+        }
+    }
+}
+
+static void flatten_forward(pcnn_layer *l, const run_ctx *ctx)
+{
+    const pcnn_layer *in = l->inputs[0];
+    size_t s = shape_spatial(in->out);
+    if (s == 1)
+        copy_or_add(in->y, l->y, (size_t)in->out.c * (size_t)ctx->n, false, ctx->threads);
+    else
+        flatten_cnhw(in->y, l->y, in->out.c, ctx->n, s, ctx->threads);
+}
+
+static void flatten_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    if (!dx[0]) return;
+    const pcnn_layer *in = l->inputs[0];
+    size_t s = shape_spatial(in->out);
+    if (s == 1)
+        copy_or_add(l->dy, dx[0], (size_t)in->out.c * (size_t)ctx->n, l->accumulate_dx[0],
+                    ctx->threads);
+    else
+        unflatten_cnhw(l->dy, dx[0], in->out.c, ctx->n, s, l->accumulate_dx[0], ctx->threads);
+}
+
+static const layer_ops flatten_ops = {
+    .kind = "flatten",
+    .forward = flatten_forward,
+    .backward = flatten_backward,
+};
+
+PCNN_API pcnn_status pcnn_flatten(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
+{
+    TRY(layer_check_new(net, &in, 1, out, __func__));
+    size_t features = shape_size(in->out);
+    REQUIRE(features <= INT_MAX, PCNN_ERR_SHAPE,
+            "layer %d (flatten): %zu features exceed %d", net->num_layers, features, INT_MAX);
+    pcnn_layer *l;
+    TRY(layer_append(net, &flatten_ops, &in, 1, shape_2d((int)features, 1, 1), 0, NULL, &l));
+    *out = l;
+    return PCNN_OK;
+}

@@ -1,0 +1,146 @@
+/* The layer interface: what every layer type offers the network graph.
+ *
+ * One file per layer type (conv2d.c, relu.c, ...), each holding the public
+ * pcnn_<kind>() constructor, its shape checks, and forward/backward functions
+ * of the same shape (darknet's make/forward/backward, behind opaque handles).
+ *
+ * Activation layout inside the library is channel-major, "CNHW": element
+ * (n, c, h, w) of a batch of N samples of shape (C, H, W) lives at
+ *     ((c * N + n) * H + h) * W + w.
+ * A convolution's GEMM output W[Cout x CKK] * col[CKK x N*Ho*Wo] is then
+ * already the next layer's input, with no permutation; batch norm sees each
+ * channel as one contiguous run of N*H*W values; a dense layer's output
+ * (K, 1, 1) is the K x N matrix of its GEMM.  Buffers are sized for
+ * max_batch samples, but a batch of n < max_batch samples is stored
+ * compactly with N = n.  The graph converts from and to the public NCHW
+ * layout at the network's input and output only.
+ */
+#ifndef PCNN_LAYERS_LAYER_H
+#define PCNN_LAYERS_LAYER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pcnn.h"
+
+/* The shape of one sample.  d == 1 for 2D layers (room for 3D). */
+typedef struct shape {
+    int c, d, h, w;
+} shape;
+
+static inline size_t shape_spatial(shape s) { return (size_t)s.d * (size_t)s.h * (size_t)s.w; }
+static inline size_t shape_size(shape s) { return (size_t)s.c * shape_spatial(s); }
+static inline shape shape_2d(int c, int h, int w)
+{
+    shape s = {c, 1, h, w};
+    return s;
+}
+
+/* What a layer may know when the network is planned. */
+typedef struct plan_ctx {
+    int max_batch;
+    bool keep_im2col; /* PCNN_OPT_KEEP_IM2COL */
+} plan_ctx;
+
+/* What a layer may know while it runs. */
+typedef struct run_ctx {
+    int n;            /* samples in this batch, 1..max_batch */
+    bool train;       /* training mode: batch statistics, dropout on */
+    bool update_stats; /* training mode only: update running statistics */
+    int threads;      /* OpenMP threads (GEMMs are partitioned over them) */
+    uint64_t seed;    /* PCNN_OPT_SEED: dropout masks */
+    uint64_t step;    /* the step counter: dropout masks */
+    long sample_base; /* global index of this rank's first sample in the batch */
+    float *workspace; /* shared scratch of max over layers' workspace_floats */
+} run_ctx;
+
+typedef struct layer_ops {
+    const char *kind; /* "conv2d", "relu", ... */
+
+    /* Floats of shared scratch needed during forward or backward (reused by
+     * every layer, contents not preserved between calls).  NULL: none. */
+    size_t (*workspace_floats)(const pcnn_layer *l, const plan_ctx *p);
+
+    /* Allocate the layer's own persistent buffers (kept im2col matrix, pool
+     * argmax, batch-norm statistics, ...) with mem_alloc, adding their size
+     * to l->buffer_bytes.  NULL: none.  Called once, at finalize. */
+    pcnn_status (*setup)(pcnn_layer *l, const plan_ctx *p);
+
+    /* Initialise l->params (num_params floats) deterministically from seed.
+     * NULL: no parameters, or zeros are right. */
+    void (*init_params)(pcnn_layer *l, uint64_t seed);
+
+    /* y = f(inputs) for ctx->n samples.  Cannot fail: everything was
+     * checked when the layer was added and when the network was planned. */
+    void (*forward)(pcnn_layer *l, const run_ctx *ctx);
+
+    /* From l->dy: write l->grads (overwrite, num_params floats) and, for
+     * each input i with dx[i] != NULL, the gradient w.r.t. that input into
+     * dx[i] — overwriting it, or adding to it if l->accumulate_dx[i]. */
+    void (*backward)(pcnn_layer *l, const run_ctx *ctx, float *const dx[2]);
+
+    /* Free l->priv and the buffers made by setup.  NULL: mem_free(l->priv). */
+    void (*destroy)(pcnn_layer *l);
+
+    /* Append the layer's configuration ("k=3 s=1 p=1 bias") to buf
+     * (snprintf-style).  Used by summaries and the network hash.  NULL:
+     * nothing to say. */
+    void (*describe)(const pcnn_layer *l, char *buf, size_t size);
+} layer_ops;
+
+struct pcnn_layer {
+    const layer_ops *ops;
+    pcnn_net *net;
+    int index;             /* position in the network; the input is 0 */
+    int num_inputs;        /* 0 (the input), 1, or 2 (add) */
+    pcnn_layer *inputs[2];
+    shape out;             /* one output sample */
+    int num_consumers;     /* layers fed by this one */
+
+    /* Trainable parameters: this layer's slice of the network's flat
+     * parameter and gradient arrays (set at finalize). */
+    size_t num_params;
+    size_t param_offset;
+    float *params;
+    float *grads;
+    pcnn_init init;
+    bool has_weights;      /* accepts pcnn_layer_set_init */
+    pcnn_exchange exchange; /* how its gradients cross ranks */
+    bool exchange_chosen;  /* set per layer: the network default does not apply */
+
+    /* Buffers planned at finalize. */
+    float *y;              /* output, max_batch samples, CNHW */
+    float *dy;             /* dLoss/dy; the memory is shared between layers
+                              whose gradient lifetimes do not overlap */
+    bool accumulate_dx[2]; /* set by the planner: add into inputs[i]->dy */
+    size_t buffer_bytes;   /* bytes allocated by setup */
+
+    void *priv;            /* per-kind configuration and state */
+};
+
+/* For layer constructors: validate that `net` can take a new layer fed by
+ * `inputs` (non-NULL, of this net, network not finalized) and that `out` is
+ * non-NULL.  `func` names the public function in messages. */
+pcnn_status layer_check_new(pcnn_net *net, pcnn_layer *const *inputs, int num_inputs,
+                            pcnn_layer **out, const char *func);
+
+/* Append a layer to the network.  priv (may be NULL) becomes owned by the
+ * layer on success; on failure the caller still owns it.  Constructors of
+ * layers with weights set has_weights on the returned layer. */
+pcnn_status layer_append(pcnn_net *net, const layer_ops *ops, pcnn_layer *const *inputs,
+                         int num_inputs, shape out, size_t num_params, void *priv,
+                         pcnn_layer **out_layer);
+
+/* True for the network's input layer (layers/input.c). */
+bool layer_is_input(const pcnn_layer *l);
+
+/* Label for messages: "layer 3 (conv2d)". */
+const char *layer_name(const pcnn_layer *l, char *buf, size_t size);
+
+/* Fill n weights with the layer's init (He/Glorot) given fan_in/fan_out,
+ * from a stream keyed by (seed, layer index). */
+void layer_init_weights(const pcnn_layer *l, float *w, size_t n, size_t fan_in,
+                        size_t fan_out, uint64_t seed);
+
+#endif

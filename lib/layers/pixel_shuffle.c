@@ -1,0 +1,121 @@
+/* Pixel shuffle (sub-pixel upsampling), as torch.nn.PixelShuffle(r):
+ *     out[c][h*r + i][w*r + j] = in[c*r*r + i*r + j][h][w].
+ * A pure permutation, so forward and backward each write every element
+ * exactly once; one output row (c, n, oh) is the unit of parallel work. */
+#include <limits.h>
+#include <stdio.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "../graph/net.h"
+#include "layer.h"
+
+#define PAR_MIN 16384
+
+typedef struct shuffle_priv {
+    int r;
+} shuffle_priv;
+
+/* For output row (c, s, oh) of width W*r: the r input rows it interleaves
+ * start at in[((c*r*r + i*r + j)*N + s)*H*W + h*W], j = 0..r-1. */
+static void shuffle_forward(pcnn_layer *l, const run_ctx *ctx)
+{
+    const shuffle_priv *p = l->priv;
+    const shape si = l->inputs[0]->out;
+    const int r = p->r, n = ctx->n, c = l->out.c, h = si.h, w = si.w, ow = w * r;
+    const size_t in_plane = (size_t)h * w, in_ch = (size_t)n * in_plane;
+    const float *x = l->inputs[0]->y;
+    float *y = l->y;
+    const int par = (size_t)c * n * h * r * ow >= PAR_MIN && ctx->threads > 1;
+
+#pragma omp parallel for collapse(3) schedule(static) num_threads(ctx->threads) if (par)
+    for (int ci = 0; ci < c; ci++) {
+        for (int s = 0; s < n; s++) {
+            for (int oh = 0; oh < h * r; oh++) {
+                const int ih = oh / r, i = oh % r;
+                float *yr = y + (((size_t)ci * n + s) * h * r + oh) * (size_t)ow;
+                const float *xr = x + ((size_t)ci * r * r + (size_t)i * r) * in_ch +
+                                  (size_t)s * in_plane + (size_t)ih * w;
+                for (int j = 0; j < r; j++, xr += in_ch)
+                    for (int iw = 0; iw < w; iw++) yr[(size_t)iw * r + j] = xr[iw];
+            }
+        }
+    }
+}
+
+static void shuffle_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    if (dx[0] == NULL) return;
+    const shuffle_priv *p = l->priv;
+    const shape si = l->inputs[0]->out;
+    const int r = p->r, n = ctx->n, c = l->out.c, h = si.h, w = si.w, ow = w * r;
+    const size_t in_plane = (size_t)h * w, in_ch = (size_t)n * in_plane;
+    const float *dy = l->dy;
+    float *d = dx[0];
+    const bool acc = l->accumulate_dx[0];
+    const int par = (size_t)c * n * h * r * ow >= PAR_MIN && ctx->threads > 1;
+
+#pragma omp parallel for collapse(3) schedule(static) num_threads(ctx->threads) if (par)
+    for (int ci = 0; ci < c; ci++) {
+        for (int s = 0; s < n; s++) {
+            for (int oh = 0; oh < h * r; oh++) {
+                const int ih = oh / r, i = oh % r;
+                const float *gr = dy + (((size_t)ci * n + s) * h * r + oh) * (size_t)ow;
+                float *dr = d + ((size_t)ci * r * r + (size_t)i * r) * in_ch +
+                            (size_t)s * in_plane + (size_t)ih * w;
+                for (int j = 0; j < r; j++, dr += in_ch) {
+                    if (acc) {
+                        for (int iw = 0; iw < w; iw++) dr[iw] += gr[(size_t)iw * r + j];
+                    } else {
+                        for (int iw = 0; iw < w; iw++) dr[iw] = gr[(size_t)iw * r + j];
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void shuffle_describe(const pcnn_layer *l, char *buf, size_t size)
+{
+    const shuffle_priv *p = l->priv;
+    snprintf(buf, size, "r=%d", p->r);
+}
+
+static const layer_ops shuffle_ops = {
+    .kind = "pixel_shuffle",
+    .forward = shuffle_forward,
+    .backward = shuffle_backward,
+    .describe = shuffle_describe,
+};
+
+PCNN_API pcnn_status pcnn_pixel_shuffle(pcnn_net *net, pcnn_layer *in, int upscale,
+                                        pcnn_layer **out)
+{
+    TRY(layer_check_new(net, &in, 1, out, __func__));
+    const int idx = net->num_layers;
+    REQUIRE(upscale >= 1, PCNN_ERR_INVALID_ARGUMENT,
+            "layer %d (pixel_shuffle): upscale %d must be >= 1", idx, upscale);
+    const shape s = in->out;
+    REQUIRE(s.d == 1, PCNN_ERR_SHAPE, "layer %d (pixel_shuffle): input is 3D (depth %d)", idx,
+            s.d);
+    const long long rr = (long long)upscale * upscale;
+    REQUIRE(s.c % rr == 0, PCNN_ERR_SHAPE,
+            "layer %d (pixel_shuffle): %d channels do not divide by upscale^2 = %lld", idx, s.c,
+            rr);
+    const long long oh = (long long)s.h * upscale, ow = (long long)s.w * upscale;
+    REQUIRE(oh <= INT_MAX && ow <= INT_MAX && oh * ow <= INT_MAX, PCNN_ERR_SHAPE,
+            "layer %d (pixel_shuffle): output %lldx%lld too large", idx, oh, ow);
+
+    shuffle_priv *p = mem_calloc(1, sizeof *p);
+    REQUIRE(p != NULL, PCNN_ERR_OUT_OF_MEMORY, "layer %d (pixel_shuffle): out of memory", idx);
+    p->r = upscale;
+    pcnn_layer *l = NULL;
+    pcnn_status st = layer_append(net, &shuffle_ops, &in, 1,
+                                  shape_2d((int)(s.c / rr), (int)oh, (int)ow), 0, p, &l);
+    if (st != PCNN_OK) {
+        mem_free(p);
+        return st;
+    }
+    *out = l;
+    return PCNN_OK;
+}

@@ -1,0 +1,265 @@
+/* Max and average pooling, PyTorch semantics (floor mode).
+ *
+ * Max: padding counts as -inf, NaN propagates, the first maximum wins ties;
+ * the winner's index within its input plane is kept (int32, persistent) for
+ * backward.  Average: count_include_pad=True, so every window divides by
+ * K*K.  Like PyTorch we require padding <= kernel/2, which also guarantees
+ * that every window covers at least one input pixel.
+ *
+ * In CNHW each (c, n) plane is independent; one thread owns a plane in
+ * backward, so overlapping windows (stride < kernel) add in a fixed order. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "../graph/net.h"
+#include "layer.h"
+
+typedef struct pool_priv {
+    int k, stride, pad;
+    int c, h, w, ho, wo;
+    int32_t *argmax; /* max pool: C x max_batch x Ho x Wo */
+} pool_priv;
+
+#define PAR_MIN 16384
+
+/* Clamped input window [*lo, *hi) of output index o along an axis of size n. */
+static inline void window(int o, int stride, int pad, int k, int n, int *lo, int *hi)
+{
+    int a = o * stride - pad, b = a + k;
+    *lo = a < 0 ? 0 : a;
+    *hi = b > n ? n : b;
+}
+
+static pcnn_status maxpool_setup(pcnn_layer *l, const plan_ctx *pc)
+{
+    pool_priv *p = l->priv;
+    size_t n = (size_t)p->c * (size_t)pc->max_batch * (size_t)p->ho * (size_t)p->wo;
+    p->argmax = n > SIZE_MAX / sizeof(int32_t) ? NULL : mem_alloc(n * sizeof(int32_t));
+    if (p->argmax == NULL) {
+        char name[64];
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, "pcnn_net_finalize",
+                         "%s: cannot allocate %zu argmax indices",
+                         layer_name(l, name, sizeof name), n);
+    }
+    l->buffer_bytes += n * sizeof(int32_t);
+    return PCNN_OK;
+}
+
+static void maxpool_forward(pcnn_layer *l, const run_ctx *ctx)
+{
+    const pool_priv *p = l->priv;
+    const int planes = p->c * ctx->n, ho = p->ho, wo = p->wo, h = p->h, w = p->w;
+    const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
+    const float *x = l->inputs[0]->y;
+    float *y = l->y;
+    int32_t *arg = p->argmax;
+    const int par = (size_t)planes * out_plane * p->k * p->k >= PAR_MIN && ctx->threads > 1;
+
+#pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads) if (par)
+    for (int pl = 0; pl < planes; pl++) {
+        for (int oh = 0; oh < ho; oh++) {
+            const float *xp = x + (size_t)pl * in_plane;
+            float *yr = y + (size_t)pl * out_plane + (size_t)oh * wo;
+            int32_t *ar = arg + (size_t)pl * out_plane + (size_t)oh * wo;
+            int h0, h1;
+            window(oh, p->stride, p->pad, p->k, h, &h0, &h1);
+            for (int ow = 0; ow < wo; ow++) {
+                int w0, w1;
+                window(ow, p->stride, p->pad, p->k, w, &w0, &w1);
+                int best = h0 * w + w0;
+                float m = -INFINITY;
+                for (int ih = h0; ih < h1; ih++) {
+                    const float *xr = xp + (size_t)ih * w;
+                    for (int iw = w0; iw < w1; iw++) {
+                        const float v = xr[iw];
+                        if (!(v <= m)) { /* v > m, or v is NaN */
+                            m = v;
+                            best = ih * w + iw;
+                            if (isnan(v)) goto done; /* NaN wins, as in PyTorch */
+                        }
+                    }
+                }
+            done:
+                yr[ow] = m;
+                ar[ow] = best;
+            }
+        }
+    }
+}
+
+static void maxpool_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    if (dx[0] == NULL) return;
+    const pool_priv *p = l->priv;
+    const int planes = p->c * ctx->n;
+    const size_t in_plane = (size_t)p->h * p->w, out_plane = (size_t)p->ho * p->wo;
+    const float *dy = l->dy;
+    const int32_t *arg = p->argmax;
+    const bool acc = l->accumulate_dx[0];
+    float *d = dx[0];
+    const int par = (size_t)planes * (in_plane + out_plane) >= PAR_MIN && ctx->threads > 1;
+
+#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (par)
+    for (int pl = 0; pl < planes; pl++) {
+        float *dp = d + (size_t)pl * in_plane;
+        const float *gp = dy + (size_t)pl * out_plane;
+        const int32_t *ap = arg + (size_t)pl * out_plane;
+        if (!acc) memset(dp, 0, in_plane * sizeof *dp);
+        for (size_t o = 0; o < out_plane; o++) dp[ap[o]] += gp[o];
+    }
+}
+
+static void avgpool_forward(pcnn_layer *l, const run_ctx *ctx)
+{
+    const pool_priv *p = l->priv;
+    const int planes = p->c * ctx->n, ho = p->ho, wo = p->wo, h = p->h, w = p->w;
+    const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
+    const float *x = l->inputs[0]->y;
+    float *y = l->y;
+    const float scale = 1.0f / (float)(p->k * p->k);
+    const int par = (size_t)planes * out_plane * p->k * p->k >= PAR_MIN && ctx->threads > 1;
+
+#pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads) if (par)
+    for (int pl = 0; pl < planes; pl++) {
+        for (int oh = 0; oh < ho; oh++) {
+            const float *xp = x + (size_t)pl * in_plane;
+            float *yr = y + (size_t)pl * out_plane + (size_t)oh * wo;
+            int h0, h1;
+            window(oh, p->stride, p->pad, p->k, h, &h0, &h1);
+            for (int ow = 0; ow < wo; ow++) {
+                int w0, w1;
+                window(ow, p->stride, p->pad, p->k, w, &w0, &w1);
+                float s = 0.0f;
+                for (int ih = h0; ih < h1; ih++)
+                    for (int iw = w0; iw < w1; iw++) s += xp[(size_t)ih * w + iw];
+                yr[ow] = s * scale;
+            }
+        }
+    }
+}
+
+static void avgpool_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    if (dx[0] == NULL) return;
+    const pool_priv *p = l->priv;
+    const int planes = p->c * ctx->n, ho = p->ho, wo = p->wo, h = p->h, w = p->w;
+    const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
+    const float *dy = l->dy;
+    const bool acc = l->accumulate_dx[0];
+    float *d = dx[0];
+    const float scale = 1.0f / (float)(p->k * p->k);
+    const int par = (size_t)planes * out_plane * p->k * p->k >= PAR_MIN && ctx->threads > 1;
+
+#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (par)
+    for (int pl = 0; pl < planes; pl++) {
+        float *dp = d + (size_t)pl * in_plane;
+        const float *gp = dy + (size_t)pl * out_plane;
+        if (!acc) memset(dp, 0, in_plane * sizeof *dp);
+        for (int oh = 0; oh < ho; oh++) {
+            int h0, h1;
+            window(oh, p->stride, p->pad, p->k, h, &h0, &h1);
+            for (int ow = 0; ow < wo; ow++) {
+                int w0, w1;
+                window(ow, p->stride, p->pad, p->k, w, &w0, &w1);
+                const float g = gp[(size_t)oh * wo + ow] * scale;
+                for (int ih = h0; ih < h1; ih++)
+                    for (int iw = w0; iw < w1; iw++) dp[(size_t)ih * w + iw] += g;
+            }
+        }
+    }
+}
+
+static void pool_destroy(pcnn_layer *l)
+{
+    pool_priv *p = l->priv;
+    if (p) mem_free(p->argmax);
+    mem_free(p);
+    l->priv = NULL;
+}
+
+static void pool_describe(const pcnn_layer *l, char *buf, size_t size)
+{
+    const pool_priv *p = l->priv;
+    snprintf(buf, size, "k=%d s=%d p=%d", p->k, p->stride, p->pad);
+}
+
+static const layer_ops maxpool_ops = {
+    .kind = "maxpool2d",
+    .setup = maxpool_setup,
+    .forward = maxpool_forward,
+    .backward = maxpool_backward,
+    .destroy = pool_destroy,
+    .describe = pool_describe,
+};
+
+static const layer_ops avgpool_ops = {
+    .kind = "avgpool2d",
+    .forward = avgpool_forward,
+    .backward = avgpool_backward,
+    .destroy = pool_destroy,
+    .describe = pool_describe,
+};
+
+/* Shared constructor; `func` names the public function in messages. */
+static pcnn_status pool_new(const layer_ops *ops, const char *func, pcnn_net *net,
+                            pcnn_layer *in, int kernel, int stride, int padding,
+                            pcnn_layer **out)
+{
+    TRY(layer_check_new(net, &in, 1, out, func));
+    const int idx = net->num_layers;
+    const char *me = ops->kind;
+    if (kernel < 1)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "layer %d (%s): kernel %d must be >= 1",
+                         idx, me, kernel);
+    if (stride < 1)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "layer %d (%s): stride %d must be >= 1",
+                         idx, me, stride);
+    if (padding < 0 || padding > kernel / 2)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, func,
+                         "layer %d (%s): padding %d must be in [0, kernel/2 = %d]", idx, me,
+                         padding, kernel / 2);
+    const shape s = in->out;
+    if (s.d != 1)
+        return error_set(PCNN_ERR_SHAPE, func, "layer %d (%s): input is 3D (depth %d)", idx, me,
+                         s.d);
+    const long long ph = (long long)s.h + 2LL * padding, pw = (long long)s.w + 2LL * padding;
+    if (kernel > ph || kernel > pw)
+        return error_set(PCNN_ERR_SHAPE, func,
+                         "layer %d (%s): kernel %d larger than padded input %lldx%lld", idx, me,
+                         kernel, ph, pw);
+    const long long ho = (ph - kernel) / stride + 1, wo = (pw - kernel) / stride + 1;
+    /* Argmax indices are int32 within a plane; output planes index as ints. */
+    if (ho > INT_MAX || wo > INT_MAX || ho * wo > INT_MAX || (long long)s.h * s.w > INT_MAX)
+        return error_set(PCNN_ERR_SHAPE, func, "layer %d (%s): plane %dx%d too large", idx, me,
+                         s.h, s.w);
+
+    pool_priv *p = mem_calloc(1, sizeof *p);
+    if (p == NULL)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "layer %d (%s): out of memory", idx, me);
+    *p = (pool_priv){.k = kernel, .stride = stride, .pad = padding, .c = s.c, .h = s.h,
+                     .w = s.w, .ho = (int)ho, .wo = (int)wo};
+    pcnn_layer *l = NULL;
+    pcnn_status st = layer_append(net, ops, &in, 1, shape_2d(s.c, (int)ho, (int)wo), 0, p, &l);
+    if (st != PCNN_OK) {
+        mem_free(p);
+        return st;
+    }
+    *out = l;
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_maxpool2d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
+                                    int padding, pcnn_layer **out)
+{
+    return pool_new(&maxpool_ops, __func__, net, in, kernel, stride, padding, out);
+}
+
+PCNN_API pcnn_status pcnn_avgpool2d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
+                                    int padding, pcnn_layer **out)
+{
+    return pool_new(&avgpool_ops, __func__, net, in, kernel, stride, padding, out);
+}

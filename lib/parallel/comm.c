@@ -1,0 +1,116 @@
+/* The communicator handle: a duplicate of the host's communicator. */
+#include <stdio.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "parallel.h"
+
+pcnn_status mpi_status(int code, const char *func, const char *what)
+{
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(code, text, &len);
+    return error_set(PCNN_ERR_MPI, func, "%s failed: %s", what, text);
+}
+
+static pcnn_status wrap(MPI_Comm host, bool owns_mpi, pcnn_comm **out)
+{
+    pcnn_comm *c = mem_calloc(1, sizeof *c);
+    if (!c) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "communicator handle");
+    int code = MPI_Comm_dup(host, &c->comm);
+    if (code != MPI_SUCCESS) {
+        mem_free(c);
+        return mpi_status(code, __func__, "MPI_Comm_dup");
+    }
+    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->comm, &c->rank);
+    MPI_Comm_size(c->comm, &c->size);
+    MPI_Query_thread(&c->thread_level);
+    c->owns_mpi = owns_mpi;
+    c->gather = mem_calloc((size_t)c->size * 2, sizeof(double));
+    if (!c->gather) {
+        MPI_Comm_free(&c->comm);
+        mem_free(c);
+        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "communicator buffers for %d ranks", c->size);
+    }
+    *out = c;
+    return PCNN_OK;
+}
+
+static pcnn_status check_initialized(void)
+{
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    REQUIRE(initialized && !finalized, PCNN_ERR_INVALID_STATE,
+            "MPI is not initialised (or already finalised): call MPI_Init_thread first, "
+            "or use pcnn_comm_create_world");
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_comm_create(MPI_Comm comm, pcnn_comm **out)
+{
+    REQUIRE_PTR(out);
+    TRY(check_initialized());
+    REQUIRE(comm != MPI_COMM_NULL, PCNN_ERR_INVALID_ARGUMENT, "comm is MPI_COMM_NULL");
+    return wrap(comm, false, out);
+}
+
+PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out)
+{
+    REQUIRE_PTR(out);
+    TRY(check_initialized());
+    MPI_Comm c = MPI_Comm_f2c(comm);
+    REQUIRE(c != MPI_COMM_NULL, PCNN_ERR_INVALID_ARGUMENT,
+            "Fortran handle %d is not a valid communicator", (int)comm);
+    return wrap(c, false, out);
+}
+
+PCNN_API pcnn_status pcnn_comm_create_world(pcnn_comm **out)
+{
+    REQUIRE_PTR(out);
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    REQUIRE(!finalized, PCNN_ERR_INVALID_STATE, "MPI was already finalised");
+    bool owns = false;
+    if (!initialized) {
+        int provided;
+        MPI_TRY(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+        owns = true;
+    }
+    pcnn_status st = wrap(MPI_COMM_WORLD, owns, out);
+    if (st != PCNN_OK && owns) MPI_Finalize();
+    return st;
+}
+
+PCNN_API pcnn_status pcnn_comm_destroy(pcnn_comm **comm)
+{
+    if (!comm || !*comm) return PCNN_OK;
+    pcnn_comm *c = *comm;
+    REQUIRE(c->users == 0, PCNN_ERR_INVALID_STATE,
+            "%d network(s) still use this communicator: destroy them first", c->users);
+    MPI_Comm_free(&c->comm);
+    if (c->owns_mpi) MPI_Finalize();
+    mem_free(c->gather);
+    mem_free(c);
+    *comm = NULL;
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_comm_info(const pcnn_comm *comm, int *rank, int *size,
+                                    int *thread_level)
+{
+    REQUIRE_PTR(comm);
+    if (rank) *rank = comm->rank;
+    if (size) *size = comm->size;
+    if (thread_level) *thread_level = comm->thread_level;
+    return PCNN_OK;
+}
+
+int partition_count(long total, int size, int rank, long *offset)
+{
+    long base = total / size, extra = total % size;
+    if (offset) *offset = rank * base + (rank < extra ? rank : extra);
+    return (int)(base + (rank < extra ? 1 : 0));
+}

@@ -1,0 +1,53 @@
+/* The parallel room: communicators, agreement between ranks, and the
+ * gradient exchange strategies.  The graph calls in through this header. */
+#ifndef PCNN_PARALLEL_H
+#define PCNN_PARALLEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pcnn.h"
+
+struct pcnn_comm {
+    MPI_Comm comm;     /* our duplicate, errors returned, never the host's */
+    int rank, size;
+    int thread_level;  /* MPI_Query_thread */
+    bool owns_mpi;     /* pcnn_comm_create_world initialised MPI */
+    int users;         /* networks attached */
+    double *gather;    /* 2 * size doubles for agree_batch (no malloc per step) */
+};
+
+/* Turn an MPI return code into a status with the MPI error string. */
+pcnn_status mpi_status(int code, const char *func, const char *what);
+#define MPI_TRY(call, what)                                                      \
+    do {                                                                         \
+        int mpi_code_ = (call);                                                  \
+        if (mpi_code_ != MPI_SUCCESS) return mpi_status(mpi_code_, __func__, what); \
+    } while (0)
+
+/* Share of a global batch (or of any count) owned by `rank`: ranks below
+ * total % size get one more.  *offset receives the first index. */
+int partition_count(long total, int size, int rank, long *offset);
+
+/* Agreement: every rank contributes its local status; if any rank failed,
+ * the ranks that did not return PCNN_ERR_REMOTE (naming the failed ranks'
+ * count) and the others keep their own.  One small allreduce. */
+pcnn_status agree(const pcnn_comm *c, pcnn_status local, const char *func);
+
+/* Agreement that also sums a few doubles (batch sizes, losses) across
+ * ranks in the same collective.  values[0..count) are replaced by sums. */
+pcnn_status agree_sum(const pcnn_comm *c, pcnn_status local, double *values, int count,
+                      const char *func);
+
+/* The step-start agreement of a data-parallel step: sizes[0] holds this
+ * rank's sample count and receives the global count; sizes[1] receives the
+ * number of samples on lower ranks (this rank's first global sample). */
+pcnn_status agree_batch(const pcnn_comm *c, pcnn_status local, double *sizes, const char *func);
+
+/* Per-layer structural hashes of a network must agree across ranks: a
+ * mismatch returns PCNN_ERR_MISMATCH on every rank, naming the first layer
+ * that differs and the ranks that disagree.  Collective. */
+pcnn_status agree_structure(const pcnn_comm *c, const uint64_t *layer_hashes, int num_layers,
+                            const char *func);
+
+#endif

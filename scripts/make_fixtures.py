@@ -1,0 +1,348 @@
+#!/usr/bin/python3
+"""Generate the PyTorch reference fixtures of tests/reference/.
+
+Each fixture describes a small network as a list of layers (the same calls
+the C API offers), its initial parameters (drawn here with a fixed seed, in
+libpcnn's parameter order: layers in order of addition, each in PyTorch's
+order), a few batches of inputs with labels or targets, the optimizer and
+its options, and what PyTorch computes from them in float64:
+
+  grads0        the parameter gradients on the first batch, before training
+  losses        the training loss of each step (before that step's update)
+  final_params  the parameters after all steps
+  predict       the eval-mode output (batch-norm running statistics) on x_eval
+
+File format (text, whitespace-separated, one directive per line):
+
+  pcnn-fixture 1
+  name <name>
+  input <C> <H> <W>
+  layer <kind> <input index>... <args>...   (the input is 0, layers 1, 2, ...)
+  loss <cross_entropy|mse|l1> <layer index>
+  optimizer <sgd|momentum|adam>
+  option <learning_rate|momentum|weight_decay|adam_beta1|adam_beta2|adam_epsilon> <value>
+  batch <n>
+  steps <n>
+  array <name> <count>
+  <count numbers, several per line>
+  end
+
+Layer arguments, by kind: conv2d in cout k stride pad bias | maxpool2d in k
+stride pad | avgpool2d in k stride pad | global_avgpool in | dense in out
+bias | flatten in | relu in | leaky_relu in slope | batchnorm in eps momentum
+| add a b | add_scaled a b scale | pixel_shuffle in r.
+
+Floats are written as the shortest decimal that round-trips the float32
+value.  Run: /usr/bin/python3 scripts/make_fixtures.py [output dir]
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+torch.set_default_dtype(torch.float64)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT_DIR = os.path.join(ROOT, "tests", "reference", "fixtures")
+
+# Number of inputs of each kind; the remaining fields are arguments.
+KIND_INPUTS = {
+    "conv2d": 1, "maxpool2d": 1, "avgpool2d": 1, "global_avgpool": 1, "dense": 1,
+    "flatten": 1, "relu": 1, "leaky_relu": 1, "batchnorm": 1, "add": 2,
+    "add_scaled": 2, "pixel_shuffle": 1,
+}
+
+
+# The smallest distance of a ReLU input or an L1 residual from its kink seen
+# while training: float32 and float64 must not disagree on which side it is.
+KINK_MARGIN = [np.inf]
+MIN_KINK_MARGIN = 1e-4
+
+
+def f32(a):
+    return np.asarray(a, dtype=np.float32)
+
+
+def quantized(rng, shape, lo, hi, step):
+    """Uniform values on a grid of `step`: exact in float32, short in text."""
+    return f32(np.round(rng.uniform(lo, hi, size=shape) / step) * step)
+
+
+class Net(torch.nn.Module):
+    """Interprets a fixture's layer list, the way the C test builds it."""
+
+    def __init__(self, in_shape, layers, rng):
+        super().__init__()
+        self.layers = layers
+        self.mods = torch.nn.ModuleList()
+        shapes = [in_shape]
+        init = []
+        for kind, ins, args in layers:
+            c, h, w = shapes[ins[0]]
+            mod = None
+            if kind == "conv2d":
+                cout, k, s, p, bias = args
+                mod = torch.nn.Conv2d(c, cout, k, s, p, bias=bool(bias))
+                bound = 1.0 / np.sqrt(c * k * k)
+                init.append(quantized(rng, (cout, c, k, k), -bound, bound, 2**-12))
+                if bias:
+                    init.append(quantized(rng, (cout,), -0.1, 0.1, 2**-12))
+            elif kind == "dense":
+                out, bias = args
+                mod = torch.nn.Linear(c * h * w, out, bias=bool(bias))
+                bound = 1.0 / np.sqrt(c * h * w)
+                init.append(quantized(rng, (out, c * h * w), -bound, bound, 2**-12))
+                if bias:
+                    init.append(quantized(rng, (out,), -0.1, 0.1, 2**-12))
+            elif kind == "batchnorm":
+                eps, momentum = args
+                # The C side passes float32 eps and momentum.
+                mod = torch.nn.BatchNorm2d(c, eps=float(f32(eps)), momentum=float(f32(momentum)))
+                init.append(quantized(rng, (c,), 0.8, 1.2, 2**-12))
+                init.append(quantized(rng, (c,), -0.1, 0.1, 2**-12))
+            self.mods.append(mod if mod is not None else torch.nn.Identity())
+            with torch.no_grad():
+                probe = [torch.zeros(2, *s) for s in shapes]
+                y = self._apply(kind, ins, args, mod, probe)
+            shapes.append(tuple(y.shape[1:]))
+        self.shapes = shapes
+        self.param_list = [p for m in self.mods for p in m.parameters()]
+        flat = np.concatenate([a.ravel() for a in init]) if init else f32([])
+        self.set_flat(flat)
+        self.init_flat = f32(flat)
+
+    @staticmethod
+    def _apply(kind, ins, args, mod, outs):
+        a = outs[ins[0]]
+        n = a.shape[0]
+        if kind in ("conv2d", "batchnorm"):
+            return mod(a)
+        if kind == "dense":
+            return mod(a.reshape(n, -1)).reshape(n, -1, 1, 1)
+        if kind == "flatten":
+            return a.reshape(n, -1, 1, 1)
+        if kind in ("relu", "leaky_relu"):
+            KINK_MARGIN[0] = min(KINK_MARGIN[0], float(a.detach().abs().min()))
+        if kind == "relu":
+            return F.relu(a)
+        if kind == "leaky_relu":
+            return F.leaky_relu(a, float(f32(args[0])))
+        if kind == "maxpool2d":
+            return F.max_pool2d(a, args[0], args[1], args[2])
+        if kind == "avgpool2d":
+            return F.avg_pool2d(a, args[0], args[1], args[2], count_include_pad=True)
+        if kind == "global_avgpool":
+            return a.mean(dim=(2, 3), keepdim=True)
+        if kind == "add":
+            return a + outs[ins[1]]
+        if kind == "add_scaled":
+            return a + float(f32(args[0])) * outs[ins[1]]
+        if kind == "pixel_shuffle":
+            return F.pixel_shuffle(a, args[0])
+        raise ValueError(kind)
+
+    def forward(self, x, upto):
+        outs = [x]
+        for (kind, ins, args), mod in zip(self.layers, self.mods):
+            outs.append(self._apply(kind, ins, args, mod, outs))
+        return outs[upto]
+
+    def set_flat(self, flat):
+        off = 0
+        with torch.no_grad():
+            for p in self.param_list:
+                k = p.numel()
+                p.copy_(torch.from_numpy(np.asarray(flat[off:off + k], dtype=np.float64)).reshape(p.shape))
+                off += k
+        assert off == len(flat)
+
+    def flat(self, grads=False):
+        return np.concatenate([(p.grad if grads else p).detach().numpy().ravel()
+                               for p in self.param_list])
+
+
+def loss_fn(kind, out, lab, tgt):
+    out = out.reshape(out.shape[0], -1)
+    if kind == "l1":
+        KINK_MARGIN[0] = min(KINK_MARGIN[0], float((out - tgt).detach().abs().min()))
+    if kind == "cross_entropy":
+        return F.cross_entropy(out, lab)
+    if kind == "mse":
+        return F.mse_loss(out, tgt)
+    if kind == "l1":
+        return F.l1_loss(out, tgt)
+    raise ValueError(kind)
+
+
+def make_case(name, in_shape, layers, loss, optimizer, options, batch=3, steps=3, seed=0):
+    """layers: list of (kind, [inputs], [args]); loss: (kind, layer index).
+    Redraws the data until no ReLU input or L1 residual comes near its kink."""
+    for attempt in range(50):
+        text = make_case_once(name, in_shape, layers, loss, optimizer, options, batch, steps,
+                              seed * 1000 + attempt)
+        if text is not None:
+            return name, text
+    raise RuntimeError("%s: no draw kept away from the kinks" % name)
+
+
+def make_case_once(name, in_shape, layers, loss, optimizer, options, batch, steps, seed):
+    rng = np.random.default_rng(seed)
+    layers = [(k, list(ins), list(args)) for k, ins, args in layers]
+    for k, ins, _ in layers:
+        assert len(ins) == KIND_INPUTS[k], k
+    net = Net(in_shape, layers, rng)
+    KINK_MARGIN[0] = np.inf  # (the shape probes ran on zeros)
+    loss_kind, out_index = loss
+    out_shape = net.shapes[out_index]
+    out_size = int(np.prod(out_shape))
+    sample = int(np.prod(in_shape))
+
+    xs = quantized(rng, (steps, batch) + tuple(in_shape), -1, 1, 2**-7)
+    x_eval = quantized(rng, (batch,) + tuple(in_shape), -1, 1, 2**-7)
+    if loss_kind == "cross_entropy":
+        labs = rng.integers(0, out_size, size=(steps, batch))
+        tgts = None
+    else:
+        labs = None
+        tgts = quantized(rng, (steps, batch, out_size), -1, 1, 2**-7)
+
+    def batch_args(s):
+        lab = torch.from_numpy(labs[s]).long() if labs is not None else None
+        tgt = torch.from_numpy(tgts[s].astype(np.float64)) if tgts is not None else None
+        return torch.from_numpy(xs[s].astype(np.float64)), lab, tgt
+
+    # Gradients at the initial parameters on the first batch (training mode,
+    # but on a copy of the state: running statistics must not move).
+    state = {k: v.clone() for k, v in net.state_dict().items()}
+    net.train()
+    x, lab, tgt = batch_args(0)
+    net.zero_grad()
+    loss_fn(loss_kind, net(x, out_index), lab, tgt).backward()
+    grads0 = net.flat(grads=True)
+    net.load_state_dict(state)
+    net.zero_grad()
+
+    lr = options["learning_rate"]
+    wd = options.get("weight_decay", 0.0)
+    if optimizer == "sgd":
+        opt = torch.optim.SGD(net.param_list, lr=lr, weight_decay=wd)
+    elif optimizer == "momentum":
+        opt = torch.optim.SGD(net.param_list, lr=lr, momentum=options["momentum"],
+                              weight_decay=wd)
+    elif optimizer == "adam":
+        opt = torch.optim.Adam(net.param_list, lr=lr,
+                               betas=(options.get("adam_beta1", 0.9),
+                                      options.get("adam_beta2", 0.999)),
+                               eps=options.get("adam_epsilon", 1e-8), weight_decay=wd)
+    else:
+        raise ValueError(optimizer)
+
+    losses = []
+    for s in range(steps):
+        x, lab, tgt = batch_args(s)
+        opt.zero_grad()
+        loss = loss_fn(loss_kind, net(x, out_index), lab, tgt)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    if KINK_MARGIN[0] < MIN_KINK_MARGIN:
+        return None
+    net.eval()
+    with torch.no_grad():
+        pred = net(torch.from_numpy(x_eval.astype(np.float64)), out_index)
+    pred = pred.reshape(batch, -1).numpy()
+
+    lines = ["pcnn-fixture 1", "name " + name, "input %d %d %d" % tuple(in_shape)]
+    for kind, ins, args in layers:
+        lines.append(" ".join(["layer", kind] + [str(i) for i in ins] + [fmt(a) for a in args]))
+    lines.append("loss %s %d" % (loss_kind, out_index))
+    lines.append("optimizer " + optimizer)
+    for k, v in options.items():
+        lines.append("option %s %s" % (k, fmt(v)))
+    lines.append("batch %d" % batch)
+    lines.append("steps %d" % steps)
+
+    def array(aname, values, ints=False):
+        values = np.asarray(values).ravel()
+        lines.append("array %s %d" % (aname, len(values)))
+        toks = [str(int(v)) for v in values] if ints else [fmt(v) for v in values]
+        for i in range(0, len(toks), 12):
+            lines.append(" ".join(toks[i:i + 12]))
+
+    array("params", net.init_flat)
+    array("x", xs)
+    if labs is not None:
+        array("labels", labs, ints=True)
+    else:
+        array("targets", tgts)
+    array("grads0", grads0)
+    array("losses", losses)
+    array("final_params", net.flat())
+    array("x_eval", x_eval)
+    array("predict", pred)
+    lines.append("end")
+    assert xs.size == steps * batch * sample
+    return "\n".join(lines) + "\n"
+
+
+def fmt(v):
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    v = np.float32(v)
+    assert np.isfinite(v)
+    return str(v)  # numpy prints the shortest string that round-trips
+
+
+def cases():
+    # conv(3->4, k3, p1) + relu + maxpool + dense, cross entropy.
+    cnn = [("conv2d", [0], [4, 3, 1, 1, 1]), ("relu", [1], []),
+           ("maxpool2d", [2], [2, 2, 0]), ("dense", [3], [10, 1])]
+    yield make_case("cnn_sgd", (3, 5, 5), cnn, ("cross_entropy", 4), "sgd",
+                    {"learning_rate": 0.1}, seed=1)
+    yield make_case("cnn_momentum_wd", (3, 5, 5), cnn, ("cross_entropy", 4), "momentum",
+                    {"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-3}, seed=2)
+    yield make_case("cnn_adam", (3, 5, 5), cnn, ("cross_entropy", 4), "adam",
+                    {"learning_rate": 0.01, "adam_beta1": 0.9, "adam_beta2": 0.999,
+                     "adam_epsilon": 1e-8}, seed=3)
+    # conv (no bias: a batch norm follows) + bn + relu + conv + residual add +
+    # global avgpool + dense; eval-mode predict uses the running statistics.
+    res = [("conv2d", [0], [4, 3, 1, 1, 0]), ("batchnorm", [1], [1e-5, 0.1]),
+           ("relu", [2], []), ("conv2d", [3], [4, 3, 1, 1, 1]), ("add", [3, 4], []),
+           ("global_avgpool", [5], []), ("dense", [6], [5, 1])]
+    yield make_case("resnet_bn_momentum", (3, 5, 5), res, ("cross_entropy", 7), "momentum",
+                    {"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 1e-3},
+                    batch=4, steps=4, seed=4)
+    yield make_case("resnet_bn_adam", (3, 5, 5), res, ("cross_entropy", 7), "adam",
+                    {"learning_rate": 0.01, "adam_beta1": 0.8, "adam_beta2": 0.99,
+                     "adam_epsilon": 1e-6}, batch=4, steps=4, seed=5)
+    # conv + pixel shuffle, MSE (super-resolution shape).
+    sr = [("conv2d", [0], [8, 3, 1, 1, 1]), ("pixel_shuffle", [1], [2])]
+    yield make_case("shuffle_mse_adam", (2, 4, 4), sr, ("mse", 2), "adam",
+                    {"learning_rate": 0.01}, seed=6)
+    # dense + leaky relu + dense with L1 on a (C,H,W) input.
+    mlp = [("dense", [0], [8, 1]), ("leaky_relu", [1], [0.1]), ("dense", [2], [3, 0])]
+    yield make_case("dense_l1_sgd", (1, 4, 4), mlp, ("l1", 3), "sgd",
+                    {"learning_rate": 0.1}, batch=4, seed=7)
+    # strided conv + leaky relu + avgpool + conv, scaled residual, flatten,
+    # dense, MSE, momentum with weight decay.
+    mix = [("conv2d", [0], [4, 3, 2, 1, 1]), ("leaky_relu", [1], [0.2]),
+           ("avgpool2d", [2], [3, 1, 1]), ("conv2d", [3], [4, 3, 1, 1, 0]),
+           ("add_scaled", [3, 4], [0.5]), ("flatten", [5], []), ("dense", [6], [6, 1])]
+    yield make_case("mixed_mse_momentum_wd", (3, 5, 5), mix, ("mse", 7), "momentum",
+                    {"learning_rate": 0.02, "momentum": 0.9, "weight_decay": 1e-2}, seed=8)
+
+
+def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else OUT_DIR
+    os.makedirs(out_dir, exist_ok=True)
+    for name, text in cases():
+        path = os.path.join(out_dir, name + ".txt")
+        with open(path, "w") as f:
+            f.write(text)
+        print("%-28s %6d bytes" % (path, len(text)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job: install what is missing, build, and train LeNet-5 on
+# Fashion-MNIST across 2 MPI ranks (1 thread each) with the overlapped
+# all-to-all + all-gather exchange.  Extra arguments go to the example.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install_deps.sh
+scripts/build.sh
+mpiexec=$(command -v mpiexec.mpich || command -v mpiexec)
+OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$mpiexec" -n 2 build/examples/fashion_mnist "$@"

@@ -1,0 +1,608 @@
+/* Finite-difference gradient check of every layer type, through the public
+ * API only.
+ *
+ * Each case builds a tiny network (input -> layers under test -> loss),
+ * takes the analytic gradients of pcnn_net_compute_gradients (parameters
+ * and input) and compares each coordinate with the central difference
+ * (L(v+h) - L(v-h)) / 2h of pcnn_net_compute_loss.  The loss is float32,
+ * so the step is large-ish (h = 1e-2 on values of order 0.1..1) and the
+ * absolute tolerance has a floor at a few ulps of the loss divided by 2h.
+ *
+ * Kinks (ReLU at 0, max-pool ties, L1 at the target) break the central
+ * difference.  Where the kink sits on the input, the input is drawn from a
+ * shuffled grid of values spaced 3h apart and away from 0, so no single
+ * perturbation reaches a kink; L1 targets are kept well away from the
+ * outputs.  Where kinks sit inside the network (ReLU after a conv), the
+ * case is marked KINKS: a mismatching coordinate is retried with steps h/4
+ * and h/16 (a kink in reach of h is often out of reach of h/16, while a
+ * wrong gradient mismatches at every step); one still mismatching at h/16
+ * whose second difference shows a kink within the step is skipped, and the
+ * case fails if more than 10% are skipped.
+ *
+ * Usage: test_gradcheck [--threads N] [--step H] [--verbose] [case-substring]
+ */
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pcnn.h"
+#include "tutil.h"
+
+/* Finite-difference step (--step changes it, to diagnose). */
+static double STEP = 1e-2;
+#define RTOL 1e-2   /* relative tolerance */
+#define ATOL_REL 1e-3 /* absolute tolerance, as a fraction of the case's largest gradient */
+#define MAX_SKIP_FRACTION 0.10
+
+enum {
+    IN_SPACED = 1, /* input from a shuffled grid spaced 3h apart, away from 0 */
+    KINKS = 2,     /* internal kinks: skip coordinates that straddle one */
+    L1_AWAY = 4    /* L1 targets placed away from the outputs */
+};
+
+typedef struct gc_case gc_case;
+typedef pcnn_status (*build_fn)(pcnn_net *net, pcnn_layer *x, const gc_case *tc,
+                                pcnn_layer **out);
+
+struct gc_case {
+    const char *name;
+    int c, h, w;    /* one input sample */
+    int n;          /* batch */
+    int max_batch;  /* finalize with this (0: n) */
+    pcnn_loss loss;
+    unsigned flags;
+    build_fn build;
+    int a[6];       /* builder arguments */
+    float f;        /* builder argument */
+};
+
+/* ---- builders --------------------------------------------------------- */
+
+static pcnn_status b_conv(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    return pcnn_conv2d(net, x, t->a[0], t->a[1], t->a[2], t->a[3], t->a[4], o);
+}
+
+static pcnn_status b_maxpool(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    return pcnn_maxpool2d(net, x, t->a[0], t->a[1], t->a[2], o);
+}
+
+static pcnn_status b_avgpool(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    return pcnn_avgpool2d(net, x, t->a[0], t->a[1], t->a[2], o);
+}
+
+static pcnn_status b_gap(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    (void)t;
+    return pcnn_global_avgpool(net, x, o);
+}
+
+static pcnn_status b_conv_gap_dense(pcnn_net *net, pcnn_layer *x, const gc_case *t,
+                                    pcnn_layer **o)
+{
+    (void)t;
+    pcnn_layer *a, *b;
+    pcnn_status s;
+    if ((s = pcnn_conv2d(net, x, 4, 3, 1, 1, 1, &a))) return s;
+    if ((s = pcnn_global_avgpool(net, a, &b))) return s;
+    return pcnn_dense(net, b, 3, 1, o);
+}
+
+static pcnn_status b_dense(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    return pcnn_dense(net, x, t->a[0], t->a[1], o);
+}
+
+static pcnn_status b_flatten(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    (void)t;
+    return pcnn_flatten(net, x, o);
+}
+
+/* conv -> flatten -> dense: flatten order must be PyTorch's (C, H, W). */
+static pcnn_status b_conv_flatten(pcnn_net *net, pcnn_layer *x, const gc_case *t,
+                                  pcnn_layer **o)
+{
+    pcnn_layer *a, *b;
+    pcnn_status s;
+    if ((s = pcnn_conv2d(net, x, 2, 3, 2, 1, 1, &a))) return s;
+    if ((s = pcnn_flatten(net, a, &b))) return s;
+    if (t->a[0] == 0) {
+        *o = b;
+        return PCNN_OK;
+    }
+    return pcnn_dense(net, b, t->a[0], 1, o);
+}
+
+static pcnn_status b_relu(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a;
+    pcnn_status s;
+    if ((s = pcnn_relu(net, x, &a))) return s;
+    if (t->a[0] == 0) {
+        *o = a;
+        return PCNN_OK;
+    }
+    return pcnn_conv2d(net, a, t->a[0], 3, 1, 1, 1, o);
+}
+
+static pcnn_status b_leaky(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a;
+    pcnn_status s;
+    if ((s = pcnn_leaky_relu(net, x, t->f, &a))) return s;
+    if (t->a[0] == 0) {
+        *o = a;
+        return PCNN_OK;
+    }
+    return pcnn_conv2d(net, a, t->a[0], 3, 1, 1, 1, o);
+}
+
+/* conv -> relu -> dense: a ReLU on computed values (KINKS). */
+static pcnn_status b_conv_relu_dense(pcnn_net *net, pcnn_layer *x, const gc_case *t,
+                                     pcnn_layer **o)
+{
+    pcnn_layer *a, *b;
+    pcnn_status s;
+    if ((s = pcnn_conv2d(net, x, 3, 3, 1, 1, 1, &a))) return s;
+    if (t->a[0]) s = pcnn_leaky_relu(net, a, t->f, &b);
+    else s = pcnn_relu(net, a, &b);
+    if (s) return s;
+    return pcnn_dense(net, b, 4, 1, o);
+}
+
+/* conv -> batchnorm [-> conv]: a[0] conv bias, a[1] second conv. */
+static pcnn_status b_conv_bn(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a, *b;
+    pcnn_status s;
+    if ((s = pcnn_conv2d(net, x, 3, 3, 1, 1, t->a[0], &a))) return s;
+    if ((s = pcnn_batchnorm(net, a, 1e-5f, 0.1f, &b))) return s;
+    if (!t->a[1]) {
+        *o = b;
+        return PCNN_OK;
+    }
+    return pcnn_conv2d(net, b, 2, 3, 1, 1, 1, o);
+}
+
+/* batchnorm on the input, then dense (samples mix through the batch
+ * statistics: the input gradient checks that coupling). */
+static pcnn_status b_bn_dense(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    (void)t;
+    pcnn_layer *a;
+    pcnn_status s;
+    if ((s = pcnn_batchnorm(net, x, 1e-3f, 0.1f, &a))) return s;
+    return pcnn_dense(net, a, 3, 1, o);
+}
+
+/* dropout on the input or after a conv, then dense. */
+static pcnn_status b_dropout(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a = x, *b;
+    pcnn_status s;
+    if (t->a[0] && (s = pcnn_conv2d(net, x, 3, 3, 1, 1, 1, &a))) return s;
+    if ((s = pcnn_dropout(net, a, t->f, &b))) return s;
+    return pcnn_dense(net, b, 4, 1, o);
+}
+
+/* Two convs of x re-joined: x feeds both branches. */
+static pcnn_status b_add_branches(pcnn_net *net, pcnn_layer *x, const gc_case *t,
+                                  pcnn_layer **o)
+{
+    pcnn_layer *a, *b;
+    pcnn_status s;
+    if ((s = pcnn_conv2d(net, x, 3, 3, 1, 1, 1, &a))) return s;
+    if ((s = pcnn_conv2d(net, x, 3, 1, 1, 0, 0, &b))) return s;
+    if (t->a[0]) return pcnn_add_scaled(net, a, b, t->f, o);
+    return pcnn_add(net, a, b, o);
+}
+
+/* add(x, x) (or add_scaled(x, x, f)) then a conv. */
+static pcnn_status b_add_self(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a;
+    pcnn_status s;
+    if (t->a[0]) s = pcnn_add_scaled(net, x, x, t->f, &a);
+    else s = pcnn_add(net, x, x, &a);
+    if (s) return s;
+    return pcnn_conv2d(net, a, 2, 3, 1, 1, 1, o);
+}
+
+/* Residual block on the input: x -> conv -> relu -> conv, added to x
+ * (add_scaled when a[0]). */
+static pcnn_status b_resblock(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a, *b, *c;
+    pcnn_status s;
+    if ((s = pcnn_conv2d(net, x, t->c, 3, 1, 1, 1, &a))) return s;
+    if ((s = pcnn_relu(net, a, &b))) return s;
+    if ((s = pcnn_conv2d(net, b, t->c, 3, 1, 1, 1, &c))) return s;
+    if (t->a[0]) return pcnn_add_scaled(net, x, c, t->f, o);
+    return pcnn_add(net, x, c, o);
+}
+
+/* A conv whose output feeds a residual add and the branch of it:
+ * c0 -> c1 [-> relu] -> c2, add(c0, c2) -> dense.  c0's weight gradient
+ * sums both paths. */
+static pcnn_status b_res_feed(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *c0, *c1, *r, *c2, *sum;
+    pcnn_status s;
+    if ((s = pcnn_conv2d(net, x, 3, 3, 1, 1, 1, &c0))) return s;
+    if ((s = pcnn_conv2d(net, c0, 3, 3, 1, 1, 1, &c1))) return s;
+    r = c1;
+    if (t->a[0] && (s = pcnn_relu(net, c1, &r))) return s;
+    if ((s = pcnn_conv2d(net, r, 3, 3, 1, 1, 0, &c2))) return s;
+    if (t->a[1]) s = pcnn_add_scaled(net, c0, c2, t->f, &sum);
+    else s = pcnn_add(net, c0, c2, &sum);
+    if (s) return s;
+    return pcnn_dense(net, sum, 3, 1, o);
+}
+
+/* [conv ->] pixel shuffle r. */
+static pcnn_status b_shuffle(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a = x;
+    pcnn_status s;
+    if (t->a[1] && (s = pcnn_conv2d(net, x, t->a[1], 3, 1, 1, 1, &a))) return s;
+    return pcnn_pixel_shuffle(net, a, t->a[0], o);
+}
+
+/* A small complete network: conv -> bn -> relu -> maxpool -> dense. */
+static pcnn_status b_small_cnn(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a, *b, *c, *d;
+    pcnn_status s;
+    if ((s = pcnn_conv2d(net, x, 4, 3, 1, 1, 0, &a))) return s;
+    if ((s = pcnn_batchnorm(net, a, 1e-5f, 0.1f, &b))) return s;
+    if ((s = pcnn_relu(net, b, &c))) return s;
+    if ((s = pcnn_maxpool2d(net, c, 2, 2, 0, &d))) return s;
+    return pcnn_dense(net, d, t->a[0], 1, o);
+}
+
+/* ---- the table -------------------------------------------------------- */
+
+#define MSE PCNN_LOSS_MSE
+#define CE PCNN_LOSS_SOFTMAX_CROSS_ENTROPY
+#define L1 PCNN_LOSS_L1
+
+static const gc_case cases[] = {
+    /* conv2d: cout, k, s, p, bias; 3 channels of 7x5, batch 3 */
+    {"conv k1 s1 p0 bias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {4, 1, 1, 0, 1}, 0},
+    {"conv k1 s2 p0 nobias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {4, 1, 2, 0, 0}, 0},
+    {"conv k3 s1 p0 bias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {4, 3, 1, 0, 1}, 0},
+    {"conv k3 s1 p1 bias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {4, 3, 1, 1, 1}, 0},
+    {"conv k3 s1 p1 nobias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {4, 3, 1, 1, 0}, 0},
+    {"conv k3 s2 p0 bias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {4, 3, 2, 0, 1}, 0},
+    {"conv k3 s2 p1 nobias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {4, 3, 2, 1, 0}, 0},
+    {"conv k3 s3 p1 bias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {4, 3, 3, 1, 1}, 0},
+    {"conv k3 s2 p2 bias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {3, 3, 2, 2, 1}, 0},
+    {"conv k5 s1 p0 bias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {4, 5, 1, 0, 1}, 0},
+    {"conv k5 s1 p2 nobias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {4, 5, 1, 2, 0}, 0},
+    {"conv k5 s3 p2 bias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {4, 5, 3, 2, 1}, 0},
+    {"conv k5 s2 p1 bias", 3, 7, 5, 3, 0, MSE, 0, b_conv, {2, 5, 2, 1, 1}, 0},
+    {"conv k3 s1 p1 cin1 8x8 n1", 1, 8, 8, 1, 0, MSE, 0, b_conv, {5, 3, 1, 1, 1}, 0},
+    {"conv k3 s1 p1 n3 of max_batch 5", 3, 7, 5, 3, 5, MSE, 0, b_conv, {4, 3, 1, 1, 1}, 0},
+    /* pools: k, s, p; distinct inputs so max-pool has no ties */
+    {"maxpool k2 s2 p0", 2, 7, 5, 2, 0, MSE, IN_SPACED, b_maxpool, {2, 2, 0}, 0},
+    {"maxpool k2 s1 p0", 2, 7, 5, 2, 0, MSE, IN_SPACED, b_maxpool, {2, 1, 0}, 0},
+    {"maxpool k2 s2 p1", 2, 7, 5, 2, 0, MSE, IN_SPACED, b_maxpool, {2, 2, 1}, 0},
+    {"maxpool k3 s1 p1", 2, 7, 5, 2, 0, MSE, IN_SPACED, b_maxpool, {3, 1, 1}, 0},
+    {"maxpool k3 s2 p0", 2, 7, 5, 2, 0, MSE, IN_SPACED, b_maxpool, {3, 2, 0}, 0},
+    {"maxpool k3 s2 p1", 2, 7, 5, 2, 0, MSE, IN_SPACED, b_maxpool, {3, 2, 1}, 0},
+    {"maxpool k3 s2 p1 n2 of max 4", 2, 7, 5, 2, 4, MSE, IN_SPACED, b_maxpool, {3, 2, 1}, 0},
+    {"avgpool k2 s2 p0", 2, 7, 5, 2, 0, MSE, 0, b_avgpool, {2, 2, 0}, 0},
+    {"avgpool k2 s1 p0", 2, 7, 5, 2, 0, MSE, 0, b_avgpool, {2, 1, 0}, 0},
+    {"avgpool k2 s2 p1", 2, 7, 5, 2, 0, MSE, 0, b_avgpool, {2, 2, 1}, 0},
+    {"avgpool k3 s1 p1", 2, 7, 5, 2, 0, MSE, 0, b_avgpool, {3, 1, 1}, 0},
+    {"avgpool k3 s2 p0", 2, 7, 5, 2, 0, MSE, 0, b_avgpool, {3, 2, 0}, 0},
+    {"avgpool k3 s2 p1", 2, 7, 5, 2, 0, MSE, 0, b_avgpool, {3, 2, 1}, 0},
+    {"global avgpool", 3, 7, 5, 3, 0, MSE, 0, b_gap, {0}, 0},
+    {"conv + global avgpool + dense", 3, 7, 5, 3, 0, MSE, 0, b_conv_gap_dense, {0}, 0},
+    /* dense: out, bias */
+    {"dense flat in, bias", 12, 1, 1, 3, 0, MSE, 0, b_dense, {5, 1}, 0},
+    {"dense flat in, nobias", 12, 1, 1, 3, 0, MSE, 0, b_dense, {5, 0}, 0},
+    {"dense CHW in, bias", 3, 7, 5, 3, 0, MSE, 0, b_dense, {4, 1}, 0},
+    {"dense CHW in, nobias", 3, 7, 5, 3, 0, MSE, 0, b_dense, {4, 0}, 0},
+    {"dense n2 of max_batch 4", 3, 4, 5, 2, 4, MSE, 0, b_dense, {3, 1}, 0},
+    {"flatten", 3, 7, 5, 3, 0, MSE, 0, b_flatten, {0}, 0},
+    {"conv + flatten", 3, 7, 5, 3, 0, MSE, 0, b_conv_flatten, {0}, 0},
+    {"conv + flatten + dense", 3, 7, 5, 3, 0, MSE, 0, b_conv_flatten, {3}, 0},
+    /* activations on the input (spaced away from 0), then optionally a conv */
+    {"relu", 2, 7, 5, 3, 0, MSE, IN_SPACED, b_relu, {0}, 0},
+    {"relu + conv", 2, 7, 5, 3, 0, MSE, IN_SPACED, b_relu, {3}, 0},
+    {"leaky relu 0.1", 2, 7, 5, 3, 0, MSE, IN_SPACED, b_leaky, {0}, 0.1f},
+    {"leaky relu 0.2 + conv", 2, 7, 5, 3, 0, MSE, IN_SPACED, b_leaky, {3}, 0.2f},
+    {"conv + relu + dense", 2, 7, 5, 3, 0, MSE, KINKS, b_conv_relu_dense, {0}, 0},
+    {"conv + leaky relu + dense", 2, 7, 5, 3, 0, MSE, KINKS, b_conv_relu_dense, {1}, 0.1f},
+    /* batchnorm, training mode */
+    {"conv + batchnorm", 3, 7, 5, 3, 0, MSE, 0, b_conv_bn, {1, 0}, 0},
+    {"conv nobias + batchnorm + conv", 3, 7, 5, 3, 0, MSE, 0, b_conv_bn, {0, 1}, 0},
+    {"conv + batchnorm n2", 3, 5, 4, 2, 0, MSE, 0, b_conv_bn, {1, 1}, 0},
+    {"conv + batchnorm n3 of max 4", 3, 5, 4, 3, 4, MSE, 0, b_conv_bn, {1, 1}, 0},
+    {"batchnorm flat input + dense", 6, 1, 1, 4, 0, MSE, 0, b_bn_dense, {0}, 0},
+    /* dropout: masks fixed within a step */
+    {"dropout 0.3 on input + dense", 3, 5, 4, 3, 0, MSE, 0, b_dropout, {0}, 0.3f},
+    {"conv + dropout 0.5 + dense", 3, 5, 4, 3, 0, MSE, 0, b_dropout, {1}, 0.5f},
+    /* add / add_scaled, DAGs */
+    {"add of two branches of x", 2, 7, 5, 3, 0, MSE, 0, b_add_branches, {0}, 0},
+    {"add_scaled 0.3 of two branches", 2, 7, 5, 3, 0, MSE, 0, b_add_branches, {1}, 0.3f},
+    {"add(x, x) + conv", 2, 7, 5, 3, 0, MSE, 0, b_add_self, {0}, 0},
+    {"add_scaled(x, x, -0.7) + conv", 2, 7, 5, 3, 0, MSE, 0, b_add_self, {1}, -0.7f},
+    {"residual block add", 3, 6, 5, 3, 0, MSE, KINKS, b_resblock, {0}, 0},
+    {"residual block add_scaled 0.1", 3, 6, 5, 3, 0, MSE, KINKS, b_resblock, {1}, 0.1f},
+    {"conv feeding residual add (linear)", 2, 6, 5, 3, 0, MSE, 0, b_res_feed, {0, 0}, 0},
+    {"conv feeding residual add_scaled 0.5", 2, 6, 5, 3, 0, MSE, 0, b_res_feed, {0, 1}, 0.5f},
+    {"conv feeding residual add + relu", 2, 6, 5, 3, 0, MSE, KINKS, b_res_feed, {1, 0}, 0},
+    /* pixel shuffle: r, conv channels before it (0: none) */
+    {"pixel shuffle r2", 8, 3, 4, 2, 0, MSE, 0, b_shuffle, {2, 0}, 0},
+    {"pixel shuffle r3", 9, 2, 3, 2, 0, MSE, 0, b_shuffle, {3, 0}, 0},
+    {"conv + pixel shuffle r2", 2, 4, 3, 2, 0, MSE, 0, b_shuffle, {2, 8}, 0},
+    /* losses */
+    {"cross entropy, dense flat", 12, 1, 1, 4, 0, CE, 0, b_dense, {5, 1}, 0},
+    {"cross entropy, dense CHW", 3, 5, 4, 3, 0, CE, 0, b_dense, {4, 1}, 0},
+    {"cross entropy, conv+gap+dense", 3, 7, 5, 3, 0, CE, 0, b_conv_gap_dense, {0}, 0},
+    {"L1, dense", 12, 1, 1, 4, 0, L1, L1_AWAY, b_dense, {5, 1}, 0},
+    {"L1, conv", 3, 7, 5, 2, 0, L1, L1_AWAY, b_conv, {2, 3, 1, 1, 1}, 0},
+    {"MSE, conv + pixel shuffle", 2, 4, 3, 3, 0, MSE, 0, b_shuffle, {2, 4}, 0},
+    /* a whole small CNN */
+    {"conv+bn+relu+maxpool+dense CE", 3, 6, 6, 3, 0, CE, KINKS, b_small_cnn, {4}, 0},
+};
+
+/* ---- the check -------------------------------------------------------- */
+
+typedef struct gc_result {
+    double max_abs, max_rel, worst; /* worst = max |a-n| / tolerance */
+    /* KINKS cases: coordinates retried with a smaller step, and skipped */
+    long checked, retried, skipped;
+    const char *worst_what;
+    long worst_index;
+    double worst_a, worst_n;
+    bool ok;
+} gc_result;
+
+static int g_threads = 1;
+static bool g_verbose = false;
+
+/* Distinct values, 3h apart and at least 1.5h from 0, shuffled. */
+static void fill_spaced(float *x, size_t count, trng *r)
+{
+    long half = (long)(count / 2);
+    for (size_t i = 0; i < count; i++) x[i] = (float)(3.0 * STEP * ((double)((long)i - half) + 0.5));
+    for (size_t i = count; i > 1; i--) {
+        size_t j = (size_t)trng_below(r, (int)i);
+        float t = x[i - 1];
+        x[i - 1] = x[j];
+        x[j] = t;
+    }
+}
+
+static pcnn_status loss_at(pcnn_net *net, const gc_case *tc, const float *x, const int32_t *lab,
+                           const float *tgt, double *out)
+{
+    float l = 0;
+    pcnn_status s = pcnn_net_compute_loss(net, tc->n, x, tc->loss == CE ? lab : NULL,
+                                          tc->loss == CE ? NULL : tgt, &l);
+    *out = l;
+    return s;
+}
+
+typedef struct coord_ctx {
+    const gc_case *tc;
+    gc_result *res;
+    pcnn_net *net;
+    float *p, *x;
+    size_t np;
+    const int32_t *lab;
+    const float *tgt;
+    double atol;  /* ATOL_REL * the case's largest analytic gradient */
+    double loss0;
+} coord_ctx;
+
+/* Losses at v+s and v-s of a parameter (is_param) or an input, and the
+ * actual (v+s) - (v-s) in float.  The parameter is left at v in c->p (the
+ * next set_params restores it in the network). */
+static pcnn_status losses_at(coord_ctx *c, bool is_param, size_t i, double s, double *lp,
+                             double *lm, double *den)
+{
+    float *v = is_param ? &c->p[i] : &c->x[i];
+    float v0 = *v, vp = (float)(v0 + s), vm = (float)(v0 - s);
+    pcnn_status st = PCNN_OK;
+    *den = (double)vp - (double)vm;
+    *v = vp;
+    if (is_param) st = pcnn_net_set_params(c->net, c->p, c->np);
+    if (!st) st = loss_at(c->net, c->tc, c->x, c->lab, c->tgt, lp);
+    *v = vm;
+    if (!st && is_param) st = pcnn_net_set_params(c->net, c->p, c->np);
+    if (!st) st = loss_at(c->net, c->tc, c->x, c->lab, c->tgt, lm);
+    *v = v0;
+    return st;
+}
+
+/* Check one coordinate with analytic gradient a.  In KINKS cases a
+ * mismatch is retried with steps h/4 and h/16 (less likely to straddle a
+ * kink; a wrong gradient mismatches at every step), and a mismatch left at
+ * h/16 that the second difference explains (a kink within the step) is
+ * skipped. */
+static pcnn_status check_coord(coord_ctx *c, bool is_param, size_t i, double a)
+{
+    int tries = (c->tc->flags & KINKS) ? 3 : 1;
+    double s = STEP, lp = 0, lm = 0, den = 1, n = 0, err = 0, tol = 0;
+    int k;
+    for (k = 0; k < tries; k++, s /= 4) {
+        pcnn_status st = losses_at(c, is_param, i, s, &lp, &lm, &den);
+        if (st) return st;
+        /* Floor: a few ulps of the float32 loss over the step. */
+        double floor_ulps = 8.0 * FLT_EPSILON * fmax(fabs(c->loss0), 1e-3) / den;
+        n = (lp - lm) / den;
+        err = fabs(a - n);
+        tol = fmax(c->atol, floor_ulps) + RTOL * fmax(fabs(a), fabs(n));
+        if (g_verbose && (err > tol || k > 0))
+            printf("    %s[%zu] step %g: analytic %.6g numeric %.6g (err/tol %.3f)\n",
+                   is_param ? "param" : "input", i, s, a, n, err / tol);
+        if (err <= tol) break;
+    }
+    if (k > 0) c->res->retried++;
+    if (err > tol && (c->tc->flags & KINKS)) {
+        /* Second difference: ~s*f'' where smooth, the slope jump at a kink;
+         * a single kink moves the central difference by up to jump/2. */
+        double jump = fabs((lp - c->loss0) - (c->loss0 - lm)) / (den / 2);
+        if (jump / 2 >= err - tol) {
+            c->res->skipped++;
+            return PCNN_OK;
+        }
+    }
+    const char *what = is_param ? "param" : "input";
+    double mag = fmax(fabs(a), fabs(n));
+    c->res->checked++;
+    if (err > c->res->max_abs) c->res->max_abs = err;
+    /* Relative error where it means something: gradients above atol. */
+    if (mag > c->atol && err / mag > c->res->max_rel) c->res->max_rel = err / mag;
+    if (err / tol > c->res->worst) {
+        c->res->worst = err / tol;
+        c->res->worst_what = what;
+        c->res->worst_index = (long)i;
+        c->res->worst_a = a;
+        c->res->worst_n = n;
+    }
+    return PCNN_OK;
+}
+
+static gc_result run_case(const gc_case *tc, uint64_t seed)
+{
+    gc_result res = {0};
+    res.worst_what = "-";
+    pcnn_net *net = NULL;
+    pcnn_layer *in, *out;
+    float *p = NULL, *g = NULL, *x = NULL, *gx = NULL, *tgt = NULL, *y = NULL;
+    int32_t *lab = NULL;
+    trng r = {seed};
+    size_t np = 0, no = 0;
+    size_t nx = (size_t)tc->n * tc->c * tc->h * tc->w;
+    int maxb = tc->max_batch ? tc->max_batch : tc->n;
+
+    CK(pcnn_net_create(&net));
+    CK(pcnn_net_input(net, tc->c, tc->h, tc->w, &in));
+    CK(tc->build(net, in, tc, &out));
+    CK(pcnn_net_set_loss(net, out, tc->loss));
+    CK(pcnn_net_set_option(net, PCNN_OPT_SEED, (double)(seed % 1000)));
+    CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, g_threads));
+    CK(pcnn_net_finalize(net, maxb));
+    CK(pcnn_net_num_params(net, &np));
+    CK(pcnn_net_output_size(net, &no));
+
+    p = calloc(np + 1, sizeof *p);
+    g = calloc(np + 1, sizeof *g);
+    x = calloc(nx, sizeof *x);
+    gx = calloc(nx, sizeof *gx);
+    tgt = calloc((size_t)tc->n * no, sizeof *tgt);
+    y = calloc((size_t)tc->n * no, sizeof *y);
+    lab = calloc((size_t)tc->n, sizeof *lab);
+    if (!p || !g || !x || !gx || !tgt || !y || !lab) {
+        fprintf(stderr, "  out of memory\n");
+        goto fail;
+    }
+
+    /* Parameters: the library's init, jittered so biases are non-zero and
+     * batch-norm gammas differ from 1. */
+    if (np) {
+        CK(pcnn_net_get_params(net, p, np));
+        for (size_t i = 0; i < np; i++) p[i] += trng_range(&r, -0.2, 0.2);
+        CK(pcnn_net_set_params(net, p, np));
+    }
+    if (tc->flags & IN_SPACED) fill_spaced(x, nx, &r);
+    else
+        for (size_t i = 0; i < nx; i++) x[i] = trng_range(&r, -1, 1);
+    for (int i = 0; i < tc->n; i++) lab[i] = trng_below(&r, (int)no);
+    if (tc->flags & L1_AWAY) {
+        /* Targets at least 0.2 (= 20h) from the outputs: no kink in reach. */
+        CK(pcnn_net_predict(net, tc->n, x, y, (size_t)tc->n * no));
+        for (size_t i = 0; i < (size_t)tc->n * no; i++)
+            tgt[i] = y[i] + (trng_uniform(&r) < 0.5 ? -1.f : 1.f) * trng_range(&r, 0.2, 0.6);
+    } else {
+        for (size_t i = 0; i < (size_t)tc->n * no; i++) tgt[i] = trng_range(&r, -1, 1);
+    }
+    const int32_t *L = tc->loss == CE ? lab : NULL;
+    const float *T = tc->loss == CE ? NULL : tgt;
+
+    float loss_g = 0;
+    CK(pcnn_net_compute_gradients(net, tc->n, x, L, T, &loss_g));
+    if (np) CK(pcnn_net_get_grads(net, g, np));
+    CK(pcnn_net_get_input_grad(net, gx, nx));
+
+    double loss0;
+    CK(loss_at(net, tc, x, lab, tgt, &loss0));
+    if ((float)loss0 != loss_g) {
+        printf("    note: compute_loss %.9g != compute_gradients loss %.9g\n", loss0,
+               (double)loss_g);
+        if (fabs(loss0 - loss_g) > 1e-5 * fabs(loss0)) goto fail;
+    }
+
+    double gmax = 0;
+    for (size_t i = 0; i < np; i++) gmax = fmax(gmax, fabs(g[i]));
+    for (size_t i = 0; i < nx; i++) gmax = fmax(gmax, fabs(gx[i]));
+    coord_ctx cc = {tc, &res, net, p, x, np, lab, tgt, ATOL_REL * gmax, loss0};
+    for (size_t i = 0; i < np; i++) CK(check_coord(&cc, true, i, g[i]));
+    if (np) CK(pcnn_net_set_params(net, p, np));
+    for (size_t i = 0; i < nx; i++) CK(check_coord(&cc, false, i, gx[i]));
+
+    long total = res.checked + res.skipped;
+    res.ok = res.worst <= 1.0 && res.checked > 0 &&
+             (double)res.skipped <= MAX_SKIP_FRACTION * (double)total;
+    if (gmax == 0) {
+        printf("    all analytic gradients are zero\n");
+        res.ok = false;
+    }
+    goto done;
+fail:
+    res.ok = false;
+    res.worst = INFINITY;
+done:
+    free(p);
+    free(g);
+    free(x);
+    free(gx);
+    free(tgt);
+    free(y);
+    free(lab);
+    pcnn_net_destroy(&net);
+    return res;
+}
+
+int main(int argc, char **argv)
+{
+    const char *filter = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) g_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--verbose")) g_verbose = true;
+        else if (!strcmp(argv[i], "--step") && i + 1 < argc) STEP = atof(argv[++i]);
+        else filter = argv[i];
+    }
+    printf("gradcheck: h=%g rtol=%g atol=%g*max|grad| threads=%d\n", STEP, RTOL, ATOL_REL,
+           g_threads);
+    printf("%-38s %9s %9s %6s %9s %9s  %s\n", "case", "max abs", "max rel", "worst",
+           "retried", "skipped", "result");
+    int failed = 0, run = 0;
+    size_t ncases = sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < ncases; i++) {
+        if (filter && !strstr(cases[i].name, filter)) continue;
+        gc_result r = run_case(&cases[i], 1000 + i);
+        run++;
+        if (!r.ok) failed++;
+        printf("%-38s %9.3g %9.3g %6.3f %4ld/%-4ld %4ld/%-4ld  %s", cases[i].name, r.max_abs,
+               r.max_rel, r.worst, r.retried, r.checked + r.skipped, r.skipped,
+               r.checked + r.skipped, r.ok ? "PASS" : "FAIL");
+        if (!r.ok && isfinite(r.worst))
+            printf("  (worst %s[%ld]: analytic %.6g numeric %.6g)", r.worst_what, r.worst_index,
+                   r.worst_a, r.worst_n);
+        printf("\n");
+    }
+    printf("gradcheck: %d of %d cases failed\n", failed, run);
+    return failed ? 1 : 0;
+}

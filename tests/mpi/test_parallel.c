@@ -1,0 +1,264 @@
+/* Data-parallel training equals sequential training on the same global
+ * batch: run under mpiexec with 1, 2, 3 or 4 ranks.  Every rank also trains
+ * a private single-process copy of the network on the whole batch, and the
+ * parameters must agree (relative 1e-5) after every case. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pcnn.h"
+
+static int rank, ranks, failures;
+
+#define CK(call)                                                                     \
+    do {                                                                             \
+        pcnn_status s_ = (call);                                                     \
+        if (s_ != PCNN_OK) {                                                         \
+            fprintf(stderr, "rank %d: %s:%d: %s -> %s: %s\n", rank, __FILE__, __LINE__, \
+                    #call, pcnn_status_str(s_), pcnn_last_error());                  \
+            MPI_Abort(MPI_COMM_WORLD, 2);                                            \
+        }                                                                            \
+    } while (0)
+
+static void expect(int ok, const char *what)
+{
+    int all_ok = ok;
+    MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (!all_ok) failures++;
+    if (rank == 0) printf("%s %s\n", all_ok ? "PASS" : "FAIL", what);
+}
+
+typedef struct config {
+    pcnn_exchange exchange;
+    pcnn_optimizer optimizer;
+    int batch;          /* global */
+    double bucket_bytes;
+    int dropout;
+    double weight_decay;
+} config;
+
+/* conv(2->5,k3,p1) relu maxpool conv(5->3,k3) [dropout] dense(->7) relu dense(->4): parameter
+ * counts are odd, so slices are uneven for P = 2, 3, 4. */
+static pcnn_net *build(const config *c, pcnn_comm *comm, int max_batch)
+{
+    pcnn_net *net;
+    pcnn_layer *l;
+    CK(pcnn_net_create(&net));
+    CK(pcnn_net_input(net, 2, 9, 9, &l));
+    CK(pcnn_conv2d(net, l, 5, 3, 1, 1, 1, &l));
+    CK(pcnn_relu(net, l, &l));
+    CK(pcnn_maxpool2d(net, l, 2, 2, 0, &l));
+    CK(pcnn_conv2d(net, l, 3, 3, 1, 0, 0, &l));
+    if (c->dropout) CK(pcnn_dropout(net, l, 0.25f, &l));
+    CK(pcnn_dense(net, l, 7, 1, &l));
+    CK(pcnn_relu(net, l, &l));
+    CK(pcnn_dense(net, l, 4, 1, &l));
+    CK(pcnn_net_set_loss(net, l, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
+    CK(pcnn_net_set_optimizer(net, c->optimizer));
+    CK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, c->optimizer == PCNN_OPTIMIZER_ADAM ? 0.01 : 0.1));
+    CK(pcnn_net_set_option(net, PCNN_OPT_WEIGHT_DECAY, c->weight_decay));
+    CK(pcnn_net_set_option(net, PCNN_OPT_SEED, 42));
+    CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, 1));
+    CK(pcnn_net_set_option(net, PCNN_OPT_BUCKET_BYTES, c->bucket_bytes));
+    if (comm) {
+        CK(pcnn_net_set_comm(net, comm));
+        CK(pcnn_net_set_exchange(net, c->exchange));
+    }
+    CK(pcnn_net_finalize(net, max_batch));
+    return net;
+}
+
+static void make_batch(int step, int n, float *x, int32_t *y)
+{
+    unsigned s = 1234u + 977u * (unsigned)step;
+    for (int i = 0; i < n * 2 * 81; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)((s >> 8) & 0xffff) / 65536.0f - 0.5f;
+    }
+    for (int i = 0; i < n; i++) y[i] = (int32_t)((unsigned)(i * 7 + step) % 4u);
+}
+
+static double max_rel_diff(const float *a, const float *b, size_t n)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]) / (1e-3 + fabs((double)b[i]));
+        if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
+    }
+    return worst;
+}
+
+static void run_case(const config *c, pcnn_comm *comm, const char *name)
+{
+    const int steps = 4;
+    pcnn_net *par = build(c, comm, c->batch);
+    pcnn_net *seq = build(c, NULL, c->batch);
+    float *x = malloc(sizeof(float) * (size_t)c->batch * 162);
+    int32_t *y = malloc(sizeof(int32_t) * (size_t)c->batch);
+    double worst_loss = 0.0;
+    for (int step = 0; step < steps; step++) {
+        /* Uneven shares: the first batch % ranks ranks take one more. */
+        int base = c->batch / ranks, extra = c->batch % ranks;
+        int mine = base + (rank < extra), first = rank * base + (rank < extra ? rank : extra);
+        make_batch(step, c->batch, x, y);
+        float lp, ls;
+        CK(pcnn_net_train_step(par, mine, mine ? x + (size_t)first * 162 : NULL, y + first, NULL, &lp));
+        CK(pcnn_net_train_step(seq, c->batch, x, y, NULL, &ls));
+        double d = fabs((double)lp - ls) / fabs((double)ls);
+        if (d > worst_loss) worst_loss = d;
+    }
+    size_t n;
+    CK(pcnn_net_num_params(seq, &n));
+    float *wp = malloc(n * sizeof(float)), *ws = malloc(n * sizeof(float));
+    CK(pcnn_net_get_params(par, wp, n));
+    CK(pcnn_net_get_params(seq, ws, n));
+    double worst = max_rel_diff(wp, ws, n);
+    /* All ranks must hold bitwise identical parameters. */
+    float *r0 = malloc(n * sizeof(float));
+    memcpy(r0, wp, n * sizeof(float));
+    MPI_Bcast(r0, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    int identical = memcmp(r0, wp, n * sizeof(float)) == 0;
+    char what[256];
+    snprintf(what, sizeof what, "%-46s params rel diff %.2e, loss rel diff %.2e, ranks identical %d",
+             name, worst, worst_loss, identical);
+    expect(worst < 1e-5 && worst_loss < 1e-5 && identical, what);
+    free(r0);
+    free(wp);
+    free(ws);
+    free(x);
+    free(y);
+    pcnn_net_destroy(&par);
+    pcnn_net_destroy(&seq);
+}
+
+/* Bytes per step against seed 001 section 4.2, computed independently. */
+static void check_bytes(pcnn_comm *comm)
+{
+    for (int e = 0; e < 2; e++) {
+        config c = {e ? PCNN_EXCHANGE_ALLTOALL_ALLGATHER : PCNN_EXCHANGE_ALLREDUCE,
+                    PCNN_OPTIMIZER_SGD, 8, 0, 0, 0};
+        pcnn_net *net = build(&c, comm, 8);
+        /* Layers with parameters, one bucket each (bucket_bytes 0). */
+        const long layer_params[] = {5 * 2 * 9 + 5, 3 * 5 * 9, 7 * 3 * 2 * 2 + 7, 4 * 7 + 4};
+        uint64_t expected = 0;
+        for (int k = 0; k < 4; k++) {
+            long m = layer_params[k];
+            if (ranks == 1) continue;
+            if (!e) {
+                expected += 2 * (uint64_t)m * 4 * (ranks - 1) / ranks;
+            } else {
+                long mine = m / ranks + (rank < m % ranks);
+                expected += (uint64_t)(m - mine) * 4 + (uint64_t)mine * 4 * (ranks - 1);
+            }
+        }
+        uint64_t got;
+        CK(pcnn_net_exchange_bytes(net, &got));
+        char what[160];
+        snprintf(what, sizeof what, "bytes per step, %s: %llu (formula %llu)",
+                 e ? "alltoall+allgather" : "allreduce", (unsigned long long)got,
+                 (unsigned long long)expected);
+        expect(got == expected, what);
+        pcnn_net_destroy(&net);
+    }
+}
+
+/* Ranks that build different networks fail together at finalize. */
+static void check_mismatch(pcnn_comm *comm)
+{
+    if (ranks < 2) return;
+    pcnn_net *net;
+    pcnn_layer *l;
+    CK(pcnn_net_create(&net));
+    CK(pcnn_net_input(net, 1, 8, 8, &l));
+    CK(pcnn_conv2d(net, l, rank == 1 ? 4 : 3, 3, 1, 1, 1, &l));
+    CK(pcnn_dense(net, l, 3, 1, &l));
+    CK(pcnn_net_set_loss(net, l, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
+    CK(pcnn_net_set_comm(net, comm));
+    pcnn_status st = pcnn_net_finalize(net, 4);
+    int ok = st == PCNN_ERR_MISMATCH && strstr(pcnn_last_error(), "layer 1") != NULL;
+    expect(ok, "different networks on different ranks: PCNN_ERR_MISMATCH naming layer 1 on all");
+    pcnn_net_destroy(&net);
+
+    /* One rank's bad input fails every rank, nobody hangs. */
+    config c = {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_OPTIMIZER_SGD, 4, 0, 0, 0};
+    net = build(&c, comm, 4 * ranks);
+    float x[4 * 162] = {0};
+    int32_t y[4] = {0, 1, 2, rank == 1 ? 9 : 3};
+    st = pcnn_net_train_step(net, 4, x, y, NULL, NULL);
+    ok = rank == 1 ? st == PCNN_ERR_INVALID_ARGUMENT : st == PCNN_ERR_REMOTE;
+    expect(ok, "an invalid label on rank 1: INVALID_ARGUMENT there, REMOTE elsewhere");
+    x[5] = NAN;
+    y[3] = 3;
+    st = pcnn_net_train_step(net, 4, x, y, NULL, NULL);
+    expect(st == PCNN_ERR_NUMERIC, "NaN input on every rank: NUMERIC everywhere");
+    x[5] = rank == 1 ? INFINITY : 0.0f;
+    st = pcnn_net_train_step(net, 4, x, y, NULL, NULL);
+    ok = rank == 1 ? st == PCNN_ERR_NUMERIC : st == PCNN_ERR_REMOTE;
+    expect(ok, "Inf input on rank 1 only: NUMERIC there, REMOTE elsewhere");
+    pcnn_net_destroy(&net);
+}
+
+/* A sub-communicator: the even ranks train, the odd ones do not take part. */
+static void check_subcomm(void)
+{
+    MPI_Comm half;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    if (rank % 2 == 0) {
+        pcnn_comm *comm;
+        CK(pcnn_comm_create(half, &comm));
+        int size;
+        CK(pcnn_comm_info(comm, NULL, &size, NULL));
+        config c = {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_OPTIMIZER_MOMENTUM, 5, 0, 0, 0};
+        pcnn_net *net = build(&c, comm, 5);
+        float x[5 * 162];
+        int32_t y[5];
+        make_batch(0, 5, x, y);
+        int mine = 5 / size + ((rank / 2) < 5 % size);
+        int first = (rank / 2) * (5 / size) + ((rank / 2) < 5 % size ? rank / 2 : 5 % size);
+        CK(pcnn_net_train_step(net, mine, x + first * 162, y + first, NULL, NULL));
+        pcnn_net_destroy(&net);
+        CK(pcnn_comm_destroy(&comm));
+    }
+    MPI_Comm_free(&half);
+    expect(1, "training on a sub-communicator (even ranks) while the others idle");
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    pcnn_comm *comm;
+    /* Through the Fortran handle, as Fortran hosts and mpi4py pass it. */
+    CK(pcnn_comm_create_fortran(MPI_Comm_c2f(MPI_COMM_WORLD), &comm));
+    if (rank == 0) printf("data-parallel equivalence on %d rank(s)\n", ranks);
+
+    const pcnn_exchange exchanges[] = {PCNN_EXCHANGE_ALLREDUCE, PCNN_EXCHANGE_ALLTOALL_ALLGATHER};
+    const pcnn_optimizer optimizers[] = {PCNN_OPTIMIZER_SGD, PCNN_OPTIMIZER_MOMENTUM,
+                                         PCNN_OPTIMIZER_ADAM};
+    const char *oname[] = {"sgd", "momentum", "adam"};
+    for (int e = 0; e < 2; e++)
+        for (int o = 0; o < 3; o++)
+            for (int b = 0; b < 2; b++) {
+                config c = {exchanges[e], optimizers[o], b ? 4 * ranks + 3 : 4 * ranks,
+                            b ? 0 : 1 << 20, o == 1, o == 2 ? 1e-3 : 0};
+                char name[128];
+                snprintf(name, sizeof name, "%s %s batch %d%s%s",
+                         e ? "alltoall+allgather" : "allreduce", oname[o], c.batch,
+                         c.bucket_bytes == 0 ? " per-layer" : " fused", c.dropout ? " dropout" : "");
+                run_case(&c, comm, name);
+            }
+    /* A batch smaller than the number of ranks: some ranks get no sample. */
+    config tiny = {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_OPTIMIZER_ADAM, 1, 0, 0, 0};
+    run_case(&tiny, comm, "alltoall+allgather adam batch 1 (idle ranks)");
+
+    check_bytes(comm);
+    check_mismatch(comm);
+    CK(pcnn_comm_destroy(&comm));
+    check_subcomm();
+    if (rank == 0) printf("%d failure(s)\n", failures);
+    MPI_Finalize();
+    return failures ? 1 : 0;
+}
