@@ -68,7 +68,7 @@ static pcnn_net *build_lenet(pcnn_comm *comm, pcnn_exchange exchange, int batch,
 int main(int argc, char **argv)
 {
     int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int epochs = 5, batch = 64, threads = 0, seed = 0;
     pcnn_exchange exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
     double lr = 0.05;

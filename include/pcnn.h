@@ -182,7 +182,32 @@ typedef enum pcnn_option {
      * share one message until it holds this many bytes (a layer is never
      * split).  Changes only speed, never the numbers.  Before finalize.
      * Default 1048576; 0 = one message per layer. */
-    PCNN_OPT_BUCKET_BYTES = 15
+    PCNN_OPT_BUCKET_BYTES = 15,
+    /* 1: overlap the gradient exchange with computation (seed 001 section
+     * 4.4): reductions are posted during back-propagation, parameters are
+     * updated as they arrive, and the next forward pass waits layer by layer
+     * for the all-gathered parameters.  0: exchange after the backward pass,
+     * collective by collective (the thesis's "no overlap" baselines).  Both
+     * give bitwise the same parameters.  Default 1. */
+    PCNN_OPT_OVERLAP = 16,
+    /* Progress engine, before finalize: 0 = automatic (the communication
+     * thread when MPI provides MPI_THREAD_MULTIPLE, else non-blocking
+     * collectives), 1 = the communication thread (fails at finalize without
+     * MPI_THREAD_MULTIPLE), 2 = non-blocking collectives driven from the
+     * calling thread between layers.  Default 0. */
+    PCNN_OPT_ENGINE = 17,
+    /* Read only: the engine in use after finalize (1 or 2; 0 on one rank). */
+    PCNN_OPT_ACTIVE_ENGINE = 18,
+    /* Pin the communication thread to this core; -1 leaves it to the OS.
+     * Before finalize.  Default -1. */
+    PCNN_OPT_COMM_CORE = 19,
+    /* Give up waiting for a collective after this many milliseconds and
+     * fail with PCNN_ERR_TIMEOUT (a rank stopped or died).  0 = wait
+     * forever.  Default 0. */
+    PCNN_OPT_TIMEOUT_MS = 20,
+    /* Keep the most recent N compute and communication spans for
+     * pcnn_net_write_trace.  Before finalize.  Default 0 (no trace). */
+    PCNN_OPT_TRACE_EVENTS = 21
 } pcnn_option;
 
 /* Create an empty network.  *out receives a handle to destroy with
@@ -212,7 +237,8 @@ PCNN_API pcnn_status pcnn_net_input(pcnn_net *net, int channels, int height, int
 /* 2D convolution: out_channels filters of kernel x kernel, applied with the
  * given stride and zero padding on each side; bias != 0 adds a per-channel
  * bias.  Computed over the whole local batch as one im2col + GEMM (seed 001
- * section 3.1).  Output (out_channels, (H+2p-k)/s+1, (W+2p-k)/s+1). */
+ * section 3.1).  Output (out_channels, (H+2p-k)/s+1, (W+2p-k)/s+1).
+ * 0 <= padding < kernel, so that every window sees at least one pixel. */
 PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
                                  int stride, int padding, int bias, pcnn_layer **out);
 
@@ -409,7 +435,8 @@ PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t siz
  * optionally gzip-compressed: detected from the content).  Pixels are
  * scaled to [0, 1], then, if std > 0, normalised as (x - mean) / std.
  * Images become (1, H, W) samples with int32 labels.  Errors: IO,
- * CORRUPT (bad magic, truncated, count mismatch, label > 255), OUT_OF_MEMORY. */
+ * CORRUPT (bad magic, truncated, trailing bytes, count mismatch),
+ * INVALID_ARGUMENT (NaN mean or std, negative std), OUT_OF_MEMORY. */
 PCNN_API pcnn_status pcnn_dataset_load_idx(const char *images_path, const char *labels_path,
                                            float mean, float std, pcnn_dataset **out);
 
@@ -534,6 +561,47 @@ PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange ex
  * 2n(P-1)/P for an allreduce bucket (Rabenseifner's bandwidth term).  After
  * finalize; 0 on a single rank. */
 PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *bytes_per_step);
+
+/* ------------------------------------------------------------------------ */
+/* 6. Timing breakdown                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* What pcnn_net_time measures, accumulated over the training steps since
+ * finalize or pcnn_net_reset_timing, and reported per step. */
+typedef enum pcnn_time {
+    PCNN_TIME_FORWARD = 0,  /* forward computation */
+    PCNN_TIME_BACKWARD = 1, /* backward computation */
+    PCNN_TIME_UPDATE = 2,   /* summing received gradients and the optimizer */
+    PCNN_TIME_COMM = 3,     /* duration of the gradient/parameter collectives */
+    PCNN_TIME_EXPOSED = 4,  /* time the caller's thread was blocked waiting
+                               for them: the communication not hidden */
+    PCNN_TIME_STEP = 5      /* wall time of a whole training step (network only) */
+} pcnn_time;
+
+/* Seconds per training step spent in `what` by one layer (its index, see
+ * pcnn_layer_info) or by the whole network (layer -1).  A fused bucket's
+ * communication is shared among its layers by parameter count. */
+PCNN_API pcnn_status pcnn_net_time(const pcnn_net *net, int layer, pcnn_time what,
+                                   double *seconds_per_step);
+
+/* The overlap ratio R = 100 * sum(T_comm - T_exposed) / sum(T_comm) of seed
+ * 001 eq. 3.8: the share of communication hidden behind computation.  NaN
+ * before any communication (e.g. on one rank). */
+PCNN_API pcnn_status pcnn_net_overlap_ratio(const pcnn_net *net, double *percent);
+
+/* Forget the accumulated timings (e.g. after warm-up steps). */
+PCNN_API pcnn_status pcnn_net_reset_timing(pcnn_net *net);
+
+/* A printable per-layer table of the timings (ms per step) with totals,
+ * exposed communication and R; snprintf-style like pcnn_net_summary. */
+PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size_t size,
+                                            size_t *needed);
+
+/* Write this rank's recent spans (PCNN_OPT_TRACE_EVENTS) as a Chrome-trace
+ * JSON file (chrome://tracing, ui.perfetto.dev): compute on one track,
+ * communication on another, one process per rank.  Written atomically.
+ * Errors: INVALID_STATE (tracing off), IO. */
+PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path);
 
 #ifdef __cplusplus
 }

@@ -108,6 +108,11 @@ class Net(torch.nn.Module):
                 y = self._apply(kind, ins, args, mod, probe)
             shapes.append(tuple(y.shape[1:]))
         self.shapes = shapes
+        # The shape probes ran in training mode: forget what they did to
+        # the running statistics.
+        for mod in self.mods:
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.reset_running_stats()
         self.param_list = [p for m in self.mods for p in m.parameters()]
         flat = np.concatenate([a.ravel() for a in init]) if init else f32([])
         self.set_flat(flat)
@@ -154,7 +159,8 @@ class Net(torch.nn.Module):
         with torch.no_grad():
             for p in self.param_list:
                 k = p.numel()
-                p.copy_(torch.from_numpy(np.asarray(flat[off:off + k], dtype=np.float64)).reshape(p.shape))
+                chunk = np.asarray(flat[off:off + k], dtype=np.float64)
+                p.copy_(torch.from_numpy(chunk).reshape(p.shape))
                 off += k
         assert off == len(flat)
 

@@ -12,6 +12,7 @@
 #include "../optim/optim.h"
 #include "../parallel/exchange.h"
 #include "../parallel/parallel.h"
+#include "../profile/profile.h"
 
 typedef struct net_options {
     double learning_rate;
@@ -26,6 +27,11 @@ typedef struct net_options {
     bool check_numerics;
     size_t bucket_bytes;
     pcnn_exchange exchange; /* default of layers that did not choose */
+    bool overlap;
+    int engine;           /* 0 auto, 1 thread, 2 nonblocking */
+    int comm_core;        /* -1: not pinned */
+    long timeout_ms;      /* 0: none */
+    size_t trace_events;
 } net_options;
 
 struct pcnn_net {
@@ -67,6 +73,7 @@ struct pcnn_net {
     size_t memory_bytes;
 
     int last_backward_n;  /* batch size of the last backward (input grad) */
+    profile profile;      /* timing breakdown and trace */
 };
 
 /* Drivers (graph/run.c).  net_load_input converts n NCHW samples into the
@@ -76,7 +83,7 @@ struct pcnn_net {
  * output's dy; net_backward runs every layer backwards, computing the input
  * gradient only when asked. */
 void net_load_input(pcnn_net *net, int n, const float *x);
-void net_forward(pcnn_net *net, int n, bool train, bool update_stats);
+pcnn_status net_forward(pcnn_net *net, int n, bool train, bool update_stats);
 double net_loss(pcnn_net *net, int n, const int32_t *labels, const float *targets,
                 double norm_samples, bool want_grad);
 void net_backward(pcnn_net *net, int n, bool want_input_grad);

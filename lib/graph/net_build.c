@@ -22,6 +22,8 @@ PCNN_API pcnn_status pcnn_net_create(pcnn_net **out)
     net->opt.check_numerics = true;
     net->opt.bucket_bytes = 1u << 20;
     net->opt.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
+    net->opt.overlap = true;
+    net->opt.comm_core = -1;
     *out = net;
     return PCNN_OK;
 }
@@ -34,7 +36,7 @@ PCNN_API pcnn_status pcnn_net_destroy(pcnn_net **net)
 {
     if (!net || !*net) return PCNN_OK;
     pcnn_net *n = *net;
-    net_release_plan(n);
+    net_release_plan(n); /* waits for collectives still in flight */
     for (int i = 0; i < n->num_layers; i++) {
         pcnn_layer *l = n->layers[i];
         if (l->ops->destroy) l->ops->destroy(l);

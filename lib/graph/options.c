@@ -86,6 +86,37 @@ PCNN_API pcnn_status pcnn_net_set_option(pcnn_net *net, pcnn_option option, doub
         return PCNN_OK;
     case PCNN_OPT_EFFECTIVE_LEARNING_RATE:
         return FAIL(PCNN_ERR_INVALID_STATE, "the effective learning rate is read-only");
+    case PCNN_OPT_OVERLAP:
+        REQUIRE(value == 0 || value == 1, PCNN_ERR_INVALID_ARGUMENT,
+                "overlap is a flag: 0 or 1, not %g", value);
+        REQUIRE(!fixed, PCNN_ERR_INVALID_STATE, "overlap must be set before finalize");
+        o->overlap = value != 0;
+        return PCNN_OK;
+    case PCNN_OPT_ENGINE:
+        REQUIRE(value == 0 || value == 1 || value == 2, PCNN_ERR_INVALID_ARGUMENT,
+                "engine %g: 0 (auto), 1 (thread) or 2 (nonblocking)", value);
+        REQUIRE(!fixed, PCNN_ERR_INVALID_STATE, "the engine must be chosen before finalize");
+        o->engine = (int)value;
+        return PCNN_OK;
+    case PCNN_OPT_ACTIVE_ENGINE:
+        return FAIL(PCNN_ERR_INVALID_STATE, "the active engine is read-only");
+    case PCNN_OPT_COMM_CORE:
+        REQUIRE(value >= -1 && value < 65536 && value == floor(value), PCNN_ERR_INVALID_ARGUMENT,
+                "comm_core %g must be -1 or a core number", value);
+        REQUIRE(!fixed, PCNN_ERR_INVALID_STATE, "comm_core must be set before finalize");
+        o->comm_core = (int)value;
+        return PCNN_OK;
+    case PCNN_OPT_TIMEOUT_MS:
+        REQUIRE(is_count(value), PCNN_ERR_INVALID_ARGUMENT,
+                "timeout_ms %g must be a non-negative integer", value);
+        o->timeout_ms = (long)value;
+        return PCNN_OK;
+    case PCNN_OPT_TRACE_EVENTS:
+        REQUIRE(is_count(value) && value <= 1e8, PCNN_ERR_INVALID_ARGUMENT,
+                "trace_events %g must be an integer in [0, 1e8]", value);
+        REQUIRE(!fixed, PCNN_ERR_INVALID_STATE, "trace_events must be set before finalize");
+        o->trace_events = (size_t)value;
+        return PCNN_OK;
     case PCNN_OPT_BUCKET_BYTES:
         REQUIRE(!fixed, PCNN_ERR_INVALID_STATE, "bucket_bytes must be set before finalize");
         REQUIRE(is_count(value) && value <= 8589934592.0, PCNN_ERR_INVALID_ARGUMENT,
@@ -119,6 +150,14 @@ PCNN_API pcnn_status pcnn_net_get_option(const pcnn_net *net, pcnn_option option
     case PCNN_OPT_STEP: v = (double)net->step; break;
     case PCNN_OPT_EFFECTIVE_LEARNING_RATE: v = net_effective_lr(net); break;
     case PCNN_OPT_BUCKET_BYTES: v = (double)o->bucket_bytes; break;
+    case PCNN_OPT_OVERLAP: v = o->overlap; break;
+    case PCNN_OPT_ENGINE: v = o->engine; break;
+    case PCNN_OPT_ACTIVE_ENGINE:
+        v = net->xplan.engine ? (double)engine_get_kind(net->xplan.engine) : 0.0;
+        break;
+    case PCNN_OPT_COMM_CORE: v = o->comm_core; break;
+    case PCNN_OPT_TIMEOUT_MS: v = (double)o->timeout_ms; break;
+    case PCNN_OPT_TRACE_EVENTS: v = (double)o->trace_events; break;
     default: return FAIL(PCNN_ERR_INVALID_ARGUMENT, "unknown option %d", (int)option);
     }
     *value = v;

@@ -29,10 +29,16 @@ PCNN_API pcnn_status pcnn_net_memory_bytes(const pcnn_net *net, size_t *bytes)
     return PCNN_OK;
 }
 
+/* Parameters may still be in flight from the last overlapped step: wait
+ * for them before anyone reads or writes them.  (The schedule state is not
+ * part of the network's value, hence the cast.) */
+static pcnn_status settle(const pcnn_net *net) { return exchange_flush((pcnn_net *)net); }
+
 static pcnn_status copy_flat(const pcnn_net *net, const char *func, float *dst,
                              const float *src, size_t count)
 {
     TRY(net_check_ready(net, func));
+    TRY(settle(net));
     if (!dst || !src) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "buf is NULL");
     if (count != net->num_params)
         return error_set(PCNN_ERR_SHAPE, func, "count %zu differs from the %zu parameters",
@@ -61,6 +67,7 @@ static pcnn_status check_layer_buf(const pcnn_layer *layer, const void *buf, siz
 {
     if (!layer) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "layer is NULL");
     TRY(net_check_ready(layer->net, func));
+    TRY(settle(layer->net));
     if (!buf) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "buf is NULL");
     char name[64];
     if (count != layer->num_params)

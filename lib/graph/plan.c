@@ -209,6 +209,9 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "staging buffers for %d samples", max_batch);
     net->memory_bytes += (in_floats + out_floats) * sizeof(float);
 
+    TRY(profile_alloc(&net->profile, net->num_layers, net->opt.trace_events));
+    net->memory_bytes += net->opt.trace_events * sizeof(trace_event);
+
     TRY(plan_gradient_slots(net));
     return plan_accumulation(net);
 }
@@ -245,6 +248,7 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
     if (net->comm) {
         st = agree(net->comm, st, __func__);
         if (st == PCNN_OK) st = check_same_network(net);
+        if (st == PCNN_OK) st = agree(net->comm, exchange_start(net), __func__);
     }
     if (st != PCNN_OK) {
         net_release_plan(net);
@@ -279,5 +283,6 @@ void net_release_plan(pcnn_net *net)
     net->loss_scratch = NULL;
     optim_state_free(&net->optim);
     exchange_plan_free(&net->xplan);
+    profile_free(&net->profile);
     net->memory_bytes = 0;
 }

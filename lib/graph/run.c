@@ -22,12 +22,28 @@ static run_ctx make_ctx(const pcnn_net *net, int n, bool train, bool update_stat
     return ctx;
 }
 
-void net_forward(pcnn_net *net, int n, bool train, bool update_stats)
+/* Before each layer, wait for the parameters of the previous step's
+ * exchange that this layer needs, and no others (seed 001 section 4.4). */
+pcnn_status net_forward(pcnn_net *net, int n, bool train, bool update_stats)
 {
     run_ctx ctx = make_ctx(net, n, train, update_stats);
-    for (int i = 1; i < net->num_layers; i++) net->layers[i]->ops->forward(net->layers[i], &ctx);
+    for (int i = 1; i < net->num_layers; i++) {
+        pcnn_layer *l = net->layers[i];
+        if (l->num_params) TRY(exchange_wait_layer(net, i));
+        const double t0 = engine_now();
+        l->ops->forward(l, &ctx);
+        const double t1 = engine_now();
+        if (train) {
+            timing_layer(net, i, TIMING_FORWARD, t1 - t0);
+            trace_span(net, i, TRACE_FORWARD, t0, t1);
+        }
+        exchange_poll(net);
+    }
+    return PCNN_OK;
 }
 
+/* After each layer, hand a completed bucket of gradients to the exchange
+ * and let arrived reductions update their parameters. */
 void net_backward(pcnn_net *net, int n, bool want_input_grad)
 {
     run_ctx ctx = make_ctx(net, n, true, false);
@@ -36,7 +52,13 @@ void net_backward(pcnn_net *net, int n, bool want_input_grad)
         float *dx[2] = {NULL, NULL};
         for (int j = 0; j < l->num_inputs; j++)
             if (want_input_grad || !layer_is_input(l->inputs[j])) dx[j] = l->inputs[j]->dy;
+        const double t0 = engine_now();
         l->ops->backward(l, &ctx, dx);
+        const double t1 = engine_now();
+        timing_layer(net, i, TIMING_BACKWARD, t1 - t0);
+        trace_span(net, i, TRACE_BACKWARD, t0, t1);
+        exchange_layer_done(net, i);
+        exchange_poll(net);
     }
     net->last_backward_n = want_input_grad ? n : 0;
 }
@@ -50,10 +72,17 @@ pcnn_status net_check_ready(const pcnn_net *net, const char *func)
     return PCNN_OK;
 }
 
+/* x * 0 is 0 for finite x and NaN for NaN or Inf; eight independent
+ * lanes let the compiler vectorise the scan. */
 static bool all_finite(const float *x, size_t count)
 {
+    float lanes[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= count; i += 8)
+        for (int k = 0; k < 8; k++) lanes[k] += x[i + k] * 0.0f;
+    for (; i < count; i++) lanes[0] += x[i] * 0.0f;
     float acc = 0.0f;
-    for (size_t i = 0; i < count; i++) acc += x[i] * 0.0f; /* NaN iff some x is NaN or Inf */
+    for (int k = 0; k < 8; k++) acc += lanes[k];
     return acc == 0.0f;
 }
 
@@ -115,21 +144,10 @@ double net_loss(pcnn_net *net, int n, const int32_t *labels, const float *target
 
 typedef enum run_mode { RUN_LOSS, RUN_GRADIENTS, RUN_TRAIN } run_mode;
 
-/* Forward, loss and (unless RUN_LOSS) backward of n local samples; the
- * loss is normalised by norm_samples.  n == 0 (a rank without samples in a
- * parallel step) leaves zero gradients. */
-static double compute(pcnn_net *net, run_mode mode, int n, const float *x,
-                      const int32_t *labels, const float *targets, double norm_samples)
+/* Zero gradients: what a rank without samples contributes to a step. */
+static void zero_grads(pcnn_net *net)
 {
-    if (n == 0) {
-        for (size_t i = 0; i < net->num_params; i++) net->grads[i] = 0.0f;
-        return 0.0;
-    }
-    net_load_input(net, n, x);
-    net_forward(net, n, true, mode != RUN_LOSS);
-    double loss = net_loss(net, n, labels, targets, norm_samples, mode != RUN_LOSS);
-    if (mode != RUN_LOSS) net_backward(net, n, mode == RUN_GRADIENTS);
-    return loss;
+    for (size_t i = 0; i < net->num_params; i++) net->grads[i] = 0.0f;
 }
 
 static pcnn_status numeric_check(const pcnn_net *net, const char *func, double loss)
@@ -147,11 +165,23 @@ static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int
                              float *loss_out)
 {
     TRY(net_check_batch(net, func, n, x, labels, targets, true));
+    TRY(exchange_flush(net)); /* a parallel network's parameters may be in flight */
     int saved = blas_threads_enter();
+    const double t0 = engine_now();
     net->sample_base = 0;
-    double loss = compute(net, mode, n, x, labels, targets, n);
-    pcnn_status st = numeric_check(net, func, loss);
-    if (st == PCNN_OK && mode == RUN_TRAIN) st = exchange_step(net);
+    net_load_input(net, n, x);
+    pcnn_status st = net_forward(net, n, true, mode == RUN_TRAIN);
+    double loss = st == PCNN_OK ? net_loss(net, n, labels, targets, n, mode != RUN_LOSS) : 0;
+    if (st == PCNN_OK) st = numeric_check(net, func, loss);
+    if (st == PCNN_OK && mode != RUN_LOSS) {
+        if (mode == RUN_TRAIN) exchange_begin(net);
+        net_backward(net, n, mode == RUN_GRADIENTS);
+        if (mode == RUN_TRAIN) {
+            st = exchange_end(net);
+            net->profile.steps++;
+            net->profile.step_seconds += engine_now() - t0;
+        }
+    }
     blas_threads_leave(saved);
     if (st == PCNN_OK && loss_out) *loss_out = (float)loss;
     return st;
@@ -160,18 +190,19 @@ static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int
 /* A data-parallel training step.  Two agreement points make every rank
  * fail together: after validating the local batch (which also sums the
  * batch sizes and finds this rank's first global sample), and after the
- * forward pass (which sums the loss and catches NaN on any rank). */
+ * forward pass (which sums the loss and catches NaN on any rank) — before
+ * any parameter changes, so a failed step changes nothing. */
 static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const float *x,
                                 const int32_t *labels, const float *targets, float *loss_out)
 {
     const pcnn_comm *c = net->comm;
+    const double t0 = engine_now();
     pcnn_status st = n == 0 ? PCNN_OK : net_check_batch(net, func, n, x, labels, targets, true);
     if (n < 0 || n > net->max_batch)
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func,
                        "local batch of %d samples: must be in [0, %d] on each rank", n,
                        net->max_batch);
     double sizes[2] = {n, 0};
-    /* sizes[1]: samples on lower ranks, via the sum of n * [rank < mine]. */
     TRY(agree_batch(c, st, sizes, func));
     const double global = sizes[0];
     if (global < 1)
@@ -179,10 +210,26 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     net->sample_base = (long)sizes[1];
 
     int saved = blas_threads_enter();
-    double loss = compute(net, RUN_TRAIN, n, x, labels, targets, global);
-    st = agree_sum(c, numeric_check(net, func, loss), &loss, 1, func);
-    if (st == PCNN_OK) st = numeric_check(net, func, loss); /* NaN in the global sum */
-    if (st == PCNN_OK) st = exchange_step(net);
+    double loss = 0.0;
+    if (n > 0) {
+        net_load_input(net, n, x);
+        st = net_forward(net, n, true, true);
+        if (st == PCNN_OK) loss = net_loss(net, n, labels, targets, global, true);
+        if (st == PCNN_OK) st = numeric_check(net, func, loss);
+    } else {
+        for (int i = 1; i < net->num_layers && st == PCNN_OK; i++)
+            st = exchange_wait_layer(net, i);
+    }
+    st = agree_sum(c, st, &loss, 1, func);
+    if (st == PCNN_OK) {
+        exchange_begin(net);
+        if (n > 0) net_backward(net, n, false);
+        else zero_grads(net);
+        for (int i = net->num_layers - 1; n == 0 && i > 0; i--) exchange_layer_done(net, i);
+        st = exchange_end(net);
+        net->profile.steps++;
+        net->profile.step_seconds += engine_now() - t0;
+    }
     blas_threads_leave(saved);
     if (st == PCNN_OK && loss_out) *loss_out = (float)loss;
     return st;
@@ -222,6 +269,7 @@ PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, floa
     REQUIRE(out_count >= (size_t)n * shape_size(o), PCNN_ERR_SHAPE,
             "out holds %zu floats; %d samples need %zu", out_count, n,
             (size_t)n * shape_size(o));
+    TRY(exchange_flush(net));
     int saved = blas_threads_enter();
     for (int start = 0; start < n; start += net->max_batch) {
         int count = n - start < net->max_batch ? n - start : net->max_batch;
@@ -232,7 +280,7 @@ PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, floa
                         start + count - 1);
         }
         net_load_input(net, count, xb);
-        net_forward(net, count, false, false);
+        net_forward(net, count, false, false); /* flushed: cannot fail */
         cnhw_to_nchw(net->output->y, out + (size_t)start * shape_size(o), count, o.c,
                      shape_spatial(o), net->threads);
     }

@@ -54,6 +54,7 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
 {
     TRY(net_check_ready(net, __func__));
     pcnn_status st = check_dataset(net, data, __func__);
+    if (st == PCNN_OK) st = exchange_flush(net);
     if (net->comm) TRY(agree(net->comm, st, __func__));
     TRY(st);
     const bool classify = net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
@@ -65,7 +66,7 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
         int count = mine - done < net->max_batch ? mine - done : net->max_batch;
         stage(net, data, (int)first + done, count);
         net_load_input(net, count, net->stage_x);
-        net_forward(net, count, false, false);
+        net_forward(net, count, false, false); /* flushed: cannot fail */
         sums[0] += net_loss(net, count, net->stage_labels, net->stage_targets, 1.0, false);
         if (classify)
             sums[1] += (double)loss_count_correct(net->output->y, net->output->out.c, count,

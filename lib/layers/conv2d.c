@@ -219,7 +219,9 @@ PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels
             pw);
     const long long ho = (ph - kernel) / stride + 1, wo = (pw - kernel) / stride + 1;
     const long long ckk = (long long)s.c * kernel * kernel;
-    REQUIRE(ckk <= INT_MAX && ho * wo <= INT_MAX && out_channels * ho * wo <= INT_MAX,
+    /* Index arithmetic is int: padded extents, CKK and one output plane must fit. */
+    REQUIRE(ph <= INT_MAX && pw <= INT_MAX && ckk <= INT_MAX && ho * wo <= INT_MAX &&
+                out_channels * ho * wo <= INT_MAX,
             PCNN_ERR_SHAPE,
             "layer %d (%s): sizes overflow (%d channels x kernel %d, output %d x %lldx%lld)",
             idx, me, s.c, kernel, out_channels, ho, wo);

@@ -12,12 +12,8 @@
 #include "../core/memory.h"
 #include "../graph/net.h"
 #include "../kernels/kernels.h"
+#include "flatten.h"
 #include "layer.h"
-
-/* From flatten.c (the CNHW <-> [feature][sample] transposes). */
-void flatten_cnhw(const float *x, float *xf, int c, int n, size_t s, int threads);
-void unflatten_cnhw(const float *xf, float *x, int c, int n, size_t s, bool accumulate,
-                    int threads);
 
 #define PAR_MIN 16384
 

@@ -10,6 +10,7 @@
 #include "../core/error.h"
 #include "../graph/net.h"
 #include "../kernels/kernels.h"
+#include "flatten.h"
 #include "layer.h"
 
 #define TILE 32

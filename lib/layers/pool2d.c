@@ -34,6 +34,19 @@ static inline void window(int o, int stride, int pad, int k, int n, int *lo, int
     *hi = b > n ? n : b;
 }
 
+/* The outputs ow whose window column kw, ow*s-p+kw, lies in [0, w):
+ * [*lo, *hi) within [0, wo).  Loops over ow then need no bounds test. */
+static inline void valid_cols(int kw, int stride, int pad, int w, int wo, int *lo, int *hi)
+{
+    int first = pad - kw, last = w - 1 + pad - kw;
+    int a = first <= 0 ? 0 : (first + stride - 1) / stride;
+    int b = last < 0 ? 0 : last / stride + 1;
+    if (a > wo) a = wo;
+    if (b > wo) b = wo;
+    *lo = a;
+    *hi = b < a ? a : b;
+}
+
 static pcnn_status maxpool_setup(pcnn_layer *l, const plan_ctx *pc)
 {
     pool_priv *p = l->priv;
@@ -49,15 +62,21 @@ static pcnn_status maxpool_setup(pcnn_layer *l, const plan_ctx *pc)
     return PCNN_OK;
 }
 
+/* Windows are visited row by row: for each input row ih of the output
+ * row's window and each kernel column kw, one pass over the whole output
+ * row.  Each output still sees its window in row-major order (so ties and
+ * sums come out as in PyTorch), but the inner loops are long and branch-free
+ * instead of K-element loops per output. */
 static void maxpool_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const pool_priv *p = l->priv;
     const int planes = p->c * ctx->n, ho = p->ho, wo = p->wo, h = p->h, w = p->w;
+    const int k = p->k, st = p->stride, pad = p->pad;
     const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
     const float *x = l->inputs[0]->y;
     float *y = l->y;
     int32_t *arg = p->argmax;
-    const int par = (size_t)planes * out_plane * p->k * p->k >= PAR_MIN && ctx->threads > 1;
+    const int par = (size_t)planes * out_plane * k * k >= PAR_MIN && ctx->threads > 1;
 
 #pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads) if (par)
     for (int pl = 0; pl < planes; pl++) {
@@ -66,26 +85,31 @@ static void maxpool_forward(pcnn_layer *l, const run_ctx *ctx)
             float *yr = y + (size_t)pl * out_plane + (size_t)oh * wo;
             int32_t *ar = arg + (size_t)pl * out_plane + (size_t)oh * wo;
             int h0, h1;
-            window(oh, p->stride, p->pad, p->k, h, &h0, &h1);
+            window(oh, st, pad, k, h, &h0, &h1);
+            /* PyTorch starts from -inf at the window's first valid element. */
             for (int ow = 0; ow < wo; ow++) {
                 int w0, w1;
-                window(ow, p->stride, p->pad, p->k, w, &w0, &w1);
-                int best = h0 * w + w0;
-                float m = -INFINITY;
-                for (int ih = h0; ih < h1; ih++) {
-                    const float *xr = xp + (size_t)ih * w;
-                    for (int iw = w0; iw < w1; iw++) {
-                        const float v = xr[iw];
-                        if (!(v <= m)) { /* v > m, or v is NaN */
-                            m = v;
-                            best = ih * w + iw;
-                            if (isnan(v)) goto done; /* NaN wins, as in PyTorch */
-                        }
+                window(ow, st, pad, k, w, &w0, &w1);
+                yr[ow] = -INFINITY;
+                ar[ow] = h0 * w + w0;
+            }
+            for (int ih = h0; ih < h1; ih++) {
+                for (int kw = 0; kw < k; kw++) {
+                    int lo, hi;
+                    valid_cols(kw, st, pad, w, wo, &lo, &hi);
+                    if (hi <= lo) continue;
+                    const int base = ih * w + lo * st - pad + kw; /* input of output lo */
+                    const float *xr = xp + base;
+                    float *ym = yr + lo;
+                    int32_t *am = ar + lo;
+                    for (int i = 0; i < hi - lo; i++) {
+                        /* PyTorch's rule: take v if v > max or v is NaN. */
+                        const float v = xr[(size_t)i * st], m = ym[i];
+                        const int take = (v > m) | (v != v);
+                        ym[i] = take ? v : m;
+                        am[i] = take ? base + i * st : am[i];
                     }
                 }
-            done:
-                yr[ow] = m;
-                ar[ow] = best;
             }
         }
     }
@@ -117,11 +141,12 @@ static void avgpool_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const pool_priv *p = l->priv;
     const int planes = p->c * ctx->n, ho = p->ho, wo = p->wo, h = p->h, w = p->w;
+    const int k = p->k, st = p->stride, pad = p->pad;
     const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
     const float *x = l->inputs[0]->y;
     float *y = l->y;
-    const float scale = 1.0f / (float)(p->k * p->k);
-    const int par = (size_t)planes * out_plane * p->k * p->k >= PAR_MIN && ctx->threads > 1;
+    const float scale = 1.0f / (float)(k * k);
+    const int par = (size_t)planes * out_plane * k * k >= PAR_MIN && ctx->threads > 1;
 
 #pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads) if (par)
     for (int pl = 0; pl < planes; pl++) {
@@ -129,15 +154,19 @@ static void avgpool_forward(pcnn_layer *l, const run_ctx *ctx)
             const float *xp = x + (size_t)pl * in_plane;
             float *yr = y + (size_t)pl * out_plane + (size_t)oh * wo;
             int h0, h1;
-            window(oh, p->stride, p->pad, p->k, h, &h0, &h1);
-            for (int ow = 0; ow < wo; ow++) {
-                int w0, w1;
-                window(ow, p->stride, p->pad, p->k, w, &w0, &w1);
-                float s = 0.0f;
-                for (int ih = h0; ih < h1; ih++)
-                    for (int iw = w0; iw < w1; iw++) s += xp[(size_t)ih * w + iw];
-                yr[ow] = s * scale;
+            window(oh, st, pad, k, h, &h0, &h1);
+            for (int ow = 0; ow < wo; ow++) yr[ow] = 0.0f;
+            for (int ih = h0; ih < h1; ih++) {
+                for (int kw = 0; kw < k; kw++) {
+                    int lo, hi;
+                    valid_cols(kw, st, pad, w, wo, &lo, &hi);
+                    if (hi <= lo) continue;
+                    const float *xr = xp + (size_t)ih * w + (lo * st - pad + kw);
+                    float *ys = yr + lo;
+                    for (int i = 0; i < hi - lo; i++) ys[i] += xr[(size_t)i * st];
+                }
             }
+            for (int ow = 0; ow < wo; ow++) yr[ow] *= scale;
         }
     }
 }
@@ -147,27 +176,33 @@ static void avgpool_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[
     if (dx[0] == NULL) return;
     const pool_priv *p = l->priv;
     const int planes = p->c * ctx->n, ho = p->ho, wo = p->wo, h = p->h, w = p->w;
+    const int k = p->k, st = p->stride, pad = p->pad;
     const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
     const float *dy = l->dy;
     const bool acc = l->accumulate_dx[0];
     float *d = dx[0];
-    const float scale = 1.0f / (float)(p->k * p->k);
-    const int par = (size_t)planes * out_plane * p->k * p->k >= PAR_MIN && ctx->threads > 1;
+    const float scale = 1.0f / (float)(k * k);
+    const int par = (size_t)planes * out_plane * k * k >= PAR_MIN && ctx->threads > 1;
 
+    /* One thread per plane: overlapping windows add in a fixed order. */
 #pragma omp parallel for schedule(static) num_threads(ctx->threads) if (par)
     for (int pl = 0; pl < planes; pl++) {
         float *dp = d + (size_t)pl * in_plane;
         const float *gp = dy + (size_t)pl * out_plane;
         if (!acc) memset(dp, 0, in_plane * sizeof *dp);
         for (int oh = 0; oh < ho; oh++) {
+            const float *gr = gp + (size_t)oh * wo;
             int h0, h1;
-            window(oh, p->stride, p->pad, p->k, h, &h0, &h1);
-            for (int ow = 0; ow < wo; ow++) {
-                int w0, w1;
-                window(ow, p->stride, p->pad, p->k, w, &w0, &w1);
-                const float g = gp[(size_t)oh * wo + ow] * scale;
-                for (int ih = h0; ih < h1; ih++)
-                    for (int iw = w0; iw < w1; iw++) dp[(size_t)ih * w + iw] += g;
+            window(oh, st, pad, k, h, &h0, &h1);
+            for (int ih = h0; ih < h1; ih++) {
+                for (int kw = 0; kw < k; kw++) {
+                    int lo, hi;
+                    valid_cols(kw, st, pad, w, wo, &lo, &hi);
+                    if (hi <= lo) continue;
+                    float *dr = dp + (size_t)ih * w + (lo * st - pad + kw);
+                    const float *gs = gr + lo;
+                    for (int i = 0; i < hi - lo; i++) dr[(size_t)i * st] += gs[i] * scale;
+                }
             }
         }
     }
@@ -233,7 +268,7 @@ static pcnn_status pool_new(const layer_ops *ops, const char *func, pcnn_net *ne
                          kernel, ph, pw);
     const long long ho = (ph - kernel) / stride + 1, wo = (pw - kernel) / stride + 1;
     /* Argmax indices are int32 within a plane; output planes index as ints. */
-    if (ho > INT_MAX || wo > INT_MAX || ho * wo > INT_MAX || (long long)s.h * s.w > INT_MAX)
+    if (ph > INT_MAX || pw > INT_MAX || ho * wo > INT_MAX || (long long)s.h * s.w > INT_MAX)
         return error_set(PCNN_ERR_SHAPE, func, "layer %d (%s): plane %dx%d too large", idx, me,
                          s.h, s.w);
 

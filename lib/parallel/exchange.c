@@ -3,6 +3,7 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
+#include "../profile/profile.h"
 #include "parallel.h"
 
 static pcnn_status add_bucket(exchange_plan *plan, int *cap)
@@ -60,6 +61,10 @@ static pcnn_status plan_slices(const pcnn_comm *c, bucket *b, exchange_plan *pla
 pcnn_status exchange_plan_build(pcnn_net *net, exchange_plan *plan)
 {
     *plan = (exchange_plan){0};
+    plan->comm = MPI_COMM_NULL;
+    plan->overlap = net->opt.overlap;
+    plan->bucket_of_layer = mem_calloc((size_t)net->num_layers, sizeof(int));
+    if (!plan->bucket_of_layer) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "bucket table");
     int cap = 0;
     const size_t bucket_floats = net->opt.bucket_bytes / sizeof(float);
     bucket *open = NULL;
@@ -79,17 +84,24 @@ pcnn_status exchange_plan_build(pcnn_net *net, exchange_plan *plan)
         open->count += l->num_params;
         open->last_layer = i;
     }
+    for (int i = 0; i < net->num_layers; i++) plan->bucket_of_layer[i] = -1;
     for (int k = 0; k < plan->num_buckets; k++) {
         bucket *b = &plan->buckets[k];
         TRY(plan_slices(net->comm, b, plan));
         b->state_offset = plan->state_count;
         plan->state_count += b->owned_count;
+        for (int i = b->first_layer; i <= b->last_layer; i++) plan->bucket_of_layer[i] = k;
+        if (b->count > INT32_MAX)
+            return FAIL(PCNN_ERR_UNSUPPORTED, "layers %d..%d hold %zu parameters; one message "
+                        "is limited to 2^31 floats", b->first_layer, b->last_layer, b->count);
     }
     return PCNN_OK;
 }
 
 void exchange_plan_free(exchange_plan *plan)
 {
+    engine_destroy(plan->engine); /* waits for anything still in flight */
+    if (plan->comm != MPI_COMM_NULL) MPI_Comm_free(&plan->comm);
     for (int k = 0; k < plan->num_buckets; k++) {
         bucket *b = &plan->buckets[k];
         mem_free(b->counts);
@@ -99,7 +111,42 @@ void exchange_plan_free(exchange_plan *plan)
         mem_free(b->recv);
     }
     mem_free(plan->buckets);
+    mem_free(plan->bucket_of_layer);
     *plan = (exchange_plan){0};
+    plan->comm = MPI_COMM_NULL;
+}
+
+/* Describe each bucket's collectives once; the engine reuses them. */
+static void prepare_requests(pcnn_net *net, bucket *b, int tag)
+{
+    float *g = net->grads + b->lo, *w = net->params + b->lo;
+    if (b->kind == PCNN_EXCHANGE_ALLREDUCE) {
+        b->reduce = (request){.kind = REQ_ALLREDUCE, .send = g, .count = (int)b->count, .tag = tag};
+        return;
+    }
+    b->reduce = (request){.kind = REQ_ALLTOALLV, .send = g, .recv = b->recv,
+                          .scounts = b->counts, .sdispls = b->displs,
+                          .rcounts = b->recv_counts, .rdispls = b->recv_displs, .tag = tag};
+    b->gather = (request){.kind = REQ_ALLGATHERV, .recv = w, .rcounts = b->counts,
+                          .rdispls = b->displs, .tag = tag};
+}
+
+pcnn_status exchange_start(pcnn_net *net)
+{
+    exchange_plan *plan = &net->xplan;
+    if (!net->comm || net->comm->size == 1) return PCNN_OK;
+    MPI_TRY(MPI_Comm_dup(net->comm->comm, &plan->comm), "MPI_Comm_dup (exchange)");
+    MPI_Comm_set_errhandler(plan->comm, MPI_ERRORS_RETURN);
+    for (int k = 0; k < plan->num_buckets; k++) prepare_requests(net, &plan->buckets[k], k);
+    engine_kind kind = net->opt.engine == 2 || net->comm->thread_level < MPI_THREAD_MULTIPLE
+                           ? ENGINE_NONBLOCKING
+                           : ENGINE_THREAD;
+    if (net->opt.engine == 1 && kind != ENGINE_THREAD)
+        return FAIL(PCNN_ERR_UNSUPPORTED, "the thread engine needs MPI_THREAD_MULTIPLE; MPI "
+                    "provides level %d (initialise MPI with MPI_Init_thread)",
+                    net->comm->thread_level);
+    return engine_create(&plan->engine, kind, plan->comm, 2 * plan->num_buckets + 2,
+                         net->opt.comm_core);
 }
 
 /* Sum the P received pieces of the owned slice, in rank order (the same
@@ -115,38 +162,147 @@ static void sum_pieces(const bucket *b, int P, float *dst, int threads)
     }
 }
 
-static void update(pcnn_net *net, const bucket *b)
+/* The reduction of bucket b has arrived: sum the pieces (all-to-all) and
+ * update this rank's slice of the parameters. */
+static void update_bucket(pcnn_net *net, bucket *b)
 {
+    const double t0 = engine_now();
+    const int P = net->comm ? net->comm->size : 1;
     const size_t at = b->lo + b->owned_lo;
+    if (P > 1 && b->kind == PCNN_EXCHANGE_ALLTOALL_ALLGATHER)
+        sum_pieces(b, P, net->grads + at, net->threads);
     float *m = net->optim.m ? net->optim.m + b->state_offset : NULL;
     float *v = net->optim.v ? net->optim.v + b->state_offset : NULL;
-    optim_update(net->optimizer, &net->opt.hyper, net_effective_lr(net), net->opt.weight_decay,
+    optim_update(net->optimizer, &net->opt.hyper, net->xplan.lr, net->opt.weight_decay,
                  net->step + 1, net->params + at, net->grads + at, m, v, b->owned_count,
                  net->threads);
+    b->updated = true;
+    const double t1 = engine_now();
+    timing_bucket(net, b, TIMING_UPDATE, t1 - t0);
+    trace_span(net, b->first_layer, TRACE_UPDATE, t0, t1);
 }
 
-pcnn_status exchange_step(pcnn_net *net)
+/* A collective finished: account its time on the communication side. */
+static void account(pcnn_net *net, const bucket *b, const request *r)
 {
-    const pcnn_comm *c = net->comm;
-    const int P = c ? c->size : 1;
-    for (int k = 0; k < net->xplan.num_buckets; k++) {
-        const bucket *b = &net->xplan.buckets[k];
-        float *g = net->grads + b->lo, *w = net->params + b->lo;
-        if (P > 1 && b->kind == PCNN_EXCHANGE_ALLREDUCE) {
-            MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, g, (int)b->count, MPI_FLOAT, MPI_SUM, c->comm),
-                    "MPI_Allreduce (gradients)");
-        } else if (P > 1) {
-            MPI_TRY(MPI_Alltoallv(g, b->counts, b->displs, MPI_FLOAT, b->recv, b->recv_counts,
-                                  b->recv_displs, MPI_FLOAT, c->comm),
-                    "MPI_Alltoallv (gradients)");
-            sum_pieces(b, P, g + b->owned_lo, net->threads);
-        }
-        update(net, b);
-        if (P > 1 && b->kind == PCNN_EXCHANGE_ALLTOALL_ALLGATHER)
-            MPI_TRY(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, w, b->counts, b->displs,
-                                   MPI_FLOAT, c->comm),
-                    "MPI_Allgatherv (parameters)");
-    }
-    net->step++;
+    timing_bucket(net, b, TIMING_COMM, r->t_end - r->t_start);
+    trace_span(net, b->first_layer,
+               r->kind == REQ_ALLREDUCE   ? TRACE_ALLREDUCE
+               : r->kind == REQ_ALLTOALLV ? TRACE_ALLTOALL
+                                          : TRACE_ALLGATHER,
+               r->t_start, r->t_end);
+}
+
+/* Wait for a request from the main thread, counting the time blocked. */
+static pcnn_status wait_for(pcnn_net *net, bucket *b, request *r)
+{
+    if (!r->posted) return PCNN_OK;
+    const double t0 = engine_now();
+    pcnn_status st = engine_wait(net->xplan.engine, r, net->opt.timeout_ms);
+    const double t1 = engine_now();
+    r->posted = false;
+    if (st != PCNN_OK) return st;
+    timing_bucket(net, b, TIMING_EXPOSED, t1 - t0);
+    trace_span(net, b->first_layer, TRACE_WAIT, t0, t1);
+    account(net, b, r);
     return PCNN_OK;
+}
+
+void exchange_begin(pcnn_net *net) { net->xplan.lr = net_effective_lr(net); }
+
+void exchange_layer_done(pcnn_net *net, int layer)
+{
+    exchange_plan *plan = &net->xplan;
+    if (!plan->engine || !plan->overlap) return;
+    const int k = plan->bucket_of_layer[layer];
+    if (k < 0 || plan->buckets[k].first_layer != layer) return;
+    bucket *b = &plan->buckets[k];
+    engine_post(plan->engine, &b->reduce);
+    b->reduce_posted = true;
+}
+
+void exchange_poll(pcnn_net *net)
+{
+    exchange_plan *plan = &net->xplan;
+    if (!plan->engine || !plan->overlap) return;
+    engine_progress(plan->engine);
+    for (int k = plan->num_buckets - 1; k >= 0; k--) {
+        bucket *b = &plan->buckets[k];
+        if (!b->reduce_posted || b->updated || !b->reduce.posted) continue;
+        if (!engine_test(plan->engine, &b->reduce)) continue;
+        if (b->reduce.mpi_code != MPI_SUCCESS) continue; /* reported by exchange_end */
+        b->reduce.posted = false;
+        account(net, b, &b->reduce);
+        update_bucket(net, b);
+    }
+}
+
+static pcnn_status end_step(pcnn_net *net, pcnn_status st)
+{
+    exchange_plan *plan = &net->xplan;
+    for (int k = 0; k < plan->num_buckets; k++) {
+        plan->buckets[k].reduce_posted = false;
+        plan->buckets[k].updated = false;
+    }
+    if (st == PCNN_OK) net->step++;
+    return st;
+}
+
+pcnn_status exchange_end(pcnn_net *net)
+{
+    exchange_plan *plan = &net->xplan;
+    pcnn_status st = PCNN_OK;
+    if (!plan->engine) { /* one rank: nothing to exchange */
+        for (int k = 0; k < plan->num_buckets; k++) update_bucket(net, &plan->buckets[k]);
+        return end_step(net, st);
+    }
+    /* Forward order: the first layers' parameters are needed first. */
+    for (int k = 0; k < plan->num_buckets && st == PCNN_OK; k++) {
+        bucket *b = &plan->buckets[k];
+        if (!b->reduce_posted) { /* no overlap: post now */
+            engine_post(plan->engine, &b->reduce);
+            b->reduce_posted = true;
+        }
+        if (!b->updated) {
+            st = wait_for(net, b, &b->reduce);
+            if (st != PCNN_OK) break;
+            update_bucket(net, b);
+        }
+        if (b->kind == PCNN_EXCHANGE_ALLTOALL_ALLGATHER) {
+            engine_post(plan->engine, &b->gather);
+            b->gather_pending = true;
+            if (!plan->overlap) st = exchange_wait_layer(net, b->first_layer);
+        }
+    }
+    return end_step(net, st);
+}
+
+pcnn_status exchange_wait_layer(pcnn_net *net, int layer)
+{
+    exchange_plan *plan = &net->xplan;
+    if (!plan->engine) return PCNN_OK;
+    const int k = plan->bucket_of_layer[layer];
+    if (k < 0 || !plan->buckets[k].gather_pending) return PCNN_OK;
+    bucket *b = &plan->buckets[k];
+    b->gather_pending = false;
+    return wait_for(net, b, &b->gather);
+}
+
+pcnn_status exchange_flush(pcnn_net *net)
+{
+    exchange_plan *plan = &net->xplan;
+    pcnn_status st = PCNN_OK;
+    for (int k = 0; k < plan->num_buckets; k++) {
+        bucket *b = &plan->buckets[k];
+        if (b->reduce.posted) { /* a step that failed half-way */
+            pcnn_status s = wait_for(net, b, &b->reduce);
+            if (st == PCNN_OK) st = s;
+        }
+        if (b->gather_pending) {
+            pcnn_status s = exchange_wait_layer(net, b->first_layer);
+            if (st == PCNN_OK) st = s;
+        }
+    }
+    end_step(net, PCNN_ERR_INTERNAL); /* clears the step state, keeps the counter */
+    return st;
 }

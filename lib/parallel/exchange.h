@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine.h"
 #include "pcnn.h"
 
 typedef struct bucket {
@@ -25,11 +26,21 @@ typedef struct bucket {
     float *recv;
     size_t owned_lo, owned_count; /* this rank's slice, relative to lo */
     size_t state_offset;    /* of the owned elements in the optimizer state */
+
+    /* Schedule state of the current step. */
+    request reduce;         /* allreduce, or the all-to-all of the gradients */
+    request gather;         /* all-gather of the updated parameters */
+    bool reduce_posted, updated, gather_pending;
 } bucket;
 
 typedef struct exchange_plan {
     bucket *buckets;
     int num_buckets;
+    int *bucket_of_layer;   /* -1 for layers without parameters */
+    MPI_Comm comm;          /* this network's own duplicate (MPI_COMM_NULL: none) */
+    engine *engine;         /* NULL on one rank */
+    bool overlap;
+    double lr;              /* learning rate of the step in progress */
     size_t state_count;     /* optimizer state elements this rank keeps */
     uint64_t bytes_per_step;
     size_t memory_bytes;
@@ -41,9 +52,35 @@ typedef struct exchange_plan {
 pcnn_status exchange_plan_build(pcnn_net *net, exchange_plan *plan);
 void exchange_plan_free(exchange_plan *plan);
 
-/* After the backward pass: combine the gradients across ranks, update the
- * parameters (each rank its owned slices), and distribute them.  On
- * return, every rank holds the same parameters.  Collective. */
-pcnn_status exchange_step(pcnn_net *net);
+/*
+ * The schedule of one training step (seed 001 section 4.4):
+ *   exchange_begin        before the backward pass: fixes the step's
+ *                         learning rate.
+ *   exchange_layer_done   after each layer's backward: once a bucket's
+ *                         gradient is complete, post its reduction (the
+ *                         all-to-all, or the allreduce) — in backward order.
+ *   exchange_poll         between layers: sum and update the slices whose
+ *                         reduction has arrived, while back-propagation
+ *                         goes on.
+ *   exchange_end          after the backward pass: finish the remaining
+ *                         reductions and updates, then post the all-gathers
+ *                         in forward order; advances the step counter.
+ *   exchange_wait_layer   before a layer's next forward pass: wait for that
+ *                         layer's parameters only.
+ *   exchange_flush        before anything else reads the parameters.
+ * Without overlap (PCNN_OPT_OVERLAP 0) exchange_end does everything, each
+ * collective posted and waited in turn: the same arithmetic, so the same
+ * bits.  On one rank exchange_end just runs the optimizer.
+ */
+void exchange_begin(pcnn_net *net);
+void exchange_layer_done(pcnn_net *net, int layer);
+void exchange_poll(pcnn_net *net);
+pcnn_status exchange_end(pcnn_net *net);
+pcnn_status exchange_wait_layer(pcnn_net *net, int layer);
+pcnn_status exchange_flush(pcnn_net *net);
+
+/* Start the progress engine and the network's exchange communicator
+ * (collective); called at the end of finalize. */
+pcnn_status exchange_start(pcnn_net *net);
 
 #endif

@@ -7,8 +7,9 @@
  *   - for 1 and 2 threads, each deterministic; across thread counts the
  *     results only need to agree to float32 rounding (reported, loosely
  *     checked).
- * Also: compute_gradients / compute_loss leave parameters and the step
- * counter alone.
+ * Also: compute_gradients / compute_loss leave parameters, the step
+ * counter and batch-norm running statistics alone (pcnn.h: "without
+ * updating anything", "no update of any state").
  */
 #include <math.h>
 #include <stdbool.h>
@@ -19,10 +20,10 @@
 #include "pcnn.h"
 #include "tutil.h"
 
-#define N 6
+#define N 8
 #define C 3
-#define H 9
-#define W 7
+#define H 12
+#define W 10
 #define CLASSES 5
 #define STEPS 4
 
@@ -106,42 +107,59 @@ static int failures = 0;
 
 static void report(const char *name, bool ok, const char *detail)
 {
-    printf("%-52s %s%s%s\n", name, ok ? "PASS" : "FAIL", detail[0] ? "  " : "", detail);
+    printf("%-62s %s%s%s\n", name, ok ? "PASS" : "FAIL", detail[0] ? "  " : "", detail);
     if (!ok) failures++;
 }
 
-/* compute_gradients and compute_loss change no parameter and no step. */
-static void check_no_side_effects(void)
+/* compute_loss and compute_gradients change no parameter, no step counter
+ * and no batch-norm running statistic (predict output unchanged). */
+static void check_no_side_effects(bool gradients)
 {
     bool ok = false;
     pcnn_net *net = NULL;
-    pcnn_layer *in, *a, *b, *y;
-    float *p0 = NULL, *p1 = NULL, l1 = 0, l2 = 0, l3 = 0;
+    pcnn_layer *in, *a, *b, *c, *y;
+    float *p0 = NULL, *p1 = NULL, l1 = 0, l2 = 0;
+    float pred0[N * CLASSES], pred1[N * CLASSES];
     size_t np = 0;
     double step = -1;
     CK(pcnn_net_create(&net));
     CK(pcnn_net_input(net, C, H, W, &in));
     CK(pcnn_conv2d(net, in, 4, 3, 1, 1, 1, &a));
-    CK(pcnn_dropout(net, a, 0.5f, &b));
-    CK(pcnn_dense(net, b, CLASSES, 1, &y));
+    CK(pcnn_batchnorm(net, a, 1e-5f, 0.1f, &b));
+    CK(pcnn_dropout(net, b, 0.5f, &c));
+    CK(pcnn_dense(net, c, CLASSES, 1, &y));
     CK(pcnn_net_set_loss(net, y, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
     CK(pcnn_net_finalize(net, N));
     CK(pcnn_net_num_params(net, &np));
     p0 = calloc(np, sizeof *p0);
     p1 = calloc(np, sizeof *p1);
     if (!p0 || !p1) goto fail;
+    /* One real step first, so the optimizer and statistics are not fresh. */
+    CK(pcnn_net_train_step(net, N, g_x[1], g_lab[1], NULL, NULL));
     CK(pcnn_net_get_params(net, p0, np));
-    CK(pcnn_net_compute_gradients(net, N, g_x[0], g_lab[0], NULL, &l1));
-    CK(pcnn_net_compute_loss(net, N, g_x[0], g_lab[0], NULL, &l2));
-    CK(pcnn_net_compute_gradients(net, N, g_x[0], g_lab[0], NULL, &l3));
+    CK(pcnn_net_predict(net, N, g_x[0], pred0, N * CLASSES));
+    if (gradients) {
+        CK(pcnn_net_compute_gradients(net, N, g_x[0], g_lab[0], NULL, &l1));
+        CK(pcnn_net_compute_gradients(net, N, g_x[0], g_lab[0], NULL, &l2));
+    } else {
+        CK(pcnn_net_compute_loss(net, N, g_x[0], g_lab[0], NULL, &l1));
+        CK(pcnn_net_compute_loss(net, N, g_x[0], g_lab[0], NULL, &l2));
+    }
     CK(pcnn_net_get_params(net, p1, np));
+    CK(pcnn_net_predict(net, N, g_x[0], pred1, N * CLASSES));
     CK(pcnn_net_get_option(net, PCNN_OPT_STEP, &step));
-    ok = !memcmp(p0, p1, np * sizeof *p0) && step == 0 && l1 == l2 && l2 == l3;
+    bool same_p = !memcmp(p0, p1, np * sizeof *p0);
+    bool same_pred = !memcmp(pred0, pred1, sizeof pred0);
+    ok = same_p && same_pred && step == 1 && l1 == l2;
     if (!ok)
-        printf("  step %g, losses %.9g %.9g %.9g, params %s\n", step, (double)l1, (double)l2,
-               (double)l3, memcmp(p0, p1, np * sizeof *p0) ? "changed" : "unchanged");
+        printf("  step %g (want 1), repeated losses %.9g %.9g, params %s, predict %s "
+               "(max rel diff %.3g: running statistics moved?)\n",
+               step, (double)l1, (double)l2, same_p ? "unchanged" : "changed",
+               same_pred ? "unchanged" : "changed", max_rel_diff(pred1, pred0, N * CLASSES));
 fail:
-    report("compute_gradients/compute_loss: no side effects", ok, "");
+    report(gradients ? "compute_gradients: no side effects (params, step, bn stats)"
+                     : "compute_loss: no side effects (params, step, bn stats)",
+           ok, "");
     free(p0);
     free(p1);
     pcnn_net_destroy(&net);
@@ -192,7 +210,8 @@ int main(void)
         }
         free(other.params);
     }
-    check_no_side_effects();
+    check_no_side_effects(false);
+    check_no_side_effects(true);
     printf("test_api: %d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

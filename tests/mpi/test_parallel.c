@@ -36,6 +36,8 @@ typedef struct config {
     double bucket_bytes;
     int dropout;
     double weight_decay;
+    int engine;         /* PCNN_OPT_ENGINE */
+    int no_overlap;     /* PCNN_OPT_OVERLAP 0 */
 } config;
 
 /* conv(2->5,k3,p1) relu maxpool conv(5->3,k3) [dropout] dense(->7) relu dense(->4): parameter
@@ -64,6 +66,9 @@ static pcnn_net *build(const config *c, pcnn_comm *comm, int max_batch)
     if (comm) {
         CK(pcnn_net_set_comm(net, comm));
         CK(pcnn_net_set_exchange(net, c->exchange));
+        CK(pcnn_net_set_option(net, PCNN_OPT_ENGINE, c->engine));
+        CK(pcnn_net_set_option(net, PCNN_OPT_OVERLAP, !c->no_overlap));
+        CK(pcnn_net_set_option(net, PCNN_OPT_TIMEOUT_MS, 60000));
     }
     CK(pcnn_net_finalize(net, max_batch));
     return net;
@@ -132,12 +137,46 @@ static void run_case(const config *c, pcnn_comm *comm, const char *name)
     pcnn_net_destroy(&seq);
 }
 
+/* Train the same case with overlap on and off: bitwise equal parameters. */
+static void check_overlap_bitwise(pcnn_comm *comm, pcnn_exchange exchange, int engine)
+{
+    float *w[2] = {NULL, NULL};
+    size_t n = 0;
+    for (int o = 0; o < 2; o++) {
+        config c = {.exchange = exchange, .optimizer = PCNN_OPTIMIZER_ADAM,
+                    .batch = 3 * ranks + 1, .bucket_bytes = 200, .dropout = 1,
+                    .weight_decay = 1e-4, .engine = engine, .no_overlap = o};
+        pcnn_net *net = build(&c, comm, c.batch);
+        float x[64 * 162];
+        int32_t y[64];
+        int base = c.batch / ranks, extra = c.batch % ranks;
+        int mine = base + (rank < extra), first = rank * base + (rank < extra ? rank : extra);
+        for (int step = 0; step < 5; step++) {
+            make_batch(step, c.batch, x, y);
+            CK(pcnn_net_train_step(net, mine, x + first * 162, y + first, NULL, NULL));
+        }
+        double active;
+        CK(pcnn_net_get_option(net, PCNN_OPT_ACTIVE_ENGINE, &active));
+        if (ranks > 1 && (int)active != engine) failures++;
+        CK(pcnn_net_num_params(net, &n));
+        w[o] = malloc(n * sizeof(float));
+        CK(pcnn_net_get_params(net, w[o], n));
+        pcnn_net_destroy(&net);
+    }
+    char what[160];
+    snprintf(what, sizeof what, "%s, %s engine: overlapped == not overlapped, bitwise",
+             exchange ? "alltoall+allgather" : "allreduce", engine == 1 ? "thread" : "nonblocking");
+    expect(memcmp(w[0], w[1], n * sizeof(float)) == 0, what);
+    free(w[0]);
+    free(w[1]);
+}
+
 /* Bytes per step against seed 001 section 4.2, computed independently. */
 static void check_bytes(pcnn_comm *comm)
 {
     for (int e = 0; e < 2; e++) {
-        config c = {e ? PCNN_EXCHANGE_ALLTOALL_ALLGATHER : PCNN_EXCHANGE_ALLREDUCE,
-                    PCNN_OPTIMIZER_SGD, 8, 0, 0, 0};
+        config c = {.exchange = e ? PCNN_EXCHANGE_ALLTOALL_ALLGATHER : PCNN_EXCHANGE_ALLREDUCE,
+                    .optimizer = PCNN_OPTIMIZER_SGD, .batch = 8};
         pcnn_net *net = build(&c, comm, 8);
         /* Layers with parameters, one bucket each (bucket_bytes 0). */
         const long layer_params[] = {5 * 2 * 9 + 5, 3 * 5 * 9, 7 * 3 * 2 * 2 + 7, 4 * 7 + 4};
@@ -181,7 +220,8 @@ static void check_mismatch(pcnn_comm *comm)
     pcnn_net_destroy(&net);
 
     /* One rank's bad input fails every rank, nobody hangs. */
-    config c = {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_OPTIMIZER_SGD, 4, 0, 0, 0};
+    config c = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = PCNN_OPTIMIZER_SGD,
+                .batch = 4};
     net = build(&c, comm, 4 * ranks);
     float x[4 * 162] = {0};
     int32_t y[4] = {0, 1, 2, rank == 1 ? 9 : 3};
@@ -209,7 +249,8 @@ static void check_subcomm(void)
         CK(pcnn_comm_create(half, &comm));
         int size;
         CK(pcnn_comm_info(comm, NULL, &size, NULL));
-        config c = {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_OPTIMIZER_MOMENTUM, 5, 0, 0, 0};
+        config c = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER,
+                    .optimizer = PCNN_OPTIMIZER_MOMENTUM, .batch = 5};
         pcnn_net *net = build(&c, comm, 5);
         float x[5 * 162];
         int32_t y[5];
@@ -227,7 +268,7 @@ static void check_subcomm(void)
 int main(int argc, char **argv)
 {
     int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     pcnn_comm *comm;
@@ -242,8 +283,10 @@ int main(int argc, char **argv)
     for (int e = 0; e < 2; e++)
         for (int o = 0; o < 3; o++)
             for (int b = 0; b < 2; b++) {
-                config c = {exchanges[e], optimizers[o], b ? 4 * ranks + 3 : 4 * ranks,
-                            b ? 0 : 1 << 20, o == 1, o == 2 ? 1e-3 : 0};
+                config c = {.exchange = exchanges[e], .optimizer = optimizers[o],
+                            .batch = b ? 4 * ranks + 3 : 4 * ranks,
+                            .bucket_bytes = b ? 0 : 1 << 20, .dropout = o == 1,
+                            .weight_decay = o == 2 ? 1e-3 : 0};
                 char name[128];
                 snprintf(name, sizeof name, "%s %s batch %d%s%s",
                          e ? "alltoall+allgather" : "allreduce", oname[o], c.batch,
@@ -251,9 +294,16 @@ int main(int argc, char **argv)
                 run_case(&c, comm, name);
             }
     /* A batch smaller than the number of ranks: some ranks get no sample. */
-    config tiny = {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_OPTIMIZER_ADAM, 1, 0, 0, 0};
+    config tiny = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = PCNN_OPTIMIZER_ADAM,
+                   .batch = 1};
     run_case(&tiny, comm, "alltoall+allgather adam batch 1 (idle ranks)");
 
+    for (int e = 0; e < 2; e++)
+        for (int engine = 1; engine <= 2; engine++) check_overlap_bitwise(comm, exchanges[e], engine);
+    /* The nonblocking engine against sequential training. */
+    config nb = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = PCNN_OPTIMIZER_MOMENTUM,
+                 .batch = 4 * ranks + 1, .dropout = 1, .engine = 2};
+    run_case(&nb, comm, "alltoall+allgather momentum, nonblocking engine");
     check_bytes(comm);
     check_mismatch(comm);
     CK(pcnn_comm_destroy(&comm));

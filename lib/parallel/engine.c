@@ -1,0 +1,258 @@
+#define _GNU_SOURCE /* pthread_setaffinity_np */
+#include "engine.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "parallel.h"
+
+struct engine {
+    engine_kind kind;
+    MPI_Comm comm;
+
+    /* Ring buffer of posted requests not yet started (thread engine) or
+     * not yet completed (nonblocking engine). */
+    request **queue;
+    int capacity, head, count;
+
+    pthread_t thread;
+    bool thread_started, stopping;
+    pthread_mutex_t lock;
+    pthread_cond_t work;  /* the queue has requests, or stop */
+    pthread_cond_t done;  /* some request completed */
+};
+
+double engine_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+engine_kind engine_get_kind(const engine *e) { return e->kind; }
+
+static int run_blocking(MPI_Comm comm, request *r)
+{
+    switch (r->kind) {
+    case REQ_ALLREDUCE:
+        return MPI_Allreduce(MPI_IN_PLACE, r->send, r->count, MPI_FLOAT, MPI_SUM, comm);
+    case REQ_ALLTOALLV:
+        return MPI_Alltoallv(r->send, r->scounts, r->sdispls, MPI_FLOAT, r->recv, r->rcounts,
+                             r->rdispls, MPI_FLOAT, comm);
+    case REQ_ALLGATHERV:
+        return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->recv, r->rcounts,
+                              r->rdispls, MPI_FLOAT, comm);
+    }
+    return MPI_ERR_OTHER;
+}
+
+static int start_nonblocking(MPI_Comm comm, request *r)
+{
+    switch (r->kind) {
+    case REQ_ALLREDUCE:
+        return MPI_Iallreduce(MPI_IN_PLACE, r->send, r->count, MPI_FLOAT, MPI_SUM, comm,
+                              &r->handle);
+    case REQ_ALLTOALLV:
+        return MPI_Ialltoallv(r->send, r->scounts, r->sdispls, MPI_FLOAT, r->recv, r->rcounts,
+                              r->rdispls, MPI_FLOAT, comm, &r->handle);
+    case REQ_ALLGATHERV:
+        return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->recv, r->rcounts,
+                               r->rdispls, MPI_FLOAT, comm, &r->handle);
+    }
+    return MPI_ERR_OTHER;
+}
+
+/* The communication thread: take requests in posting order and run them. */
+static void *comm_thread(void *arg)
+{
+    engine *e = arg;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        while (e->count == 0 && !e->stopping) pthread_cond_wait(&e->work, &e->lock);
+        if (e->count == 0) break; /* stopping, and everything posted has run */
+        request *r = e->queue[e->head];
+        e->head = (e->head + 1) % e->capacity;
+        e->count--;
+        pthread_mutex_unlock(&e->lock);
+
+        double t0 = engine_now();
+        int code = run_blocking(e->comm, r);
+        double t1 = engine_now();
+
+        pthread_mutex_lock(&e->lock);
+        r->t_start = t0;
+        r->t_end = t1;
+        r->mpi_code = code;
+        r->done = true;
+        pthread_cond_broadcast(&e->done);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+pcnn_status engine_create(engine **out, engine_kind kind, MPI_Comm comm, int capacity, int core)
+{
+    engine *e = mem_calloc(1, sizeof *e);
+    if (!e) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "progress engine");
+    e->kind = kind;
+    e->comm = comm;
+    e->capacity = capacity > 0 ? capacity : 1;
+    e->queue = mem_calloc((size_t)e->capacity, sizeof *e->queue);
+    if (!e->queue) {
+        mem_free(e);
+        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "progress engine queue of %d", capacity);
+    }
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->work, NULL);
+    pthread_condattr_t attr; /* timed waits count on the monotonic clock */
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->done, &attr);
+    pthread_condattr_destroy(&attr);
+    if (kind == ENGINE_THREAD) {
+        int rc = pthread_create(&e->thread, NULL, comm_thread, e);
+        if (rc != 0) {
+            engine_destroy(e);
+            return FAIL(PCNN_ERR_OUT_OF_MEMORY, "cannot start the communication thread (error %d)",
+                        rc);
+        }
+        e->thread_started = true;
+        if (core >= 0 && core < CPU_SETSIZE) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(core, &set);
+            rc = pthread_setaffinity_np(e->thread, sizeof set, &set);
+            if (rc != 0) {
+                engine_destroy(e);
+                return FAIL(PCNN_ERR_INVALID_ARGUMENT,
+                            "cannot pin the communication thread to core %d (error %d)", core, rc);
+            }
+        }
+    }
+    *out = e;
+    return PCNN_OK;
+}
+
+void engine_destroy(engine *e)
+{
+    if (!e) return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->lock);
+        e->stopping = true;
+        pthread_cond_broadcast(&e->work);
+        pthread_mutex_unlock(&e->lock);
+        pthread_join(e->thread, NULL);
+    } else {
+        for (int k = 0; k < e->count; k++) {
+            request *r = e->queue[(e->head + k) % e->capacity];
+            MPI_Wait(&r->handle, MPI_STATUS_IGNORE);
+        }
+    }
+    pthread_cond_destroy(&e->work);
+    pthread_cond_destroy(&e->done);
+    pthread_mutex_destroy(&e->lock);
+    mem_free(e->queue);
+    mem_free(e);
+}
+
+/* Test every request in flight (nonblocking engine) and keep only the
+ * unfinished ones, in posting order. */
+void engine_progress(engine *e)
+{
+    if (e->kind != ENGINE_NONBLOCKING) return;
+    int kept = 0;
+    for (int k = 0; k < e->count; k++) {
+        request *r = e->queue[(e->head + k) % e->capacity];
+        int flag = 0;
+        r->mpi_code = MPI_Test(&r->handle, &flag, MPI_STATUS_IGNORE);
+        if (flag || r->mpi_code != MPI_SUCCESS) {
+            r->done = true;
+            r->t_end = engine_now();
+        } else {
+            e->queue[(e->head + kept++) % e->capacity] = r;
+        }
+    }
+    e->count = kept;
+}
+
+void engine_post(engine *e, request *r)
+{
+    r->posted = true;
+    r->done = false;
+    r->mpi_code = MPI_SUCCESS;
+    if (e->kind == ENGINE_NONBLOCKING) {
+        r->t_start = engine_now();
+        r->mpi_code = start_nonblocking(e->comm, r);
+        if (r->mpi_code != MPI_SUCCESS) {
+            r->done = true;
+            r->t_end = r->t_start;
+            return;
+        }
+        e->queue[(e->head + e->count) % e->capacity] = r;
+        e->count++;
+        return;
+    }
+    pthread_mutex_lock(&e->lock);
+    e->queue[(e->head + e->count) % e->capacity] = r;
+    e->count++;
+    pthread_cond_signal(&e->work);
+    pthread_mutex_unlock(&e->lock);
+}
+
+bool engine_test(engine *e, request *r)
+{
+    if (e->kind == ENGINE_NONBLOCKING) {
+        engine_progress(e);
+        return r->done;
+    }
+    pthread_mutex_lock(&e->lock);
+    bool done = r->done;
+    pthread_mutex_unlock(&e->lock);
+    return done;
+}
+
+static pcnn_status finished(const request *r)
+{
+    if (r->mpi_code == MPI_SUCCESS) return PCNN_OK;
+    static const char *const names[] = {"MPI_Allreduce", "MPI_Alltoallv", "MPI_Allgatherv"};
+    return mpi_status(r->mpi_code, "engine_wait", names[r->kind]);
+}
+
+pcnn_status engine_wait(engine *e, request *r, long timeout_ms)
+{
+    if (!r->posted) return PCNN_OK;
+    const double deadline = timeout_ms > 0 ? engine_now() + timeout_ms * 1e-3 : 0.0;
+    if (e->kind == ENGINE_NONBLOCKING) {
+        while (!r->done) {
+            engine_progress(e);
+            if (!r->done && deadline > 0 && engine_now() > deadline)
+                return FAIL(PCNN_ERR_TIMEOUT, "a collective did not complete within %ld ms "
+                            "(another rank may have stopped)", timeout_ms);
+        }
+        return finished(r);
+    }
+    pthread_mutex_lock(&e->lock);
+    while (!r->done) {
+        if (deadline <= 0) {
+            pthread_cond_wait(&e->done, &e->lock);
+            continue;
+        }
+        struct timespec ts;
+        double whole;
+        double frac = modf(deadline, &whole);
+        ts.tv_sec = (time_t)whole;
+        ts.tv_nsec = (long)(frac * 1e9);
+        if (pthread_cond_timedwait(&e->done, &e->lock, &ts) == ETIMEDOUT && !r->done) {
+            pthread_mutex_unlock(&e->lock);
+            return FAIL(PCNN_ERR_TIMEOUT, "a collective did not complete within %ld ms "
+                        "(another rank may have stopped)", timeout_ms);
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    return finished(r);
+}
