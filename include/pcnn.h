@@ -505,7 +505,18 @@ typedef enum pcnn_exchange {
      * threads and uses to update that slice alone (optimizer state exists
      * only for owned slices: memory per rank drops by P), then
      * MPI_Allgatherv distributes the updated parameters.  The default. */
-    PCNN_EXCHANGE_ALLTOALL_ALLGATHER = 1
+    PCNN_EXCHANGE_ALLTOALL_ALLGATHER = 1,
+    /* Dense layers only, seed 001 section 4.1.1: instead of reducing the
+     * K x F weight gradient, all-to-all the layer's input activations (each
+     * rank receives its F/P features for the whole batch), all-gather its
+     * output errors, compute the K x F/P gradient slice for the whole batch,
+     * update it, and all-gather the weights; the bias is updated by every
+     * rank from the gathered errors.  Moves (F*B/P + K*B) instead of K*F
+     * floats, B the global batch.  Unless a dense layer chose otherwise, the
+     * network default PCNN_EXCHANGE_ALLTOALL_ALLGATHER selects this for the
+     * dense layers where eq. 4.8 (F*B/P + K*B < K*F) says it moves fewer
+     * bytes. */
+    PCNN_EXCHANGE_FC_GRADIENT = 2
 } pcnn_exchange;
 
 /* Wrap a duplicate of the host's communicator.  Collective over `comm`.
@@ -550,16 +561,20 @@ PCNN_API pcnn_status pcnn_comm_info(const pcnn_comm *comm, int *rank, int *size,
 PCNN_API pcnn_status pcnn_net_set_comm(pcnn_net *net, pcnn_comm *comm);
 
 /* Choose the exchange strategy of every layer (default
- * PCNN_EXCHANGE_ALLTOALL_ALLGATHER), or of one layer with parameters
- * (overrides the network's choice).  Before finalize. */
+ * PCNN_EXCHANGE_ALLTOALL_ALLGATHER; PCNN_EXCHANGE_FC_GRADIENT is refused
+ * here: it is per dense layer), or of one layer with parameters (overrides
+ * the network's choice; PCNN_EXCHANGE_FC_GRADIENT only for dense layers).
+ * Before finalize. */
 PCNN_API pcnn_status pcnn_net_set_exchange(pcnn_net *net, pcnn_exchange exchange);
 PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange exchange);
 
 /* Bytes this rank sends per training step in the gradient exchange, by the
  * cost model of seed 001 section 4.2: all-to-all n(P-1)/P and all-gather
- * n(P-1)/P per bucket of n bytes (exact for this rank's actual slices), and
- * 2n(P-1)/P for an allreduce bucket (Rabenseifner's bandwidth term).  After
- * finalize; 0 on a single rank. */
+ * n(P-1)/P per bucket of n bytes (exact for this rank's actual slices),
+ * 2n(P-1)/P for an allreduce bucket (Rabenseifner's bandwidth term), and for
+ * a dense layer with PCNN_EXCHANGE_FC_GRADIENT eqs. 4.2-4.4 for a full local
+ * batch: activations (F - F/P) * b, errors K * b * (P-1), weights
+ * K * F/P * (P-1), b = max_batch / P.  After finalize; 0 on a single rank. */
 PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *bytes_per_step);
 
 /* ------------------------------------------------------------------------ */
@@ -602,6 +617,295 @@ PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size
  * communication on another, one process per rank.  Written atomically.
  * Errors: INVALID_STATE (tracing off), IO. */
 PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path);
+
+/* ------------------------------------------------------------------------ */
+/* 7. Checkpoints                                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A checkpoint holds everything that decides the rest of a training run:
+ * the parameters, the optimizer state (momentum, Adam's moments) of every
+ * parameter, batch-norm running statistics, the step counter (with the seed
+ * it fixes dropout masks, warm-up and decay), the training options
+ * (learning rate, momentum, weight decay, Adam's betas and epsilon, warm-up
+ * and decay settings) and a hash of the network's structure.  Loading it
+ * into a network built the same way and training on gives bitwise the
+ * results of never having stopped (same ranks and threads), or the same up
+ * to float summation order with another number of ranks.
+ *
+ * The file (docs/checkpoint-format.md) is little-endian and versioned, with
+ * a CRC32 per section and for the header.  It is written atomically (a
+ * temporary file, fsync, rename, fsync of the directory): a crash at any
+ * moment leaves the previous checkpoint or the new one, never a mix.
+ *
+ * With a communicator both calls are collective.  Rank 0 writes and reads
+ * the file (only its filesystem needs the path); the optimizer state, of
+ * which each rank may keep only its own slices, is gathered on save and
+ * re-sliced on load for the current number of ranks, so a run saved on P
+ * ranks resumes on any number of ranks, with another batch size, exchange
+ * strategy or PCNN_OPT_BUCKET_BYTES.  Batch-norm statistics are per rank:
+ * each rank gets its own back when the number of ranks is unchanged, and
+ * their mean otherwise.  Every rank returns the same status.
+ */
+
+/* Save the network's training state to `path` (replacing any file there
+ * only once the new one is complete).  After finalize, between steps.
+ * Collective with a communicator.  Errors: INVALID_ARGUMENT (NULL net or
+ * path, empty path), INVALID_STATE (not finalized), IO (cannot create,
+ * write, sync or rename: the previous file, if any, is intact),
+ * OUT_OF_MEMORY, MPI, REMOTE. */
+PCNN_API pcnn_status pcnn_net_save(pcnn_net *net, const char *path);
+
+/* Restore the state saved by pcnn_net_save into a finalized network built
+ * the same way: same layers in the same order with the same kinds, shapes
+ * and configurations, same loss, optimizer and PCNN_OPT_SEED.  The saved
+ * options replace the network's (set options after loading to change
+ * them).  The file is verified completely before anything changes: on any
+ * error the network is untouched.  Collective with a communicator.
+ * Errors: INVALID_ARGUMENT, INVALID_STATE (not finalized), IO (missing or
+ * unreadable file), CORRUPT (truncated, damaged: a checksum fails, or
+ * malformed), UNSUPPORTED (an intact file of a newer format version),
+ * MISMATCH (built differently: the message names the first differing
+ * layer, or the loss, optimizer or seed), OUT_OF_MEMORY, MPI, REMOTE. */
+PCNN_API pcnn_status pcnn_net_load(pcnn_net *net, const char *path);
+
+/* The same with `extra_bytes` opaque bytes of the host's stored in the same
+ * file (for instance pcnn_scheduler_save_state's, so that the network and
+ * the scheduler are saved together, atomically).  extra may be NULL when
+ * extra_bytes is 0.  With a communicator rank 0's bytes are written. */
+PCNN_API pcnn_status pcnn_net_save_extra(pcnn_net *net, const char *path, const void *extra,
+                                         size_t extra_bytes);
+
+/* pcnn_net_load that also copies the stored extra bytes into extra (size
+ * bytes; may be NULL when size is 0) and their count into *extra_bytes
+ * (may be NULL; 0 if the file has none).  If they do not fit, fails with
+ * SHAPE, changes nothing and still writes *extra_bytes: call again with a
+ * larger buffer.  With a communicator every rank receives them. */
+PCNN_API pcnn_status pcnn_net_load_extra(pcnn_net *net, const char *path, void *extra,
+                                         size_t size, size_t *extra_bytes);
+
+/* ------------------------------------------------------------------------ */
+/* 8. Adaptive batch scheduler                                               */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Seed 001 chapter 5: start with a small batch B_s and grow it to B_m while
+ * the learning rate follows, so that most epochs run with the large batch
+ * (more ranks busy, fewer exchanges per epoch) at about the accuracy of the
+ * small one.  The scheduler watches
+ *
+ *     theta_i = (F(w_0) - F(w_i)) / ||w_0 - w_i||                (eq. 5.4)
+ *
+ * where w_0 are the parameters when the scheduler was created, w_i those
+ * after epoch i, F(w_i) the mean training loss of epoch i and F(w_0) the
+ * loss of the first training step, taken before its update (or
+ * PCNN_SCHED_INITIAL_LOSS).  After each epoch n = 1, 2, ... (Algorithm 3):
+ *   1. While K is unknown (PCNN_SCHED_INTERVAL_EPOCHS 0): K = n at the first
+ *      epoch whose theta differs from the previous epoch's by less than
+ *      PCNN_SCHED_THETA_THRESHOLD of it (strictly).
+ *   2. If n is a multiple of K and B < B_m: B = min(round(B x growth), B_m)
+ *      and the learning rate becomes mu_0 x B / B_s (PCNN_SCHED_LR_LINEAR)
+ *      or mu_0 x sqrt(B / B_s) (PCNN_SCHED_LR_ROOT, eq. 5.3).
+ *   3. Plateau rule (section 5.1.5): an epoch improves if its loss is below
+ *      the best counted loss by more than PCNN_SCHED_PLATEAU_THRESHOLD of
+ *      it.  After PCNN_SCHED_PLATEAU_EPOCHS epochs in a row without
+ *      improvement the learning rate drops: the first time to mu_0 x beta,
+ *      later times by a factor beta.  After the first drop, growth (if B is
+ *      still below B_m) no longer raises the learning rate.
+ * Warm-up (PCNN_SCHED_WARMUP_EPOCHS = W): epoch e <= W uses e/W of the
+ * learning rate, and the theta of warm-up epochs is not compared (K >= W + 2).
+ *
+ * Degree of parallelism (section 5.2.1).  A rank given fewer than m =
+ * PCNN_SCHED_MIN_LOCAL_SAMPLES samples (default 2) leaves its cores
+ * underused, so a batch of b samples is computed by A = min(P, max(1,
+ * floor(b / m))) ranks only: ranks 0..A-1 take floor(b/A) or ceil(b/A)
+ * samples as usual, ranks A..P-1 none.  The idle ranks still take part in
+ * every gradient exchange with zero gradients, so they receive the updated
+ * parameters and all ranks stay identical; as B grows, more ranks join
+ * until all P compute.  Training equals a single rank training on the
+ * whole batch (up to float summation order; batch normalisation uses each
+ * computing rank's local statistics, as everywhere).  Memory is planned
+ * once: finalize the network with max_batch >= B_m, large enough also for
+ * the largest share the rule gives one rank (checked by
+ * pcnn_scheduler_begin_epoch, whose error names the max_batch needed);
+ * changing B then allocates nothing.
+ *
+ * Two ways to drive it:
+ *   - pcnn_scheduler_train_epoch trains one epoch under the schedule;
+ *   - or pcnn_scheduler_begin_epoch gives the batch size and learning rate,
+ *     the host trains (pcnn_scheduler_share says which samples this rank
+ *     computes), and pcnn_scheduler_end_epoch takes the epoch's loss.
+ * Calls marked collective must be made by every rank of the network's
+ * communicator, in the same order (on a network without one they are
+ * local).  Every decision is taken from values reduced across ranks, so all
+ * ranks take the same decisions.  The network must outlive the scheduler.
+ */
+
+typedef struct pcnn_scheduler pcnn_scheduler;
+
+/* How the learning rate follows the batch size. */
+typedef enum pcnn_sched_lr_rule {
+    PCNN_SCHED_LR_LINEAR = 0, /* mu = mu_0 * B / B_s: the noise scale of eq. 5.2 */
+    PCNN_SCHED_LR_ROOT = 1    /* mu = mu_0 * sqrt(B / B_s): eq. 5.3 */
+} pcnn_sched_lr_rule;
+
+/* Bits of PCNN_SCHED_EVENTS: what the last finished epoch decided. */
+#define PCNN_SCHED_EVENT_INTERVAL_FOUND 1u /* K was fixed */
+#define PCNN_SCHED_EVENT_BATCH_GREW 2u     /* B (and perhaps mu) grew */
+#define PCNN_SCHED_EVENT_LR_DECAYED 4u     /* a plateau decay */
+
+/* Scheduler options (pcnn_scheduler_set_option / _get_option), doubles;
+ * counts must be integral.  The settable ones (0..9) may change only before
+ * the first epoch begins (PCNN_ERR_INVALID_STATE afterwards); 10.. are read
+ * only. */
+typedef enum pcnn_sched_option {
+    /* B grows by this factor every K epochs.  Default 2; in (1, 1024]. */
+    PCNN_SCHED_GROWTH_FACTOR = 0,
+    /* A pcnn_sched_lr_rule.  Default PCNN_SCHED_LR_LINEAR. */
+    PCNN_SCHED_LR_RULE = 1,
+    /* K in epochs; 0 (default): find it from theta. */
+    PCNN_SCHED_INTERVAL_EPOCHS = 2,
+    /* Relative change of theta under which it counts as saturated.
+     * Default 0.10; in (0, 10]. */
+    PCNN_SCHED_THETA_THRESHOLD = 3,
+    /* beta, the plateau decay factor.  Default 0.1; in (0, 1]. */
+    PCNN_SCHED_DECAY_FACTOR = 4,
+    /* Epochs in a row without improvement that make a plateau.  Default 3;
+     * 0 turns decays off. */
+    PCNN_SCHED_PLATEAU_EPOCHS = 5,
+    /* Relative loss improvement that counts.  Default 0.01; in [0, 1). */
+    PCNN_SCHED_PLATEAU_THRESHOLD = 6,
+    /* Warm-up epochs W.  Default 0 (none). */
+    PCNN_SCHED_WARMUP_EPOCHS = 7,
+    /* m: fewest samples a computing rank gets (see above).  Default 2; 0
+     * makes every rank compute whatever the batch. */
+    PCNN_SCHED_MIN_LOCAL_SAMPLES = 8,
+    /* F(w_0).  pcnn_scheduler_train_epoch sets it from the first step when
+     * unset; a host driving its own epochs sets it before the first
+     * pcnn_scheduler_end_epoch.  Settable until then; NaN while unknown. */
+    PCNN_SCHED_INITIAL_LOSS = 9,
+    /* Read only. */
+    PCNN_SCHED_EPOCH = 10,          /* epochs finished */
+    PCNN_SCHED_BATCH = 11,          /* B of the next epoch */
+    PCNN_SCHED_LEARNING_RATE = 12,  /* mu of the next epoch, warm-up included */
+    PCNN_SCHED_INTERVAL = 13,       /* K; 0 while unknown */
+    PCNN_SCHED_THETA = 14,          /* theta of the last epoch; NaN before one
+                                       or while w has not moved */
+    PCNN_SCHED_DECAYS = 15,         /* plateau decays so far */
+    PCNN_SCHED_ACTIVE_RANKS = 16,   /* ranks computing a batch of B next epoch */
+    PCNN_SCHED_EVENTS = 17          /* PCNN_SCHED_EVENT_* bits of the last epoch */
+} pcnn_sched_option;
+
+/* Create a scheduler for a finalized network, from B_s = start_batch to
+ * B_m = max_batch (1 <= B_s <= B_m <= the network's max_batch) with initial
+ * learning rate mu_0 = initial_lr (finite, > 0).  Keeps w_0 = the current
+ * parameters (this rank's 1/P slice of them), so create it after setting
+ * or loading the parameters to start from.  *out receives the handle, to
+ * free with pcnn_scheduler_destroy before the network is destroyed.
+ * Collective.  Errors: INVALID_ARGUMENT, INVALID_STATE (not finalized),
+ * OUT_OF_MEMORY, REMOTE. */
+PCNN_API pcnn_status pcnn_scheduler_create(pcnn_net *net, int start_batch, int max_batch,
+                                           double initial_lr, pcnn_scheduler **out);
+
+/* Free a scheduler and set *sched to NULL; NULL is a no-op.  Local.  The
+ * network keeps the learning rate last set. */
+PCNN_API pcnn_status pcnn_scheduler_destroy(pcnn_scheduler **sched);
+
+/* Set or read an option (pcnn_sched_option).  Local: set the same values
+ * on every rank (the first pcnn_scheduler_begin_epoch checks, and fails
+ * with PCNN_ERR_MISMATCH otherwise).  Errors: INVALID_ARGUMENT (unknown
+ * option, value out of range), INVALID_STATE (read-only option, or too
+ * late). */
+PCNN_API pcnn_status pcnn_scheduler_set_option(pcnn_scheduler *sched, pcnn_sched_option option,
+                                               double value);
+PCNN_API pcnn_status pcnn_scheduler_get_option(const pcnn_scheduler *sched,
+                                               pcnn_sched_option option, double *value);
+
+/* Start an epoch: *batch (may be NULL) receives B, *lr (may be NULL) the
+ * learning rate, which is also set as the network's
+ * PCNN_OPT_LEARNING_RATE (the network's own warm-up and decay options, if
+ * set, still apply on top).  Collective.  Errors: INVALID_STATE (an epoch
+ * already begun), SHAPE (the network's max_batch cannot hold B_m or the
+ * largest share of a rank), MISMATCH (ranks configured differently),
+ * NUMERIC (the learning rate underflowed to 0), REMOTE. */
+PCNN_API pcnn_status pcnn_scheduler_begin_epoch(pcnn_scheduler *sched, int *batch, double *lr);
+
+/* Finish the epoch begun: `loss` is its mean training loss (the mean over
+ * ranks of the values passed is used, so pass the global mean that
+ * pcnn_net_train_epoch returns, or each rank's own).  Measures
+ * ||w_0 - w_i|| over all parameters (each rank its slice, one small
+ * reduction), then takes the decisions above for the next epoch.
+ * Collective.  Errors: INVALID_STATE (no epoch begun, or F(w_0) unknown),
+ * NUMERIC (loss not finite), MISMATCH (F(w_0) set on some ranks only),
+ * OUT_OF_MEMORY, REMOTE; on error the epoch stays open. */
+PCNN_API pcnn_status pcnn_scheduler_end_epoch(pcnn_scheduler *sched, double loss);
+
+/* Begin an epoch, train the network over `data` in its current order
+ * (shuffle it first, as for pcnn_net_train_epoch) with batches of B split
+ * by the degree-of-parallelism rule, and end the epoch with its mean
+ * training loss, which *mean_loss (may be NULL) receives.  Collective.
+ * Errors: those of pcnn_scheduler_begin_epoch, pcnn_net_train_epoch and
+ * pcnn_scheduler_end_epoch; a failed epoch is not counted. */
+PCNN_API pcnn_status pcnn_scheduler_train_epoch(pcnn_scheduler *sched, const pcnn_dataset *data,
+                                                double *mean_loss);
+
+/* This rank's share of a global batch of `count` >= 0 samples under the
+ * degree-of-parallelism rule: samples [*first, *first + *n) of the batch
+ * (*n is 0 on ranks that do not compute; pass them n = 0 to
+ * pcnn_net_train_step).  Local. */
+PCNN_API pcnn_status pcnn_scheduler_share(const pcnn_scheduler *sched, int count, int *first,
+                                          int *n);
+
+/* theta of epoch `epoch` (1 .. PCNN_SCHED_EPOCH): the history.  NaN for an
+ * epoch where w had not moved.  Local. */
+PCNN_API pcnn_status pcnn_scheduler_theta(const pcnn_scheduler *sched, long epoch,
+                                          double *theta);
+
+/*
+ * The scheduler's state, for checkpoints: a byte string that restores the
+ * schedule exactly (same later decisions), on any number of ranks.  All
+ * integers little-endian; f64/f32 are IEEE-754 bit patterns, little-endian:
+ *     0  8  magic "PCNNSCHD"
+ *     8  4  u32 format version (1)
+ *    12  4  u32 header bytes (120)
+ *    16  8  i64 B_s          24  8  i64 B_m          32  8  f64 mu_0
+ *    40  8  i64 epochs finished n
+ *    48  8  i64 B of the next epoch
+ *    56  8  f64 learning rate before warm-up
+ *    64  8  i64 K (0: unknown)
+ *    72  8  f64 F(w_0) (NaN: unknown)
+ *    80  8  f64 best loss of the plateau rule (NaN: none)
+ *    88  8  i64 epochs since it improved
+ *    96  8  i64 decays so far
+ *   104  8  u64 events of the last epoch
+ *   112  8  u64 number of parameters N
+ *   120  8n f64 theta of epochs 1..n
+ *     .  4N f32 w_0, the whole flat parameter vector (pcnn_net_get_params
+ *              order)
+ *     .  8  u64 FNV-1a-64 of all the bytes before
+ * The options are not saved: create the resumed scheduler with the same
+ * arguments and options.
+ */
+
+/* Size in bytes of the state (it grows by 8 bytes per epoch).  Local. */
+PCNN_API pcnn_status pcnn_scheduler_state_bytes(const pcnn_scheduler *sched, size_t *bytes);
+
+/* Write the state into buf (size bytes, at least pcnn_scheduler_state_bytes);
+ * every rank receives the same bytes.  Between epochs.  Collective.
+ * Errors: INVALID_ARGUMENT, SHAPE (buf too small), INVALID_STATE (inside an
+ * epoch), OUT_OF_MEMORY, MPI, REMOTE. */
+PCNN_API pcnn_status pcnn_scheduler_save_state(const pcnn_scheduler *sched, void *buf,
+                                               size_t size);
+
+/* Restore a state written by pcnn_scheduler_save_state, on a scheduler
+ * created with the same B_s, B_m and mu_0 over a network with the same
+ * parameter count (the number of ranks may differ).  The next epoch is
+ * epoch n + 1.  Between epochs.  Collective.  Errors: CORRUPT (truncated,
+ * damaged, or inconsistent), UNSUPPORTED (a newer format), MISMATCH (other
+ * B_s, B_m, mu_0 or parameter count), INVALID_STATE, OUT_OF_MEMORY, REMOTE;
+ * on error the scheduler is unchanged. */
+PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void *buf,
+                                               size_t size);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,7 @@
 # examples, if they are missing.  Needs root (or sudo) only when something
 # is missing.  Usage: scripts/install_deps.sh [extra-package ...]
 set -euo pipefail
-packages=(gcc libc6-dev libopenblas-dev libmpich-dev mpich meson ninja-build pkg-config
+packages=(gcc g++ libc6-dev libopenblas-dev libmpich-dev mpich meson ninja-build pkg-config
           zlib1g-dev python3 python3-numpy python3-pytest dataset-fashion-mnist "$@")
 missing=()
 for p in "${packages[@]}"; do

@@ -21,4 +21,21 @@ void mem_free(void *p);
 void *mem_calloc(size_t count, size_t size);
 void *mem_realloc(void *p, size_t bytes);
 
+#ifdef PCNN_FAULT_INJECTION
+#include "pcnn.h" /* PCNN_API */
+
+/* Allocation-failure injection, compiled only with -DPCNN_FAULT_INJECTION:
+ * always into the internal static library the tests link, and into
+ * libpcnn.so only with `meson setup -Dfault_injection=true` (never in a
+ * release build).  Every mem_alloc / mem_calloc / mem_realloc counts as one
+ * allocation.  pcnn_debug_fail_allocation(n) restarts the count and makes
+ * allocation number n (1-based) fail once, as if the system were out of
+ * memory; n <= 0 disarms.  pcnn_debug_allocations() is the number of
+ * allocations attempted since; pcnn_debug_live_allocations() the number of
+ * blocks allocated and not yet freed (process-wide), for leak checks. */
+PCNN_API void pcnn_debug_fail_allocation(long n);
+PCNN_API long pcnn_debug_allocations(void);
+PCNN_API long pcnn_debug_live_allocations(void);
+#endif
+
 #endif

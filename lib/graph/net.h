@@ -102,4 +102,11 @@ pcnn_status net_check_batch(const pcnn_net *net, const char *func, int n, const 
 /* The learning rate of the next step, schedule included. */
 double net_effective_lr(const pcnn_net *net);
 
+/* One epoch over `data` in batches of `batch` (graph/train.c), each batch
+ * split over the ranks sched_share lets compute (min_local 0: all ranks).
+ * *first_loss (may be NULL) receives the loss of the first step, taken
+ * before its update.  Collective with a communicator. */
+pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, int min_local,
+                            double *mean_loss, double *first_loss, const char *func);
+
 #endif

@@ -4,6 +4,7 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../layers/dense.h"
 #include "net.h"
 
 PCNN_API pcnn_status pcnn_net_create(pcnn_net **out)
@@ -175,7 +176,8 @@ PCNN_API pcnn_status pcnn_net_set_optimizer(pcnn_net *net, pcnn_optimizer optimi
 
 static bool valid_exchange(pcnn_exchange e)
 {
-    return e == PCNN_EXCHANGE_ALLREDUCE || e == PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
+    return e == PCNN_EXCHANGE_ALLREDUCE || e == PCNN_EXCHANGE_ALLTOALL_ALLGATHER ||
+           e == PCNN_EXCHANGE_FC_GRADIENT;
 }
 
 PCNN_API pcnn_status pcnn_net_set_comm(pcnn_net *net, pcnn_comm *comm)
@@ -196,6 +198,8 @@ PCNN_API pcnn_status pcnn_net_set_exchange(pcnn_net *net, pcnn_exchange exchange
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE, "the exchange must be set before finalize");
     REQUIRE(valid_exchange(exchange), PCNN_ERR_INVALID_ARGUMENT, "unknown exchange %d",
             (int)exchange);
+    REQUIRE(exchange != PCNN_EXCHANGE_FC_GRADIENT, PCNN_ERR_INVALID_ARGUMENT,
+            "PCNN_EXCHANGE_FC_GRADIENT applies to dense layers: use pcnn_layer_set_exchange");
     net->opt.exchange = exchange;
     return PCNN_OK;
 }
@@ -210,6 +214,9 @@ PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange ex
             (int)exchange);
     REQUIRE(layer->num_params > 0, PCNN_ERR_INVALID_ARGUMENT,
             "%s has no parameters to exchange", layer_name(layer, name, sizeof name));
+    REQUIRE(exchange != PCNN_EXCHANGE_FC_GRADIENT || layer_is_dense(layer),
+            PCNN_ERR_INVALID_ARGUMENT, "%s: PCNN_EXCHANGE_FC_GRADIENT applies to dense layers",
+            layer_name(layer, name, sizeof name));
     layer->exchange = exchange;
     layer->exchange_chosen = true;
     return PCNN_OK;

@@ -110,20 +110,26 @@ static pcnn_status plan_accumulation(pcnn_net *net)
     return PCNN_OK;
 }
 
+/* Validation at finalize reports under the public function's name. */
+#define FINALIZE_REQUIRE(cond, status, ...)                                           \
+    do {                                                                              \
+        if (!(cond)) return error_set((status), "pcnn_net_finalize", __VA_ARGS__);   \
+    } while (0)
+
 static pcnn_status check_graph(const pcnn_net *net)
 {
     char name[64];
-    REQUIRE(net->num_layers > 0, PCNN_ERR_INVALID_STATE, "the network has no input");
-    REQUIRE(net->has_loss, PCNN_ERR_INVALID_STATE,
-            "no loss: call pcnn_net_set_loss before finalize");
+    FINALIZE_REQUIRE(net->num_layers > 0, PCNN_ERR_INVALID_STATE, "the network has no input");
+    FINALIZE_REQUIRE(net->has_loss, PCNN_ERR_INVALID_STATE,
+                     "no loss: call pcnn_net_set_loss before finalize");
     for (int i = 0; i < net->num_layers; i++) {
         const pcnn_layer *l = net->layers[i];
-        REQUIRE(l == net->output || l->num_consumers > 0, PCNN_ERR_INVALID_STATE,
-                "%s does not lead to the output %s",
-                layer_name(l, name, sizeof name), net->output->ops->kind);
+        FINALIZE_REQUIRE(l == net->output || l->num_consumers > 0, PCNN_ERR_INVALID_STATE,
+                         "%s does not lead to the output %s",
+                         layer_name(l, name, sizeof name), net->output->ops->kind);
     }
-    REQUIRE(net->output->num_consumers == 0, PCNN_ERR_INVALID_STATE,
-            "the output layer %d feeds other layers", net->output->index);
+    FINALIZE_REQUIRE(net->output->num_consumers == 0, PCNN_ERR_INVALID_STATE,
+                     "the output layer %d feeds other layers", net->output->index);
     return PCNN_OK;
 }
 
@@ -133,9 +139,9 @@ static pcnn_status check_sizes(const pcnn_net *net, int max_batch)
     char name[64];
     for (int i = 0; i < net->num_layers; i++) {
         const pcnn_layer *l = net->layers[i];
-        REQUIRE((double)max_batch * (double)shape_size(l->out) < 2147483647.0, PCNN_ERR_SHAPE,
-                "%s: batch %d x %zu values per sample exceeds 2^31",
-                layer_name(l, name, sizeof name), max_batch, shape_size(l->out));
+        FINALIZE_REQUIRE((double)max_batch * (double)shape_size(l->out) < 2147483647.0,
+                         PCNN_ERR_SHAPE, "%s: batch %d x %zu values per sample exceeds 2^31",
+                         layer_name(l, name, sizeof name), max_batch, shape_size(l->out));
     }
     return PCNN_OK;
 }
@@ -244,6 +250,7 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
     if (st == PCNN_OK) st = check_sizes(net, local);
     net->global_max_batch = max_batch;
     net->max_batch = local;
+    const bool planned = st == PCNN_OK; /* layers' setup may then hold buffers */
     if (st == PCNN_OK) st = plan(net, local);
     if (net->comm) {
         st = agree(net->comm, st, __func__);
@@ -252,7 +259,9 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
     }
     if (st != PCNN_OK) {
         net_release_plan(net);
-        net->plan_failed = true; /* layers' setup buffers are freed by destroy */
+        /* Layers' setup buffers are freed by destroy, so a plan that ran
+         * cannot run again; a bad argument or graph can be fixed and retried. */
+        if (planned) net->plan_failed = true;
         return st;
     }
     net->finalized = true;

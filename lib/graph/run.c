@@ -17,6 +17,7 @@ static run_ctx make_ctx(const pcnn_net *net, int n, bool train, bool update_stat
         .seed = net->opt.seed,
         .step = net->step,
         .sample_base = net->sample_base,
+        .fc_exchange = net->xplan.step_active,
         .workspace = net->workspace,
     };
     return ctx;
@@ -37,6 +38,7 @@ pcnn_status net_forward(pcnn_net *net, int n, bool train, bool update_stats)
             timing_layer(net, i, TIMING_FORWARD, t1 - t0);
             trace_span(net, i, TRACE_FORWARD, t0, t1);
         }
+        exchange_layer_forward_done(net, i);
         exchange_poll(net);
     }
     return PCNN_OK;
@@ -52,6 +54,7 @@ void net_backward(pcnn_net *net, int n, bool want_input_grad)
         float *dx[2] = {NULL, NULL};
         for (int j = 0; j < l->num_inputs; j++)
             if (want_input_grad || !layer_is_input(l->inputs[j])) dx[j] = l->inputs[j]->dy;
+        exchange_layer_backward_start(net, i);
         const double t0 = engine_now();
         l->ops->backward(l, &ctx, dx);
         const double t1 = engine_now();
@@ -210,6 +213,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     net->sample_base = (long)sizes[1];
 
     int saved = blas_threads_enter();
+    exchange_begin(net);
     double loss = 0.0;
     if (n > 0) {
         net_load_input(net, n, x);
@@ -217,15 +221,26 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
         if (st == PCNN_OK) loss = net_loss(net, n, labels, targets, global, true);
         if (st == PCNN_OK) st = numeric_check(net, func, loss);
     } else {
-        for (int i = 1; i < net->num_layers && st == PCNN_OK; i++)
+        /* No samples here: take part in every collective all the same, in
+         * the order the other ranks post them. */
+        for (int i = 1; i < net->num_layers && st == PCNN_OK; i++) {
             st = exchange_wait_layer(net, i);
+            exchange_layer_forward_done(net, i);
+        }
     }
     st = agree_sum(c, st, &loss, 1, func);
-    if (st == PCNN_OK) {
-        exchange_begin(net);
-        if (n > 0) net_backward(net, n, false);
-        else zero_grads(net);
-        for (int i = net->num_layers - 1; n == 0 && i > 0; i--) exchange_layer_done(net, i);
+    if (st != PCNN_OK) {
+        exchange_flush(net); /* drain what the aborted step posted */
+    } else {
+        if (n > 0) {
+            net_backward(net, n, false);
+        } else {
+            zero_grads(net);
+            for (int i = net->num_layers - 1; i > 0; i--) {
+                exchange_layer_backward_start(net, i);
+                exchange_layer_done(net, i);
+            }
+        }
         st = exchange_end(net);
         net->profile.steps++;
         net->profile.step_seconds += engine_now() - t0;
@@ -269,16 +284,17 @@ PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, floa
     REQUIRE(out_count >= (size_t)n * shape_size(o), PCNN_ERR_SHAPE,
             "out holds %zu floats; %d samples need %zu", out_count, n,
             (size_t)n * shape_size(o));
+    /* Every chunk is checked before any output is written. */
+    for (int start = 0; net->opt.check_numerics && start < n; start += net->max_batch) {
+        int count = n - start < net->max_batch ? n - start : net->max_batch;
+        REQUIRE(all_finite(x + (size_t)start * shape_size(in), (size_t)count * shape_size(in)),
+                PCNN_ERR_NUMERIC, "samples %d..%d contain NaN or Inf", start, start + count - 1);
+    }
     TRY(exchange_flush(net));
     int saved = blas_threads_enter();
     for (int start = 0; start < n; start += net->max_batch) {
         int count = n - start < net->max_batch ? n - start : net->max_batch;
         const float *xb = x + (size_t)start * shape_size(in);
-        if (net->opt.check_numerics && !all_finite(xb, (size_t)count * shape_size(in))) {
-            blas_threads_leave(saved);
-            return FAIL(PCNN_ERR_NUMERIC, "samples %d..%d contain NaN or Inf", start,
-                        start + count - 1);
-        }
         net_load_input(net, count, xb);
         net_forward(net, count, false, false); /* flushed: cannot fail */
         cnhw_to_nchw(net->output->y, out + (size_t)start * shape_size(o), count, o.c,

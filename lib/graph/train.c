@@ -6,6 +6,7 @@
 #include "../io/dataset.h"
 #include "../kernels/kernels.h"
 #include "../parallel/parallel.h"
+#include "../sched/sched.h"
 #include "loss.h"
 #include "net.h"
 
@@ -79,27 +80,39 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
     return PCNN_OK;
 }
 
-PCNN_API pcnn_status pcnn_net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch,
-                                          double *mean_loss)
+/* The epoch loop of pcnn_net_train_epoch and of the batch scheduler: each
+ * batch is split over the ranks that sched_share lets compute (all of
+ * them when min_local is 0); the others pass no samples but still take part
+ * in the exchange, so they end every step with the same parameters. */
+pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, int min_local,
+                            double *mean_loss, double *first_loss, const char *func)
 {
-    TRY(net_check_ready(net, __func__));
-    pcnn_status st = check_dataset(net, data, __func__);
+    TRY(net_check_ready(net, func));
+    pcnn_status st = check_dataset(net, data, func);
     if (st == PCNN_OK && (batch < 1 || batch > net->global_max_batch))
-        st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "batch %d must be in [1, %d] (the max_batch of "
-                  "finalize)", batch, net->global_max_batch);
-    if (net->comm) TRY(agree(net->comm, st, __func__));
+        st = error_set(PCNN_ERR_INVALID_ARGUMENT, func, "batch %d must be in [1, %d] (the "
+                       "max_batch of finalize)", batch, net->global_max_batch);
+    if (net->comm) TRY(agree(net->comm, st, func));
     TRY(st);
+    const int ranks = net->comm ? net->comm->size : 1, rank = net->comm ? net->comm->rank : 0;
     double loss_sum = 0.0;
     for (int start = 0; start < data->n; start += batch) {
-        int count = data->n - start < batch ? data->n - start : batch;
+        const int total = data->n - start < batch ? data->n - start : batch;
         long first;
-        count = my_share(net, count, &first);
+        const int count = sched_share(total, ranks, rank, min_local, &first);
         stage(net, data, start + (int)first, count);
         float loss;
         TRY(pcnn_net_train_step(net, count, net->stage_x, net->stage_labels,
                                 net->stage_targets, &loss));
-        loss_sum += (double)loss * (data->n - start < batch ? data->n - start : batch);
+        if (start == 0 && first_loss) *first_loss = loss;
+        loss_sum += (double)loss * total;
     }
     if (mean_loss) *mean_loss = loss_sum / data->n;
     return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch,
+                                          double *mean_loss)
+{
+    return net_train_epoch(net, data, batch, 0, mean_loss, NULL, __func__);
 }

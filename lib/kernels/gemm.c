@@ -35,7 +35,7 @@ void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, in
     int extent = split_cols ? n : m;
     int parts = threads;
     if (parts > extent / MIN_BLOCK) parts = extent / MIN_BLOCK;
-    if (parts <= 1) {
+    if (parts <= 1) { /* no one-thread region: libgomp would malloc a team */
         gemm_block(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }

@@ -8,9 +8,6 @@
 
 #include "kernels.h"
 
-/* Below this many floats of output a parallel region costs more than it saves. */
-#define PAR_MIN 16384
-
 /* The output columns wo whose input column wo*s-p+kw lies in [0, w):
  * [*lo, *hi), clamped to [0, wo_n). */
 static void valid_range(int kw, int stride, int pad, int w, int wo_n, int *lo, int *hi)
@@ -26,39 +23,88 @@ static void valid_range(int kw, int stride, int pad, int w, int wo_n, int *lo, i
     *hi = b;
 }
 
+typedef struct conv_geom {
+    const float *src;
+    float *dst;
+    int c, n, h, w, k, stride, pad, ho, wo;
+    bool accumulate;
+} conv_geom;
+
+/* Units u = (row r, sample s): one Ho x Wo block of col. */
+static void im2col_range(void *arg, size_t u0, size_t u1)
+{
+    const conv_geom *g = arg;
+    const int n = g->n, h = g->h, w = g->w, k = g->k, stride = g->stride, pad = g->pad;
+    const int ho = g->ho, wo = g->wo;
+    const size_t plane = (size_t)h * w, out_plane = (size_t)ho * wo;
+    const size_t ncols = (size_t)n * out_plane;
+    for (size_t u = u0; u < u1; u++) {
+        const int r = (int)(u / (size_t)n), s = (int)(u % (size_t)n);
+        const int ci = r / (k * k), kh = r / k % k, kw = r % k;
+        const float *src = g->src + ((size_t)ci * n + s) * plane;
+        float *dst = g->dst + (size_t)r * ncols + (size_t)s * out_plane;
+        int lo, hi;
+        valid_range(kw, stride, pad, w, wo, &lo, &hi);
+        for (int oh = 0; oh < ho; oh++, dst += wo) {
+            const int ih = oh * stride - pad + kh;
+            if (ih < 0 || ih >= h) {
+                for (int ow = 0; ow < wo; ow++) dst[ow] = 0.0f;
+                continue;
+            }
+            for (int ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
+            if (hi > lo) {
+                /* The input element of output column lo, in range by construction. */
+                const float *row = src + (size_t)ih * w + (lo * stride - pad + kw);
+                if (stride == 1) {
+                    memcpy(dst + lo, row, (size_t)(hi - lo) * sizeof *dst);
+                } else {
+                    for (int ow = lo; ow < hi; ow++) dst[ow] = row[(size_t)(ow - lo) * stride];
+                }
+            }
+            for (int ow = hi; ow < wo; ow++) dst[ow] = 0.0f;
+        }
+    }
+}
+
 void im2col_batch(const float *x, int c, int n, int h, int w, int k, int stride, int pad,
                   int ho, int wo, float *col, int threads)
 {
-    const int rows = c * k * k;
+    conv_geom g = {x, col, c, n, h, w, k, stride, pad, ho, wo, false};
+    const size_t units = (size_t)c * k * k * n;
+    parallel_for(units, 1, units * ho * wo, threads, im2col_range, &g);
+}
+
+/* Units u = (channel ci, sample s): one dx plane, owned by one thread,
+ * which adds the K*K rows into it in a fixed order: no races, and the same
+ * bits for any thread count. */
+static void col2im_range(void *arg, size_t u0, size_t u1)
+{
+    const conv_geom *g = arg;
+    const int n = g->n, h = g->h, w = g->w, k = g->k, stride = g->stride, pad = g->pad;
+    const int ho = g->ho, wo = g->wo;
     const size_t plane = (size_t)h * w, out_plane = (size_t)ho * wo;
     const size_t ncols = (size_t)n * out_plane;
-    const int par = (size_t)rows * ncols >= PAR_MIN && threads > 1;
-
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (par)
-    for (int r = 0; r < rows; r++) {
-        for (int s = 0; s < n; s++) {
-            const int ci = r / (k * k), kh = r / k % k, kw = r % k;
-            const float *src = x + ((size_t)ci * n + s) * plane;
-            float *dst = col + (size_t)r * ncols + (size_t)s * out_plane;
-            int lo, hi;
-            valid_range(kw, stride, pad, w, wo, &lo, &hi);
-            for (int oh = 0; oh < ho; oh++, dst += wo) {
-                const int ih = oh * stride - pad + kh;
-                if (ih < 0 || ih >= h) {
-                    memset(dst, 0, (size_t)wo * sizeof *dst);
-                    continue;
-                }
-                for (int ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
-                if (hi > lo) {
-                    /* The input element of output column lo, in range by construction. */
-                    const float *row = src + (size_t)ih * w + (lo * stride - pad + kw);
+    for (size_t u = u0; u < u1; u++) {
+        const int ci = (int)(u / (size_t)n), s = (int)(u % (size_t)n);
+        float *dst = g->dst + ((size_t)ci * n + s) * plane;
+        if (!g->accumulate) memset(dst, 0, plane * sizeof *dst);
+        for (int kh = 0; kh < k; kh++) {
+            for (int kw = 0; kw < k; kw++) {
+                const size_t r = ((size_t)ci * k + kh) * k + kw;
+                const float *src = g->src + r * ncols + (size_t)s * out_plane;
+                int lo, hi;
+                valid_range(kw, stride, pad, w, wo, &lo, &hi);
+                for (int oh = 0; oh < ho; oh++, src += wo) {
+                    const int ih = oh * stride - pad + kh;
+                    if (ih < 0 || ih >= h || hi <= lo) continue;
+                    float *row = dst + (size_t)ih * w + (lo * stride - pad + kw);
+                    const float *in = src + lo;
                     if (stride == 1) {
-                        memcpy(dst + lo, row, (size_t)(hi - lo) * sizeof *dst);
+                        for (int i = 0; i < hi - lo; i++) row[i] += in[i];
                     } else {
-                        for (int ow = lo; ow < hi; ow++) dst[ow] = row[(size_t)(ow - lo) * stride];
+                        for (int i = 0; i < hi - lo; i++) row[(size_t)i * stride] += in[i];
                     }
                 }
-                for (int ow = hi; ow < wo; ow++) dst[ow] = 0.0f;
             }
         }
     }
@@ -67,36 +113,7 @@ void im2col_batch(const float *x, int c, int n, int h, int w, int k, int stride,
 void col2im_batch(const float *dcol, int c, int n, int h, int w, int k, int stride, int pad,
                   int ho, int wo, float *dx, bool accumulate, int threads)
 {
-    const size_t plane = (size_t)h * w, out_plane = (size_t)ho * wo;
-    const size_t ncols = (size_t)n * out_plane;
-    const int par = (size_t)c * k * k * ncols >= PAR_MIN && threads > 1;
-
-    /* One thread owns each dx plane (c, n) and adds the K*K rows into it in
-     * a fixed order: no races, and the same bits for any thread count. */
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (par)
-    for (int ci = 0; ci < c; ci++) {
-        for (int s = 0; s < n; s++) {
-            float *dst = dx + ((size_t)ci * n + s) * plane;
-            if (!accumulate) memset(dst, 0, plane * sizeof *dst);
-            for (int kh = 0; kh < k; kh++) {
-                for (int kw = 0; kw < k; kw++) {
-                    const size_t r = ((size_t)ci * k + kh) * k + kw;
-                    const float *src = dcol + r * ncols + (size_t)s * out_plane;
-                    int lo, hi;
-                    valid_range(kw, stride, pad, w, wo, &lo, &hi);
-                    for (int oh = 0; oh < ho; oh++, src += wo) {
-                        const int ih = oh * stride - pad + kh;
-                        if (ih < 0 || ih >= h || hi <= lo) continue;
-                        float *row = dst + (size_t)ih * w + (lo * stride - pad + kw);
-                        const float *in = src + lo;
-                        if (stride == 1) {
-                            for (int i = 0; i < hi - lo; i++) row[i] += in[i];
-                        } else {
-                            for (int i = 0; i < hi - lo; i++) row[(size_t)i * stride] += in[i];
-                        }
-                    }
-                }
-            }
-        }
-    }
+    conv_geom g = {dcol, dx, c, n, h, w, k, stride, pad, ho, wo, accumulate};
+    const size_t units = (size_t)c * n;
+    parallel_for(units, 1, units * k * k * ho * wo, threads, col2im_range, &g);
 }

@@ -12,6 +12,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Parallel loops (parallel.c).  fn(arg, lo, hi) covers [lo, hi) of [0, n).
+ * parallel_for cuts [0, n) into one contiguous block per thread, in whole
+ * grains (16 floats = a cache line, so that no two threads write the same
+ * line), the same cut for the same (n, grain, threads); loops whose `work`
+ * (elements touched) is below PAR_MIN_WORK, or with one thread, run inline
+ * on the caller without opening an OpenMP region: libgomp mallocs a new
+ * team for every region that runs on one thread. */
+#define PAR_MIN_WORK 16384
+typedef void (*range_fn)(void *arg, size_t lo, size_t hi);
+void parallel_for(size_t n, size_t grain, size_t work, int threads, range_fn fn, void *arg);
+
 /* Row-major C[M x N] = alpha * op(A)[M x K] * op(B)[K x N] + beta * C,
  * op(X) = X^T when trans_X.  lda/ldb/ldc are row strides of the stored
  * matrices.  The larger of M and N is split over `threads` threads. */

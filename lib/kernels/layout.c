@@ -5,37 +5,56 @@
 
 #include "kernels.h"
 
-#define PAR_MIN 16384      /* floats below which threads cost more than they save */
 #define MEMCPY_MIN 16      /* spatial runs at least this long are copied whole */
 #define TILE 32            /* transpose tile for spatial == 1 (dense outputs) */
 
-/* dst plane (i, j) = src plane (j, i), planes of `spatial` floats, src has
+typedef struct swap_args {
+    const float *src;
+    float *dst;
+    int ni, nj;
+    size_t spatial;
+} swap_args;
+
+/* Units u = destination plane (j, i): long planes are copied whole. */
+static void swap_long(void *arg, size_t u0, size_t u1)
+{
+    const swap_args *a = arg;
+    const size_t ni = (size_t)a->ni, nj = (size_t)a->nj, sp = a->spatial;
+    for (size_t u = u0; u < u1; u++) {
+        const size_t j = u / ni, i = u % ni;
+        memcpy(a->dst + u * sp, a->src + (i * nj + j) * sp, sp * sizeof(float));
+    }
+}
+
+/* Units u = TILE x TILE tiles (bj, bi) of an ni x nj matrix of short planes. */
+static void swap_short(void *arg, size_t u0, size_t u1)
+{
+    const swap_args *a = arg;
+    const int ni = a->ni, nj = a->nj;
+    const size_t sp = a->spatial, ti = (size_t)(ni + TILE - 1) / TILE;
+    for (size_t u = u0; u < u1; u++) {
+        const int bj = (int)(u / ti), bi = (int)(u % ti);
+        const int j1 = bj * TILE + TILE < nj ? bj * TILE + TILE : nj;
+        const int i1 = bi * TILE + TILE < ni ? bi * TILE + TILE : ni;
+        for (int j = bj * TILE; j < j1; j++)
+            for (int i = bi * TILE; i < i1; i++)
+                for (size_t s = 0; s < sp; s++)
+                    a->dst[((size_t)j * ni + i) * sp + s] = a->src[((size_t)i * nj + j) * sp + s];
+    }
+}
+
+/* dst plane (j, i) = src plane (i, j), planes of `spatial` floats, src has
  * ni x nj planes, dst nj x ni. */
 static void swap_planes(const float *src, float *dst, int ni, int nj, size_t spatial,
                         int threads)
 {
-    const int par = (size_t)ni * nj * spatial >= PAR_MIN && threads > 1;
+    swap_args a = {src, dst, ni, nj, spatial};
+    const size_t work = (size_t)ni * nj * spatial;
     if (spatial >= MEMCPY_MIN) {
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (par)
-        for (int j = 0; j < nj; j++)
-            for (int i = 0; i < ni; i++)
-                memcpy(dst + ((size_t)j * ni + i) * spatial,
-                       src + ((size_t)i * nj + j) * spatial, spatial * sizeof *dst);
-        return;
-    }
-    /* Short planes: a tiled transpose of an ni x nj matrix of small planes. */
-    const int tj = (nj + TILE - 1) / TILE, ti = (ni + TILE - 1) / TILE;
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (par)
-    for (int bj = 0; bj < tj; bj++) {
-        for (int bi = 0; bi < ti; bi++) {
-            const int j1 = bj * TILE + TILE < nj ? bj * TILE + TILE : nj;
-            const int i1 = bi * TILE + TILE < ni ? bi * TILE + TILE : ni;
-            for (int j = bj * TILE; j < j1; j++)
-                for (int i = bi * TILE; i < i1; i++)
-                    for (size_t s = 0; s < spatial; s++)
-                        dst[((size_t)j * ni + i) * spatial + s] =
-                            src[((size_t)i * nj + j) * spatial + s];
-        }
+        parallel_for((size_t)ni * nj, 1, work, threads, swap_long, &a);
+    } else {
+        const size_t tiles = (size_t)((nj + TILE - 1) / TILE) * ((ni + TILE - 1) / TILE);
+        parallel_for(tiles, 1, work, threads, swap_short, &a);
     }
 }
 
@@ -49,15 +68,28 @@ void cnhw_to_nchw(const float *src, float *dst, int n, int c, size_t spatial, in
     swap_planes(src, dst, c, n, spatial, threads);
 }
 
+typedef struct copy_args {
+    const float *x;
+    float *y;
+} copy_args;
+
+static void copy_range(void *arg, size_t lo, size_t hi)
+{
+    const copy_args *a = arg;
+    memcpy(a->y + lo, a->x + lo, (hi - lo) * sizeof(float));
+}
+
+static void add_range(void *arg, size_t lo, size_t hi)
+{
+    const copy_args *a = arg;
+    const float *restrict x = a->x;
+    float *restrict y = a->y;
+    for (size_t i = lo; i < hi; i++) y[i] += x[i];
+}
+
 void copy_or_add(const float *x, float *y, size_t n, bool accumulate, int threads)
 {
-    const int par = n >= PAR_MIN && threads > 1;
-    if (!accumulate) {
-        if (x == y) return;
-#pragma omp parallel for schedule(static) num_threads(threads) if (par)
-        for (size_t i = 0; i < n; i++) y[i] = x[i];
-        return;
-    }
-#pragma omp parallel for schedule(static) num_threads(threads) if (par)
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
+    if (!accumulate && x == y) return;
+    copy_args a = {x, y};
+    parallel_for(n, 16, n, threads, accumulate ? add_range : copy_range, &a);
 }

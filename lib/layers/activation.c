@@ -11,9 +11,8 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
+#include "../kernels/kernels.h"
 #include "layer.h"
-
-#define PAR_MIN 16384
 
 typedef struct act_priv {
     float slope; /* 0 for ReLU */
@@ -25,70 +24,98 @@ static float act_slope(const pcnn_layer *l)
     return a ? a->slope : 0.0f;
 }
 
-static void relu_forward(pcnn_layer *l, const run_ctx *ctx)
+/* The element-wise passes, over [lo, hi) of the batch.  Pointers of one
+ * call never alias: every layer has its own output, and the planner gives a
+ * layer's dy and its input's dy different buffers (their lifetimes overlap). */
+typedef struct act_args {
+    const float *x;  /* forward: input; backward: this layer's output y */
+    const float *dy; /* backward only */
+    float *out;      /* forward: y; backward: the input's gradient */
+    float slope;
+} act_args;
+
+static void relu_fwd(void *arg, size_t lo, size_t hi)
 {
-    size_t total = shape_size(l->out) * (size_t)ctx->n;
-    const float *x = l->inputs[0]->y;
-    float *y = l->y;
+    const act_args *a = arg;
+    const float *restrict x = a->x;
+    float *restrict y = a->out;
     /* x < 0 ? 0 : x lets NaN through, as torch.relu does. */
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-    for (size_t i = 0; i < total; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+    for (size_t i = lo; i < hi; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
-static void leaky_forward(pcnn_layer *l, const run_ctx *ctx)
+static void leaky_fwd(void *arg, size_t lo, size_t hi)
 {
-    size_t total = shape_size(l->out) * (size_t)ctx->n;
-    const float *x = l->inputs[0]->y;
-    float *y = l->y;
-    float slope = act_slope(l);
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-    for (size_t i = 0; i < total; i++) {
+    const act_args *a = arg;
+    const float *restrict x = a->x;
+    float *restrict y = a->out;
+    const float slope = a->slope;
+    for (size_t i = lo; i < hi; i++) {
         float v = x[i], pos = v > 0.0f ? v : 0.0f, neg = v > 0.0f ? 0.0f : v;
         y[i] = pos + neg * slope;
     }
 }
 
-static void relu_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+static void relu_bwd(void *arg, size_t lo, size_t hi)
 {
-    if (!dx[0]) return;
-    size_t total = shape_size(l->out) * (size_t)ctx->n;
-    const float *y = l->y, *dy = l->dy;
-    float *g = dx[0];
-    if (l->accumulate_dx[0]) {
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-        for (size_t i = 0; i < total; i++) {
-            float d = dy[i];
-            g[i] += y[i] > 0.0f ? d : 0.0f;
-        }
-    } else {
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-        for (size_t i = 0; i < total; i++) {
-            float d = dy[i];
-            g[i] = y[i] > 0.0f ? d : 0.0f;
-        }
+    const act_args *a = arg;
+    const float *restrict y = a->x, *restrict dy = a->dy;
+    float *restrict g = a->out;
+    for (size_t i = lo; i < hi; i++) {
+        float d = dy[i];
+        g[i] = y[i] > 0.0f ? d : 0.0f;
     }
 }
 
-static void leaky_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+static void relu_bwd_acc(void *arg, size_t lo, size_t hi)
+{
+    const act_args *a = arg;
+    const float *restrict y = a->x, *restrict dy = a->dy;
+    float *restrict g = a->out;
+    for (size_t i = lo; i < hi; i++) {
+        float d = dy[i];
+        g[i] += y[i] > 0.0f ? d : 0.0f;
+    }
+}
+
+static void leaky_bwd(void *arg, size_t lo, size_t hi)
+{
+    const act_args *a = arg;
+    const float *restrict y = a->x, *restrict dy = a->dy;
+    float *restrict g = a->out;
+    const float slope = a->slope;
+    for (size_t i = lo; i < hi; i++) {
+        float d = dy[i], pos = y[i] > 0.0f ? d : 0.0f, neg = y[i] > 0.0f ? 0.0f : d;
+        g[i] = pos + neg * slope;
+    }
+}
+
+static void leaky_bwd_acc(void *arg, size_t lo, size_t hi)
+{
+    const act_args *a = arg;
+    const float *restrict y = a->x, *restrict dy = a->dy;
+    float *restrict g = a->out;
+    const float slope = a->slope;
+    for (size_t i = lo; i < hi; i++) {
+        float d = dy[i], pos = y[i] > 0.0f ? d : 0.0f, neg = y[i] > 0.0f ? 0.0f : d;
+        g[i] += pos + neg * slope;
+    }
+}
+
+static void act_forward(pcnn_layer *l, const run_ctx *ctx)
+{
+    const size_t total = shape_size(l->out) * (size_t)ctx->n;
+    act_args a = {.x = l->inputs[0]->y, .out = l->y, .slope = act_slope(l)};
+    parallel_for(total, 16, total, ctx->threads, l->priv ? leaky_fwd : relu_fwd, &a);
+}
+
+static void act_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 {
     if (!dx[0]) return;
-    size_t total = shape_size(l->out) * (size_t)ctx->n;
-    const float *y = l->y, *dy = l->dy;
-    float *g = dx[0];
-    float slope = act_slope(l);
-    if (l->accumulate_dx[0]) {
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-        for (size_t i = 0; i < total; i++) {
-            float d = dy[i], pos = y[i] > 0.0f ? d : 0.0f, neg = y[i] > 0.0f ? 0.0f : d;
-            g[i] += pos + neg * slope;
-        }
-    } else {
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-        for (size_t i = 0; i < total; i++) {
-            float d = dy[i], pos = y[i] > 0.0f ? d : 0.0f, neg = y[i] > 0.0f ? 0.0f : d;
-            g[i] = pos + neg * slope;
-        }
-    }
+    const size_t total = shape_size(l->out) * (size_t)ctx->n;
+    act_args a = {.x = l->y, .dy = l->dy, .out = dx[0], .slope = act_slope(l)};
+    const bool acc = l->accumulate_dx[0];
+    range_fn fn = l->priv ? (acc ? leaky_bwd_acc : leaky_bwd) : (acc ? relu_bwd_acc : relu_bwd);
+    parallel_for(total, 16, total, ctx->threads, fn, &a);
 }
 
 static void leaky_describe(const pcnn_layer *l, char *buf, size_t size)
@@ -98,14 +125,14 @@ static void leaky_describe(const pcnn_layer *l, char *buf, size_t size)
 
 static const layer_ops relu_ops = {
     .kind = "relu",
-    .forward = relu_forward,
-    .backward = relu_backward,
+    .forward = act_forward,
+    .backward = act_backward,
 };
 
 static const layer_ops leaky_ops = {
     .kind = "leaky_relu",
-    .forward = leaky_forward,
-    .backward = leaky_backward,
+    .forward = act_forward,
+    .backward = act_backward,
     .describe = leaky_describe,
 };
 

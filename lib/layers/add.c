@@ -12,45 +12,72 @@
 #include "../kernels/kernels.h"
 #include "layer.h"
 
-#define PAR_MIN 16384
-
 typedef struct add_priv {
     float scale;
 } add_priv;
 
+/* Over [lo, hi) of the batch: out = a + s * b (forward, b may be NULL for
+ * out = s * a), or out += s * a.  out never aliases the inputs: each layer
+ * has its own output, and gradients of different layers live in different
+ * buffers while both are needed. */
+typedef struct add_args {
+    const float *a, *b;
+    float *out;
+    float s;
+} add_args;
+
+static void sum_range(void *arg, size_t lo, size_t hi)
+{
+    const add_args *p = arg;
+    const float *restrict a = p->a, *restrict b = p->b;
+    float *restrict y = p->out;
+    const float s = p->s;
+    if (s == 1.0f)
+        for (size_t i = lo; i < hi; i++) y[i] = a[i] + b[i];
+    else
+        for (size_t i = lo; i < hi; i++) y[i] = a[i] + s * b[i];
+}
+
+static void scale_range(void *arg, size_t lo, size_t hi)
+{
+    const add_args *p = arg;
+    const float *restrict a = p->a;
+    float *restrict y = p->out;
+    const float s = p->s;
+    for (size_t i = lo; i < hi; i++) y[i] = s * a[i];
+}
+
+static void scale_acc_range(void *arg, size_t lo, size_t hi)
+{
+    const add_args *p = arg;
+    const float *restrict a = p->a;
+    float *restrict y = p->out;
+    const float s = p->s;
+    for (size_t i = lo; i < hi; i++) y[i] += s * a[i];
+}
+
 static void add_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const add_priv *p = l->priv;
-    size_t total = shape_size(l->out) * (size_t)ctx->n;
-    const float *a = l->inputs[0]->y, *b = l->inputs[1]->y;
-    float *y = l->y, s = p->scale;
-    if (s == 1.0f) {
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-        for (size_t i = 0; i < total; i++) y[i] = a[i] + b[i];
-    } else {
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-        for (size_t i = 0; i < total; i++) y[i] = a[i] + s * b[i];
-    }
+    const size_t total = shape_size(l->out) * (size_t)ctx->n;
+    add_args a = {l->inputs[0]->y, l->inputs[1]->y, l->y, p->scale};
+    parallel_for(total, 16, 2 * total, ctx->threads, sum_range, &a);
 }
 
 static void add_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 {
     const add_priv *p = l->priv;
-    size_t total = shape_size(l->out) * (size_t)ctx->n;
-    const float *dy = l->dy;
-    float s = p->scale;
-    if (dx[0]) copy_or_add(dy, dx[0], total, l->accumulate_dx[0], ctx->threads);
+    const size_t total = shape_size(l->out) * (size_t)ctx->n;
+    const float s = p->scale;
+    if (dx[0]) copy_or_add(l->dy, dx[0], total, l->accumulate_dx[0], ctx->threads);
     if (!dx[1]) return;
-    float *g = dx[1];
     if (s == 1.0f) {
-        copy_or_add(dy, g, total, l->accumulate_dx[1], ctx->threads);
-    } else if (l->accumulate_dx[1]) {
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-        for (size_t i = 0; i < total; i++) g[i] += s * dy[i];
-    } else {
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-        for (size_t i = 0; i < total; i++) g[i] = s * dy[i];
+        copy_or_add(l->dy, dx[1], total, l->accumulate_dx[1], ctx->threads);
+        return;
     }
+    add_args a = {l->dy, NULL, dx[1], s};
+    parallel_for(total, 16, total, ctx->threads,
+                 l->accumulate_dx[1] ? scale_acc_range : scale_range, &a);
 }
 
 static void add_describe(const pcnn_layer *l, char *buf, size_t size)

@@ -14,12 +14,12 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
+#include "../kernels/kernels.h"
 #include "batchnorm.h"
 #include "layer.h"
 
 #define CHUNK 4096    /* elements per work unit */
 #define LANES 8       /* independent accumulators: vectorisable, fixed order */
-#define PAR_MIN 16384
 
 typedef struct bn_priv {
     float eps, momentum;
@@ -109,20 +109,37 @@ static void bn_sums(const float *a, const float *b, float shift, float shift_lo,
     out[1] = t2;
 }
 
+/* Work units u = (channel, chunk) of the c runs of m values. */
+typedef struct bn_args {
+    const float *a, *b;                 /* x, and dy (reductions over both) */
+    float *out;                         /* y or dx */
+    const float *shift, *shift_lo, *scale, *beta;
+    const double *tot;                  /* backward apply: the reductions */
+    double *part;
+    size_t m, nch;
+} bn_args;
+
+static void reduce_range(void *arg, size_t u0, size_t u1)
+{
+    const bn_args *g = arg;
+    for (size_t u = u0; u < u1; u++) {
+        size_t ch = u / g->nch, lo = u % g->nch * CHUNK;
+        size_t hi = lo + CHUNK < g->m ? lo + CHUNK : g->m;
+        bn_sums(g->a + ch * g->m, g->b ? g->b + ch * g->m : NULL, g->shift[ch],
+                g->shift_lo ? g->shift_lo[ch] : 0.0f, g->scale ? g->scale[ch] : 1.0f, lo, hi,
+                g->part + 2 * u);
+    }
+}
+
 /* Per-channel totals tot[2c], tot[2c+1] of bn_sums over the channel's run. */
 static void bn_reduce(const float *a, const float *b, const float *shift, const float *shift_lo,
                       const float *scale, int c, size_t m, double *part, double *tot,
                       int threads)
 {
     size_t nch = bn_chunks(m);
-    long units = (long)((size_t)c * nch);
-#pragma omp parallel for num_threads(threads) if ((size_t)c * m >= PAR_MIN) schedule(static)
-    for (long u = 0; u < units; u++) {
-        size_t ch = (size_t)u / nch, lo = (size_t)u % nch * CHUNK;
-        size_t hi = lo + CHUNK < m ? lo + CHUNK : m;
-        bn_sums(a + ch * m, b ? b + ch * m : NULL, shift[ch], shift_lo ? shift_lo[ch] : 0.0f,
-                scale ? scale[ch] : 1.0f, lo, hi, part + 2 * u);
-    }
+    bn_args g = {.a = a, .b = b, .shift = shift, .shift_lo = shift_lo, .scale = scale,
+                 .part = part, .m = m, .nch = nch};
+    parallel_for((size_t)c * nch, 1, (size_t)c * m, threads, reduce_range, &g);
     for (int ch = 0; ch < c; ch++) {
         double t1 = 0.0, t2 = 0.0;
         for (size_t j = 0; j < nch; j++) {
@@ -135,20 +152,27 @@ static void bn_reduce(const float *a, const float *b, const float *shift, const 
 }
 
 /* y = (x - mean[c] - mean_lo[c]) * mul[c] + beta[c]; mean_lo may be NULL. */
+static void apply_range(void *arg, size_t u0, size_t u1)
+{
+    const bn_args *g = arg;
+    for (size_t u = u0; u < u1; u++) {
+        size_t ch = u / g->nch, lo = u % g->nch * CHUNK;
+        size_t hi = lo + CHUNK < g->m ? lo + CHUNK : g->m;
+        const float *restrict xc = g->a + ch * g->m;
+        float *restrict yc = g->out + ch * g->m;
+        float mu = g->shift[ch], mu_lo = g->shift_lo ? g->shift_lo[ch] : 0.0f;
+        float a = g->scale[ch], b = g->beta[ch];
+        for (size_t i = lo; i < hi; i++) yc[i] = (xc[i] - mu - mu_lo) * a + b;
+    }
+}
+
 static void bn_apply(const float *x, float *y, const float *mean, const float *mean_lo,
                      const float *mul, const float *beta, int c, size_t m, int threads)
 {
     size_t nch = bn_chunks(m);
-    long units = (long)((size_t)c * nch);
-#pragma omp parallel for num_threads(threads) if ((size_t)c * m >= PAR_MIN) schedule(static)
-    for (long u = 0; u < units; u++) {
-        size_t ch = (size_t)u / nch, lo = (size_t)u % nch * CHUNK;
-        size_t hi = lo + CHUNK < m ? lo + CHUNK : m;
-        const float *xc = x + ch * m;
-        float *yc = y + ch * m;
-        float mu = mean[ch], mu_lo = mean_lo ? mean_lo[ch] : 0.0f, a = mul[ch], b = beta[ch];
-        for (size_t i = lo; i < hi; i++) yc[i] = (xc[i] - mu - mu_lo) * a + b;
-    }
+    bn_args g = {.a = x, .out = y, .shift = mean, .shift_lo = mean_lo, .scale = mul,
+                 .beta = beta, .m = m, .nch = nch};
+    parallel_for((size_t)c * nch, 1, (size_t)c * m, threads, apply_range, &g);
 }
 
 static void bn_forward(pcnn_layer *l, const run_ctx *ctx)
@@ -193,6 +217,31 @@ static void bn_forward(pcnn_layer *l, const run_ctx *ctx)
     bn_apply(x, l->y, b->batch, b->batch + 2 * C, mul, beta, c, m, ctx->threads);
 }
 
+/* dx = gamma*inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat)), over
+ * units of bn_args (beta holds gamma, scale inv_std). */
+static inline void grad_units(const bn_args *g, size_t u0, size_t u1, bool acc)
+{
+    for (size_t u = u0; u < u1; u++) {
+        size_t ch = u / g->nch, lo = u % g->nch * CHUNK;
+        size_t hi = lo + CHUNK < g->m ? lo + CHUNK : g->m;
+        const float *restrict xc = g->a + ch * g->m, *restrict dyc = g->b + ch * g->m;
+        float *restrict gc = g->out + ch * g->m;
+        float mu = g->shift[ch], mu_lo = g->shift_lo[ch], is = g->scale[ch];
+        float k = g->beta[ch] * is;
+        float mdy = (float)(g->tot[2 * ch] / (double)g->m);
+        float mdx = (float)(g->tot[2 * ch + 1] / (double)g->m);
+        if (acc)
+            for (size_t i = lo; i < hi; i++)
+                gc[i] += k * (dyc[i] - mdy - (xc[i] - mu - mu_lo) * is * mdx);
+        else
+            for (size_t i = lo; i < hi; i++)
+                gc[i] = k * (dyc[i] - mdy - (xc[i] - mu - mu_lo) * is * mdx);
+    }
+}
+
+static void grad_range(void *arg, size_t u0, size_t u1) { grad_units(arg, u0, u1, false); }
+static void grad_range_acc(void *arg, size_t u0, size_t u1) { grad_units(arg, u0, u1, true); }
+
 /* dx = gamma*inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat)). */
 static void bn_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 {
@@ -209,26 +258,10 @@ static void bn_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
         l->grads[C + ch] = (float)tot[2 * ch]; /* dbeta = sum dy */
     }
     if (!dx[0]) return;
-    float *g = dx[0];
-    bool acc = l->accumulate_dx[0];
-    size_t nch = bn_chunks(m);
-    long units = (long)(C * nch);
-#pragma omp parallel for num_threads(ctx->threads) if (C * m >= PAR_MIN) schedule(static)
-    for (long u = 0; u < units; u++) {
-        size_t ch = (size_t)u / nch, lo = (size_t)u % nch * CHUNK;
-        size_t hi = lo + CHUNK < m ? lo + CHUNK : m;
-        const float *xc = x + ch * m, *dyc = dy + ch * m;
-        float *gc = g + ch * m;
-        float mu = mean[ch], mu_lo = mean_lo[ch], is = istd[ch], k = gamma[ch] * is;
-        float mdy = (float)(tot[2 * ch] / (double)m);
-        float mdx = (float)(tot[2 * ch + 1] / (double)m);
-        if (acc)
-            for (size_t i = lo; i < hi; i++)
-                gc[i] += k * (dyc[i] - mdy - (xc[i] - mu - mu_lo) * is * mdx);
-        else
-            for (size_t i = lo; i < hi; i++)
-                gc[i] = k * (dyc[i] - mdy - (xc[i] - mu - mu_lo) * is * mdx);
-    }
+    bn_args g = {.a = x, .b = dy, .out = dx[0], .shift = mean, .shift_lo = mean_lo,
+                 .scale = istd, .beta = gamma, .tot = tot, .m = m, .nch = bn_chunks(m)};
+    parallel_for(C * g.nch, 1, C * m, ctx->threads,
+                 l->accumulate_dx[0] ? grad_range_acc : grad_range, &g);
 }
 
 static void bn_destroy(pcnn_layer *l)

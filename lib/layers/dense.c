@@ -12,6 +12,7 @@
 #include "../core/memory.h"
 #include "../graph/net.h"
 #include "../kernels/kernels.h"
+#include "dense.h"
 #include "flatten.h"
 #include "layer.h"
 
@@ -86,9 +87,11 @@ static void dense_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2]
     const pcnn_layer *in = l->inputs[0];
     int n = ctx->n, k = d->out, f = d->features;
     const float *dy = l->dy;
-    /* dW = dY X^T */
-    gemm(false, true, k, f, n, 1.0f, dy, n, dense_x(l), n, 0.0f, l->grads, f, ctx->threads);
-    if (d->bias) {
+    /* dW = dY X^T, unless the FC exchange computes it from the whole batch. */
+    const bool exchange_owns_dw = ctx->fc_exchange && l->exchange == PCNN_EXCHANGE_FC_GRADIENT;
+    if (!exchange_owns_dw)
+        gemm(false, true, k, f, n, 1.0f, dy, n, dense_x(l), n, 0.0f, l->grads, f, ctx->threads);
+    if (d->bias && !exchange_owns_dw) {
         float *db = l->grads + (size_t)k * (size_t)f;
 #pragma omp parallel for num_threads(ctx->threads) if ((size_t)k * n >= PAR_MIN) schedule(static)
         for (int r = 0; r < k; r++) {
@@ -134,6 +137,17 @@ static const layer_ops dense_ops = {
     .destroy = dense_destroy,
     .describe = dense_describe,
 };
+
+bool layer_is_dense(const pcnn_layer *l) { return l->ops == &dense_ops; }
+
+dense_shape dense_get_shape(const pcnn_layer *l)
+{
+    const dense_priv *d = l->priv;
+    dense_shape s = {d->out, d->features, d->bias};
+    return s;
+}
+
+const float *dense_input_matrix(const pcnn_layer *l) { return dense_x(l); }
 
 PCNN_API pcnn_status pcnn_dense(pcnn_net *net, pcnn_layer *in, int out_features, int bias,
                                 pcnn_layer **out)

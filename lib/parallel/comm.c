@@ -37,21 +37,22 @@ static pcnn_status wrap(MPI_Comm host, bool owns_mpi, pcnn_comm **out)
     return PCNN_OK;
 }
 
-static pcnn_status check_initialized(void)
+static pcnn_status check_initialized(const char *func)
 {
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
-    REQUIRE(initialized && !finalized, PCNN_ERR_INVALID_STATE,
-            "MPI is not initialised (or already finalised): call MPI_Init_thread first, "
-            "or use pcnn_comm_create_world");
+    if (!initialized || finalized)
+        return error_set(PCNN_ERR_INVALID_STATE, func,
+                         "MPI is not initialised (or already finalised): call MPI_Init_thread "
+                         "first, or use pcnn_comm_create_world");
     return PCNN_OK;
 }
 
 PCNN_API pcnn_status pcnn_comm_create(MPI_Comm comm, pcnn_comm **out)
 {
     REQUIRE_PTR(out);
-    TRY(check_initialized());
+    TRY(check_initialized(__func__));
     REQUIRE(comm != MPI_COMM_NULL, PCNN_ERR_INVALID_ARGUMENT, "comm is MPI_COMM_NULL");
     return wrap(comm, false, out);
 }
@@ -59,7 +60,7 @@ PCNN_API pcnn_status pcnn_comm_create(MPI_Comm comm, pcnn_comm **out)
 PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out)
 {
     REQUIRE_PTR(out);
-    TRY(check_initialized());
+    TRY(check_initialized(__func__));
     MPI_Comm c = MPI_Comm_f2c(comm);
     REQUIRE(c != MPI_COMM_NULL, PCNN_ERR_INVALID_ARGUMENT,
             "Fortran handle %d is not a valid communicator", (int)comm);

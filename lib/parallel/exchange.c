@@ -3,7 +3,9 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
+#include "../layers/dense.h"
 #include "../profile/profile.h"
+#include "fc_exchange.h"
 #include "parallel.h"
 
 static pcnn_status add_bucket(exchange_plan *plan, int *cap)
@@ -58,22 +60,35 @@ static pcnn_status plan_slices(const pcnn_comm *c, bucket *b, exchange_plan *pla
     return PCNN_OK;
 }
 
+/* Eq. 4.8 of seed 001: the FC exchange moves fewer bytes than reducing the
+ * gradient when F*B/P + K*B < K*F (B the global batch).  Chosen by default
+ * only under the network default all-to-all + all-gather strategy. */
+static bool fc_saves_bytes(const pcnn_net *net, const pcnn_layer *l)
+{
+    if (!layer_is_dense(l) || net->opt.exchange != PCNN_EXCHANGE_ALLTOALL_ALLGATHER) return false;
+    const dense_shape d = dense_get_shape(l);
+    const double B = net->global_max_batch, P = net->comm->size;
+    return (double)d.features * B / P + (double)d.out * B < (double)d.out * d.features;
+}
+
 pcnn_status exchange_plan_build(pcnn_net *net, exchange_plan *plan)
 {
     *plan = (exchange_plan){0};
-    plan->comm = MPI_COMM_NULL;
     plan->overlap = net->opt.overlap;
     plan->bucket_of_layer = mem_calloc((size_t)net->num_layers, sizeof(int));
     if (!plan->bucket_of_layer) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "bucket table");
     int cap = 0;
     const size_t bucket_floats = net->opt.bucket_bytes / sizeof(float);
+    const bool parallel = net->comm && net->comm->size > 1;
     bucket *open = NULL;
     for (int i = 0; i < net->num_layers; i++) {
-        const pcnn_layer *l = net->layers[i];
+        pcnn_layer *l = net->layers[i];
         if (l->num_params == 0) continue;
-        pcnn_exchange kind = net->comm ? l->exchange : PCNN_EXCHANGE_ALLREDUCE;
-        bool fits = open && open->kind == kind &&
-                    (open->count + l->num_params <= bucket_floats || !net->comm);
+        if (parallel && !l->exchange_chosen && fc_saves_bytes(net, l))
+            l->exchange = PCNN_EXCHANGE_FC_GRADIENT;
+        pcnn_exchange kind = parallel ? l->exchange : PCNN_EXCHANGE_ALLREDUCE;
+        bool fits = open && open->kind == kind && kind != PCNN_EXCHANGE_FC_GRADIENT &&
+                    (open->count + l->num_params <= bucket_floats || !parallel);
         if (!fits) {
             TRY(add_bucket(plan, &cap));
             open = &plan->buckets[plan->num_buckets - 1];
@@ -87,7 +102,8 @@ pcnn_status exchange_plan_build(pcnn_net *net, exchange_plan *plan)
     for (int i = 0; i < net->num_layers; i++) plan->bucket_of_layer[i] = -1;
     for (int k = 0; k < plan->num_buckets; k++) {
         bucket *b = &plan->buckets[k];
-        TRY(plan_slices(net->comm, b, plan));
+        if (b->kind == PCNN_EXCHANGE_FC_GRADIENT) TRY(fc_plan(net, b, plan));
+        else TRY(plan_slices(net->comm, b, plan));
         b->state_offset = plan->state_count;
         plan->state_count += b->owned_count;
         for (int i = b->first_layer; i <= b->last_layer; i++) plan->bucket_of_layer[i] = k;
@@ -101,7 +117,7 @@ pcnn_status exchange_plan_build(pcnn_net *net, exchange_plan *plan)
 void exchange_plan_free(exchange_plan *plan)
 {
     engine_destroy(plan->engine); /* waits for anything still in flight */
-    if (plan->comm != MPI_COMM_NULL) MPI_Comm_free(&plan->comm);
+    if (plan->has_comm) MPI_Comm_free(&plan->comm);
     for (int k = 0; k < plan->num_buckets; k++) {
         bucket *b = &plan->buckets[k];
         mem_free(b->counts);
@@ -109,16 +125,20 @@ void exchange_plan_free(exchange_plan *plan)
         mem_free(b->recv_counts);
         mem_free(b->recv_displs);
         mem_free(b->recv);
+        fc_free(b);
     }
     mem_free(plan->buckets);
     mem_free(plan->bucket_of_layer);
     *plan = (exchange_plan){0};
-    plan->comm = MPI_COMM_NULL;
 }
 
 /* Describe each bucket's collectives once; the engine reuses them. */
 static void prepare_requests(pcnn_net *net, bucket *b, int tag)
 {
+    if (b->fc) {
+        fc_prepare_requests(b);
+        return;
+    }
     float *g = net->grads + b->lo, *w = net->params + b->lo;
     if (b->kind == PCNN_EXCHANGE_ALLREDUCE) {
         b->reduce = (request){.kind = REQ_ALLREDUCE, .send = g, .count = (int)b->count, .tag = tag};
@@ -136,6 +156,7 @@ pcnn_status exchange_start(pcnn_net *net)
     exchange_plan *plan = &net->xplan;
     if (!net->comm || net->comm->size == 1) return PCNN_OK;
     MPI_TRY(MPI_Comm_dup(net->comm->comm, &plan->comm), "MPI_Comm_dup (exchange)");
+    plan->has_comm = true;
     MPI_Comm_set_errhandler(plan->comm, MPI_ERRORS_RETURN);
     for (int k = 0; k < plan->num_buckets; k++) prepare_requests(net, &plan->buckets[k], k);
     engine_kind kind = net->opt.engine == 2 || net->comm->thread_level < MPI_THREAD_MULTIPLE
@@ -145,7 +166,7 @@ pcnn_status exchange_start(pcnn_net *net)
         return FAIL(PCNN_ERR_UNSUPPORTED, "the thread engine needs MPI_THREAD_MULTIPLE; MPI "
                     "provides level %d (initialise MPI with MPI_Init_thread)",
                     net->comm->thread_level);
-    return engine_create(&plan->engine, kind, plan->comm, 2 * plan->num_buckets + 2,
+    return engine_create(&plan->engine, kind, plan->comm, 3 * plan->num_buckets + 2,
                          net->opt.comm_core);
 }
 
@@ -167,6 +188,14 @@ static void sum_pieces(const bucket *b, int P, float *dst, int threads)
 static void update_bucket(pcnn_net *net, bucket *b)
 {
     const double t0 = engine_now();
+    if (b->fc) {
+        fc_update(net, b);
+        b->updated = true;
+        const double t1 = engine_now();
+        timing_bucket(net, b, TIMING_UPDATE, t1 - t0);
+        trace_span(net, b->first_layer, TRACE_UPDATE, t0, t1);
+        return;
+    }
     const int P = net->comm ? net->comm->size : 1;
     const size_t at = b->lo + b->owned_lo;
     if (P > 1 && b->kind == PCNN_EXCHANGE_ALLTOALL_ALLGATHER)
@@ -208,17 +237,59 @@ static pcnn_status wait_for(pcnn_net *net, bucket *b, request *r)
     return PCNN_OK;
 }
 
-void exchange_begin(pcnn_net *net) { net->xplan.lr = net_effective_lr(net); }
+void exchange_begin(pcnn_net *net)
+{
+    exchange_plan *plan = &net->xplan;
+    plan->lr = net_effective_lr(net);
+    if (!plan->engine) return;
+    plan->step_active = true;
+    for (int k = 0; k < plan->num_buckets; k++)
+        if (plan->buckets[k].fc)
+            fc_set_counts(&plan->buckets[k], net->comm->gather, net->comm->size,
+                          net->comm->rank);
+}
+
+static bucket *fc_bucket_of(pcnn_net *net, int layer)
+{
+    exchange_plan *plan = &net->xplan;
+    if (!plan->step_active) return NULL;
+    const int k = plan->bucket_of_layer[layer];
+    return k >= 0 && plan->buckets[k].fc ? &plan->buckets[k] : NULL;
+}
+
+void exchange_layer_forward_done(pcnn_net *net, int layer)
+{
+    bucket *b = fc_bucket_of(net, layer);
+    if (!b || !net->xplan.overlap) return;
+    fc_post_activations(net, b, net->xplan.engine);
+    b->reduce_posted = true;
+}
+
+void exchange_layer_backward_start(pcnn_net *net, int layer)
+{
+    bucket *b = fc_bucket_of(net, layer);
+    if (!b) return;
+    fc_capture_errors(net, b);
+    if (net->xplan.overlap) fc_post_errors(b, net->xplan.engine);
+}
 
 void exchange_layer_done(pcnn_net *net, int layer)
 {
     exchange_plan *plan = &net->xplan;
     if (!plan->engine || !plan->overlap) return;
     const int k = plan->bucket_of_layer[layer];
-    if (k < 0 || plan->buckets[k].first_layer != layer) return;
+    if (k < 0 || plan->buckets[k].first_layer != layer || plan->buckets[k].fc) return;
     bucket *b = &plan->buckets[k];
     engine_post(plan->engine, &b->reduce);
     b->reduce_posted = true;
+}
+
+/* Have all of a bucket's reductions arrived (without blocking)? */
+static bool reductions_arrived(engine *e, bucket *b)
+{
+    if (!b->reduce.posted || !engine_test(e, &b->reduce)) return false;
+    if (b->fc && (!b->errors.posted || !engine_test(e, &b->errors))) return false;
+    return b->reduce.mpi_code == MPI_SUCCESS && (!b->fc || b->errors.mpi_code == MPI_SUCCESS);
 }
 
 void exchange_poll(pcnn_net *net)
@@ -228,11 +299,14 @@ void exchange_poll(pcnn_net *net)
     engine_progress(plan->engine);
     for (int k = plan->num_buckets - 1; k >= 0; k--) {
         bucket *b = &plan->buckets[k];
-        if (!b->reduce_posted || b->updated || !b->reduce.posted) continue;
-        if (!engine_test(plan->engine, &b->reduce)) continue;
-        if (b->reduce.mpi_code != MPI_SUCCESS) continue; /* reported by exchange_end */
+        if (!b->reduce_posted || b->updated) continue;
+        if (!reductions_arrived(plan->engine, b)) continue; /* failures: exchange_end */
         b->reduce.posted = false;
         account(net, b, &b->reduce);
+        if (b->fc) {
+            b->errors.posted = false;
+            account(net, b, &b->errors);
+        }
         update_bucket(net, b);
     }
 }
@@ -244,6 +318,7 @@ static pcnn_status end_step(pcnn_net *net, pcnn_status st)
         plan->buckets[k].reduce_posted = false;
         plan->buckets[k].updated = false;
     }
+    plan->step_active = false;
     if (st == PCNN_OK) net->step++;
     return st;
 }
@@ -260,15 +335,21 @@ pcnn_status exchange_end(pcnn_net *net)
     for (int k = 0; k < plan->num_buckets && st == PCNN_OK; k++) {
         bucket *b = &plan->buckets[k];
         if (!b->reduce_posted) { /* no overlap: post now */
-            engine_post(plan->engine, &b->reduce);
+            if (b->fc) {
+                fc_post_activations(net, b, plan->engine);
+                fc_post_errors(b, plan->engine);
+            } else {
+                engine_post(plan->engine, &b->reduce);
+            }
             b->reduce_posted = true;
         }
         if (!b->updated) {
             st = wait_for(net, b, &b->reduce);
+            if (st == PCNN_OK && b->fc) st = wait_for(net, b, &b->errors);
             if (st != PCNN_OK) break;
             update_bucket(net, b);
         }
-        if (b->kind == PCNN_EXCHANGE_ALLTOALL_ALLGATHER) {
+        if (b->kind != PCNN_EXCHANGE_ALLREDUCE) {
             engine_post(plan->engine, &b->gather);
             b->gather_pending = true;
             if (!plan->overlap) st = exchange_wait_layer(net, b->first_layer);
@@ -285,7 +366,9 @@ pcnn_status exchange_wait_layer(pcnn_net *net, int layer)
     if (k < 0 || !plan->buckets[k].gather_pending) return PCNN_OK;
     bucket *b = &plan->buckets[k];
     b->gather_pending = false;
-    return wait_for(net, b, &b->gather);
+    TRY(wait_for(net, b, &b->gather));
+    if (b->fc) fc_unpack_weights(net, b);
+    return PCNN_OK;
 }
 
 pcnn_status exchange_flush(pcnn_net *net)
@@ -294,8 +377,10 @@ pcnn_status exchange_flush(pcnn_net *net)
     pcnn_status st = PCNN_OK;
     for (int k = 0; k < plan->num_buckets; k++) {
         bucket *b = &plan->buckets[k];
-        if (b->reduce.posted) { /* a step that failed half-way */
-            pcnn_status s = wait_for(net, b, &b->reduce);
+        request *half_done[2] = {&b->reduce, &b->errors}; /* a step that failed half-way */
+        for (int q = 0; q < 2; q++) {
+            if (!half_done[q]->posted) continue;
+            pcnn_status s = wait_for(net, b, half_done[q]);
             if (st == PCNN_OK) st = s;
         }
         if (b->gather_pending) {

@@ -16,6 +16,8 @@
 #include "engine.h"
 #include "pcnn.h"
 
+typedef struct fc_exchange fc_exchange; /* fc_exchange.c */
+
 typedef struct bucket {
     size_t lo, count;       /* range of the flat parameter array */
     pcnn_exchange kind;
@@ -30,16 +32,20 @@ typedef struct bucket {
     /* Schedule state of the current step. */
     request reduce;         /* allreduce, or the all-to-all of the gradients */
     request gather;         /* all-gather of the updated parameters */
+    request errors;         /* FC exchange: all-gather of the output errors */
     bool reduce_posted, updated, gather_pending;
+    fc_exchange *fc;        /* PCNN_EXCHANGE_FC_GRADIENT: its buffers */
 } bucket;
 
 typedef struct exchange_plan {
     bucket *buckets;
     int num_buckets;
     int *bucket_of_layer;   /* -1 for layers without parameters */
-    MPI_Comm comm;          /* this network's own duplicate (MPI_COMM_NULL: none) */
+    MPI_Comm comm;          /* this network's own duplicate, when has_comm */
+    bool has_comm;          /* (a zeroed MPI_Comm is not MPI_COMM_NULL in MPICH) */
     engine *engine;         /* NULL on one rank */
     bool overlap;
+    bool step_active;       /* a parallel training step is in progress */
     double lr;              /* learning rate of the step in progress */
     size_t state_count;     /* optimizer state elements this rank keeps */
     uint64_t bytes_per_step;
@@ -54,8 +60,12 @@ void exchange_plan_free(exchange_plan *plan);
 
 /*
  * The schedule of one training step (seed 001 section 4.4):
- *   exchange_begin        before the backward pass: fixes the step's
- *                         learning rate.
+ *   exchange_begin        before the forward pass of a training step: fixes
+ *                         the step's learning rate and batch split.
+ *   exchange_layer_forward_done, exchange_layer_backward_start
+ *                         the FC exchange's activation all-to-all (after
+ *                         the dense layer's forward) and error all-gather
+ *                         (when its output gradient is ready).
  *   exchange_layer_done   after each layer's backward: once a bucket's
  *                         gradient is complete, post its reduction (the
  *                         all-to-all, or the allreduce) — in backward order.
@@ -73,6 +83,8 @@ void exchange_plan_free(exchange_plan *plan);
  * bits.  On one rank exchange_end just runs the optimizer.
  */
 void exchange_begin(pcnn_net *net);
+void exchange_layer_forward_done(pcnn_net *net, int layer);
+void exchange_layer_backward_start(pcnn_net *net, int layer);
 void exchange_layer_done(pcnn_net *net, int layer);
 void exchange_poll(pcnn_net *net);
 pcnn_status exchange_end(pcnn_net *net);

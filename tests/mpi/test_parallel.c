@@ -38,6 +38,8 @@ typedef struct config {
     double weight_decay;
     int engine;         /* PCNN_OPT_ENGINE */
     int no_overlap;     /* PCNN_OPT_OVERLAP 0 */
+    int fc;             /* dense layers: 0 default (eq. 4.8 decides), 1 FC gradient,
+                           2 the network's exchange, chosen explicitly */
 } config;
 
 /* conv(2->5,k3,p1) relu maxpool conv(5->3,k3) [dropout] dense(->7) relu dense(->4): parameter
@@ -54,8 +56,10 @@ static pcnn_net *build(const config *c, pcnn_comm *comm, int max_batch)
     CK(pcnn_conv2d(net, l, 3, 3, 1, 0, 0, &l));
     if (c->dropout) CK(pcnn_dropout(net, l, 0.25f, &l));
     CK(pcnn_dense(net, l, 7, 1, &l));
+    if (c->fc) CK(pcnn_layer_set_exchange(l, c->fc == 1 ? PCNN_EXCHANGE_FC_GRADIENT : c->exchange));
     CK(pcnn_relu(net, l, &l));
     CK(pcnn_dense(net, l, 4, 1, &l));
+    if (c->fc) CK(pcnn_layer_set_exchange(l, c->fc == 1 ? PCNN_EXCHANGE_FC_GRADIENT : c->exchange));
     CK(pcnn_net_set_loss(net, l, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
     CK(pcnn_net_set_optimizer(net, c->optimizer));
     CK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, c->optimizer == PCNN_OPTIMIZER_ADAM ? 0.01 : 0.1));
@@ -84,14 +88,16 @@ static void make_batch(int step, int n, float *x, int32_t *y)
     for (int i = 0; i < n; i++) y[i] = (int32_t)((unsigned)(i * 7 + step) % 4u);
 }
 
+/* max |a - b| / max |b|: relative to the scale of the parameters. */
 static double max_rel_diff(const float *a, const float *b, size_t n)
 {
-    double worst = 0.0;
+    double worst = 0.0, scale = 0.0;
     for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]) / (1e-3 + fabs((double)b[i]));
+        double d = fabs((double)a[i] - b[i]);
         if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
+        if (fabs((double)b[i]) > scale) scale = fabs((double)b[i]);
     }
-    return worst;
+    return worst / scale;
 }
 
 static void run_case(const config *c, pcnn_comm *comm, const char *name)
@@ -138,14 +144,14 @@ static void run_case(const config *c, pcnn_comm *comm, const char *name)
 }
 
 /* Train the same case with overlap on and off: bitwise equal parameters. */
-static void check_overlap_bitwise(pcnn_comm *comm, pcnn_exchange exchange, int engine)
+static void check_overlap_bitwise(pcnn_comm *comm, pcnn_exchange exchange, int engine, int fc)
 {
     float *w[2] = {NULL, NULL};
     size_t n = 0;
     for (int o = 0; o < 2; o++) {
         config c = {.exchange = exchange, .optimizer = PCNN_OPTIMIZER_ADAM,
                     .batch = 3 * ranks + 1, .bucket_bytes = 200, .dropout = 1,
-                    .weight_decay = 1e-4, .engine = engine, .no_overlap = o};
+                    .weight_decay = 1e-4, .engine = engine, .no_overlap = o, .fc = fc};
         pcnn_net *net = build(&c, comm, c.batch);
         float x[64 * 162];
         int32_t y[64];
@@ -164,8 +170,9 @@ static void check_overlap_bitwise(pcnn_comm *comm, pcnn_exchange exchange, int e
         pcnn_net_destroy(&net);
     }
     char what[160];
-    snprintf(what, sizeof what, "%s, %s engine: overlapped == not overlapped, bitwise",
-             exchange ? "alltoall+allgather" : "allreduce", engine == 1 ? "thread" : "nonblocking");
+    snprintf(what, sizeof what, "%s%s, %s engine: overlapped == not overlapped, bitwise",
+             exchange ? "alltoall+allgather" : "allreduce", fc ? " + FC gradient" : "",
+             engine == 1 ? "thread" : "nonblocking");
     expect(memcmp(w[0], w[1], n * sizeof(float)) == 0, what);
     free(w[0]);
     free(w[1]);
@@ -176,7 +183,7 @@ static void check_bytes(pcnn_comm *comm)
 {
     for (int e = 0; e < 2; e++) {
         config c = {.exchange = e ? PCNN_EXCHANGE_ALLTOALL_ALLGATHER : PCNN_EXCHANGE_ALLREDUCE,
-                    .optimizer = PCNN_OPTIMIZER_SGD, .batch = 8};
+                    .optimizer = PCNN_OPTIMIZER_SGD, .batch = 8, .fc = 2};
         pcnn_net *net = build(&c, comm, 8);
         /* Layers with parameters, one bucket each (bucket_bytes 0). */
         const long layer_params[] = {5 * 2 * 9 + 5, 3 * 5 * 9, 7 * 3 * 2 * 2 + 7, 4 * 7 + 4};
@@ -200,6 +207,31 @@ static void check_bytes(pcnn_comm *comm)
         expect(got == expected, what);
         pcnn_net_destroy(&net);
     }
+    /* FC gradient on both dense layers: eqs. 4.2-4.4 with b = 8 / P samples. */
+    config c = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = PCNN_OPTIMIZER_SGD,
+                .batch = 8, .fc = 1};
+    pcnn_net *net = build(&c, comm, 8);
+    const long conv_params[] = {5 * 2 * 9 + 5, 3 * 5 * 9};
+    const long fc_shapes[2][2] = {{7, 12}, {4, 7}}; /* K, F */
+    uint64_t expected = 0;
+    if (ranks > 1) {
+        long b = (8 + ranks - 1) / ranks;
+        for (int k = 0; k < 2; k++) {
+            long m = conv_params[k], mine = m / ranks + (rank < m % ranks);
+            expected += (uint64_t)(m - mine) * 4 + (uint64_t)mine * 4 * (ranks - 1);
+        }
+        for (int k = 0; k < 2; k++) {
+            long K = fc_shapes[k][0], F = fc_shapes[k][1], fr = F / ranks + (rank < F % ranks);
+            expected += (uint64_t)((F - fr) * b + K * b * (ranks - 1) + K * fr * (ranks - 1)) * 4;
+        }
+    }
+    uint64_t got;
+    CK(pcnn_net_exchange_bytes(net, &got));
+    char what[160];
+    snprintf(what, sizeof what, "bytes per step, FC gradient (eqs. 4.2-4.4): %llu (formula %llu)",
+             (unsigned long long)got, (unsigned long long)expected);
+    expect(got == expected, what);
+    pcnn_net_destroy(&net);
 }
 
 /* Ranks that build different networks fail together at finalize. */
@@ -293,13 +325,28 @@ int main(int argc, char **argv)
                          c.bucket_bytes == 0 ? " per-layer" : " fused", c.dropout ? " dropout" : "");
                 run_case(&c, comm, name);
             }
+    /* The FC communication-efficient gradient (seed 001 section 4.1.1). */
+    for (int o = 0; o < 3; o++)
+        for (int b = 0; b < 2; b++) {
+            config c = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = optimizers[o],
+                        .batch = b ? 2 * ranks + 1 : 2 * ranks, .dropout = o == 0,
+                        .weight_decay = o == 1 ? 1e-3 : 0, .fc = 1, .no_overlap = b};
+            char name[128];
+            snprintf(name, sizeof name, "FC gradient %s batch %d%s", oname[o], c.batch,
+                     b ? " no overlap" : "");
+            run_case(&c, comm, name);
+        }
+    config fc_idle = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER,
+                      .optimizer = PCNN_OPTIMIZER_MOMENTUM, .batch = 1, .fc = 1, .engine = 2};
+    run_case(&fc_idle, comm, "FC gradient momentum batch 1 (idle ranks), nonblocking");
     /* A batch smaller than the number of ranks: some ranks get no sample. */
     config tiny = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = PCNN_OPTIMIZER_ADAM,
                    .batch = 1};
     run_case(&tiny, comm, "alltoall+allgather adam batch 1 (idle ranks)");
 
     for (int e = 0; e < 2; e++)
-        for (int engine = 1; engine <= 2; engine++) check_overlap_bitwise(comm, exchanges[e], engine);
+        for (int engine = 1; engine <= 2; engine++)
+            check_overlap_bitwise(comm, exchanges[e], engine, e);
     /* The nonblocking engine against sequential training. */
     config nb = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = PCNN_OPTIMIZER_MOMENTUM,
                  .batch = 4 * ranks + 1, .dropout = 1, .engine = 2};

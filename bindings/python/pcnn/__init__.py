@@ -1,0 +1,54 @@
+"""pcnn: Python binding of libpcnn (ctypes only, no compiled extension).
+
+    import pcnn
+    with pcnn.Comm.world() as comm, pcnn.Net(comm, seed=0) as net:
+        x = net.input(1, 28, 28)
+        ...
+        net.finalize(64)
+        net.train_step(images, labels)
+
+The library is found through PCNN_LIBRARY, the build tree next to this
+package, the installed prefix or the dynamic loader (see load_library), and
+its version is checked on import.  Objects free their C handle on close(),
+at the end of a `with` block, on garbage collection and at exit.
+"""
+from . import _api
+from .comm import Comm
+from .dataset import Dataset
+from .enums import Exchange, Init, Loss, Optimizer, Option, Status, Time
+from .errors import (CorruptError, FileError, InternalError, InvalidArgumentError,
+                     InvalidStateError, LibraryError, LibraryNotFoundError, MismatchError,
+                     MPIError, NumericError, OutOfMemoryError, PcnnError, RemoteError,
+                     ShapeError, TimeoutError, UnsupportedError)
+from .net import Evaluation, Layer, Net, StepInfo
+
+__version__ = "0.1.0"  # the binding's own version; the library's: library_version()
+
+
+def load_library(path=None):
+    """Use the libpcnn at `path` (or search again for one).  Call it before
+    creating any object; returns the path of the library in use."""
+    return _api.load_library(path).path
+
+
+def library_path():
+    """The file of the loaded libpcnn."""
+    return _api.current().path
+
+
+def library_version():
+    """The loaded library's version string, "MAJOR.MINOR.PATCH"."""
+    return _api.current().version
+
+
+_api.try_load_at_import()
+
+__all__ = [
+    "Comm", "Dataset", "Net", "Layer", "Evaluation", "StepInfo",
+    "Exchange", "Init", "Loss", "Optimizer", "Option", "Status", "Time",
+    "PcnnError", "InvalidArgumentError", "InvalidStateError", "ShapeError",
+    "OutOfMemoryError", "MPIError", "RemoteError", "TimeoutError", "UnsupportedError",
+    "NumericError", "FileError", "CorruptError", "MismatchError", "InternalError",
+    "LibraryError", "LibraryNotFoundError",
+    "load_library", "library_path", "library_version",
+]

@@ -1,0 +1,85 @@
+"""numpy arrays in and out of C, copying only when the data must change.
+
+Inputs: a float32 (or int32 for labels) C-contiguous ndarray goes to C by
+address, no copy.  Any other real numeric array or sequence is converted
+once (np.ascontiguousarray); complex, object, string or boolean data, and
+floats given as labels, are refused with a TypeError that says what was
+expected.  Outputs the caller provides (out=) must already be float32,
+C-contiguous and writable: converting them would silently drop the result.
+"""
+import ctypes
+
+import numpy as np
+
+from .errors import ShapeError
+
+F32 = np.dtype(np.float32)
+I32 = np.dtype(np.int32)
+_I32_MIN, _I32_MAX = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
+
+
+def addr(a):
+    """The address of a C-contiguous array's data, None if it is empty.
+    (ctypes' from_buffer is ~3x faster than ndarray.ctypes.data.)"""
+    if a is None or a.size == 0:
+        return None
+    try:
+        return _addressof(_from_buffer(a))
+    except TypeError:  # read-only buffer
+        return a.ctypes.data
+
+
+def floats_in(a, what):
+    if type(a) is np.ndarray and a.dtype is F32 and a.flags.c_contiguous:
+        return a
+    arr = a if isinstance(a, np.ndarray) else np.asarray(a)
+    if arr.dtype.kind not in "fiu":
+        raise TypeError("%s: expected real numbers (float32, C-contiguous, to avoid a copy), "
+                        "got an array of %s" % (what, arr.dtype))
+    return np.ascontiguousarray(arr, dtype=F32)
+
+
+def labels_in(a, what="labels"):
+    if type(a) is np.ndarray and a.dtype is I32 and a.flags.c_contiguous:
+        return a
+    arr = a if isinstance(a, np.ndarray) else np.asarray(a)
+    if arr.dtype.kind not in "iu":
+        raise TypeError("%s: expected integer class indices (int32, C-contiguous, to avoid a "
+                        "copy), got an array of %s" % (what, arr.dtype))
+    if arr.size and arr.dtype.itemsize >= 4 and (arr.min() < _I32_MIN or arr.max() > _I32_MAX):
+        raise ShapeError("%s: values outside the int32 range" % what)
+    return np.ascontiguousarray(arr, dtype=I32)
+
+
+def floats_out(out, count, what, shape=None):
+    """A float32 array of `count` values to write into: `out` checked, or a
+    new one of `shape`."""
+    if out is None:
+        return np.empty(shape if shape is not None else (count,), dtype=F32)
+    if not isinstance(out, np.ndarray):
+        raise TypeError("%s: out must be a numpy array, got %s" % (what, type(out).__name__))
+    if out.dtype != F32 or not out.flags.c_contiguous or not out.flags.writeable:
+        raise TypeError("%s: out must be a writable C-contiguous float32 array (got %s, %s%s)"
+                        % (what, out.dtype, "C-contiguous" if out.flags.c_contiguous
+                           else "not C-contiguous", "" if out.flags.writeable else ", read-only"))
+    if out.size != count:
+        raise ShapeError("%s: out holds %d values, %d needed" % (what, out.size, count))
+    return out
+
+
+def samples(x, sample_shape, what="x"):
+    """(array, n) for a batch of samples of sample_shape: x may be shaped
+    (n, C, H, W) or (n, anything with C*H*W values)."""
+    x = floats_in(x, what)
+    per = sample_shape[0] * sample_shape[1] * sample_shape[2]
+    if x.ndim >= 2:
+        values = 1
+        for d in x.shape[1:]:
+            values *= d
+        if values == per:
+            return x, x.shape[0]
+    raise ShapeError("%s has shape %s: expected (n, %d, %d, %d) or (n, ...) with %d values per "
+                     "sample" % (what, x.shape, sample_shape[0], sample_shape[1],
+                                 sample_shape[2], per))

@@ -1,0 +1,115 @@
+"""Datasets held by libpcnn: IDX files or numpy arrays."""
+import ctypes
+import os
+
+import numpy as np
+
+from ._arrays import I32, addr, floats_in, floats_out, labels_in
+from ._handle import Handle, new_handle
+from .errors import InvalidArgumentError, ShapeError
+
+
+class Dataset(Handle):
+    """Samples of shape (C, H, W) with int32 class labels or float
+    regression targets, owned by libpcnn (pcnn_dataset).
+
+    Dataset(x, labels=None, targets=None)
+        copies x, shaped (n, C, H, W), (n, H, W) (one channel) or
+        (n, features); pass labels (n integers) or targets (n x k floats).
+    Dataset.load_idx(images_path, labels_path, mean=0.0, std=0.0)
+        MNIST / Fashion-MNIST IDX files, gzip or not; pixels scaled to
+        [0, 1], then (x - mean) / std if std > 0."""
+
+    _kind = "dataset"
+    _destroy = "pcnn_dataset_destroy"
+
+    def __init__(self, x, labels=None, targets=None):
+        x = floats_in(x, "Dataset x")
+        if x.ndim == 4:
+            n, c, h, w = x.shape
+        elif x.ndim == 3:
+            (n, h, w), c = x.shape, 1
+        elif x.ndim == 2:
+            (n, c), h, w = x.shape, 1, 1
+        else:
+            raise ShapeError("Dataset x has shape %s: expected (n, C, H, W), (n, H, W) or "
+                             "(n, features)" % (x.shape,))
+        if (labels is None) == (targets is None):
+            raise InvalidArgumentError("Dataset: pass exactly one of labels and targets")
+        lab = tg = None
+        count = 0
+        if labels is not None:
+            lab = labels_in(labels, "Dataset labels")
+            if lab.size != n:
+                raise ShapeError("Dataset: %d labels for %d samples" % (lab.size, n))
+        else:
+            tg = floats_in(targets, "Dataset targets")
+            if n == 0 or tg.size % n:
+                raise ShapeError("Dataset: %d target values do not divide among %d samples"
+                                 % (tg.size, n))
+            count = tg.size // n
+        lib, out = new_handle()
+        lib.pcnn_dataset_create(n, c, h, w, addr(x), addr(lab), addr(tg), count,
+                                ctypes.byref(out))
+        self._adopt(lib, out)
+        self._describe(count)
+
+    @classmethod
+    def load_idx(cls, images_path, labels_path, mean=0.0, std=0.0):
+        self = cls.__new__(cls)
+        lib, out = new_handle()
+        lib.pcnn_dataset_load_idx(os.fsencode(images_path), os.fsencode(labels_path),
+                                  float(mean), float(std), ctypes.byref(out))
+        self._adopt(lib, out)
+        self._describe(0)
+        return self
+
+    def _describe(self, target_count):
+        v = [ctypes.c_int() for _ in range(4)]
+        self._lib.pcnn_dataset_info(self._h, *(ctypes.byref(i) for i in v))
+        self._n = v[0].value
+        self.sample_shape = (v[1].value, v[2].value, v[3].value)
+        self.target_count = target_count  # 0: the dataset holds class labels
+        self.has_labels = target_count == 0
+
+    def __len__(self):
+        self._handle()
+        return self._n
+
+    def shuffle(self, seed, epoch):
+        """Reorder the samples: a seeded shuffle of the identity that depends
+        only on (seed, epoch), so every rank and every resumed run agrees."""
+        self._lib.pcnn_dataset_shuffle(self._handle(), int(seed), int(epoch))
+
+    def batch(self, start, count, x=None, labels=None, targets=None):
+        """Samples [start, start + count) of the current order, as
+        (x, labels) or (x, targets).  Arrays given are filled in place (they
+        must be float32 / int32, C-contiguous, of the right size)."""
+        h = self._handle()
+        if count < 1:
+            raise InvalidArgumentError("Dataset.batch: count %d < 1" % count)
+        c, hh, w = self.sample_shape
+        x = floats_out(x, count * c * hh * w, "Dataset.batch x", (count, c, hh, w))
+        if self.has_labels:
+            if labels is None:
+                labels = np.empty(count, I32)
+            elif not (isinstance(labels, np.ndarray) and labels.dtype == I32 and
+                      labels.flags.c_contiguous and labels.flags.writeable and
+                      labels.size == count):
+                raise TypeError("Dataset.batch labels: out must be a writable C-contiguous "
+                                "int32 array of %d values" % count)
+            y = labels
+            self._lib.pcnn_dataset_batch(h, start, count, addr(x), addr(y), None)
+        else:
+            y = floats_out(targets, count * self.target_count, "Dataset.batch targets",
+                           (count, self.target_count))
+            self._lib.pcnn_dataset_batch(h, start, count, addr(x), None, addr(y))
+        return x, y
+
+    def __repr__(self):
+        if self.closed:
+            return "<pcnn.Dataset closed>"
+        return "<pcnn.Dataset %d samples of %s, %s>" % (
+            self._n, self.sample_shape,
+            "labels" if self.has_labels else "%d targets" % self.target_count)
+

@@ -1,0 +1,114 @@
+"""The enums of include/pcnn.h, value for value (the tests compare them with
+the header).  Wherever the binding takes one, it also accepts the member's
+name as a string, case-insensitive: "adam", "learning_rate", "allreduce"."""
+import enum
+
+from .errors import InvalidArgumentError
+
+
+class Status(enum.IntEnum):
+    OK = 0
+    ERR_INVALID_ARGUMENT = 1
+    ERR_INVALID_STATE = 2
+    ERR_SHAPE = 3
+    ERR_OUT_OF_MEMORY = 4
+    ERR_MPI = 5
+    ERR_REMOTE = 6
+    ERR_TIMEOUT = 7
+    ERR_UNSUPPORTED = 8
+    ERR_NUMERIC = 9
+    ERR_IO = 10
+    ERR_CORRUPT = 11
+    ERR_MISMATCH = 12
+    ERR_INTERNAL = 13
+
+
+class Optimizer(enum.IntEnum):
+    SGD = 0
+    MOMENTUM = 1
+    ADAM = 2
+
+
+class Loss(enum.IntEnum):
+    SOFTMAX_CROSS_ENTROPY = 0
+    MSE = 1
+    L1 = 2
+
+
+class Init(enum.IntEnum):
+    HE_NORMAL = 0
+    HE_UNIFORM = 1
+    GLOROT_NORMAL = 2
+    GLOROT_UNIFORM = 3
+
+
+class Option(enum.IntEnum):
+    LEARNING_RATE = 0
+    MOMENTUM = 1
+    WEIGHT_DECAY = 2
+    ADAM_BETA1 = 3
+    ADAM_BETA2 = 4
+    ADAM_EPSILON = 5
+    SEED = 6
+    WARMUP_STEPS = 7
+    DECAY_EVERY_STEPS = 8
+    DECAY_FACTOR = 9
+    THREADS = 10
+    KEEP_IM2COL = 11
+    CHECK_NUMERICS = 12
+    STEP = 13
+    EFFECTIVE_LEARNING_RATE = 14
+    BUCKET_BYTES = 15
+    OVERLAP = 16
+    ENGINE = 17
+    ACTIVE_ENGINE = 18
+    COMM_CORE = 19
+    TIMEOUT_MS = 20
+    TRACE_EVENTS = 21
+
+
+class Exchange(enum.IntEnum):
+    ALLREDUCE = 0
+    ALLTOALL_ALLGATHER = 1
+
+
+class Time(enum.IntEnum):
+    FORWARD = 0
+    BACKWARD = 1
+    UPDATE = 2
+    COMM = 3
+    EXPOSED = 4
+    STEP = 5
+
+
+# Header prefix of each enum's members, for the consistency test.
+C_PREFIX = {
+    "pcnn_status": (Status, "PCNN_"),
+    "pcnn_optimizer": (Optimizer, "PCNN_OPTIMIZER_"),
+    "pcnn_loss": (Loss, "PCNN_LOSS_"),
+    "pcnn_init": (Init, "PCNN_INIT_"),
+    "pcnn_option": (Option, "PCNN_OPT_"),
+    "pcnn_exchange": (Exchange, "PCNN_EXCHANGE_"),
+    "pcnn_time": (Time, "PCNN_TIME_"),
+}
+
+
+def coerce(value, cls, what):
+    """An enum member from a member, its int value or its name."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str):
+        try:
+            return cls[value.strip().upper().replace("-", "_")]
+        except KeyError:
+            names = ", ".join(m.name.lower() for m in cls)
+            raise InvalidArgumentError("%s: unknown %s %r (one of: %s)"
+                             % (what, cls.__name__.lower(), value, names)) from None
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return cls(value)
+        except ValueError:
+            # Possibly newer than this binding: let the library judge it.
+            return value
+    raise TypeError("%s: expected a pcnn.%s, its name or its value, got %r"
+                    % (what, cls.__name__, value))

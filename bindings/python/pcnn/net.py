@@ -1,0 +1,514 @@
+"""Networks and their layers."""
+import collections
+import ctypes
+import os
+import weakref
+from ctypes import byref, c_double, c_float, c_int, c_size_t, c_uint64, c_void_p
+
+import numpy as np
+
+from ._arrays import F32, I32, addr, floats_in, floats_out, labels_in, samples
+from ._handle import Handle, new_handle
+from .comm import Comm, share
+from .dataset import Dataset
+from .enums import Exchange, Init, Loss, Optimizer, Option, Time, coerce
+from .errors import InvalidArgumentError, InvalidStateError, ShapeError
+
+Evaluation = collections.namedtuple("Evaluation", "loss accuracy")
+Evaluation.__doc__ = "Mean loss and accuracy in [0, 1] (NaN for regression) over a dataset."
+
+StepInfo = collections.namedtuple("StepInfo", "step steps samples total loss")
+StepInfo.__doc__ = ("Progress of Net.train_epoch: step of steps, samples done of total "
+                    "(global counts), and the step's global mean loss.")
+
+_INT_OPTIONS = {Option.SEED, Option.WARMUP_STEPS, Option.DECAY_EVERY_STEPS, Option.THREADS,
+                Option.KEEP_IM2COL, Option.CHECK_NUMERICS, Option.STEP, Option.BUCKET_BYTES,
+                Option.OVERLAP, Option.ENGINE, Option.ACTIVE_ENGINE, Option.COMM_CORE,
+                Option.TIMEOUT_MS, Option.TRACE_EVENTS}
+
+
+def _text(fn, h):
+    """A string from an snprintf-style libpcnn function."""
+    needed = c_size_t()
+    fn(h, None, 0, byref(needed))
+    buf = ctypes.create_string_buffer(needed.value + 1)
+    fn(h, buf, len(buf), None)
+    return buf.value.decode("utf-8", "replace")
+
+
+class Layer:
+    """A node of a network (pcnn_layer).  The network owns it: a Layer
+    refers to its network weakly and raises InvalidStateError once the
+    network is closed or gone."""
+
+    __slots__ = ("_net", "_h", "index", "kind", "__weakref__")
+
+    def __init__(self, net, h):
+        self._net = weakref.ref(net)
+        self._h = h
+        index, kind = c_int(), ctypes.c_char_p()
+        net._lib.pcnn_layer_info(h, byref(index), byref(kind))
+        self.index, self.kind = index.value, kind.value.decode()
+
+    def _owner(self):
+        net = self._net()
+        if net is None or net.closed:
+            raise InvalidStateError("layer %d (%s): its network is closed" % (self.index,
+                                                                              self.kind))
+        return net
+
+    @property
+    def output_shape(self):
+        """(C, H, W) of one sample of this layer's output."""
+        net = self._owner()
+        c, h, w = c_int(), c_int(), c_int()
+        net._lib.pcnn_layer_output_shape(self._h, byref(c), byref(h), byref(w))
+        return c.value, h.value, w.value
+
+    @property
+    def num_params(self):
+        net = self._owner()
+        n = c_size_t()
+        net._lib.pcnn_layer_num_params(self._h, byref(n))
+        return n.value
+
+    def get_params(self, out=None):
+        """This layer's parameters in PyTorch's order (weight, then bias)."""
+        net = self._owner()
+        count = self.num_params
+        out = floats_out(out, count, "Layer.get_params")
+        net._lib.pcnn_layer_get_params(self._h, addr(out), count)
+        return out
+
+    def set_params(self, values):
+        net = self._owner()
+        values = floats_in(values, "Layer.set_params")
+        net._lib.pcnn_layer_set_params(self._h, addr(values), values.size)
+
+    def set_init(self, init):
+        """Weight initialisation of a conv2d or dense layer; before finalize."""
+        net = self._owner()
+        net._lib.pcnn_layer_set_init(self._h, coerce(init, Init, "Layer.set_init"))
+
+    def set_exchange(self, exchange):
+        """How this layer's gradients are combined across ranks; before
+        finalize.  Overrides the network's choice."""
+        net = self._owner()
+        net._lib.pcnn_layer_set_exchange(self._h, coerce(exchange, Exchange,
+                                                         "Layer.set_exchange"))
+
+    def __repr__(self):
+        net = self._net()
+        if net is None or net.closed:
+            return "<pcnn.Layer %d %s (network closed)>" % (self.index, self.kind)
+        return "<pcnn.Layer %d %s %s>" % (self.index, self.kind, self.output_shape)
+
+
+class Net(Handle):
+    """A network (pcnn_net): add layers, set the loss, finalize, train.
+
+        with pcnn.Net(seed=0, learning_rate=0.05) as net:
+            x = net.input(1, 28, 28)
+            x = net.relu(net.conv2d(x, 6, 5, padding=2))
+            ...
+            net.set_loss(net.dense(x, 10), "softmax_cross_entropy")
+            net.finalize(max_batch=64)
+            loss = net.train_step(images, labels)
+
+    Layer-adding methods take the layer that feeds them first and return the
+    new Layer.  Arrays: float32 C-contiguous inputs pass without a copy.
+    Every libpcnn error raises the matching pcnn exception."""
+
+    _kind = "net"
+    _destroy = "pcnn_net_destroy"
+
+    def __init__(self, comm=None, optimizer=None, **options):
+        lib, out = new_handle()
+        lib.pcnn_net_create(byref(out))
+        self._adopt(lib, out)
+        self.layers = []  # the Layer objects, in order of addition
+        self.comm = None
+        self._input_shape = None
+        self._output = None
+        self._loss = None
+        self._max_batch = None
+        self._num_params = None
+        self._output_size = None
+        self._output_shape = None
+        self._last_n = None
+        self._staging = None
+        if comm is not None:
+            self.set_comm(comm)
+        if optimizer is not None:
+            self.set_optimizer(optimizer)
+        if options:
+            self.configure(**options)
+
+    def _closed(self):
+        self.layers = []
+        self.comm = None
+        self._staging = None
+
+    # -- building --------------------------------------------------------
+
+    def _in(self, layer, what="in"):
+        if not isinstance(layer, Layer):
+            raise TypeError("%s must be a pcnn.Layer of this network, got %r" % (what, layer))
+        if layer._net() is not self:
+            raise InvalidArgumentError("%s: layer %d (%s) belongs to another network"
+                                       % (what, layer.index, layer.kind))
+        return layer._h
+
+    def _add(self, fn, *args):
+        out = c_void_p()
+        getattr(self._lib, fn)(self._handle(), *args, byref(out))
+        layer = Layer(self, out.value)
+        self.layers.append(layer)
+        return layer
+
+    def input(self, channels, height, width):
+        """Declare one input sample as (channels, height, width); first."""
+        layer = self._add("pcnn_net_input", channels, height, width)
+        self._input_shape = (channels, height, width)
+        return layer
+
+    def conv2d(self, src, out_channels, kernel, stride=1, padding=0, bias=True):
+        return self._add("pcnn_conv2d", self._in(src), out_channels, kernel, stride, padding,
+                         int(bool(bias)))
+
+    def maxpool2d(self, src, kernel, stride=None, padding=0):
+        """Max pooling; stride defaults to kernel, as in PyTorch."""
+        return self._add("pcnn_maxpool2d", self._in(src), kernel,
+                         kernel if stride is None else stride, padding)
+
+    def avgpool2d(self, src, kernel, stride=None, padding=0):
+        return self._add("pcnn_avgpool2d", self._in(src), kernel,
+                         kernel if stride is None else stride, padding)
+
+    def global_avgpool(self, src):
+        return self._add("pcnn_global_avgpool", self._in(src))
+
+    def dense(self, src, out_features, bias=True):
+        return self._add("pcnn_dense", self._in(src), out_features, int(bool(bias)))
+
+    def flatten(self, src):
+        return self._add("pcnn_flatten", self._in(src))
+
+    def relu(self, src):
+        return self._add("pcnn_relu", self._in(src))
+
+    def leaky_relu(self, src, slope=0.01):
+        return self._add("pcnn_leaky_relu", self._in(src), slope)
+
+    def batchnorm(self, src, eps=1e-5, momentum=0.1):
+        return self._add("pcnn_batchnorm", self._in(src), eps, momentum)
+
+    def dropout(self, src, p=0.5):
+        return self._add("pcnn_dropout", self._in(src), p)
+
+    def add(self, a, b, scale=None):
+        """a + b, or a + scale * b (residual scaling)."""
+        if scale is None:
+            return self._add("pcnn_add", self._in(a, "a"), self._in(b, "b"))
+        return self._add("pcnn_add_scaled", self._in(a, "a"), self._in(b, "b"), scale)
+
+    def pixel_shuffle(self, src, upscale):
+        return self._add("pcnn_pixel_shuffle", self._in(src), upscale)
+
+    def set_loss(self, output, loss=Loss.SOFTMAX_CROSS_ENTROPY):
+        loss = coerce(loss, Loss, "Net.set_loss")
+        self._lib.pcnn_net_set_loss(self._handle(), self._in(output, "output"), loss)
+        self._output, self._loss = output, loss
+
+    def set_optimizer(self, optimizer):
+        self._lib.pcnn_net_set_optimizer(self._handle(),
+                                         coerce(optimizer, Optimizer, "Net.set_optimizer"))
+
+    def set_option(self, option, value):
+        self._lib.pcnn_net_set_option(self._handle(), coerce(option, Option, "Net.set_option"),
+                                      float(value))
+
+    def get_option(self, option):
+        """An option's value: int for integral options, float otherwise."""
+        option = coerce(option, Option, "Net.get_option")
+        v = c_double()
+        self._lib.pcnn_net_get_option(self._handle(), option, byref(v))
+        return int(v.value) if option in _INT_OPTIONS else v.value
+
+    def configure(self, **options):
+        """Set several options by name: configure(learning_rate=0.05, seed=1)."""
+        for name, value in options.items():
+            self.set_option(name, value)
+
+    @property
+    def step(self):
+        """Completed training steps (settable, to resume)."""
+        return self.get_option(Option.STEP)
+
+    @step.setter
+    def step(self, value):
+        self.set_option(Option.STEP, value)
+
+    def set_comm(self, comm):
+        """Train over the ranks of `comm` (a pcnn.Comm, or an mpi4py
+        communicator, wrapped here).  Before finalize.  The network keeps the
+        communicator alive."""
+        if not isinstance(comm, Comm):
+            comm = Comm(comm)
+        self._lib.pcnn_net_set_comm(self._handle(), comm._handle())
+        self.comm = comm
+
+    def set_exchange(self, exchange):
+        self._lib.pcnn_net_set_exchange(self._handle(),
+                                        coerce(exchange, Exchange, "Net.set_exchange"))
+
+    def finalize(self, max_batch):
+        """Plan and allocate everything for batches of up to max_batch
+        samples (the global batch with a communicator; collective then)."""
+        h = self._handle()
+        self._lib.pcnn_net_finalize(h, max_batch)
+        self._max_batch = max_batch
+        n = c_size_t()
+        self._lib.pcnn_net_num_params(h, byref(n))
+        self._num_params = n.value
+        self._lib.pcnn_net_output_size(h, byref(n))
+        self._output_size = n.value
+        self._output_shape = self._output.output_shape
+
+    # -- training and inference -----------------------------------------
+
+    def _batch(self, x, labels, targets):
+        if self._input_shape is None:
+            raise InvalidStateError("the network has no input layer yet")
+        x, n = samples(x, self._input_shape)
+        lab = tg = None
+        if labels is not None:
+            lab = labels_in(labels)
+            if lab.size != n:
+                raise ShapeError("%d labels for %d samples" % (lab.size, n))
+        if targets is not None:
+            tg = floats_in(targets, "targets")
+            if self._output_size is not None and tg.size != n * self._output_size:
+                raise ShapeError("targets hold %d values; %d samples x %d outputs needed"
+                                 % (tg.size, n, self._output_size))
+        return n, x, lab, tg
+
+    def train_step(self, x, labels=None, targets=None):
+        """One step (forward, loss, backward, update) on a batch; returns the
+        mean loss before the update (the global mean with a communicator,
+        where each rank passes its own samples and the call is collective)."""
+        n, x, lab, tg = self._batch(x, labels, targets)
+        loss = c_float()
+        self._lib.pcnn_net_train_step(self._handle(), n, addr(x), addr(lab), addr(tg),
+                                      byref(loss))
+        self._last_n = n
+        return loss.value
+
+    def compute_gradients(self, x, labels=None, targets=None):
+        """Forward and backward without an update; returns the loss.  Read
+        the results with get_grads() and input_grad()."""
+        n, x, lab, tg = self._batch(x, labels, targets)
+        loss = c_float()
+        self._lib.pcnn_net_compute_gradients(self._handle(), n, addr(x), addr(lab), addr(tg),
+                                             byref(loss))
+        self._last_n = n
+        return loss.value
+
+    def compute_loss(self, x, labels=None, targets=None):
+        """The training-mode loss of a batch, changing nothing."""
+        n, x, lab, tg = self._batch(x, labels, targets)
+        loss = c_float()
+        self._lib.pcnn_net_compute_loss(self._handle(), n, addr(x), addr(lab), addr(tg),
+                                        byref(loss))
+        return loss.value
+
+    def predict(self, x, out=None):
+        """Outputs (logits for cross entropy) of n samples in inference mode:
+        shaped (n, C) for flat outputs, (n, C, H, W) otherwise, or written
+        into `out` (float32, C-contiguous, n x output_size values)."""
+        h = self._handle()
+        if self._output_size is None:
+            raise InvalidStateError("Net.predict: finalize the network first")
+        x, n = samples(x, self._input_shape)
+        c, hh, w = self._output_shape
+        shape = (n, c) if hh == w == 1 else (n, c, hh, w)
+        count = n * self._output_size
+        out = floats_out(out, count, "Net.predict", shape)
+        self._lib.pcnn_net_predict(h, n, addr(x), addr(out), count)
+        return out
+
+    def evaluate(self, data):
+        """Evaluation(loss, accuracy) over a whole Dataset, in inference mode
+        (collective with a communicator; equal on all ranks)."""
+        if not isinstance(data, Dataset):
+            raise TypeError("Net.evaluate: expected a pcnn.Dataset, got %r" % (data,))
+        loss, acc = c_double(), c_double()
+        self._lib.pcnn_net_evaluate(self._handle(), data._handle(), byref(loss), byref(acc))
+        return Evaluation(loss.value, acc.value)
+
+    def train_epoch(self, data, batch, callback=None):
+        """One epoch over `data` in its current order (see Dataset.shuffle),
+        global batches of `batch` samples, the last one partial; returns the
+        sample-weighted mean training loss.
+
+        Without a callback this is one C call (pcnn_net_train_epoch).  With
+        one, the binding runs the same steps itself and calls
+        callback(StepInfo) after each, e.g. to draw a progress bar; the
+        parameters come out bitwise the same."""
+        if not isinstance(data, Dataset):
+            raise TypeError("Net.train_epoch: expected a pcnn.Dataset, got %r" % (data,))
+        if callback is None:
+            loss = c_double()
+            self._lib.pcnn_net_train_epoch(self._handle(), data._handle(), batch, byref(loss))
+            return loss.value
+        return self._epoch_in_steps(data, batch, callback)
+
+    def _epoch_in_steps(self, data, batch, callback):
+        self._handle()
+        if self._max_batch is None:
+            raise InvalidStateError("Net.train_epoch: finalize the network first")
+        if not 1 <= batch <= self._max_batch:
+            raise InvalidArgumentError("Net.train_epoch: batch %d must be in [1, %d] (the "
+                                       "max_batch of finalize)" % (batch, self._max_batch))
+        if data.sample_shape != self._input_shape:
+            raise ShapeError("Net.train_epoch: dataset samples are %s but the network input "
+                             "is %s" % (data.sample_shape, self._input_shape))
+        classify = self._loss == Loss.SOFTMAX_CROSS_ENTROPY
+        if classify != data.has_labels or (not classify and
+                                           data.target_count != self._output_size):
+            raise ShapeError("Net.train_epoch: the loss needs %s; the dataset holds %s"
+                             % ("labels" if classify else "%d targets" % self._output_size,
+                                "labels" if data.has_labels
+                                else "%d targets" % data.target_count))
+        rank, size = (self.comm.rank, self.comm.size) if self.comm is not None else (0, 1)
+        x, y = self._staging_for(-(-batch // size), classify)
+        n = len(data)
+        steps = -(-n // batch)
+        loss_sum = 0.0
+        for k in range(steps):
+            start = k * batch
+            count = min(batch, n - start)
+            first, mine = share(count, rank, size)
+            if mine and classify:
+                data.batch(start + first, mine, x[:mine], labels=y[:mine])
+            elif mine:
+                data.batch(start + first, mine, x[:mine], targets=y[:mine])
+            if classify:
+                loss = self.train_step(x[:mine], labels=y[:mine])
+            else:
+                loss = self.train_step(x[:mine], targets=y[:mine])
+            loss_sum += loss * count
+            callback(StepInfo(k + 1, steps, start + count, n, loss))
+        return loss_sum / n
+
+    def _staging_for(self, rows, classify):
+        s = self._staging
+        if s is None or s[0].shape[0] < rows or (s[1].dtype == I32) != classify:
+            x = np.empty((rows,) + self._input_shape, F32)
+            y = np.empty(rows, I32) if classify else np.empty((rows, self._output_size), F32)
+            self._staging = s = (x, y)
+        return s
+
+    # -- parameters ------------------------------------------------------
+
+    @property
+    def num_params(self):
+        return self._counted("pcnn_net_num_params")
+
+    @property
+    def output_size(self):
+        return self._counted("pcnn_net_output_size")
+
+    @property
+    def memory_bytes(self):
+        return self._counted("pcnn_net_memory_bytes")
+
+    def _counted(self, fn):
+        n = c_size_t()
+        getattr(self._lib, fn)(self._handle(), byref(n))
+        return n.value
+
+    def get_params(self, out=None):
+        """All trainable parameters, layer by layer, PyTorch's order each."""
+        count = self.num_params
+        out = floats_out(out, count, "Net.get_params")
+        self._lib.pcnn_net_get_params(self._h, addr(out), count)
+        return out
+
+    def set_params(self, values):
+        values = floats_in(values, "Net.set_params")
+        self._lib.pcnn_net_set_params(self._handle(), addr(values), values.size)
+
+    def get_grads(self, out=None):
+        """The gradients of the last backward pass, laid out as get_params."""
+        count = self.num_params
+        out = floats_out(out, count, "Net.get_grads")
+        self._lib.pcnn_net_get_grads(self._h, addr(out), count)
+        return out
+
+    def input_grad(self, out=None):
+        """d loss / d x of the last compute_gradients or train_step, shaped
+        like its x as (n, C, H, W)."""
+        h = self._handle()
+        if self._last_n is None:
+            raise InvalidStateError("Net.input_grad: no compute_gradients or train_step yet")
+        n = self._last_n
+        count = n * self._input_shape[0] * self._input_shape[1] * self._input_shape[2]
+        out = floats_out(out, count, "Net.input_grad", (n,) + self._input_shape)
+        self._lib.pcnn_net_get_input_grad(h, addr(out), count)
+        return out
+
+    # -- reports ----------------------------------------------------------
+
+    def summary(self):
+        """One line per layer and totals, as printed by the C examples."""
+        return _text(self._lib.pcnn_net_summary, self._handle())
+
+    def exchange_bytes(self):
+        """Bytes this rank sends per step in the gradient exchange (model)."""
+        v = c_uint64()
+        self._lib.pcnn_net_exchange_bytes(self._handle(), byref(v))
+        return v.value
+
+    def time(self, what=Time.STEP, layer=None):
+        """Seconds per training step spent in `what` (a pcnn.Time or its
+        name: forward, backward, update, comm, exposed, step) by the whole
+        network or by one layer (a Layer or its index)."""
+        index = -1 if layer is None else (layer.index if isinstance(layer, Layer) else layer)
+        v = c_double()
+        self._lib.pcnn_net_time(self._handle(), index, coerce(what, Time, "Net.time"),
+                                byref(v))
+        return v.value
+
+    def timing(self, layer=None):
+        """{"forward": s, "backward": s, ...}: seconds per step of each part,
+        for the network or one layer ("step" only for the network)."""
+        parts = [t for t in Time if layer is None or t != Time.STEP]
+        return {t.name.lower(): self.time(t, layer) for t in parts}
+
+    def overlap_ratio(self):
+        """Percentage of communication hidden behind computation (NaN before
+        any communication, e.g. on one rank)."""
+        v = c_double()
+        self._lib.pcnn_net_overlap_ratio(self._handle(), byref(v))
+        return v.value
+
+    def reset_timing(self):
+        self._lib.pcnn_net_reset_timing(self._handle())
+
+    def timing_report(self):
+        """The per-layer timing table (ms per step) with totals and R."""
+        return _text(self._lib.pcnn_net_timing_report, self._handle())
+
+    def write_trace(self, path):
+        """Write this rank's recent spans as Chrome-trace JSON (needs the
+        trace_events option before finalize)."""
+        self._lib.pcnn_net_write_trace(self._handle(), os.fsencode(path))
+
+    def __repr__(self):
+        if self.closed:
+            return "<pcnn.Net closed>"
+        state = ("finalized, %d parameters" % self._num_params if self._max_batch
+                 else "%d layers, not finalized" % len(self.layers))
+        return "<pcnn.Net %s>" % state
+

@@ -1,0 +1,618 @@
+/* Saving and resuming a network's training state (docs/checkpoint-format.md).
+ *
+ * With a communicator both calls are collective and rank 0 does the file
+ * I/O: saving gathers the optimizer state of every owned slice and every
+ * rank's batch-norm statistics to rank 0, which writes the file
+ * atomically; loading has rank 0 read and verify the whole file, then
+ * broadcasts the verified bytes, and every rank takes its own slices for
+ * the current number of ranks.  Rank 0's outcome (status and message) is
+ * broadcast, so a bad file or a failed write fails on every rank alike.
+ * A load changes the network only after everything has been verified. */
+#include "checkpoint.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "../graph/net.h"
+#include "../layers/batchnorm.h"
+#include "../layers/dense.h"
+#include "atomic_file.h"
+#include "checkpoint_format.h"
+
+/* ------------------------------------------------------------------ */
+/* The network's side of the file                                       */
+/* ------------------------------------------------------------------ */
+
+/* FNV-1a over bytes; numbers are fed little-endian so the hash is the
+ * same on every host. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t fnv_u64(uint64_t h, uint64_t v)
+{
+    unsigned char b[8];
+    ckpt_put_u64(b, v);
+    return fnv(h, b, sizeof b);
+}
+
+#define FNV_BASIS 1469598103934665603ull
+
+/* A layer's record: kind, output shape, parameter count, and a hash of its
+ * structure alone (kind, configuration, shape, inputs, parameter count,
+ * whether it is the output).  Unlike net_layer_hashes it leaves out what a
+ * resume may change: the exchange strategy, batch size and bucket size. */
+static void layer_record(const pcnn_net *net, const pcnn_layer *l, ckpt_layer *r)
+{
+    char config[128] = "";
+    if (l->ops->describe) l->ops->describe(l, config, sizeof config);
+    uint64_t h = fnv(FNV_BASIS, l->ops->kind, strlen(l->ops->kind) + 1);
+    h = fnv(h, config, strlen(config) + 1);
+    h = fnv_u64(h, (uint64_t)l->out.c);
+    h = fnv_u64(h, (uint64_t)l->out.d);
+    h = fnv_u64(h, (uint64_t)l->out.h);
+    h = fnv_u64(h, (uint64_t)l->out.w);
+    h = fnv_u64(h, (uint64_t)l->num_inputs);
+    for (int j = 0; j < l->num_inputs; j++) h = fnv_u64(h, (uint64_t)l->inputs[j]->index);
+    h = fnv_u64(h, l->num_params);
+    h = fnv_u64(h, l == net->output);
+    *r = (ckpt_layer){.hash = h, .num_params = l->num_params, .c = (uint32_t)l->out.c,
+                      .h = (uint32_t)l->out.h, .w = (uint32_t)l->out.w};
+    strncpy(r->kind, l->ops->kind, CKPT_KIND_BYTES);
+}
+
+/* Floats of running statistics over all batch-norm layers (one rank). */
+static size_t bn_floats(pcnn_net *net)
+{
+    size_t total = 0;
+    for (int i = 0; i < net->num_layers; i++) {
+        size_t count = 0;
+        batchnorm_running_stats(net->layers[i], &count);
+        total += count;
+    }
+    return total;
+}
+
+/* The network's expectations; e->layers is allocated (mem_free it). */
+static pcnn_status expect_of(pcnn_net *net, ckpt_expect *e, const char *func)
+{
+    *e = (ckpt_expect){0};
+    ckpt_layer *layers = mem_calloc((size_t)net->num_layers, sizeof *layers);
+    if (!layers)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "layer table of %d layers",
+                         net->num_layers);
+    uint64_t h = FNV_BASIS;
+    for (int i = 0; i < net->num_layers; i++) {
+        layer_record(net, net->layers[i], &layers[i]);
+        h = fnv_u64(h, layers[i].hash);
+    }
+    h = fnv_u64(h, (uint64_t)net->num_layers);
+    h = fnv_u64(h, (uint64_t)net->loss);
+    h = fnv_u64(h, (uint64_t)net->optimizer);
+    *e = (ckpt_expect){.definition_hash = h, .num_params = net->num_params,
+                       .seed = net->opt.seed, .bn_floats = bn_floats(net),
+                       .num_layers = (uint32_t)net->num_layers,
+                       .optimizer = (uint32_t)net->optimizer, .loss = (uint32_t)net->loss,
+                       .layers = layers};
+    return PCNN_OK;
+}
+
+static int ranks_of(const pcnn_net *net) { return net->comm ? net->comm->size : 1; }
+static int rank_of(const pcnn_net *net) { return net->comm ? net->comm->rank : 0; }
+static bool collective(const pcnn_net *net) { return net->comm && net->comm->size > 1; }
+
+/* ------------------------------------------------------------------ */
+/* Agreement                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Every rank learns rank 0's outcome: its status, one number (a file
+ * size), and its message, which the other ranks adopt as their own (so a
+ * bad file reads CORRUPT everywhere, not REMOTE).  Collective. */
+static pcnn_status share_root(const pcnn_comm *c, pcnn_status st, uint64_t *value,
+                              const char *func)
+{
+    unsigned char msg[12 + 512] = {0};
+    if (c->rank == 0) {
+        ckpt_put_u32(msg, (uint32_t)st);
+        ckpt_put_u64(msg + 4, *value);
+        if (st != PCNN_OK) {
+            const char *text = pcnn_last_error();
+            size_t skip = strlen(func);
+            if (strncmp(text, func, skip) == 0 && strncmp(text + skip, ": ", 2) == 0)
+                text += skip + 2; /* our own prefix comes back with error_set */
+            strncpy((char *)msg + 12, text, sizeof msg - 13);
+        }
+    }
+    int code = MPI_Bcast(msg, (int)sizeof msg, MPI_BYTE, 0, c->comm);
+    if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Bcast (outcome of rank 0)");
+    if (c->rank == 0 || st != PCNN_OK) return st; /* a local failure keeps its message */
+    st = (pcnn_status)ckpt_get_u32(msg);
+    *value = ckpt_get_u64(msg + 4);
+    if (st == PCNN_OK) return PCNN_OK;
+    msg[sizeof msg - 1] = '\0';
+    return error_set(st, func, "%s (reported by rank 0)", (const char *)msg + 12);
+}
+
+static pcnn_status agree_if(const pcnn_net *net, pcnn_status st, const char *func)
+{
+    return collective(net) ? agree(net->comm, st, func) : st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Saving                                                               */
+/* ------------------------------------------------------------------ */
+
+/* The FC exchange (parallel/fc_exchange.h) keeps, for its dense layer of
+ * K outputs and F features, the state of weight columns [first, first+fp)
+ * of every row packed row by row (K x fp), then the whole bias (K). */
+typedef struct fc_geometry {
+    size_t k, f, fp, first;
+    bool bias;
+} fc_geometry;
+
+static bool is_fc(const bucket *b) { return b->kind == PCNN_EXCHANGE_FC_GRADIENT; }
+
+static fc_geometry fc_of(const pcnn_net *net, const bucket *b, int p)
+{
+    const dense_shape d = dense_get_shape(net->layers[b->first_layer]);
+    long first;
+    const int fp = partition_count(d.features, net->comm->size, p, &first);
+    return (fc_geometry){(size_t)d.out, (size_t)d.features, (size_t)fp, (size_t)first, d.bias};
+}
+
+static size_t fc_state(const fc_geometry *g) { return g->k * g->fp + (g->bias ? g->k : 0); }
+
+/* Root's scratch for gathering FC state: the largest FC bucket's state
+ * summed over the ranks (0 without FC buckets). */
+static size_t fc_scratch_floats(const pcnn_net *net)
+{
+    size_t most = 0;
+    for (int k = 0; k < net->xplan.num_buckets; k++) {
+        const bucket *b = &net->xplan.buckets[k];
+        if (!is_fc(b)) continue;
+        size_t total = 0;
+        for (int p = 0; p < net->comm->size; p++) {
+            fc_geometry g = fc_of(net, b, p);
+            total += fc_state(&g);
+        }
+        if (total > most) most = total;
+    }
+    return most;
+}
+
+typedef struct gather_scratch {
+    float *fc;          /* fc_scratch_floats, root only */
+    int *counts, *displs; /* P each, root only */
+} gather_scratch;
+
+/* One FC bucket: gather every rank's packed state, unpack it on root. */
+static pcnn_status gather_fc(pcnn_net *net, const bucket *b, const float *mine, float *full,
+                             const gather_scratch *s, const char *func)
+{
+    const int P = net->comm->size;
+    const fc_geometry own = fc_of(net, b, net->comm->rank);
+    if (full) {
+        int at = 0;
+        for (int p = 0; p < P; p++) {
+            fc_geometry g = fc_of(net, b, p);
+            s->counts[p] = (int)fc_state(&g);
+            s->displs[p] = at;
+            at += s->counts[p];
+        }
+    }
+    int code = MPI_Gatherv(mine, (int)fc_state(&own), MPI_FLOAT, s->fc, s->counts, s->displs,
+                           MPI_FLOAT, 0, net->comm->comm);
+    if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Gatherv (FC optimizer state)");
+    if (!full) return PCNN_OK;
+    float *dst = full + b->lo;
+    for (int p = 0; p < P; p++) {
+        const fc_geometry g = fc_of(net, b, p);
+        const float *src = s->fc + s->displs[p];
+        for (size_t row = 0; row < g.k; row++)
+            memcpy(dst + row * g.f + g.first, src + row * g.fp, g.fp * sizeof(float));
+        if (g.bias && p == 0) memcpy(dst + g.k * g.f, src + g.k * g.fp, g.k * sizeof(float));
+    }
+    return PCNN_OK;
+}
+
+/* Assemble optimizer state in flat parameter order on rank 0 (full; NULL
+ * elsewhere).  Each bucket keeps state for its owned part: all of it with
+ * the allreduce exchange (or on one rank), slice p on rank p with the
+ * all-to-all + all-gather exchange, packed weight columns with the FC
+ * exchange.  Collective. */
+static pcnn_status gather_state(pcnn_net *net, const float *state, float *full,
+                                const gather_scratch *s, const char *func)
+{
+    const bool many = collective(net);
+    for (int k = 0; k < net->xplan.num_buckets; k++) {
+        const bucket *b = &net->xplan.buckets[k];
+        const float *mine = state + b->state_offset;
+        if (many && is_fc(b)) {
+            TRY(gather_fc(net, b, mine, full, s, func));
+        } else if (many && b->kind == PCNN_EXCHANGE_ALLTOALL_ALLGATHER) {
+            int code = MPI_Gatherv(mine, (int)b->owned_count, MPI_FLOAT,
+                                   full ? full + b->lo : NULL, b->counts, b->displs, MPI_FLOAT,
+                                   0, net->comm->comm);
+            if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Gatherv (optimizer state)");
+        } else if (full) {
+            memcpy(full + b->lo + b->owned_lo, mine, b->owned_count * sizeof(float));
+        }
+    }
+    return PCNN_OK;
+}
+
+/* This rank's share of state from the file's flat state (the inverse of
+ * gather_state, for the current number of ranks). */
+static void scatter_state(const pcnn_net *net, const unsigned char *file, float *state)
+{
+    for (int k = 0; k < net->xplan.num_buckets; k++) {
+        const bucket *b = &net->xplan.buckets[k];
+        float *mine = state + b->state_offset;
+        if (collective(net) && is_fc(b)) {
+            const fc_geometry g = fc_of(net, b, net->comm->rank);
+            const unsigned char *src = file + 4 * b->lo;
+            for (size_t row = 0; row < g.k; row++)
+                ckpt_decode_floats(src + 4 * (row * g.f + g.first), mine + row * g.fp, g.fp);
+            if (g.bias) ckpt_decode_floats(src + 4 * g.k * g.f, mine + g.k * g.fp, g.k);
+        } else {
+            ckpt_decode_floats(file + 4 * (b->lo + b->owned_lo), mine, b->owned_count);
+        }
+    }
+}
+
+/* This rank's running statistics, batch-norm layer after layer. */
+static void pack_bn(pcnn_net *net, float *dst)
+{
+    for (int i = 0; i < net->num_layers; i++) {
+        size_t count = 0;
+        const float *s = batchnorm_running_stats(net->layers[i], &count);
+        if (count) memcpy(dst, s, count * sizeof(float));
+        dst += count;
+    }
+}
+
+/* Re-home a message recorded by a helper under the public function. */
+static pcnn_status restate(pcnn_status st, const char *func)
+{
+    char text[512];
+    const char *colon = strstr(pcnn_last_error(), ": ");
+    strncpy(text, colon ? colon + 2 : pcnn_last_error(), sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    return error_set(st, func, "%s", text);
+}
+
+typedef struct save_data {
+    ckpt_meta meta;
+    const ckpt_layer *layers;
+    const float *params, *m, *v, *bn;
+    const void *extra;
+    size_t extra_bytes;
+} save_data;
+
+static pcnn_status write_file(const char *path, const save_data *d, const char *func)
+{
+    atomic_file f;
+    pcnn_status st = atomic_file_open(&f, path);
+    if (st != PCNN_OK) return restate(st, func);
+    const int sections = 3 + (d->m != NULL) + (d->v != NULL) + (d->bn != NULL) +
+                         (d->extra_bytes > 0);
+    ckpt_writer w;
+    ckpt_begin(&w, f.stream, sections);
+    ckpt_section(&w, CKPT_SEC_META, CKPT_FLAG_REQUIRED);
+    ckpt_put_meta(&w, &d->meta);
+    ckpt_section(&w, CKPT_SEC_LAYERS, CKPT_FLAG_REQUIRED);
+    for (uint32_t i = 0; i < d->meta.num_layers; i++) ckpt_put_layer(&w, &d->layers[i]);
+    ckpt_section(&w, CKPT_SEC_PARAMS, CKPT_FLAG_REQUIRED);
+    ckpt_put_floats(&w, d->params, d->meta.num_params);
+    if (d->m) {
+        ckpt_section(&w, CKPT_SEC_OPTIM_M, CKPT_FLAG_REQUIRED);
+        ckpt_put_floats(&w, d->m, d->meta.num_params);
+    }
+    if (d->v) {
+        ckpt_section(&w, CKPT_SEC_OPTIM_V, CKPT_FLAG_REQUIRED);
+        ckpt_put_floats(&w, d->v, d->meta.num_params);
+    }
+    if (d->bn) {
+        ckpt_section(&w, CKPT_SEC_BN_STATS, CKPT_FLAG_REQUIRED);
+        ckpt_put_floats(&w, d->bn, d->meta.bn_floats * d->meta.ranks);
+    }
+    if (d->extra_bytes > 0) {
+        ckpt_section(&w, CKPT_SEC_EXTRA, 0);
+        ckpt_put_bytes(&w, d->extra, d->extra_bytes);
+    }
+    if (!ckpt_finish(&w)) {
+        int err = errno;
+        atomic_file_abort(&f);
+        return error_set(PCNN_ERR_IO, func, "cannot write '%s': %s", path,
+                         err ? strerror(err) : "write failed");
+    }
+    st = atomic_file_commit(&f);
+    return st == PCNN_OK ? PCNN_OK : restate(st, func);
+}
+
+static pcnn_status check_args(pcnn_net *net, const char *path, const char *func)
+{
+    TRY(net_check_ready(net, func));
+    if (!path || !path[0])
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "path is %s", path ? "empty" : "NULL");
+    return PCNN_OK;
+}
+
+pcnn_status checkpoint_save(pcnn_net *net, const char *path, const void *extra,
+                            size_t extra_bytes, const char *func)
+{
+    pcnn_status st = check_args(net, path, func);
+    if (st == PCNN_OK && !extra && extra_bytes)
+        st = error_set(PCNN_ERR_INVALID_ARGUMENT, func, "extra is NULL");
+    if (!net || !net->finalized) return st; /* no communicator to agree on yet */
+    if (st == PCNN_OK) st = exchange_flush(net);
+    TRY(agree_if(net, st, func));
+
+    const bool root = rank_of(net) == 0;
+    const int P = ranks_of(net);
+    const size_t bn = bn_floats(net);
+    if (collective(net) && bn > (size_t)INT32_MAX)
+        st = error_set(PCNN_ERR_UNSUPPORTED, func, "%zu batch-norm statistics exceed one "
+                       "MPI message", bn);
+    ckpt_expect e = {0};
+    float *m = NULL, *v = NULL, *bn_all = NULL, *bn_mine = NULL;
+    if (st == PCNN_OK && root) st = expect_of(net, &e, func);
+    if (st == PCNN_OK && root && net->optim.m && !(m = mem_alloc_floats(net->num_params)))
+        st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "optimizer state of %zu floats",
+                       net->num_params);
+    if (st == PCNN_OK && root && net->optim.v && !(v = mem_alloc_floats(net->num_params)))
+        st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "optimizer state of %zu floats",
+                       net->num_params);
+    if (st == PCNN_OK && bn && !(bn_mine = mem_alloc_floats(bn)))
+        st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "batch-norm statistics");
+    if (st == PCNN_OK && bn && root && !(bn_all = mem_alloc_floats(bn * (size_t)P)))
+        st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "batch-norm statistics of %d ranks", P);
+    gather_scratch scratch = {0};
+    const size_t fc_floats = collective(net) && root && m ? fc_scratch_floats(net) : 0;
+    if (st == PCNN_OK && fc_floats) {
+        scratch.fc = mem_alloc_floats(fc_floats);
+        scratch.counts = mem_calloc((size_t)P, sizeof(int));
+        scratch.displs = mem_calloc((size_t)P, sizeof(int));
+        if (!scratch.fc || !scratch.counts || !scratch.displs)
+            st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "FC optimizer state of %zu floats",
+                           fc_floats);
+    }
+    st = agree_if(net, st, func);
+    const bool agreed = st == PCNN_OK;
+
+    if (st == PCNN_OK && net->optim.m) st = gather_state(net, net->optim.m, m, &scratch, func);
+    if (st == PCNN_OK && net->optim.v) st = gather_state(net, net->optim.v, v, &scratch, func);
+    if (st == PCNN_OK && bn) {
+        pack_bn(net, bn_mine);
+        if (collective(net)) {
+            int code = MPI_Gather(bn_mine, (int)bn, MPI_FLOAT, bn_all, (int)bn, MPI_FLOAT, 0,
+                                  net->comm->comm);
+            if (code != MPI_SUCCESS)
+                st = mpi_status(code, func, "MPI_Gather (batch-norm statistics)");
+        } else {
+            memcpy(bn_all, bn_mine, bn * sizeof(float));
+        }
+    }
+    if (st == PCNN_OK && root) {
+        const net_options *o = &net->opt;
+        save_data d = {
+            .meta = {.definition_hash = e.definition_hash, .num_layers = e.num_layers,
+                     .optimizer = e.optimizer, .loss = e.loss, .ranks = (uint32_t)P,
+                     .num_params = net->num_params, .seed = o->seed, .step = net->step,
+                     .bn_floats = bn, .learning_rate = o->learning_rate,
+                     .momentum = o->hyper.momentum, .weight_decay = o->weight_decay,
+                     .beta1 = o->hyper.beta1, .beta2 = o->hyper.beta2,
+                     .epsilon = o->hyper.epsilon, .warmup_steps = (uint64_t)o->warmup_steps,
+                     .decay_every_steps = (uint64_t)o->decay_every_steps,
+                     .decay_factor = o->decay_factor},
+            .layers = e.layers, .params = net->params, .m = m, .v = v, .bn = bn_all,
+            .extra = extra, .extra_bytes = extra_bytes};
+        st = write_file(path, &d, func);
+    }
+    if (collective(net) && agreed) { /* rank 0's write decides for all */
+        uint64_t unused = 0;
+        st = share_root(net->comm, st, &unused, func);
+    }
+    mem_free((void *)e.layers);
+    mem_free(m);
+    mem_free(v);
+    mem_free(bn_all);
+    mem_free(bn_mine);
+    mem_free(scratch.fc);
+    mem_free(scratch.counts);
+    mem_free(scratch.displs);
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Loading                                                              */
+/* ------------------------------------------------------------------ */
+
+/* The whole file, in a buffer of exactly its size: however large the
+ * length fields inside claim to be, nothing beyond it is ever allocated. */
+static pcnn_status read_file(const char *path, unsigned char **out, size_t *len,
+                             const char *func)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return error_set(PCNN_ERR_IO, func, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return error_set(PCNN_ERR_IO, func, "'%s' is not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX / 2) {
+        fclose(f);
+        return error_set(PCNN_ERR_IO, func, "'%s' is too large (%lld bytes)", path,
+                         (long long)sb.st_size);
+    }
+    const size_t size = (size_t)sb.st_size;
+    unsigned char *buf = mem_calloc(size ? size : 1, 1);
+    if (!buf) {
+        fclose(f);
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "%zu bytes for '%s'", size, path);
+    }
+    size_t got = fread(buf, 1, size, f);
+    const bool failed = ferror(f) != 0;
+    fclose(f);
+    if (failed) {
+        mem_free(buf);
+        return error_set(PCNN_ERR_IO, func, "cannot read '%s'", path);
+    }
+    *out = buf;
+    *len = got; /* shorter than st_size if the file shrank: then it is truncated */
+    return PCNN_OK;
+}
+
+/* Running statistics for this rank: its own if the file was written by
+ * as many ranks, else the element-wise mean over the saved ranks (batch
+ * normalisation keeps per-rank statistics; the mean is the natural
+ * estimate for a different split). */
+static void restore_bn(pcnn_net *net, const ckpt_view *v)
+{
+    const size_t per_rank = v->meta.bn_floats;
+    const uint32_t saved = v->meta.ranks;
+    const bool same = saved == (uint32_t)ranks_of(net);
+    size_t at = 0;
+    for (int i = 0; i < net->num_layers; i++) {
+        size_t count = 0;
+        float *s = batchnorm_running_stats(net->layers[i], &count);
+        for (size_t j = 0; j < count; j++, at++) {
+            if (same) {
+                ckpt_decode_floats(v->bn + 4 * ((size_t)rank_of(net) * per_rank + at), &s[j], 1);
+                continue;
+            }
+            double sum = 0.0;
+            for (uint32_t r = 0; r < saved; r++) {
+                float x;
+                ckpt_decode_floats(v->bn + 4 * ((size_t)r * per_rank + at), &x, 1);
+                sum += x;
+            }
+            s[j] = (float)(sum / saved);
+        }
+    }
+}
+
+/* Take everything from a verified file.  Cannot fail. */
+static void apply(pcnn_net *net, const ckpt_view *v)
+{
+    ckpt_decode_floats(v->params, net->params, net->num_params);
+    if (net->optim.m) scatter_state(net, v->m, net->optim.m);
+    if (net->optim.v) scatter_state(net, v->v, net->optim.v);
+    if (v->bn) restore_bn(net, v);
+    const ckpt_meta *m = &v->meta;
+    net_options *o = &net->opt;
+    o->learning_rate = m->learning_rate;
+    o->hyper.momentum = m->momentum;
+    o->weight_decay = m->weight_decay;
+    o->hyper.beta1 = m->beta1;
+    o->hyper.beta2 = m->beta2;
+    o->hyper.epsilon = m->epsilon;
+    o->warmup_steps = (long)m->warmup_steps;
+    o->decay_every_steps = (long)m->decay_every_steps;
+    o->decay_factor = m->decay_factor;
+    net->step = m->step;
+}
+
+/* Broadcast rank 0's verified bytes in pieces MPI counts can express. */
+static pcnn_status broadcast_bytes(const pcnn_comm *c, unsigned char *buf, size_t len,
+                                   const char *func)
+{
+    const size_t piece = (size_t)1 << 30;
+    for (size_t at = 0; at < len; at += piece) {
+        int n = (int)(len - at < piece ? len - at : piece);
+        int code = MPI_Bcast(buf + at, n, MPI_BYTE, 0, c->comm);
+        if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Bcast (checkpoint)");
+    }
+    return PCNN_OK;
+}
+
+pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t extra_size,
+                            size_t *extra_bytes, const char *func)
+{
+    pcnn_status st = check_args(net, path, func);
+    if (st == PCNN_OK && !extra && extra_size)
+        st = error_set(PCNN_ERR_INVALID_ARGUMENT, func, "extra is NULL with size %zu",
+                       extra_size);
+    if (!net || !net->finalized) return st;
+    if (st == PCNN_OK) st = exchange_flush(net);
+    ckpt_expect e = {0};
+    if (st == PCNN_OK) st = expect_of(net, &e, func);
+    st = agree_if(net, st, func);
+    if (st != PCNN_OK) { /* every rank failed together: nothing was posted */
+        mem_free((void *)e.layers);
+        return st;
+    }
+
+    const bool root = rank_of(net) == 0;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    ckpt_view view = {0};
+    if (root) {
+        st = read_file(path, &buf, &len, func);
+        if (st == PCNN_OK) st = ckpt_parse(buf, len, func, &view);
+        if (st == PCNN_OK) st = ckpt_verify(&view, &e, func);
+    }
+    if (collective(net)) { /* rank 0 decides; then everyone gets its bytes */
+        uint64_t shared = len;
+        st = share_root(net->comm, st, &shared, func);
+        if (st == PCNN_OK && !root) {
+            len = (size_t)shared;
+            buf = mem_calloc(len ? len : 1, 1);
+            if (!buf) st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "%zu bytes", len);
+        }
+        st = agree(net->comm, st, func);
+        if (st == PCNN_OK) st = broadcast_bytes(net->comm, buf, len, func);
+        if (st == PCNN_OK && !root) { /* the same bytes verify the same way */
+            st = ckpt_parse(buf, len, func, &view);
+            if (st == PCNN_OK) st = ckpt_verify(&view, &e, func);
+            if (st != PCNN_OK) st = restate(PCNN_ERR_INTERNAL, func);
+        }
+    }
+    /* Every rank holds the same verified bytes, so this check agrees. */
+    if (st == PCNN_OK && view.extra_bytes > extra_size)
+        st = error_set(PCNN_ERR_SHAPE, func, "the file holds %zu bytes of extra state; the "
+                       "buffer holds %zu", view.extra_bytes, extra_size);
+    if (st == PCNN_OK || st == PCNN_ERR_SHAPE) {
+        if (extra_bytes) *extra_bytes = view.extra_bytes;
+    }
+    if (collective(net)) st = agree(net->comm, st, func);
+    if (st == PCNN_OK) {
+        apply(net, &view);
+        if (view.extra_bytes) memcpy(extra, view.extra, view.extra_bytes);
+    }
+    mem_free(buf);
+    mem_free((void *)e.layers);
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Public API                                                           */
+/* ------------------------------------------------------------------ */
+
+PCNN_API pcnn_status pcnn_net_save(pcnn_net *net, const char *path)
+{
+    return checkpoint_save(net, path, NULL, 0, __func__);
+}
+
+PCNN_API pcnn_status pcnn_net_load(pcnn_net *net, const char *path)
+{
+    return checkpoint_load(net, path, NULL, 0, NULL, __func__);
+}
+
+PCNN_API pcnn_status pcnn_net_save_extra(pcnn_net *net, const char *path, const void *extra,
+                                         size_t extra_bytes)
+{
+    return checkpoint_save(net, path, extra, extra_bytes, __func__);
+}
+
+PCNN_API pcnn_status pcnn_net_load_extra(pcnn_net *net, const char *path, void *extra,
+                                         size_t size, size_t *extra_bytes)
+{
+    return checkpoint_load(net, path, extra, size, extra_bytes, __func__);
+}

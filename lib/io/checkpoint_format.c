@@ -1,0 +1,491 @@
+/* The checkpoint byte layout: encoding, writing, and a parser that trusts
+ * no length field before checking it against the bytes actually present.
+ * Multi-byte values are assembled byte by byte, so the format is the same
+ * on every host, and no struct is ever dumped raw. */
+#include "checkpoint_format.h"
+
+#include <math.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "../core/error.h"
+
+void ckpt_put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+void ckpt_put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+uint32_t ckpt_get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+uint64_t ckpt_get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static void put_f64(unsigned char *p, double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, sizeof v);
+    ckpt_put_u64(p, v);
+}
+
+static double get_f64(const unsigned char *p)
+{
+    uint64_t v = ckpt_get_u64(p);
+    double d;
+    memcpy(&d, &v, sizeof d);
+    return d;
+}
+
+uint32_t ckpt_crc32(uint32_t crc, const unsigned char *p, size_t len)
+{
+    uLong c = crc;
+    while (len > 0) { /* zlib takes uInt lengths */
+        uInt chunk = len > (1u << 30) ? (1u << 30) : (uInt)len;
+        c = crc32(c, p, chunk);
+        p += chunk;
+        len -= chunk;
+    }
+    return (uint32_t)c;
+}
+
+void ckpt_decode_floats(const unsigned char *src, float *dst, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        uint32_t v = ckpt_get_u32(src + 4 * i);
+        memcpy(&dst[i], &v, sizeof v);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Writer                                                               */
+/* ------------------------------------------------------------------ */
+
+static uint64_t header_bytes(int sections)
+{
+    return CKPT_HEADER_FIXED + (uint64_t)sections * CKPT_ENTRY_BYTES + 4;
+}
+
+void ckpt_begin(ckpt_writer *w, FILE *f, int sections)
+{
+    *w = (ckpt_writer){.f = f};
+    if (sections < 1 || sections > CKPT_MAX_SECTIONS) {
+        w->failed = true;
+        return;
+    }
+    w->promised = sections;
+    static const unsigned char zeros[CKPT_ENTRY_BYTES] = {0};
+    const uint64_t hb = header_bytes(sections);
+    for (uint64_t done = 0; done < hb;) {
+        size_t n = hb - done < sizeof zeros ? (size_t)(hb - done) : sizeof zeros;
+        if (fwrite(zeros, 1, n, f) != n) w->failed = true;
+        done += n;
+    }
+    w->pos = hb;
+}
+
+void ckpt_section(ckpt_writer *w, uint32_t id, uint32_t flags)
+{
+    const int i = w->count;
+    if (i >= w->promised) {
+        w->failed = true;
+        return;
+    }
+    w->sec[i].id = id;
+    w->sec[i].flags = flags;
+    w->sec[i].offset = w->pos;
+    w->sec[i].length = 0;
+    w->sec[i].crc = 0;
+    w->count = i + 1;
+    w->open = true;
+}
+
+void ckpt_put_bytes(ckpt_writer *w, const void *p, size_t len)
+{
+    if (!w->open || w->failed) {
+        w->failed = true;
+        return;
+    }
+    if (len == 0) return;
+    if (fwrite(p, 1, len, w->f) != len) w->failed = true;
+    int i = w->count - 1;
+    w->sec[i].crc = ckpt_crc32(w->sec[i].crc, p, len);
+    w->sec[i].length += len;
+    w->pos += len;
+}
+
+void ckpt_put_floats(ckpt_writer *w, const float *x, size_t count)
+{
+    unsigned char buf[4096];
+    while (count > 0) {
+        size_t n = count < sizeof buf / 4 ? count : sizeof buf / 4;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t v;
+            memcpy(&v, &x[i], sizeof v);
+            ckpt_put_u32(buf + 4 * i, v);
+        }
+        ckpt_put_bytes(w, buf, 4 * n);
+        x += n;
+        count -= n;
+    }
+}
+
+void ckpt_put_meta(ckpt_writer *w, const ckpt_meta *m)
+{
+    unsigned char b[CKPT_META_BYTES];
+    ckpt_put_u64(b + 0, m->definition_hash);
+    ckpt_put_u32(b + 8, m->num_layers);
+    ckpt_put_u32(b + 12, m->optimizer);
+    ckpt_put_u32(b + 16, m->loss);
+    ckpt_put_u32(b + 20, m->ranks);
+    ckpt_put_u64(b + 24, m->num_params);
+    ckpt_put_u64(b + 32, m->seed);
+    ckpt_put_u64(b + 40, m->step);
+    ckpt_put_u64(b + 48, m->bn_floats);
+    put_f64(b + 56, m->learning_rate);
+    put_f64(b + 64, m->momentum);
+    put_f64(b + 72, m->weight_decay);
+    put_f64(b + 80, m->beta1);
+    put_f64(b + 88, m->beta2);
+    put_f64(b + 96, m->epsilon);
+    ckpt_put_u64(b + 104, m->warmup_steps);
+    ckpt_put_u64(b + 112, m->decay_every_steps);
+    put_f64(b + 120, m->decay_factor);
+    ckpt_put_bytes(w, b, sizeof b);
+}
+
+void ckpt_put_layer(ckpt_writer *w, const ckpt_layer *l)
+{
+    unsigned char b[CKPT_LAYER_BYTES] = {0};
+    ckpt_put_u64(b + 0, l->hash);
+    ckpt_put_u64(b + 8, l->num_params);
+    ckpt_put_u32(b + 16, l->c);
+    ckpt_put_u32(b + 20, l->h);
+    ckpt_put_u32(b + 24, l->w);
+    /* b + 28: reserved, zero */
+    size_t n = strnlen(l->kind, CKPT_KIND_BYTES);
+    memcpy(b + 32, l->kind, n);
+    ckpt_put_bytes(w, b, sizeof b);
+}
+
+bool ckpt_finish(ckpt_writer *w)
+{
+    if (w->failed || w->count < 1 || w->count != w->promised) return false;
+    unsigned char h[CKPT_HEADER_FIXED + CKPT_MAX_SECTIONS * CKPT_ENTRY_BYTES + 4] = {0};
+    const uint64_t hb = header_bytes(w->count);
+    memcpy(h, CKPT_MAGIC, 8);
+    ckpt_put_u32(h + 8, CKPT_VERSION);
+    ckpt_put_u32(h + 12, (uint32_t)hb);
+    ckpt_put_u32(h + 16, (uint32_t)w->count);
+    ckpt_put_u32(h + 20, 0); /* flags: none defined */
+    ckpt_put_u64(h + 24, w->pos);
+    for (int i = 0; i < w->count; i++) {
+        unsigned char *e = h + CKPT_HEADER_FIXED + (size_t)i * CKPT_ENTRY_BYTES;
+        ckpt_put_u32(e + 0, w->sec[i].id);
+        ckpt_put_u32(e + 4, w->sec[i].flags);
+        ckpt_put_u64(e + 8, w->sec[i].offset);
+        ckpt_put_u64(e + 16, w->sec[i].length);
+        ckpt_put_u32(e + 24, w->sec[i].crc);
+        /* e + 28: reserved, zero */
+    }
+    ckpt_put_u32(h + hb - 4, ckpt_crc32(0, h, (size_t)hb - 4));
+    if (fseek(w->f, 0, SEEK_SET) != 0) return false;
+    if (fwrite(h, 1, (size_t)hb, w->f) != hb) return false;
+    return fseek(w->f, 0, SEEK_END) == 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Parser                                                               */
+/* ------------------------------------------------------------------ */
+
+static const char *section_name(uint32_t id)
+{
+    switch (id) {
+    case CKPT_SEC_META: return "meta";
+    case CKPT_SEC_LAYERS: return "layers";
+    case CKPT_SEC_PARAMS: return "parameters";
+    case CKPT_SEC_OPTIM_M: return "optimizer m";
+    case CKPT_SEC_OPTIM_V: return "optimizer v";
+    case CKPT_SEC_BN_STATS: return "batch-norm statistics";
+    case CKPT_SEC_EXTRA: return "scheduler state";
+    }
+    return "unknown";
+}
+
+static void decode_meta(const unsigned char *b, ckpt_meta *m)
+{
+    m->definition_hash = ckpt_get_u64(b + 0);
+    m->num_layers = ckpt_get_u32(b + 8);
+    m->optimizer = ckpt_get_u32(b + 12);
+    m->loss = ckpt_get_u32(b + 16);
+    m->ranks = ckpt_get_u32(b + 20);
+    m->num_params = ckpt_get_u64(b + 24);
+    m->seed = ckpt_get_u64(b + 32);
+    m->step = ckpt_get_u64(b + 40);
+    m->bn_floats = ckpt_get_u64(b + 48);
+    m->learning_rate = get_f64(b + 56);
+    m->momentum = get_f64(b + 64);
+    m->weight_decay = get_f64(b + 72);
+    m->beta1 = get_f64(b + 80);
+    m->beta2 = get_f64(b + 88);
+    m->epsilon = get_f64(b + 96);
+    m->warmup_steps = ckpt_get_u64(b + 104);
+    m->decay_every_steps = ckpt_get_u64(b + 112);
+    m->decay_factor = get_f64(b + 120);
+}
+
+void ckpt_layer_at(const ckpt_view *v, uint32_t i, ckpt_layer *out)
+{
+    const unsigned char *b = v->layers + (size_t)i * CKPT_LAYER_BYTES;
+    out->hash = ckpt_get_u64(b + 0);
+    out->num_params = ckpt_get_u64(b + 8);
+    out->c = ckpt_get_u32(b + 16);
+    out->h = ckpt_get_u32(b + 20);
+    out->w = ckpt_get_u32(b + 24);
+    memcpy(out->kind, b + 32, CKPT_KIND_BYTES);
+    out->kind[CKPT_KIND_BYTES] = '\0';
+}
+
+/* The same ranges as pcnn_net_set_option enforces. */
+static const char *bad_option(const ckpt_meta *m)
+{
+    if (!(isfinite(m->learning_rate) && m->learning_rate > 0)) return "learning rate";
+    if (!(m->momentum >= 0 && m->momentum < 1)) return "momentum";
+    if (!(isfinite(m->weight_decay) && m->weight_decay >= 0)) return "weight decay";
+    if (!(m->beta1 >= 0 && m->beta1 < 1)) return "Adam beta1";
+    if (!(m->beta2 >= 0 && m->beta2 < 1)) return "Adam beta2";
+    if (!(isfinite(m->epsilon) && m->epsilon > 0)) return "Adam epsilon";
+    if (!(m->decay_factor > 0 && m->decay_factor <= 1)) return "decay factor";
+    if (m->warmup_steps > 4000000000000000000ull) return "warm-up steps";
+    if (m->decay_every_steps > 4000000000000000000ull) return "decay interval";
+    if (m->seed > (1ull << 53)) return "seed";
+    if (m->step > (1ull << 53)) return "step";
+    return NULL;
+}
+
+/* Section `s` must hold exactly count * unit bytes (overflow-safe). */
+static bool holds(size_t bytes, uint64_t count, size_t unit)
+{
+    return count <= bytes / unit && bytes == count * unit;
+}
+
+static pcnn_status check_sections(const ckpt_view *v, const size_t *lens, const char *func)
+{
+    const ckpt_meta *m = &v->meta;
+    if (m->optimizer > PCNN_OPTIMIZER_ADAM)
+        return error_set(PCNN_ERR_UNSUPPORTED, func, "optimizer kind %u is unknown to this "
+                         "libpcnn", m->optimizer);
+    if (m->loss > PCNN_LOSS_L1)
+        return error_set(PCNN_ERR_UNSUPPORTED, func, "loss kind %u is unknown to this libpcnn",
+                         m->loss);
+    if (m->ranks == 0 || m->num_layers == 0)
+        return error_set(PCNN_ERR_CORRUPT, func, "meta section: %u ranks, %u layers",
+                         m->ranks, m->num_layers);
+    if (!holds(lens[CKPT_SEC_LAYERS], m->num_layers, CKPT_LAYER_BYTES))
+        return error_set(PCNN_ERR_CORRUPT, func, "layers section holds %zu bytes, not %u "
+                         "records of %d", lens[CKPT_SEC_LAYERS], m->num_layers, CKPT_LAYER_BYTES);
+    if (!holds(lens[CKPT_SEC_PARAMS], m->num_params, 4))
+        return error_set(PCNN_ERR_CORRUPT, func, "parameters section holds %zu bytes, not "
+                         "%llu floats", lens[CKPT_SEC_PARAMS],
+                         (unsigned long long)m->num_params);
+    const bool want_m = m->optimizer != PCNN_OPTIMIZER_SGD;
+    const bool want_v = m->optimizer == PCNN_OPTIMIZER_ADAM;
+    const struct {
+        uint32_t id;
+        const unsigned char *p;
+        bool want;
+    } state[2] = {{CKPT_SEC_OPTIM_M, v->m, want_m}, {CKPT_SEC_OPTIM_V, v->v, want_v}};
+    for (int k = 0; k < 2; k++) {
+        if (state[k].want != (state[k].p != NULL))
+            return error_set(PCNN_ERR_CORRUPT, func, "%s section %s for optimizer kind %u",
+                             section_name(state[k].id), state[k].want ? "missing" : "unexpected",
+                             m->optimizer);
+        if (state[k].p && !holds(lens[state[k].id], m->num_params, 4))
+            return error_set(PCNN_ERR_CORRUPT, func, "%s section holds %zu bytes, not %llu "
+                             "floats", section_name(state[k].id), lens[state[k].id],
+                             (unsigned long long)m->num_params);
+    }
+    if ((m->bn_floats > 0) != (v->bn != NULL))
+        return error_set(PCNN_ERR_CORRUPT, func, "batch-norm section %s for %llu statistics",
+                         v->bn ? "unexpected" : "missing", (unsigned long long)m->bn_floats);
+    if (v->bn && !(m->bn_floats <= lens[CKPT_SEC_BN_STATS] / 4 / m->ranks &&
+                   lens[CKPT_SEC_BN_STATS] == m->bn_floats * 4 * m->ranks))
+        return error_set(PCNN_ERR_CORRUPT, func, "batch-norm section holds %zu bytes, not %u "
+                         "ranks x %llu floats", lens[CKPT_SEC_BN_STATS], m->ranks,
+                         (unsigned long long)m->bn_floats);
+    const char *bad = bad_option(m);
+    if (bad) return error_set(PCNN_ERR_CORRUPT, func, "meta section: %s out of range", bad);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < m->num_layers; i++) {
+        ckpt_layer l;
+        ckpt_layer_at(v, i, &l);
+        const unsigned char *rec = v->layers + (size_t)i * CKPT_LAYER_BYTES;
+        bool text = l.kind[0] != '\0';
+        for (int k = 0; k < CKPT_KIND_BYTES && l.kind[k]; k++)
+            text = text && l.kind[k] >= 0x21 && l.kind[k] <= 0x7e;
+        for (size_t k = strlen(l.kind); k < CKPT_KIND_BYTES; k++) text = text && !l.kind[k];
+        if (!text || ckpt_get_u32(rec + 28) != 0 || l.num_params > m->num_params - total)
+            return error_set(PCNN_ERR_CORRUPT, func, "layers section: record %u is malformed", i);
+        total += l.num_params;
+    }
+    if (total != m->num_params)
+        return error_set(PCNN_ERR_CORRUPT, func, "layers hold %llu parameters, meta says %llu",
+                         (unsigned long long)total, (unsigned long long)m->num_params);
+    return PCNN_OK;
+}
+
+pcnn_status ckpt_parse(const unsigned char *buf, size_t len, const char *func, ckpt_view *out)
+{
+    *out = (ckpt_view){0};
+    if (!buf || len < CKPT_PREFIX_BYTES)
+        return error_set(PCNN_ERR_CORRUPT, func, "truncated: %zu bytes, shorter than the "
+                         "%d-byte header prefix", len, CKPT_PREFIX_BYTES);
+    if (memcmp(buf, CKPT_MAGIC, 8) != 0)
+        return error_set(PCNN_ERR_CORRUPT, func, "not a libpcnn checkpoint (bad magic)");
+    const uint32_t version = ckpt_get_u32(buf + 8), hb = ckpt_get_u32(buf + 12);
+    if (hb < CKPT_PREFIX_BYTES + 4 || hb > len)
+        return error_set(PCNN_ERR_CORRUPT, func, "truncated or damaged header: %u header "
+                         "bytes in a %zu-byte file", hb, len);
+    if (ckpt_get_u32(buf + hb - 4) != ckpt_crc32(0, buf, hb - 4))
+        return error_set(PCNN_ERR_CORRUPT, func, "header checksum mismatch");
+    /* The header is intact: an unknown version is a newer file, not damage. */
+    if (version != CKPT_VERSION)
+        return error_set(PCNN_ERR_UNSUPPORTED, func, "format version %u; this libpcnn reads "
+                         "version %u", version, CKPT_VERSION);
+    const uint32_t sections = hb >= CKPT_HEADER_FIXED ? ckpt_get_u32(buf + 16) : 0;
+    if (sections == 0 || sections > CKPT_MAX_SECTIONS ||
+        hb != CKPT_HEADER_FIXED + sections * CKPT_ENTRY_BYTES + 4)
+        return error_set(PCNN_ERR_CORRUPT, func, "section table: %u sections in a %u-byte "
+                         "header", sections, hb);
+    const uint64_t file_bytes = ckpt_get_u64(buf + 24);
+    if (file_bytes > len)
+        return error_set(PCNN_ERR_CORRUPT, func, "truncated: %zu of %llu bytes", len,
+                         (unsigned long long)file_bytes);
+    if (file_bytes < len)
+        return error_set(PCNN_ERR_CORRUPT, func, "%llu trailing bytes after the checkpoint",
+                         (unsigned long long)(len - file_bytes));
+    const unsigned char *where[CKPT_SEC_EXTRA + 1] = {0};
+    size_t lens[CKPT_SEC_EXTRA + 1] = {0};
+    uint64_t pos = hb;
+    for (uint32_t i = 0; i < sections; i++) {
+        const unsigned char *e = buf + CKPT_HEADER_FIXED + (size_t)i * CKPT_ENTRY_BYTES;
+        const uint32_t id = ckpt_get_u32(e), flags = ckpt_get_u32(e + 4);
+        const uint64_t offset = ckpt_get_u64(e + 8), length = ckpt_get_u64(e + 16);
+        if (offset != pos || length > len - pos || ckpt_get_u32(e + 28) != 0)
+            return error_set(PCNN_ERR_CORRUPT, func, "section table entry %u (%s): offset "
+                             "%llu, %llu bytes in a %zu-byte file", i, section_name(id),
+                             (unsigned long long)offset, (unsigned long long)length, len);
+        if (ckpt_get_u32(e + 24) != ckpt_crc32(0, buf + pos, (size_t)length))
+            return error_set(PCNN_ERR_CORRUPT, func, "section %u (%s): checksum mismatch", i,
+                             section_name(id));
+        pos += length;
+        if (id == 0 || id > CKPT_SEC_EXTRA) {
+            if (flags & CKPT_FLAG_REQUIRED)
+                return error_set(PCNN_ERR_UNSUPPORTED, func, "required section id %u is "
+                                 "unknown to this libpcnn", id);
+            continue; /* optional and unknown: skipped */
+        }
+        if (where[id])
+            return error_set(PCNN_ERR_CORRUPT, func, "section %s appears twice",
+                             section_name(id));
+        where[id] = buf + offset;
+        lens[id] = (size_t)length;
+    }
+    if (pos != len)
+        return error_set(PCNN_ERR_CORRUPT, func, "%llu bytes after the last section",
+                         (unsigned long long)(len - pos));
+    for (uint32_t id = CKPT_SEC_META; id <= CKPT_SEC_PARAMS; id++)
+        if (!where[id])
+            return error_set(PCNN_ERR_CORRUPT, func, "%s section missing", section_name(id));
+    if (lens[CKPT_SEC_META] != CKPT_META_BYTES)
+        return error_set(PCNN_ERR_CORRUPT, func, "meta section of %zu bytes, not %d",
+                         lens[CKPT_SEC_META], CKPT_META_BYTES);
+    ckpt_view v = {0};
+    decode_meta(where[CKPT_SEC_META], &v.meta);
+    v.layers = where[CKPT_SEC_LAYERS];
+    v.params = where[CKPT_SEC_PARAMS];
+    v.m = where[CKPT_SEC_OPTIM_M];
+    v.v = where[CKPT_SEC_OPTIM_V];
+    v.bn = where[CKPT_SEC_BN_STATS];
+    v.extra = where[CKPT_SEC_EXTRA];
+    v.extra_bytes = lens[CKPT_SEC_EXTRA];
+    TRY(check_sections(&v, lens, func));
+    *out = v;
+    return PCNN_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Does it fit the network?                                             */
+/* ------------------------------------------------------------------ */
+
+static const char *optimizer_name(uint32_t k)
+{
+    static const char *names[] = {"SGD", "momentum", "Adam"};
+    return k <= PCNN_OPTIMIZER_ADAM ? names[k] : "unknown";
+}
+
+static const char *loss_name(uint32_t k)
+{
+    static const char *names[] = {"softmax cross entropy", "MSE", "L1"};
+    return k <= PCNN_LOSS_L1 ? names[k] : "unknown";
+}
+
+static pcnn_status layer_differs(uint32_t i, const ckpt_layer *f, const ckpt_layer *n,
+                                 const char *func)
+{
+    if (strcmp(f->kind, n->kind) != 0 || f->c != n->c || f->h != n->h || f->w != n->w ||
+        f->num_params != n->num_params)
+        return error_set(PCNN_ERR_MISMATCH, func, "layer %u differs: the file has %s with "
+                         "output %ux%ux%u and %llu parameters, this network %s with output "
+                         "%ux%ux%u and %llu parameters", i, f->kind, f->c, f->h, f->w,
+                         (unsigned long long)f->num_params, n->kind, n->c, n->h, n->w,
+                         (unsigned long long)n->num_params);
+    return error_set(PCNN_ERR_MISMATCH, func, "layer %u (%s) differs in its configuration or "
+                     "inputs (kernel, stride, padding, bias, rate, ...)", i, n->kind);
+}
+
+pcnn_status ckpt_verify(const ckpt_view *v, const ckpt_expect *e, const char *func)
+{
+    const ckpt_meta *m = &v->meta;
+    const uint32_t common = m->num_layers < e->num_layers ? m->num_layers : e->num_layers;
+    for (uint32_t i = 0; i < common; i++) {
+        ckpt_layer f;
+        ckpt_layer_at(v, i, &f);
+        if (f.hash != e->layers[i].hash) return layer_differs(i, &f, &e->layers[i], func);
+    }
+    if (m->num_layers != e->num_layers)
+        return error_set(PCNN_ERR_MISMATCH, func, "the file's network has %u layers, this one "
+                         "%u (the first %u agree)", m->num_layers, e->num_layers, common);
+    if (m->loss != e->loss)
+        return error_set(PCNN_ERR_MISMATCH, func, "loss differs: the file was trained with %s, "
+                         "this network uses %s", loss_name(m->loss), loss_name(e->loss));
+    if (m->optimizer != e->optimizer)
+        return error_set(PCNN_ERR_MISMATCH, func, "optimizer differs: the file holds %s state, "
+                         "this network uses %s", optimizer_name(m->optimizer),
+                         optimizer_name(e->optimizer));
+    if (m->seed != e->seed)
+        return error_set(PCNN_ERR_MISMATCH, func, "seed differs: the file was trained with "
+                         "seed %llu, this network has %llu (set PCNN_OPT_SEED before finalize: "
+                         "dropout masks depend on it)", (unsigned long long)m->seed,
+                         (unsigned long long)e->seed);
+    if (m->num_params != e->num_params || m->bn_floats != e->bn_floats ||
+        m->definition_hash != e->definition_hash)
+        return error_set(PCNN_ERR_MISMATCH, func, "network definition differs (hash %016llx in "
+                         "the file, %016llx here; %llu and %llu parameters)",
+                         (unsigned long long)m->definition_hash,
+                         (unsigned long long)e->definition_hash,
+                         (unsigned long long)m->num_params, (unsigned long long)e->num_params);
+    return PCNN_OK;
+}

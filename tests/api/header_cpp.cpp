@@ -1,0 +1,17 @@
+// The public header compiles as C++ (and links: the prototypes carry C
+// linkage), so C++ simulation codes can include it directly.
+#include "pcnn.h"
+
+#include <cstdio>
+
+int main()
+{
+    pcnn_net *net = nullptr;
+    if (pcnn_net_create(&net) != PCNN_OK) return 1;
+    pcnn_layer *in = nullptr;
+    if (pcnn_net_input(net, 1, 4, 4, &in) != PCNN_OK) return 1;
+    pcnn_net_destroy(&net);
+    if (net != nullptr) return 1;
+    std::printf("libpcnn %s from C++: ok\n", pcnn_version_string());
+    return pcnn_version_number() == PCNN_VERSION_NUMBER ? 0 : 1;
+}

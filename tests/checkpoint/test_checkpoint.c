@@ -1,0 +1,788 @@
+/* Checkpoints on one process (internal build: the tests look at optimizer
+ * state, batch-norm statistics and the file layout directly).
+ *
+ *   test_checkpoint resume    save after N steps, load into a fresh network,
+ *                             train M more: bitwise the N+M run (SGD,
+ *                             momentum, Adam; batch norm, dropout, warm-up,
+ *                             decay, weight decay)
+ *   test_checkpoint process   the same with the save in another process
+ *   test_checkpoint mismatch  networks built differently: MISMATCH naming it
+ *   test_checkpoint corrupt   every truncation and many bit flips: CORRUPT,
+ *                             crafted newer files: UNSUPPORTED, I/O errors
+ *   test_checkpoint kill      a child saving in a loop is SIGKILLed at random
+ *                             moments: the file always loads, and is one of
+ *                             the versions written
+ * The child modes (child-save, kill-child) are run by the tests above. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "graph/net.h"
+#include "io/checkpoint_format.h"
+#include "layers/batchnorm.h"
+#include "pcnn.h"
+
+static int failures;
+static char dir[256];
+
+#define CK(call)                                                                      \
+    do {                                                                              \
+        pcnn_status ck_ = (call);                                                     \
+        if (ck_ != PCNN_OK) {                                                         \
+            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,       \
+                    pcnn_status_str(ck_), pcnn_last_error());                         \
+            exit(2);                                                                  \
+        }                                                                             \
+    } while (0)
+
+static void expect(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void expect(int ok, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s ", ok ? "PASS" : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+    if (!ok) failures++;
+}
+
+/* ------------------------------------------------------------------ */
+/* Networks and data                                                    */
+/* ------------------------------------------------------------------ */
+
+#define C_IN 3
+#define HW 8
+#define SAMPLE (C_IN * HW * HW)
+#define BATCH 6
+
+typedef struct variant {
+    pcnn_optimizer optimizer;
+    int max_batch;
+    int conv_channels;  /* 6 normally */
+    float dropout;      /* 0.3 normally */
+    int extra_layer;    /* an extra relu at the end */
+    pcnn_loss loss;
+    double seed;
+    int options;        /* set the training options (else leave defaults) */
+    double bucket_bytes;
+    pcnn_exchange exchange;
+} variant;
+
+static variant base_variant(pcnn_optimizer o)
+{
+    return (variant){.optimizer = o, .max_batch = BATCH, .conv_channels = 6, .dropout = 0.3f,
+                     .loss = PCNN_LOSS_SOFTMAX_CROSS_ENTROPY, .seed = 11, .options = 1,
+                     .bucket_bytes = 1048576, .exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER};
+}
+
+/* conv(3->6,k3,p1) bn relu maxpool2 dropout conv(6->4,k3,p1) bn relu dense(10). */
+static pcnn_net *build(const variant *v)
+{
+    pcnn_net *net;
+    pcnn_layer *l;
+    CK(pcnn_net_create(&net));
+    CK(pcnn_net_input(net, C_IN, HW, HW, &l));
+    CK(pcnn_conv2d(net, l, v->conv_channels, 3, 1, 1, 1, &l));
+    CK(pcnn_batchnorm(net, l, 1e-5f, 0.1f, &l));
+    CK(pcnn_relu(net, l, &l));
+    CK(pcnn_maxpool2d(net, l, 2, 2, 0, &l));
+    CK(pcnn_dropout(net, l, v->dropout, &l));
+    CK(pcnn_conv2d(net, l, 4, 3, 1, 1, 0, &l));
+    CK(pcnn_batchnorm(net, l, 1e-5f, 0.1f, &l));
+    CK(pcnn_relu(net, l, &l));
+    CK(pcnn_dense(net, l, 10, 1, &l));
+    if (v->extra_layer) CK(pcnn_relu(net, l, &l));
+    CK(pcnn_net_set_loss(net, l, v->loss));
+    CK(pcnn_net_set_optimizer(net, v->optimizer));
+    CK(pcnn_net_set_option(net, PCNN_OPT_SEED, v->seed));
+    CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, 2));
+    CK(pcnn_net_set_option(net, PCNN_OPT_BUCKET_BYTES, v->bucket_bytes));
+    CK(pcnn_net_set_exchange(net, v->exchange));
+    if (v->options) {
+        CK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, v->optimizer == PCNN_OPTIMIZER_ADAM ? 0.01 : 0.05));
+        CK(pcnn_net_set_option(net, PCNN_OPT_MOMENTUM, 0.8));
+        CK(pcnn_net_set_option(net, PCNN_OPT_WEIGHT_DECAY, 1e-3));
+        CK(pcnn_net_set_option(net, PCNN_OPT_ADAM_BETA1, 0.85));
+        CK(pcnn_net_set_option(net, PCNN_OPT_ADAM_BETA2, 0.99));
+        CK(pcnn_net_set_option(net, PCNN_OPT_ADAM_EPSILON, 1e-6));
+        CK(pcnn_net_set_option(net, PCNN_OPT_WARMUP_STEPS, 3));
+        CK(pcnn_net_set_option(net, PCNN_OPT_DECAY_EVERY_STEPS, 4));
+        CK(pcnn_net_set_option(net, PCNN_OPT_DECAY_FACTOR, 0.5));
+    }
+    CK(pcnn_net_finalize(net, v->max_batch));
+    return net;
+}
+
+static void make_batch(int step, float *x, int32_t *y, float *t)
+{
+    unsigned s = 777u + 1009u * (unsigned)step;
+    for (int i = 0; i < BATCH * SAMPLE; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)((s >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+    for (int i = 0; i < BATCH; i++) y[i] = (int32_t)((unsigned)(i * 3 + step) % 10u);
+    for (int i = 0; i < BATCH * 10; i++) t[i] = (float)((i * 7 + step) % 5) * 0.25f;
+}
+
+static void train(pcnn_net *net, int from, int to)
+{
+    static float x[BATCH * SAMPLE], t[BATCH * 10];
+    static int32_t y[BATCH];
+    for (int step = from; step < to; step++) {
+        make_batch(step, x, y, t);
+        int cross = net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
+        CK(pcnn_net_train_step(net, BATCH, x, cross ? y : NULL, cross ? NULL : t, NULL));
+    }
+}
+
+/* Everything that decides the rest of a run, bitwise. */
+static int same_state(pcnn_net *a, pcnn_net *b, char *why, size_t size)
+{
+    snprintf(why, size, "identical");
+    if (a->num_params != b->num_params || a->step != b->step) {
+        snprintf(why, size, "counts or step differ (%llu vs %llu)", (unsigned long long)a->step,
+                 (unsigned long long)b->step);
+        return 0;
+    }
+    size_t n = a->num_params;
+    float *pa = malloc(n * sizeof(float)), *pb = malloc(n * sizeof(float));
+    CK(pcnn_net_get_params(a, pa, n));
+    CK(pcnn_net_get_params(b, pb, n));
+    int ok = memcmp(pa, pb, n * sizeof(float)) == 0;
+    if (!ok) snprintf(why, size, "parameters differ");
+    free(pa);
+    free(pb);
+    const float *sa[2] = {a->optim.m, a->optim.v}, *sb[2] = {b->optim.m, b->optim.v};
+    for (int k = 0; k < 2 && ok; k++) {
+        if ((sa[k] == NULL) != (sb[k] == NULL)) ok = 0;
+        else if (sa[k] && memcmp(sa[k], sb[k], a->optim.count * sizeof(float)) != 0) ok = 0;
+        if (!ok) snprintf(why, size, "optimizer state %s differs", k ? "v" : "m");
+    }
+    for (int i = 0; i < a->num_layers && ok; i++) {
+        size_t ca, cb;
+        const float *ra = batchnorm_running_stats(a->layers[i], &ca);
+        const float *rb = batchnorm_running_stats(b->layers[i], &cb);
+        if (ca != cb || (ca && memcmp(ra, rb, ca * sizeof(float)) != 0)) {
+            ok = 0;
+            snprintf(why, size, "batch-norm statistics of layer %d differ", i);
+        }
+    }
+    static const pcnn_option opts[] = {PCNN_OPT_LEARNING_RATE, PCNN_OPT_MOMENTUM,
+                                       PCNN_OPT_WEIGHT_DECAY, PCNN_OPT_ADAM_BETA1,
+                                       PCNN_OPT_ADAM_BETA2, PCNN_OPT_ADAM_EPSILON,
+                                       PCNN_OPT_WARMUP_STEPS, PCNN_OPT_DECAY_EVERY_STEPS,
+                                       PCNN_OPT_DECAY_FACTOR, PCNN_OPT_EFFECTIVE_LEARNING_RATE};
+    for (size_t k = 0; k < sizeof opts / sizeof *opts && ok; k++) {
+        double va, vb;
+        CK(pcnn_net_get_option(a, opts[k], &va));
+        CK(pcnn_net_get_option(b, opts[k], &vb));
+        if (va != vb) {
+            ok = 0;
+            snprintf(why, size, "option %d differs: %g vs %g", (int)opts[k], va, vb);
+        }
+    }
+    return ok;
+}
+
+static const char *opt_name(pcnn_optimizer o)
+{
+    return o == PCNN_OPTIMIZER_SGD ? "SGD" : o == PCNN_OPTIMIZER_MOMENTUM ? "momentum" : "Adam";
+}
+
+static void path_in_dir(char *out, size_t size, const char *name)
+{
+    snprintf(out, size, "%s/%s", dir, name);
+}
+
+/* ------------------------------------------------------------------ */
+/* resume: fresh network in the same process                            */
+/* ------------------------------------------------------------------ */
+
+enum { N_STEPS = 5, M_STEPS = 6 };
+
+static void test_resume(void)
+{
+    for (int o = 0; o <= PCNN_OPTIMIZER_ADAM; o++) {
+        const variant v = base_variant((pcnn_optimizer)o);
+        char path[300], why[128];
+        path_in_dir(path, sizeof path, "resume.ckpt");
+        pcnn_net *whole = build(&v);
+        train(whole, 0, N_STEPS + M_STEPS);
+
+        pcnn_net *first = build(&v);
+        train(first, 0, N_STEPS);
+        CK(pcnn_net_save(first, path));
+        /* A fresh network: default options, another max_batch, bucket size
+         * and exchange (none of which may matter). */
+        variant fresh_v = v;
+        fresh_v.options = 0;
+        fresh_v.max_batch = 2 * BATCH;
+        fresh_v.bucket_bytes = 64;
+        fresh_v.exchange = PCNN_EXCHANGE_ALLREDUCE;
+        pcnn_net *resumed = build(&fresh_v);
+        CK(pcnn_net_load(resumed, path));
+        int at_save = same_state(first, resumed, why, sizeof why);
+        expect(at_save, "%s: loaded state equals the saved network (%s)", opt_name(v.optimizer), why);
+        train(resumed, N_STEPS, N_STEPS + M_STEPS);
+        train(first, N_STEPS, N_STEPS + M_STEPS); /* saving changed nothing */
+        expect(same_state(whole, resumed, why, sizeof why),
+               "%s: %d steps, save, load into a fresh network, %d steps == %d steps bitwise (%s)",
+               opt_name(v.optimizer), N_STEPS, M_STEPS, N_STEPS + M_STEPS, why);
+        expect(same_state(whole, first, why, sizeof why),
+               "%s: the saving network trains on unchanged (%s)", opt_name(v.optimizer), why);
+        /* Inference uses the running statistics: the same outputs. */
+        float x[BATCH * SAMPLE], t[BATCH * 10], ya[BATCH * 10], yb[BATCH * 10];
+        int32_t y[BATCH];
+        make_batch(99, x, y, t);
+        CK(pcnn_net_predict(whole, BATCH, x, ya, sizeof ya / sizeof *ya));
+        CK(pcnn_net_predict(resumed, BATCH, x, yb, sizeof yb / sizeof *yb));
+        expect(memcmp(ya, yb, sizeof ya) == 0, "%s: predictions after resume bitwise equal",
+               opt_name(v.optimizer));
+        pcnn_net_destroy(&whole);
+        pcnn_net_destroy(&first);
+        pcnn_net_destroy(&resumed);
+        remove(path);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* process: save in a child process, load here                          */
+/* ------------------------------------------------------------------ */
+
+static int run_self(char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int child_save(const char *path, int optimizer)
+{
+    const variant v = base_variant((pcnn_optimizer)optimizer);
+    pcnn_net *net = build(&v);
+    train(net, 0, N_STEPS);
+    CK(pcnn_net_save(net, path));
+    pcnn_net_destroy(&net);
+    return 0;
+}
+
+static void test_process(const char *self)
+{
+    for (int o = 0; o <= PCNN_OPTIMIZER_ADAM; o++) {
+        char path[300], opt[8], why[128];
+        path_in_dir(path, sizeof path, "process.ckpt");
+        snprintf(opt, sizeof opt, "%d", o);
+        char *argv[] = {(char *)self, "child-save", path, opt, dir, NULL};
+        int rc = run_self(argv);
+        expect(rc == 0, "%s: child process trained %d steps and saved (exit %d)",
+               opt_name((pcnn_optimizer)o), N_STEPS, rc);
+        const variant v = base_variant((pcnn_optimizer)o);
+        pcnn_net *whole = build(&v);
+        train(whole, 0, N_STEPS + M_STEPS);
+        variant fresh_v = v;
+        fresh_v.options = 0;
+        pcnn_net *resumed = build(&fresh_v);
+        CK(pcnn_net_load(resumed, path));
+        train(resumed, N_STEPS, N_STEPS + M_STEPS);
+        expect(same_state(whole, resumed, why, sizeof why),
+               "%s: saved by another process, resumed here: == uninterrupted bitwise (%s)",
+               opt_name((pcnn_optimizer)o), why);
+        pcnn_net_destroy(&whole);
+        pcnn_net_destroy(&resumed);
+        remove(path);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* mismatch                                                             */
+/* ------------------------------------------------------------------ */
+
+static void test_mismatch(void)
+{
+    char path[300];
+    path_in_dir(path, sizeof path, "mismatch.ckpt");
+    const variant v = base_variant(PCNN_OPTIMIZER_MOMENTUM);
+    pcnn_net *net = build(&v);
+    train(net, 0, 2);
+    CK(pcnn_net_save(net, path));
+    pcnn_net_destroy(&net);
+
+    struct {
+        const char *what, *needle;
+        variant v;
+    } cases[6];
+    for (int i = 0; i < 6; i++) cases[i].v = v;
+    cases[0].what = "conv channels 6 -> 5", cases[0].needle = "layer 1 differs";
+    cases[0].v.conv_channels = 5;
+    cases[1].what = "dropout rate 0.3 -> 0.5", cases[1].needle = "layer 5 (dropout) differs";
+    cases[1].v.dropout = 0.5f;
+    cases[2].what = "an extra layer", cases[2].needle = "layers";
+    cases[2].v.extra_layer = 1;
+    cases[3].what = "optimizer momentum -> Adam", cases[3].needle = "optimizer differs";
+    cases[3].v.optimizer = PCNN_OPTIMIZER_ADAM;
+    cases[4].what = "loss cross entropy -> MSE", cases[4].needle = "loss differs";
+    cases[4].v.loss = PCNN_LOSS_MSE;
+    cases[5].what = "seed 11 -> 12", cases[5].needle = "seed differs";
+    cases[5].v.seed = 12;
+    for (int i = 0; i < 6; i++) {
+        pcnn_net *other = build(&cases[i].v);
+        size_t n = other->num_params;
+        float *before = malloc(n * sizeof(float)), *after = malloc(n * sizeof(float));
+        CK(pcnn_net_get_params(other, before, n));
+        pcnn_status st = pcnn_net_load(other, path);
+        CK(pcnn_net_get_params(other, after, n));
+        const char *msg = pcnn_last_error();
+        expect(st == PCNN_ERR_MISMATCH && strstr(msg, cases[i].needle) &&
+                   memcmp(before, after, n * sizeof(float)) == 0 && other->step == 0,
+               "%s: %s (%s), network unchanged", cases[i].what, pcnn_status_str(st), msg);
+        free(before);
+        free(after);
+        pcnn_net_destroy(&other);
+    }
+    /* What a resume may change. */
+    variant fine = v;
+    fine.max_batch = 1;
+    fine.bucket_bytes = 0;
+    fine.exchange = PCNN_EXCHANGE_ALLREDUCE;
+    fine.options = 0;
+    pcnn_net *ok = build(&fine);
+    pcnn_status st = pcnn_net_load(ok, path);
+    expect(st == PCNN_OK && ok->step == 2,
+           "other max_batch, bucket size, exchange and options load (%s)", pcnn_status_str(st));
+    pcnn_net_destroy(&ok);
+    remove(path);
+}
+
+/* ------------------------------------------------------------------ */
+/* corrupt                                                              */
+/* ------------------------------------------------------------------ */
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
+    *len = fread(buf, 1, (size_t)n, f);
+    fclose(f);
+    return buf;
+}
+
+static void spill(const char *path, const unsigned char *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(buf, 1, len, f) != len) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(2);
+    }
+    fclose(f);
+}
+
+/* A tiny network whose file has every section: conv + batch norm, dense,
+ * Adam (m and v), and 16 extra bytes. */
+static pcnn_net *tiny(void)
+{
+    pcnn_net *net;
+    pcnn_layer *l;
+    CK(pcnn_net_create(&net));
+    CK(pcnn_net_input(net, 2, 3, 3, &l));
+    CK(pcnn_conv2d(net, l, 2, 1, 1, 0, 1, &l));
+    CK(pcnn_batchnorm(net, l, 1e-5f, 0.1f, &l));
+    CK(pcnn_dense(net, l, 3, 1, &l));
+    CK(pcnn_net_set_loss(net, l, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
+    CK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_ADAM));
+    CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, 1));
+    CK(pcnn_net_finalize(net, 4));
+    return net;
+}
+
+static void train_tiny(pcnn_net *net)
+{
+    float x[4 * 18];
+    int32_t y[4] = {0, 1, 2, 1};
+    for (int i = 0; i < 4 * 18; i++) x[i] = (float)((i * 37) % 11) / 5.0f - 1.0f;
+    CK(pcnn_net_train_step(net, 4, x, y, NULL, NULL));
+}
+
+/* Set the header CRC after an edit of the header. */
+static void fix_header_crc(unsigned char *buf)
+{
+    uint32_t hb = ckpt_get_u32(buf + 12);
+    ckpt_put_u32(buf + hb - 4, ckpt_crc32(0, buf, hb - 4));
+}
+
+/* Entry of section id in the table (NULL if none). */
+static unsigned char *entry_of(unsigned char *buf, uint32_t id)
+{
+    uint32_t n = ckpt_get_u32(buf + 16);
+    for (uint32_t i = 0; i < n; i++) {
+        unsigned char *e = buf + CKPT_HEADER_FIXED + (size_t)i * CKPT_ENTRY_BYTES;
+        if (ckpt_get_u32(e) == id) return e;
+    }
+    return NULL;
+}
+
+static pcnn_status load_bytes(pcnn_net *net, const char *path, const unsigned char *buf,
+                              size_t len)
+{
+    spill(path, buf, len);
+    return pcnn_net_load(net, path);
+}
+
+static int params_equal(pcnn_net *net, const float *ref)
+{
+    return memcmp(net->params, ref, net->num_params * sizeof(float)) == 0 && net->step == 0;
+}
+
+static void test_corrupt(void)
+{
+    char good[300], bad[300];
+    path_in_dir(good, sizeof good, "good.ckpt");
+    path_in_dir(bad, sizeof bad, "bad.ckpt");
+    pcnn_net *src = tiny();
+    train_tiny(src);
+    const unsigned char extra[16] = "scheduler state";
+    CK(pcnn_net_save_extra(src, good, extra, sizeof extra));
+    size_t len;
+    unsigned char *img = slurp(good, &len);
+    unsigned char *work = malloc(len);
+    pcnn_net *dst = tiny();
+    float *ref = malloc(dst->num_params * sizeof(float));
+    memcpy(ref, dst->params, dst->num_params * sizeof(float));
+    printf("     small checkpoint: %zu bytes, %zu parameters\n", len, src->num_params);
+
+    /* Truncation at every length. */
+    int wrong = 0, changed = 0;
+    for (size_t cut = 0; cut < len; cut++) {
+        pcnn_status st = load_bytes(dst, bad, img, cut);
+        if (st != PCNN_ERR_CORRUPT) {
+            if (wrong++ < 3)
+                fprintf(stderr, "  cut at %zu: %s: %s\n", cut, pcnn_status_str(st), pcnn_last_error());
+        }
+        changed += !params_equal(dst, ref);
+    }
+    expect(wrong == 0 && changed == 0, "truncated at each of %zu lengths: CORRUPT every time "
+           "(%d not), network unchanged (%d changed)", len, wrong, changed);
+
+    /* Trailing bytes. */
+    unsigned char *longer = malloc(len + 1);
+    memcpy(longer, img, len);
+    longer[len] = 0;
+    expect(load_bytes(dst, bad, longer, len + 1) == PCNN_ERR_CORRUPT, "one trailing byte: CORRUPT");
+    free(longer);
+
+    /* Every bit of every byte flipped, one at a time. */
+    wrong = changed = 0;
+    for (size_t i = 0; i < len; i++)
+        for (int bit = 0; bit < 8; bit++) {
+            memcpy(work, img, len);
+            work[i] ^= (unsigned char)(1u << bit);
+            ckpt_view view;
+            pcnn_status st = ckpt_parse(work, len, "flip", &view);
+            /* Through the real file for one bit per byte. */
+            if (bit == (int)(i % 8)) {
+                pcnn_status fs = load_bytes(dst, bad, work, len);
+                if (st == PCNN_ERR_CORRUPT) st = fs;
+                changed += !params_equal(dst, ref);
+            }
+            if (st != PCNN_ERR_CORRUPT && wrong++ < 3)
+                fprintf(stderr, "  flip byte %zu bit %d: %s: %s\n", i, bit, pcnn_status_str(st),
+                        pcnn_last_error());
+        }
+    expect(wrong == 0 && changed == 0, "each of %zu single-bit flips: CORRUPT every time (%d "
+           "not; %zu through pcnn_net_load), network unchanged (%d changed)", 8 * len, wrong,
+           len, changed);
+
+    /* Intact files that this reader must refuse or accept. */
+    memcpy(work, img, len);
+    ckpt_put_u32(work + 8, 2);
+    fix_header_crc(work);
+    pcnn_status st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_ERR_UNSUPPORTED && params_equal(dst, ref),
+           "intact file of format version 2: %s (%s)", pcnn_status_str(st), pcnn_last_error());
+    memcpy(work, img, len);
+    ckpt_put_u32(work + 8, 2);
+    st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_ERR_CORRUPT, "version field damaged (header CRC fails): %s",
+           pcnn_status_str(st));
+    memcpy(work, img, len);
+    unsigned char *e = entry_of(work, CKPT_SEC_EXTRA);
+    ckpt_put_u32(e, 99);
+    ckpt_put_u32(e + 4, CKPT_FLAG_REQUIRED);
+    fix_header_crc(work);
+    st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_ERR_UNSUPPORTED, "unknown required section: %s (%s)", pcnn_status_str(st),
+           pcnn_last_error());
+    ckpt_put_u32(e + 4, 0);
+    fix_header_crc(work);
+    st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_OK && dst->step == 1, "unknown optional section is skipped: %s",
+           pcnn_status_str(st));
+    pcnn_net_destroy(&dst);
+    dst = tiny();
+
+    /* Hostile length fields with valid checksums: refused, nothing huge
+     * allocated (the run would die or crawl otherwise). */
+    memcpy(work, img, len);
+    e = entry_of(work, CKPT_SEC_PARAMS);
+    ckpt_put_u64(e + 16, 1ull << 62);
+    fix_header_crc(work);
+    st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_ERR_CORRUPT, "section length 2^62: %s (%s)", pcnn_status_str(st),
+           pcnn_last_error());
+    memcpy(work, img, len);
+    e = entry_of(work, CKPT_SEC_META);
+    unsigned char *meta = work + ckpt_get_u64(e + 8);
+    ckpt_put_u64(meta + 24, (1ull << 61) + 5); /* num_params */
+    ckpt_put_u32(e + 24, ckpt_crc32(0, meta, CKPT_META_BYTES));
+    fix_header_crc(work);
+    st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_ERR_CORRUPT, "parameter count 2^61+5 (checksums valid): %s (%s)",
+           pcnn_status_str(st), pcnn_last_error());
+    memcpy(work, img, len);
+    ckpt_put_u32(work + 12, 0xfffffff0u); /* header size */
+    st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_ERR_CORRUPT, "header size 2^32-16: %s", pcnn_status_str(st));
+
+    /* Files that are not checkpoints, or not there. */
+    char missing[300];
+    path_in_dir(missing, sizeof missing, "no-such-file.ckpt");
+    st = pcnn_net_load(dst, missing);
+    expect(st == PCNN_ERR_IO, "missing file: %s (%s)", pcnn_status_str(st), pcnn_last_error());
+    st = pcnn_net_load(dst, dir);
+    expect(st == PCNN_ERR_IO, "a directory: %s", pcnn_status_str(st));
+    st = load_bytes(dst, bad, img, 0);
+    expect(st == PCNN_ERR_CORRUPT, "empty file: %s", pcnn_status_str(st));
+    memset(work, 'x', len);
+    st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_ERR_CORRUPT, "text file: %s", pcnn_status_str(st));
+
+    /* Extra bytes round trip; too small a buffer changes nothing. */
+    unsigned char back[64] = {0};
+    size_t got = 0;
+    st = pcnn_net_load_extra(dst, good, back, 4, &got);
+    expect(st == PCNN_ERR_SHAPE && got == sizeof extra && params_equal(dst, ref),
+           "extra bytes into a 4-byte buffer: %s, needs %zu, network unchanged",
+           pcnn_status_str(st), got);
+    st = pcnn_net_load_extra(dst, good, back, sizeof back, &got);
+    expect(st == PCNN_OK && got == sizeof extra && memcmp(back, extra, sizeof extra) == 0 &&
+               dst->step == 1, "extra bytes round trip: %s, %zu bytes", pcnn_status_str(st), got);
+
+    /* Arguments and order of calls. */
+    pcnn_net *unfinished;
+    CK(pcnn_net_create(&unfinished));
+    expect(pcnn_net_save(NULL, good) == PCNN_ERR_INVALID_ARGUMENT &&
+               pcnn_net_load(dst, NULL) == PCNN_ERR_INVALID_ARGUMENT &&
+               pcnn_net_save(dst, "") == PCNN_ERR_INVALID_ARGUMENT &&
+               pcnn_net_save_extra(dst, good, NULL, 3) == PCNN_ERR_INVALID_ARGUMENT &&
+               pcnn_net_load_extra(dst, good, NULL, 3, NULL) == PCNN_ERR_INVALID_ARGUMENT &&
+               pcnn_net_save(unfinished, good) == PCNN_ERR_INVALID_STATE &&
+               pcnn_net_load(unfinished, good) == PCNN_ERR_INVALID_STATE,
+           "NULL or empty arguments: INVALID_ARGUMENT; before finalize: INVALID_STATE");
+    pcnn_net_destroy(&unfinished);
+
+    /* A save that cannot complete leaves the previous file intact and no
+     * temporary behind: the target is a non-empty directory here. */
+    char blocked[300], inside[340];
+    path_in_dir(blocked, sizeof blocked, "blocked.ckpt");
+    mkdir(blocked, 0700);
+    snprintf(inside, sizeof inside, "%s/keep", blocked);
+    spill(inside, img, 1);
+    st = pcnn_net_save(src, blocked);
+    int leftovers = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *ent; d && (ent = readdir(d));) leftovers += strstr(ent->d_name, ".tmp.") != NULL;
+    if (d) closedir(d);
+    expect(st == PCNN_ERR_IO && leftovers == 0, "save over a directory: %s (%s), %d temporaries left",
+           pcnn_status_str(st), pcnn_last_error(), leftovers);
+    remove(inside);
+    rmdir(blocked);
+    char nodir[300];
+    path_in_dir(nodir, sizeof nodir, "no-such-dir/x.ckpt");
+    st = pcnn_net_save(src, nodir);
+    expect(st == PCNN_ERR_IO, "save into a missing directory: %s", pcnn_status_str(st));
+    size_t len2;
+    unsigned char *again = slurp(good, &len2);
+    expect(len2 == len && memcmp(again, img, len) == 0, "the good file is untouched");
+    free(again);
+
+    free(ref);
+    free(work);
+    free(img);
+    pcnn_net_destroy(&src);
+    pcnn_net_destroy(&dst);
+    remove(good);
+    remove(bad);
+}
+
+/* ------------------------------------------------------------------ */
+/* kill: SIGKILL during saves                                           */
+/* ------------------------------------------------------------------ */
+
+/* 256 x 1024 dense layer, Adam: ~3 MiB files, long enough to be hit. */
+static pcnn_net *big(void)
+{
+    pcnn_net *net;
+    pcnn_layer *l;
+    CK(pcnn_net_create(&net));
+    CK(pcnn_net_input(net, 1, 16, 16, &l));
+    CK(pcnn_dense(net, l, 1024, 1, &l));
+    CK(pcnn_net_set_loss(net, l, PCNN_LOSS_MSE));
+    CK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_ADAM));
+    CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, 1));
+    CK(pcnn_net_finalize(net, 1));
+    return net;
+}
+
+/* Version k: step k and parameters that depend on k everywhere. */
+static void fill_version(float *w, size_t n, long k)
+{
+    for (size_t i = 0; i < n; i++) w[i] = (float)k + (float)(i % 1000) * 1e-3f;
+}
+
+static int kill_child(const char *path, long start)
+{
+    pcnn_net *net = big();
+    size_t n = net->num_params;
+    float *w = malloc(n * sizeof(float));
+    for (long k = start;; k++) {
+        fill_version(w, n, k);
+        CK(pcnn_net_set_params(net, w, n));
+        CK(pcnn_net_set_option(net, PCNN_OPT_STEP, (double)k));
+        CK(pcnn_net_save(net, path));
+    }
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static void test_kill(const char *self)
+{
+    char path[300];
+    path_in_dir(path, sizeof path, "kill.ckpt");
+    pcnn_net *net = big();
+    size_t n = net->num_params;
+    float *w = malloc(n * sizeof(float)), *expect_w = malloc(n * sizeof(float));
+    fill_version(w, n, 0);
+    CK(pcnn_net_set_params(net, w, n));
+    double t0 = now();
+    CK(pcnn_net_save(net, path));
+    const double save_s = now() - t0;
+    printf("     one save of %zu parameters (Adam): %.1f ms\n", n, 1e3 * save_s);
+
+    const int rounds = 150;
+    long last = 0;
+    int bad = 0, mid_write = 0, advanced = 0;
+    unsigned rng = 12345u;
+    for (int r = 0; r < rounds; r++) {
+        char start[32];
+        snprintf(start, sizeof start, "%ld", last + 1);
+        pid_t pid = fork();
+        if (pid == 0) {
+            char *argv[] = {(char *)self, "kill-child", path, start, dir, NULL};
+            execv("/proc/self/exe", argv);
+            _exit(127);
+        }
+        /* Up to ~4 saves' worth of time after a start-up of unknown length. */
+        rng = rng * 1664525u + 1013904223u;
+        double wait_s = 0.002 + (double)(rng >> 8) / 16777216.0 * (0.02 + 4 * save_s);
+        struct timespec ts = {(time_t)wait_s, (long)((wait_s - (time_t)wait_s) * 1e9)};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        /* Temporaries of an interrupted save may remain: count, remove. */
+        DIR *d = opendir(dir);
+        for (struct dirent *ent; d && (ent = readdir(d));)
+            if (strstr(ent->d_name, "kill.ckpt.tmp.")) {
+                char tmp[600];
+                snprintf(tmp, sizeof tmp, "%s/%s", dir, ent->d_name);
+                remove(tmp);
+                mid_write++;
+            }
+        if (d) closedir(d);
+        pcnn_status st = pcnn_net_load(net, path);
+        long k = (long)net->step;
+        fill_version(expect_w, n, k);
+        CK(pcnn_net_get_params(net, w, n));
+        if (st != PCNN_OK || k < last || memcmp(w, expect_w, n * sizeof(float)) != 0) {
+            if (bad++ < 3)
+                fprintf(stderr, "  round %d: %s (%s), version %ld after %ld\n", r,
+                        pcnn_status_str(st), pcnn_last_error(), k, last);
+        }
+        advanced += k > last;
+        if (k > last) last = k;
+    }
+    expect(bad == 0, "%d SIGKILLs during a save loop: the file always loaded and held a whole "
+           "version (%d bad); %d rounds advanced it, last version %ld, %d kills left a "
+           "temporary (interrupted mid-save)", rounds, bad, advanced, last, mid_write);
+    free(w);
+    free(expect_w);
+    pcnn_net_destroy(&net);
+    remove(path);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void make_dir(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/pcnn_ckpt_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc >= 5 && strcmp(argv[1], "child-save") == 0) {
+        snprintf(dir, sizeof dir, "%s", argv[4]);
+        return child_save(argv[2], atoi(argv[3]));
+    }
+    if (argc >= 5 && strcmp(argv[1], "kill-child") == 0) {
+        snprintf(dir, sizeof dir, "%s", argv[4]);
+        return kill_child(argv[2], atol(argv[3]));
+    }
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s resume|process|mismatch|corrupt|kill\n", argv[0]);
+        return 2;
+    }
+    make_dir();
+    if (strcmp(argv[1], "resume") == 0) test_resume();
+    else if (strcmp(argv[1], "process") == 0) test_process(argv[0]);
+    else if (strcmp(argv[1], "mismatch") == 0) test_mismatch();
+    else if (strcmp(argv[1], "corrupt") == 0) test_corrupt();
+    else if (strcmp(argv[1], "kill") == 0) test_kill(argv[0]);
+    else {
+        fprintf(stderr, "unknown test %s\n", argv[1]);
+        failures++;
+    }
+    rmdir(dir);
+    printf("%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
