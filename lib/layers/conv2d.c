@@ -29,8 +29,6 @@ typedef struct conv_priv {
     float *col;  /* kept im2col matrix (max_batch columns), or NULL */
 } conv_priv;
 
-#define PAR_MIN 16384
-
 /* Floats of a CKK x (max_batch*Ho*Wo) matrix, saturated so that an absurd
  * size fails as an allocation rather than wrapping. */
 static size_t col_floats(const conv_priv *p, int max_batch)
@@ -91,28 +89,39 @@ static const float *conv_col(const pcnn_layer *l, const run_ctx *ctx, bool compu
     return col;
 }
 
+/* Rows [lo, hi) of Y[Cout x NP] set to the bias (forward), or db of rows
+ * [lo, hi) of dY (backward). */
+typedef struct bias_args {
+    const float *src;
+    float *dst;
+    size_t np;
+} bias_args;
+
+static void bias_fill(void *arg, size_t lo, size_t hi)
+{
+    const bias_args *a = arg;
+    for (size_t co = lo; co < hi; co++) {
+        float *restrict row = a->dst + co * a->np;
+        const float b = a->src[co];
+        for (size_t j = 0; j < a->np; j++) row[j] = b;
+    }
+}
+
+/* With a bias, Y starts as the bias and the GEMM adds W col into it
+ * (beta 1): one pass over Y instead of OpenBLAS zeroing it for beta 0 and
+ * a second pass adding the bias; the same bits, as the GEMM forms each dot
+ * product before adding it to C. */
 static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const conv_priv *p = l->priv;
     const int np = ctx->n * p->ho * p->wo;
     const float *col = conv_col(l, ctx, true);
-    gemm(false, false, p->cout, np, p->ckk, 1.0f, l->params, p->ckk, col, np, 0.0f, l->y, np,
-         ctx->threads);
-    if (!p->bias) return;
-
-    const float *b = l->params + (size_t)p->cout * p->ckk;
-    float *y = l->y;
-    const int cout = p->cout;
-    const int par = (size_t)cout * np >= PAR_MIN && ctx->threads > 1;
-#pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads) if (par)
-    for (int co = 0; co < cout; co++) {
-        for (int blk = 0; blk < (np + 4095) / 4096; blk++) {
-            float *row = y + (size_t)co * np;
-            const int hi = blk * 4096 + 4096 < np ? blk * 4096 + 4096 : np;
-            const float bc = b[co];
-            for (int j = blk * 4096; j < hi; j++) row[j] += bc;
-        }
+    if (p->bias) {
+        bias_args a = {l->params + (size_t)p->cout * p->ckk, l->y, (size_t)np};
+        parallel_for((size_t)p->cout, 1, (size_t)p->cout * np, ctx->threads, bias_fill, &a);
     }
+    gemm(false, false, p->cout, np, p->ckk, 1.0f, l->params, p->ckk, col, np,
+         p->bias ? 1.0f : 0.0f, l->y, np, ctx->threads);
 }
 
 /* Sum of n floats in an order fixed by n alone (so any thread count gives
@@ -136,6 +145,12 @@ static float row_sum(const float *x, int n)
     return (float)total;
 }
 
+static void bias_sum(void *arg, size_t lo, size_t hi)
+{
+    const bias_args *a = arg;
+    for (size_t co = lo; co < hi; co++) a->dst[co] = row_sum(a->src + co * a->np, (int)a->np);
+}
+
 static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 {
     const conv_priv *p = l->priv;
@@ -148,11 +163,8 @@ static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
          ctx->threads);
 
     if (p->bias) {
-        float *db = l->grads + (size_t)p->cout * p->ckk;
-        const int cout = p->cout;
-        const int par = (size_t)cout * np >= PAR_MIN && ctx->threads > 1;
-#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (par)
-        for (int co = 0; co < cout; co++) db[co] = row_sum(dy + (size_t)co * np, np);
+        bias_args a = {dy, l->grads + (size_t)p->cout * p->ckk, (size_t)np};
+        parallel_for((size_t)p->cout, 1, (size_t)p->cout * np, ctx->threads, bias_sum, &a);
     }
 
     if (dx[0] == NULL) return;

@@ -16,7 +16,6 @@
 
 #define DROPOUT_PURPOSE 0xD809u /* rng key word separating dropout from other streams */
 #define GOLDEN 0x9E3779B97F4A7C15ull
-#define PAR_MIN 16384
 
 typedef struct dropout_priv {
     float p, scale;    /* drop probability, 1/(1-p) */
@@ -51,6 +50,54 @@ static pcnn_status dropout_setup(pcnn_layer *l, const plan_ctx *p)
     return PCNN_OK;
 }
 
+typedef struct drop_args {
+    const float *x; /* forward: input; backward: dy */
+    float *out;     /* forward: y; backward: dx */
+    const uint64_t *keys;
+    uint8_t *mask;
+    float scale;
+    uint64_t threshold;
+    size_t n, s;
+} drop_args;
+
+/* Units r = (channel, sample): one plane of s elements. */
+static void mask_rows(void *arg, size_t r0, size_t r1)
+{
+    const drop_args *a = arg;
+    const size_t n = a->n, s = a->s;
+    for (size_t r = r0; r < r1; r++) {
+        size_t ch = r / n, i = r % n, off = r * s;
+        uint64_t key = a->keys[i];
+        for (size_t j = 0; j < s; j++) {
+            uint8_t keep = (draw(key, ch * s + j) >> 32) >= a->threshold;
+            a->mask[off + j] = keep;
+            a->out[off + j] = keep ? a->x[off + j] * a->scale : 0.0f;
+        }
+    }
+}
+
+/* Multiplying by the 0/1 mask (as PyTorch does) vectorises; a select
+ * would not. */
+static void unmask(void *arg, size_t lo, size_t hi)
+{
+    const drop_args *a = arg;
+    const float *restrict dy = a->x;
+    const uint8_t *restrict mask = a->mask;
+    float *restrict g = a->out;
+    const float scale = a->scale;
+    for (size_t i = lo; i < hi; i++) g[i] = dy[i] * (float)mask[i] * scale;
+}
+
+static void unmask_acc(void *arg, size_t lo, size_t hi)
+{
+    const drop_args *a = arg;
+    const float *restrict dy = a->x;
+    const uint8_t *restrict mask = a->mask;
+    float *restrict g = a->out;
+    const float scale = a->scale;
+    for (size_t i = lo; i < hi; i++) g[i] += dy[i] * (float)mask[i] * scale;
+}
+
 static void dropout_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     dropout_priv *d = l->priv;
@@ -67,20 +114,9 @@ static void dropout_forward(pcnn_layer *l, const run_ctx *ctx)
         d->keys[i] = rng_hash(base, (uint64_t)(ctx->sample_base + (long)i), 0, 0);
     /* Drop when the top 32 bits, as a fraction of 2^32, fall below p. */
     uint64_t threshold = (uint64_t)ceil((double)d->p * 4294967296.0);
-    const uint64_t *keys = d->keys;
-    uint8_t *mask = d->mask;
-    float scale = d->scale;
-    long rows = (long)(c * n);
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-    for (long r = 0; r < rows; r++) {
-        size_t ch = (size_t)r / n, i = (size_t)r % n, off = (size_t)r * s;
-        uint64_t key = keys[i];
-        for (size_t j = 0; j < s; j++) {
-            uint8_t keep = (draw(key, ch * s + j) >> 32) >= threshold;
-            mask[off + j] = keep;
-            y[off + j] = keep ? x[off + j] * scale : 0.0f;
-        }
-    }
+    drop_args a = {.x = x, .out = y, .keys = d->keys, .mask = d->mask, .scale = d->scale,
+                   .threshold = threshold, .n = n, .s = s};
+    parallel_for(c * n, 1, total, ctx->threads, mask_rows, &a);
 }
 
 static void dropout_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
@@ -88,23 +124,12 @@ static void dropout_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[
     if (!dx[0]) return;
     dropout_priv *d = l->priv;
     size_t total = shape_size(l->out) * (size_t)ctx->n;
-    const float *dy = l->dy;
-    float *g = dx[0];
     if (d->p == 0.0f) {
-        copy_or_add(dy, g, total, l->accumulate_dx[0], ctx->threads);
+        copy_or_add(l->dy, dx[0], total, l->accumulate_dx[0], ctx->threads);
         return;
     }
-    const uint8_t *mask = d->mask;
-    float scale = d->scale;
-    /* Multiplying by the 0/1 mask (as PyTorch does) vectorises; a select
-     * would not. */
-    if (l->accumulate_dx[0]) {
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-        for (size_t i = 0; i < total; i++) g[i] += dy[i] * (float)mask[i] * scale;
-    } else {
-#pragma omp parallel for num_threads(ctx->threads) if (total >= PAR_MIN) schedule(static)
-        for (size_t i = 0; i < total; i++) g[i] = dy[i] * (float)mask[i] * scale;
-    }
+    drop_args a = {.x = l->dy, .out = dx[0], .mask = d->mask, .scale = d->scale};
+    parallel_for(total, 16, total, ctx->threads, l->accumulate_dx[0] ? unmask_acc : unmask, &a);
 }
 
 static void dropout_destroy(pcnn_layer *l)

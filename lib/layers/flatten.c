@@ -14,19 +14,24 @@
 #include "layer.h"
 
 #define TILE 32
-#define PAR_MIN 16384 /* elements below which threads cost more than they save */
 
-/* xf[(ch*S + s)*N + i] = x[(ch*N + i)*S + s]. */
-void flatten_cnhw(const float *x, float *xf, int c, int n, size_t s, int threads)
+typedef struct flat_args {
+    const float *src;
+    float *dst;
+    size_t n, s, tiles;
+    bool acc;
+} flat_args;
+
+/* Units u = (channel, tile of TILE samples). */
+static void flatten_tiles(void *arg, size_t u0, size_t u1)
 {
-    size_t N = (size_t)n, tiles = (N + TILE - 1) / TILE;
-    long units = (long)((size_t)c * tiles);
-#pragma omp parallel for num_threads(threads) if ((size_t)c * N * s >= PAR_MIN) schedule(static)
-    for (long u = 0; u < units; u++) {
-        size_t ch = (size_t)u / tiles, i0 = (size_t)u % tiles * TILE;
+    const flat_args *a = arg;
+    const size_t N = a->n, s = a->s;
+    for (size_t u = u0; u < u1; u++) {
+        size_t ch = u / a->tiles, i0 = u % a->tiles * TILE;
         size_t i1 = i0 + TILE < N ? i0 + TILE : N;
-        const float *src = x + ch * N * s;
-        float *dst = xf + ch * s * N;
+        const float *src = a->src + ch * N * s;
+        float *dst = a->dst + ch * s * N;
         for (size_t s0 = 0; s0 < s; s0 += TILE) {
             size_t s1 = s0 + TILE < s ? s0 + TILE : s;
             for (size_t i = i0; i < i1; i++)
@@ -35,28 +40,40 @@ void flatten_cnhw(const float *x, float *xf, int c, int n, size_t s, int threads
     }
 }
 
-/* The adjoint: x[(ch*N + i)*S + s] = (or +=) xf[(ch*S + s)*N + i]. */
-void unflatten_cnhw(const float *xf, float *x, int c, int n, size_t s, bool accumulate,
-                    int threads)
+static void unflatten_tiles(void *arg, size_t u0, size_t u1)
 {
-    size_t N = (size_t)n, tiles = (N + TILE - 1) / TILE;
-    long units = (long)((size_t)c * tiles);
-#pragma omp parallel for num_threads(threads) if ((size_t)c * N * s >= PAR_MIN) schedule(static)
-    for (long u = 0; u < units; u++) {
-        size_t ch = (size_t)u / tiles, i0 = (size_t)u % tiles * TILE;
+    const flat_args *a = arg;
+    const size_t N = a->n, s = a->s;
+    for (size_t u = u0; u < u1; u++) {
+        size_t ch = u / a->tiles, i0 = u % a->tiles * TILE;
         size_t i1 = i0 + TILE < N ? i0 + TILE : N;
-        const float *src = xf + ch * s * N;
-        float *dst = x + ch * N * s;
+        const float *src = a->src + ch * s * N;
+        float *dst = a->dst + ch * N * s;
         for (size_t s0 = 0; s0 < s; s0 += TILE) {
             size_t s1 = s0 + TILE < s ? s0 + TILE : s;
             for (size_t i = i0; i < i1; i++) {
-                if (accumulate)
+                if (a->acc)
                     for (size_t j = s0; j < s1; j++) dst[i * s + j] += src[j * N + i];
                 else
                     for (size_t j = s0; j < s1; j++) dst[i * s + j] = src[j * N + i];
             }
         }
     }
+}
+
+/* xf[(ch*S + s)*N + i] = x[(ch*N + i)*S + s]. */
+void flatten_cnhw(const float *x, float *xf, int c, int n, size_t s, int threads)
+{
+    flat_args a = {x, xf, (size_t)n, s, ((size_t)n + TILE - 1) / TILE, false};
+    parallel_for((size_t)c * a.tiles, 1, (size_t)c * n * s, threads, flatten_tiles, &a);
+}
+
+/* The adjoint: x[(ch*N + i)*S + s] = (or +=) xf[(ch*S + s)*N + i]. */
+void unflatten_cnhw(const float *xf, float *x, int c, int n, size_t s, bool accumulate,
+                    int threads)
+{
+    flat_args a = {xf, x, (size_t)n, s, ((size_t)n + TILE - 1) / TILE, accumulate};
+    parallel_for((size_t)c * a.tiles, 1, (size_t)c * n * s, threads, unflatten_tiles, &a);
 }
 
 static void flatten_forward(pcnn_layer *l, const run_ctx *ctx)

@@ -5,52 +5,59 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
+#include "../kernels/kernels.h"
 #include "layer.h"
 
-#define PAR_MIN 16384
+typedef struct gap_args {
+    const float *src;
+    float *dst;
+    size_t plane;
+    bool acc;
+} gap_args;
+
+/* Each plane summed by one thread in double: deterministic and accurate. */
+static void sum_planes(void *arg, size_t u0, size_t u1)
+{
+    const gap_args *a = arg;
+    const double scale = 1.0 / (double)a->plane;
+    for (size_t pl = u0; pl < u1; pl++) {
+        const float *xp = a->src + pl * a->plane;
+        double s = 0.0;
+        for (size_t i = 0; i < a->plane; i++) s += xp[i];
+        a->dst[pl] = (float)(s * scale);
+    }
+}
+
+static void spread_planes(void *arg, size_t u0, size_t u1)
+{
+    const gap_args *a = arg;
+    const float scale = 1.0f / (float)a->plane;
+    for (size_t pl = u0; pl < u1; pl++) {
+        float *dp = a->dst + pl * a->plane;
+        const float g = a->src[pl] * scale;
+        if (a->acc) {
+            for (size_t i = 0; i < a->plane; i++) dp[i] += g;
+        } else {
+            for (size_t i = 0; i < a->plane; i++) dp[i] = g;
+        }
+    }
+}
 
 static void gap_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const pcnn_layer *in = l->inputs[0];
-    const int planes = in->out.c * ctx->n;
-    const size_t plane = shape_spatial(in->out);
-    const float *x = in->y;
-    float *y = l->y;
-    const double scale = 1.0 / (double)plane;
-    const int par = (size_t)planes * plane >= PAR_MIN && ctx->threads > 1;
-
-    /* Each plane summed by one thread in double: deterministic and accurate. */
-#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (par)
-    for (int pl = 0; pl < planes; pl++) {
-        const float *xp = x + (size_t)pl * plane;
-        double s = 0.0;
-        for (size_t i = 0; i < plane; i++) s += xp[i];
-        y[pl] = (float)(s * scale);
-    }
+    const size_t planes = (size_t)in->out.c * ctx->n, plane = shape_spatial(in->out);
+    gap_args a = {in->y, l->y, plane, false};
+    parallel_for(planes, 1, planes * plane, ctx->threads, sum_planes, &a);
 }
 
 static void gap_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 {
     if (dx[0] == NULL) return;
     const pcnn_layer *in = l->inputs[0];
-    const int planes = in->out.c * ctx->n;
-    const size_t plane = shape_spatial(in->out);
-    const float *dy = l->dy;
-    float *d = dx[0];
-    const bool acc = l->accumulate_dx[0];
-    const float scale = 1.0f / (float)plane;
-    const int par = (size_t)planes * plane >= PAR_MIN && ctx->threads > 1;
-
-#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (par)
-    for (int pl = 0; pl < planes; pl++) {
-        float *dp = d + (size_t)pl * plane;
-        const float g = dy[pl] * scale;
-        if (acc) {
-            for (size_t i = 0; i < plane; i++) dp[i] += g;
-        } else {
-            for (size_t i = 0; i < plane; i++) dp[i] = g;
-        }
-    }
+    const size_t planes = (size_t)in->out.c * ctx->n, plane = shape_spatial(in->out);
+    gap_args a = {l->dy, dx[0], plane, l->accumulate_dx[0]};
+    parallel_for(planes, 1, planes * plane, ctx->threads, spread_planes, &a);
 }
 
 static const layer_ops gap_ops = {

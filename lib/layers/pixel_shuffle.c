@@ -8,39 +8,68 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
+#include "../kernels/kernels.h"
 #include "layer.h"
-
-#define PAR_MIN 16384
 
 typedef struct shuffle_priv {
     int r;
 } shuffle_priv;
 
-/* For output row (c, s, oh) of width W*r: the r input rows it interleaves
- * start at in[((c*r*r + i*r + j)*N + s)*H*W + h*W], j = 0..r-1. */
+typedef struct shuffle_args {
+    const float *src;
+    float *dst;
+    int r, n, h, w;
+    bool acc;
+} shuffle_args;
+
+/* For output row u = (c, s, oh) of width W*r: the r input rows it
+ * interleaves start at in[((c*r*r + i*r + j)*N + s)*H*W + h*W], j = 0..r-1. */
+static void forward_rows(void *arg, size_t u0, size_t u1)
+{
+    const shuffle_args *a = arg;
+    const int r = a->r, n = a->n, h = a->h, w = a->w, ow = w * r, rows = h * r;
+    const size_t in_plane = (size_t)h * w, in_ch = (size_t)n * in_plane;
+    for (size_t u = u0; u < u1; u++) {
+        const int oh = (int)(u % (size_t)rows), s = (int)(u / (size_t)rows % (size_t)n);
+        const size_t ci = u / ((size_t)rows * n);
+        const int ih = oh / r, i = oh % r;
+        float *yr = a->dst + u * (size_t)ow;
+        const float *xr = a->src + (ci * r * r + (size_t)i * r) * in_ch + (size_t)s * in_plane +
+                          (size_t)ih * w;
+        for (int j = 0; j < r; j++, xr += in_ch)
+            for (int iw = 0; iw < w; iw++) yr[(size_t)iw * r + j] = xr[iw];
+    }
+}
+
+static void backward_rows(void *arg, size_t u0, size_t u1)
+{
+    const shuffle_args *a = arg;
+    const int r = a->r, n = a->n, h = a->h, w = a->w, ow = w * r, rows = h * r;
+    const size_t in_plane = (size_t)h * w, in_ch = (size_t)n * in_plane;
+    for (size_t u = u0; u < u1; u++) {
+        const int oh = (int)(u % (size_t)rows), s = (int)(u / (size_t)rows % (size_t)n);
+        const size_t ci = u / ((size_t)rows * n);
+        const int ih = oh / r, i = oh % r;
+        const float *gr = a->src + u * (size_t)ow;
+        float *dr = a->dst + (ci * r * r + (size_t)i * r) * in_ch + (size_t)s * in_plane +
+                    (size_t)ih * w;
+        for (int j = 0; j < r; j++, dr += in_ch) {
+            if (a->acc) {
+                for (int iw = 0; iw < w; iw++) dr[iw] += gr[(size_t)iw * r + j];
+            } else {
+                for (int iw = 0; iw < w; iw++) dr[iw] = gr[(size_t)iw * r + j];
+            }
+        }
+    }
+}
+
 static void shuffle_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const shuffle_priv *p = l->priv;
     const shape si = l->inputs[0]->out;
-    const int r = p->r, n = ctx->n, c = l->out.c, h = si.h, w = si.w, ow = w * r;
-    const size_t in_plane = (size_t)h * w, in_ch = (size_t)n * in_plane;
-    const float *x = l->inputs[0]->y;
-    float *y = l->y;
-    const int par = (size_t)c * n * h * r * ow >= PAR_MIN && ctx->threads > 1;
-
-#pragma omp parallel for collapse(3) schedule(static) num_threads(ctx->threads) if (par)
-    for (int ci = 0; ci < c; ci++) {
-        for (int s = 0; s < n; s++) {
-            for (int oh = 0; oh < h * r; oh++) {
-                const int ih = oh / r, i = oh % r;
-                float *yr = y + (((size_t)ci * n + s) * h * r + oh) * (size_t)ow;
-                const float *xr = x + ((size_t)ci * r * r + (size_t)i * r) * in_ch +
-                                  (size_t)s * in_plane + (size_t)ih * w;
-                for (int j = 0; j < r; j++, xr += in_ch)
-                    for (int iw = 0; iw < w; iw++) yr[(size_t)iw * r + j] = xr[iw];
-            }
-        }
-    }
+    shuffle_args a = {l->inputs[0]->y, l->y, p->r, ctx->n, si.h, si.w, false};
+    const size_t rows = (size_t)l->out.c * ctx->n * si.h * p->r;
+    parallel_for(rows, 1, rows * si.w * p->r, ctx->threads, forward_rows, &a);
 }
 
 static void shuffle_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
@@ -48,31 +77,9 @@ static void shuffle_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[
     if (dx[0] == NULL) return;
     const shuffle_priv *p = l->priv;
     const shape si = l->inputs[0]->out;
-    const int r = p->r, n = ctx->n, c = l->out.c, h = si.h, w = si.w, ow = w * r;
-    const size_t in_plane = (size_t)h * w, in_ch = (size_t)n * in_plane;
-    const float *dy = l->dy;
-    float *d = dx[0];
-    const bool acc = l->accumulate_dx[0];
-    const int par = (size_t)c * n * h * r * ow >= PAR_MIN && ctx->threads > 1;
-
-#pragma omp parallel for collapse(3) schedule(static) num_threads(ctx->threads) if (par)
-    for (int ci = 0; ci < c; ci++) {
-        for (int s = 0; s < n; s++) {
-            for (int oh = 0; oh < h * r; oh++) {
-                const int ih = oh / r, i = oh % r;
-                const float *gr = dy + (((size_t)ci * n + s) * h * r + oh) * (size_t)ow;
-                float *dr = d + ((size_t)ci * r * r + (size_t)i * r) * in_ch +
-                            (size_t)s * in_plane + (size_t)ih * w;
-                for (int j = 0; j < r; j++, dr += in_ch) {
-                    if (acc) {
-                        for (int iw = 0; iw < w; iw++) dr[iw] += gr[(size_t)iw * r + j];
-                    } else {
-                        for (int iw = 0; iw < w; iw++) dr[iw] = gr[(size_t)iw * r + j];
-                    }
-                }
-            }
-        }
-    }
+    shuffle_args a = {l->dy, dx[0], p->r, ctx->n, si.h, si.w, l->accumulate_dx[0]};
+    const size_t rows = (size_t)l->out.c * ctx->n * si.h * p->r;
+    parallel_for(rows, 1, rows * si.w * p->r, ctx->threads, backward_rows, &a);
 }
 
 static void shuffle_describe(const pcnn_layer *l, char *buf, size_t size)

@@ -16,6 +16,7 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
+#include "../kernels/kernels.h"
 #include "layer.h"
 
 typedef struct pool_priv {
@@ -23,8 +24,6 @@ typedef struct pool_priv {
     int c, h, w, ho, wo;
     int32_t *argmax; /* max pool: C x max_batch x Ho x Wo */
 } pool_priv;
-
-#define PAR_MIN 16384
 
 /* Clamped input window [*lo, *hi) of output index o along an axis of size n. */
 static inline void window(int o, int stride, int pad, int k, int n, int *lo, int *hi)
@@ -62,56 +61,145 @@ static pcnn_status maxpool_setup(pcnn_layer *l, const plan_ctx *pc)
     return PCNN_OK;
 }
 
+/* One pooling call: unit u is an output row (plane, oh) in forward, a
+ * plane in backward. */
+typedef struct pool_args {
+    const pool_priv *p;
+    const float *src;
+    float *dst;
+    int32_t *arg;
+    int planes;
+    bool acc;
+} pool_args;
+
+/* The common 2x2, stride 2, unpadded case, window element by element in
+ * PyTorch's order: the first is taken as is (-inf start), the others if
+ * greater or NaN. */
+static void maxpool2_rows(void *varg, size_t u0, size_t u1)
+{
+    const pool_args *a = varg;
+    const pool_priv *p = a->p;
+    const int ho = p->ho, wo = p->wo, w = p->w;
+    const size_t in_plane = (size_t)p->h * w, out_plane = (size_t)ho * wo;
+    for (size_t u = u0; u < u1; u++) {
+        const size_t pl = u / (size_t)ho;
+        const int oh = (int)(u % (size_t)ho);
+        const float *r0 = a->src + pl * in_plane + (size_t)(2 * oh) * w, *r1 = r0 + w;
+        float *restrict yr = a->dst + pl * out_plane + (size_t)oh * wo;
+        int32_t *restrict ar = a->arg + pl * out_plane + (size_t)oh * wo;
+        const int base = 2 * oh * w;
+        for (int ow = 0; ow < wo; ow++) {
+            const float v0 = r0[2 * ow], v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1];
+            float m = v0;
+            int k = 0;
+            if (v1 > m || v1 != v1) m = v1, k = 1;
+            if (v2 > m || v2 != v2) m = v2, k = 2;
+            if (v3 > m || v3 != v3) m = v3, k = 3;
+            yr[ow] = m;
+            ar[ow] = base + 2 * ow + (k & 1) + (k >> 1) * w;
+        }
+    }
+}
+
 /* Windows are visited row by row: for each input row ih of the output
  * row's window and each kernel column kw, one pass over the whole output
  * row.  Each output still sees its window in row-major order (so ties and
  * sums come out as in PyTorch), but the inner loops are long and branch-free
  * instead of K-element loops per output. */
-static void maxpool_forward(pcnn_layer *l, const run_ctx *ctx)
+static void maxpool_rows(void *varg, size_t u0, size_t u1)
 {
-    const pool_priv *p = l->priv;
-    const int planes = p->c * ctx->n, ho = p->ho, wo = p->wo, h = p->h, w = p->w;
+    const pool_args *a = varg;
+    const pool_priv *p = a->p;
+    const int ho = p->ho, wo = p->wo, h = p->h, w = p->w;
     const int k = p->k, st = p->stride, pad = p->pad;
     const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
-    const float *x = l->inputs[0]->y;
-    float *y = l->y;
-    int32_t *arg = p->argmax;
-    const int par = (size_t)planes * out_plane * k * k >= PAR_MIN && ctx->threads > 1;
-
-#pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads) if (par)
-    for (int pl = 0; pl < planes; pl++) {
-        for (int oh = 0; oh < ho; oh++) {
-            const float *xp = x + (size_t)pl * in_plane;
-            float *yr = y + (size_t)pl * out_plane + (size_t)oh * wo;
-            int32_t *ar = arg + (size_t)pl * out_plane + (size_t)oh * wo;
-            int h0, h1;
-            window(oh, st, pad, k, h, &h0, &h1);
-            /* PyTorch starts from -inf at the window's first valid element. */
-            for (int ow = 0; ow < wo; ow++) {
-                int w0, w1;
-                window(ow, st, pad, k, w, &w0, &w1);
-                yr[ow] = -INFINITY;
-                ar[ow] = h0 * w + w0;
-            }
-            for (int ih = h0; ih < h1; ih++) {
-                for (int kw = 0; kw < k; kw++) {
-                    int lo, hi;
-                    valid_cols(kw, st, pad, w, wo, &lo, &hi);
-                    if (hi <= lo) continue;
-                    const int base = ih * w + lo * st - pad + kw; /* input of output lo */
-                    const float *xr = xp + base;
-                    float *ym = yr + lo;
-                    int32_t *am = ar + lo;
-                    for (int i = 0; i < hi - lo; i++) {
-                        /* PyTorch's rule: take v if v > max or v is NaN. */
-                        const float v = xr[(size_t)i * st], m = ym[i];
-                        const int take = (v > m) | (v != v);
-                        ym[i] = take ? v : m;
-                        am[i] = take ? base + i * st : am[i];
-                    }
+    for (size_t u = u0; u < u1; u++) {
+        const size_t pl = u / (size_t)ho;
+        const int oh = (int)(u % (size_t)ho);
+        const float *xp = a->src + pl * in_plane;
+        float *yr = a->dst + pl * out_plane + (size_t)oh * wo;
+        int32_t *ar = a->arg + pl * out_plane + (size_t)oh * wo;
+        int h0, h1;
+        window(oh, st, pad, k, h, &h0, &h1);
+        /* PyTorch starts from -inf at the window's first valid element. */
+        for (int ow = 0; ow < wo; ow++) {
+            int w0, w1;
+            window(ow, st, pad, k, w, &w0, &w1);
+            yr[ow] = -INFINITY;
+            ar[ow] = h0 * w + w0;
+        }
+        for (int ih = h0; ih < h1; ih++) {
+            for (int kw = 0; kw < k; kw++) {
+                int lo, hi;
+                valid_cols(kw, st, pad, w, wo, &lo, &hi);
+                if (hi <= lo) continue;
+                const int base = ih * w + lo * st - pad + kw; /* input of output lo */
+                const float *xr = xp + base;
+                float *ym = yr + lo;
+                int32_t *am = ar + lo;
+                for (int i = 0; i < hi - lo; i++) {
+                    /* PyTorch's rule: take v if v > max or v is NaN. */
+                    const float v = xr[(size_t)i * st], m = ym[i];
+                    const int take = (v > m) | (v != v);
+                    ym[i] = take ? v : m;
+                    am[i] = take ? base + i * st : am[i];
                 }
             }
         }
+    }
+}
+
+static void maxpool_forward(pcnn_layer *l, const run_ctx *ctx)
+{
+    const pool_priv *p = l->priv;
+    pool_args a = {p, l->inputs[0]->y, l->y, p->argmax, p->c * ctx->n, false};
+    const size_t rows = (size_t)a.planes * p->ho;
+    const bool two = p->k == 2 && p->stride == 2 && p->pad == 0;
+    parallel_for(rows, 1, rows * p->wo * p->k * p->k, ctx->threads,
+                 two ? maxpool2_rows : maxpool_rows, &a);
+}
+
+/* Backward of the 2x2 stride-2 case without accumulation: the windows tile
+ * the input (a trailing odd row or column belongs to none), so each input
+ * element is written once, with no zeroing pass and no scatter. */
+static void maxpool2_back_planes(void *varg, size_t u0, size_t u1)
+{
+    const pool_args *a = varg;
+    const pool_priv *p = a->p;
+    const int ho = p->ho, wo = p->wo, h = p->h, w = p->w;
+    const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
+    for (size_t pl = u0; pl < u1; pl++) {
+        float *dp = a->dst + pl * in_plane;
+        const float *gp = a->src + pl * out_plane;
+        const int32_t *ap = a->arg + pl * out_plane;
+        for (int oh = 0; oh < ho; oh++) {
+            float *restrict d0 = dp + (size_t)(2 * oh) * w, *restrict d1 = d0 + w;
+            const int base = 2 * oh * w;
+            for (int ow = 0; ow < wo; ow++) {
+                const int at = ap[(size_t)oh * wo + ow] - base - 2 * ow;
+                const float g = gp[(size_t)oh * wo + ow];
+                d0[2 * ow] = at == 0 ? g : 0.0f;
+                d0[2 * ow + 1] = at == 1 ? g : 0.0f;
+                d1[2 * ow] = at == w ? g : 0.0f;
+                d1[2 * ow + 1] = at == w + 1 ? g : 0.0f;
+            }
+            if (w > 2 * wo) d0[w - 1] = d1[w - 1] = 0.0f;
+        }
+        if (h > 2 * ho) memset(dp + (size_t)(h - 1) * w, 0, (size_t)w * sizeof *dp);
+    }
+}
+
+static void maxpool_back_planes(void *varg, size_t u0, size_t u1)
+{
+    const pool_args *a = varg;
+    const pool_priv *p = a->p;
+    const size_t in_plane = (size_t)p->h * p->w, out_plane = (size_t)p->ho * p->wo;
+    for (size_t pl = u0; pl < u1; pl++) {
+        float *dp = a->dst + pl * in_plane;
+        const float *gp = a->src + pl * out_plane;
+        const int32_t *ap = a->arg + pl * out_plane;
+        if (!a->acc) memset(dp, 0, in_plane * sizeof *dp);
+        for (size_t o = 0; o < out_plane; o++) dp[ap[o]] += gp[o];
     }
 }
 
@@ -119,77 +207,65 @@ static void maxpool_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[
 {
     if (dx[0] == NULL) return;
     const pool_priv *p = l->priv;
-    const int planes = p->c * ctx->n;
-    const size_t in_plane = (size_t)p->h * p->w, out_plane = (size_t)p->ho * p->wo;
-    const float *dy = l->dy;
-    const int32_t *arg = p->argmax;
     const bool acc = l->accumulate_dx[0];
-    float *d = dx[0];
-    const int par = (size_t)planes * (in_plane + out_plane) >= PAR_MIN && ctx->threads > 1;
+    pool_args a = {p, l->dy, dx[0], p->argmax, p->c * ctx->n, acc};
+    const size_t in_plane = (size_t)p->h * p->w, out_plane = (size_t)p->ho * p->wo;
+    const bool two = p->k == 2 && p->stride == 2 && p->pad == 0 && !acc;
+    parallel_for((size_t)a.planes, 1, (size_t)a.planes * (in_plane + out_plane), ctx->threads,
+                 two ? maxpool2_back_planes : maxpool_back_planes, &a);
+}
 
-#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (par)
-    for (int pl = 0; pl < planes; pl++) {
-        float *dp = d + (size_t)pl * in_plane;
-        const float *gp = dy + (size_t)pl * out_plane;
-        const int32_t *ap = arg + (size_t)pl * out_plane;
-        if (!acc) memset(dp, 0, in_plane * sizeof *dp);
-        for (size_t o = 0; o < out_plane; o++) dp[ap[o]] += gp[o];
+static void avgpool_rows(void *varg, size_t u0, size_t u1)
+{
+    const pool_args *a = varg;
+    const pool_priv *p = a->p;
+    const int ho = p->ho, wo = p->wo, h = p->h, w = p->w;
+    const int k = p->k, st = p->stride, pad = p->pad;
+    const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
+    const float scale = 1.0f / (float)(k * k);
+    for (size_t u = u0; u < u1; u++) {
+        const size_t pl = u / (size_t)ho;
+        const int oh = (int)(u % (size_t)ho);
+        const float *xp = a->src + pl * in_plane;
+        float *yr = a->dst + pl * out_plane + (size_t)oh * wo;
+        int h0, h1;
+        window(oh, st, pad, k, h, &h0, &h1);
+        for (int ow = 0; ow < wo; ow++) yr[ow] = 0.0f;
+        for (int ih = h0; ih < h1; ih++) {
+            for (int kw = 0; kw < k; kw++) {
+                int lo, hi;
+                valid_cols(kw, st, pad, w, wo, &lo, &hi);
+                if (hi <= lo) continue;
+                const float *xr = xp + (size_t)ih * w + (lo * st - pad + kw);
+                float *ys = yr + lo;
+                for (int i = 0; i < hi - lo; i++) ys[i] += xr[(size_t)i * st];
+            }
+        }
+        for (int ow = 0; ow < wo; ow++) yr[ow] *= scale;
     }
 }
 
 static void avgpool_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const pool_priv *p = l->priv;
-    const int planes = p->c * ctx->n, ho = p->ho, wo = p->wo, h = p->h, w = p->w;
-    const int k = p->k, st = p->stride, pad = p->pad;
-    const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
-    const float *x = l->inputs[0]->y;
-    float *y = l->y;
-    const float scale = 1.0f / (float)(k * k);
-    const int par = (size_t)planes * out_plane * k * k >= PAR_MIN && ctx->threads > 1;
-
-#pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads) if (par)
-    for (int pl = 0; pl < planes; pl++) {
-        for (int oh = 0; oh < ho; oh++) {
-            const float *xp = x + (size_t)pl * in_plane;
-            float *yr = y + (size_t)pl * out_plane + (size_t)oh * wo;
-            int h0, h1;
-            window(oh, st, pad, k, h, &h0, &h1);
-            for (int ow = 0; ow < wo; ow++) yr[ow] = 0.0f;
-            for (int ih = h0; ih < h1; ih++) {
-                for (int kw = 0; kw < k; kw++) {
-                    int lo, hi;
-                    valid_cols(kw, st, pad, w, wo, &lo, &hi);
-                    if (hi <= lo) continue;
-                    const float *xr = xp + (size_t)ih * w + (lo * st - pad + kw);
-                    float *ys = yr + lo;
-                    for (int i = 0; i < hi - lo; i++) ys[i] += xr[(size_t)i * st];
-                }
-            }
-            for (int ow = 0; ow < wo; ow++) yr[ow] *= scale;
-        }
-    }
+    pool_args a = {p, l->inputs[0]->y, l->y, NULL, p->c * ctx->n, false};
+    const size_t rows = (size_t)a.planes * p->ho;
+    parallel_for(rows, 1, rows * p->wo * p->k * p->k, ctx->threads, avgpool_rows, &a);
 }
 
-static void avgpool_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+/* One thread per plane: overlapping windows add in a fixed order. */
+static void avgpool_back_planes(void *varg, size_t u0, size_t u1)
 {
-    if (dx[0] == NULL) return;
-    const pool_priv *p = l->priv;
-    const int planes = p->c * ctx->n, ho = p->ho, wo = p->wo, h = p->h, w = p->w;
+    const pool_args *a = varg;
+    const pool_priv *p = a->p;
+    const int ho = p->ho, wo = p->wo, h = p->h, w = p->w;
     const int k = p->k, st = p->stride, pad = p->pad;
     const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
-    const float *dy = l->dy;
-    const bool acc = l->accumulate_dx[0];
-    float *d = dx[0];
     const float scale = 1.0f / (float)(k * k);
-    const int par = (size_t)planes * out_plane * k * k >= PAR_MIN && ctx->threads > 1;
-
-    /* One thread per plane: overlapping windows add in a fixed order. */
-#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (par)
-    for (int pl = 0; pl < planes; pl++) {
-        float *dp = d + (size_t)pl * in_plane;
-        const float *gp = dy + (size_t)pl * out_plane;
-        if (!acc) memset(dp, 0, in_plane * sizeof *dp);
+    for (size_t pl = u0; pl < u1; pl++) {
+        float *dp = a->dst + pl * in_plane;
+        const float *gp = a->src + pl * out_plane;
+        if (!a->acc) memset(dp, 0, in_plane * sizeof *dp);
         for (int oh = 0; oh < ho; oh++) {
             const float *gr = gp + (size_t)oh * wo;
             int h0, h1;
@@ -206,6 +282,15 @@ static void avgpool_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[
             }
         }
     }
+}
+
+static void avgpool_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    if (dx[0] == NULL) return;
+    const pool_priv *p = l->priv;
+    pool_args a = {p, l->dy, dx[0], NULL, p->c * ctx->n, l->accumulate_dx[0]};
+    const size_t work = (size_t)a.planes * p->ho * p->wo * p->k * p->k;
+    parallel_for((size_t)a.planes, 1, work, ctx->threads, avgpool_back_planes, &a);
 }
 
 static void pool_destroy(pcnn_layer *l)

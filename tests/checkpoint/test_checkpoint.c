@@ -333,7 +333,7 @@ static void test_mismatch(void)
     cases[0].v.conv_channels = 5;
     cases[1].what = "dropout rate 0.3 -> 0.5", cases[1].needle = "layer 5 (dropout) differs";
     cases[1].v.dropout = 0.5f;
-    cases[2].what = "an extra layer", cases[2].needle = "layers";
+    cases[2].what = "an extra relu after the output", cases[2].needle = "layer 9 (dense) differs";
     cases[2].v.extra_layer = 1;
     cases[3].what = "optimizer momentum -> Adam", cases[3].needle = "optimizer differs";
     cases[3].v.optimizer = PCNN_OPTIMIZER_ADAM;
@@ -708,7 +708,7 @@ static void test_kill(const char *self)
         }
         /* Up to ~4 saves' worth of time after a start-up of unknown length. */
         rng = rng * 1664525u + 1013904223u;
-        double wait_s = 0.002 + (double)(rng >> 8) / 16777216.0 * (0.02 + 4 * save_s);
+        double wait_s = 0.005 + (double)(rng >> 8) / 16777216.0 * (0.05 + 6 * save_s);
         struct timespec ts = {(time_t)wait_s, (long)((wait_s - (time_t)wait_s) * 1e9)};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);

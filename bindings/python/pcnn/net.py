@@ -77,13 +77,15 @@ class Layer:
         net = self._owner()
         count = self.num_params
         out = floats_out(out, count, "Layer.get_params")
-        net._lib.pcnn_layer_get_params(self._h, addr(out), count)
+        if count:  # a layer without parameters: nothing to copy
+            net._lib.pcnn_layer_get_params(self._h, addr(out), count)
         return out
 
     def set_params(self, values):
         net = self._owner()
         values = floats_in(values, "Layer.set_params")
-        net._lib.pcnn_layer_set_params(self._h, addr(values), values.size)
+        if values.size or self.num_params:
+            net._lib.pcnn_layer_set_params(self._h, addr(values), values.size)
 
     def set_init(self, init):
         """Weight initialisation of a conv2d or dense layer; before finalize."""
