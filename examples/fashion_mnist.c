@@ -16,7 +16,9 @@ static const char usage[] =
     "  --batch N           global batch, split over the ranks (64)\n"
     "  --lr X              learning rate of momentum SGD (0.05)\n"
     "  --momentum X        momentum (0.9)\n"
-    "  --decay-epoch N     multiply the learning rate by 0.1 after N epochs (4; 0 = off)\n"
+    "  --decay-every N     multiply the learning rate by --decay every N epochs (4; 0 = off)\n"
+    "  --decay X           the decay factor (0.1)\n"
+    "  --warmup N          ramp the learning rate up over the first N steps (0)\n"
     "  --exchange NAME     a2a (all-to-all + all-gather, the default) or allreduce\n"
     "  --no-overlap        exchange after the backward pass instead of during it\n"
     "  --threads N         OpenMP threads per rank (0 = OMP_NUM_THREADS)\n"
@@ -69,7 +71,8 @@ int main(int argc, char **argv)
     ex_args_init(argc, argv, usage);
     const int epochs = ex_arg_int("--epochs", 5), batch = ex_arg_int("--batch", 64);
     const double lr = ex_arg_double("--lr", 0.05), momentum = ex_arg_double("--momentum", 0.9);
-    const int decay_epoch = ex_arg_int("--decay-epoch", 4);
+    const int decay_every = ex_arg_int("--decay-every", 4), warmup = ex_arg_int("--warmup", 0);
+    const double decay = ex_arg_double("--decay", 0.1);
     const char *xname = ex_arg_str("--exchange", "a2a");
     const int overlap = !ex_arg_flag("--no-overlap");
     const int threads = ex_arg_int("--threads", 0), seed = ex_arg_int("--seed", 0);
@@ -107,9 +110,12 @@ int main(int argc, char **argv)
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, lr));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_MOMENTUM, momentum));
     const int steps_per_epoch = (n_train + batch - 1) / batch;
-    if (decay_epoch > 0)
+    if (decay_every > 0) {
         EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_DECAY_EVERY_STEPS,
-                                     (double)decay_epoch * steps_per_epoch));
+                                     (double)decay_every * steps_per_epoch));
+        EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_DECAY_FACTOR, decay));
+    }
+    EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_WARMUP_STEPS, warmup));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_SEED, seed));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_OVERLAP, overlap));
@@ -122,9 +128,9 @@ int main(int argc, char **argv)
     EX_CHECK(pcnn_net_exchange_bytes(net, &bytes));
     if (rank == 0) {
         printf("libpcnn %s: LeNet-5 on Fashion-MNIST (%d training, 10000 test images)\n"
-               "%d rank(s), global batch %d, momentum SGD lr %g (x0.1 after epoch %d), "
-               "%s exchange%s, %.1f kB sent per step per rank, progress engine: %s\n",
-               pcnn_version_string(), n_train, ranks, batch, lr, decay_epoch,
+               "%d rank(s), global batch %d, momentum SGD lr %g momentum %g (x%g every %d "
+               "epochs)\n%s exchange%s, %.1f kB sent per step per rank, progress engine: %s\n",
+               pcnn_version_string(), n_train, ranks, batch, lr, momentum, decay, decay_every,
                exchange == PCNN_EXCHANGE_ALLREDUCE ? "allreduce" : "all-to-all + all-gather",
                overlap ? " overlapped with back-propagation" : " after back-propagation",
                (double)bytes / 1e3, ex_engine_name(net));

@@ -645,7 +645,9 @@ PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path)
  * ranks resumes on any number of ranks, with another batch size, exchange
  * strategy or PCNN_OPT_BUCKET_BYTES.  Batch-norm statistics are per rank:
  * each rank gets its own back when the number of ranks is unchanged, and
- * their mean otherwise.  Every rank returns the same status.
+ * their mean otherwise.  A bad file or a failed write returns the same
+ * status and message on every rank; a failure of one rank's own (out of
+ * memory) returns PCNN_ERR_REMOTE on the others.
  */
 
 /* Save the network's training state to `path` (replacing any file there
@@ -660,8 +662,9 @@ PCNN_API pcnn_status pcnn_net_save(pcnn_net *net, const char *path);
  * the same way: same layers in the same order with the same kinds, shapes
  * and configurations, same loss, optimizer and PCNN_OPT_SEED.  The saved
  * options replace the network's (set options after loading to change
- * them).  The file is verified completely before anything changes: on any
- * error the network is untouched.  Collective with a communicator.
+ * them); extra bytes (pcnn_net_save_extra) are ignored.  The file is
+ * verified completely before anything changes: on any error the network
+ * is untouched.  Collective with a communicator.
  * Errors: INVALID_ARGUMENT, INVALID_STATE (not finalized), IO (missing or
  * unreadable file), CORRUPT (truncated, damaged: a checksum fails, or
  * malformed), UNSUPPORTED (an intact file of a newer format version),
@@ -724,7 +727,8 @@ PCNN_API pcnn_status pcnn_net_load_extra(pcnn_net *net, const char *path, void *
  * parameters and all ranks stay identical; as B grows, more ranks join
  * until all P compute.  Training equals a single rank training on the
  * whole batch (up to float summation order; batch normalisation uses each
- * computing rank's local statistics, as everywhere).  Memory is planned
+ * computing rank's local statistics, as everywhere, and an idle rank's
+ * running statistics wait until it computes).  Memory is planned
  * once: finalize the network with max_batch >= B_m, large enough also for
  * the largest share the rule gives one rank (checked by
  * pcnn_scheduler_begin_epoch, whose error names the max_batch needed);

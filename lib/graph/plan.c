@@ -248,6 +248,11 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
     const int local = max_batch < 1 ? 1 : (int)(((long)max_batch + ranks - 1) / ranks);
     if (st == PCNN_OK) st = check_graph(net);
     if (st == PCNN_OK) st = check_sizes(net, local);
+    if (st == PCNN_OK && net->comm && ranks > 1 && net->opt.engine == 1 &&
+        net->comm->thread_level < MPI_THREAD_MULTIPLE)
+        st = FAIL(PCNN_ERR_UNSUPPORTED, "the thread engine (PCNN_OPT_ENGINE 1) needs "
+                  "MPI_THREAD_MULTIPLE; MPI provides level %d (initialise MPI with "
+                  "MPI_Init_thread, or choose engine 0 or 2)", net->comm->thread_level);
     net->global_max_batch = max_batch;
     net->max_batch = local;
     const bool planned = st == PCNN_OK; /* layers' setup may then hold buffers */
@@ -270,6 +275,9 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
 
 void net_release_plan(pcnn_net *net)
 {
+    /* First: collectives still in flight (a destroy right after a step)
+     * read and write the parameters and gradients freed below. */
+    exchange_plan_free(&net->xplan);
     for (int i = 0; i < net->num_layers; i++) {
         pcnn_layer *l = net->layers[i];
         mem_free(l->y);
@@ -291,7 +299,6 @@ void net_release_plan(pcnn_net *net)
     net->params = net->grads = net->workspace = NULL;
     net->loss_scratch = NULL;
     optim_state_free(&net->optim);
-    exchange_plan_free(&net->xplan);
     profile_free(&net->profile);
     net->memory_bytes = 0;
 }

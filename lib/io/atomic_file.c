@@ -4,26 +4,42 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../core/error.h"
 #include "../core/memory.h"
+
+/* A fresh temporary name next to the target, created with O_EXCL and mode
+ * 0666 so the final file gets the permissions the umask gives (mkstemp
+ * would force 0600). */
+static int create_temp(const char *path, size_t len, char *temp)
+{
+    for (int attempt = 0; attempt < 32; attempt++) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        snprintf(temp, len + 40, "%s.tmp.%ld.%lx", path, (long)getpid(),
+                 (unsigned long)(t.tv_nsec ^ ((unsigned long)attempt << 20)));
+        int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return -1;
+}
 
 pcnn_status atomic_file_open(atomic_file *f, const char *path)
 {
     *f = (atomic_file){0};
     size_t len = strlen(path);
     f->target = mem_calloc(len + 1, 1);
-    f->temp = mem_calloc(len + 16, 1);
+    f->temp = mem_calloc(len + 40, 1);
     if (!f->target || !f->temp) {
         atomic_file_abort(f);
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "path of %zu bytes", len);
     }
     memcpy(f->target, path, len);
-    memcpy(f->temp, path, len);
-    memcpy(f->temp + len, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(f->temp);
+    int fd = create_temp(path, len, f->temp);
     if (fd < 0) {
         int err = errno;
         f->temp[0] = '\0';

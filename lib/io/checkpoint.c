@@ -17,10 +17,9 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
-#include "../layers/batchnorm.h"
-#include "../layers/dense.h"
 #include "atomic_file.h"
 #include "checkpoint_format.h"
+#include "checkpoint_state.h"
 
 /* ------------------------------------------------------------------ */
 /* The network's side of the file                                       */
@@ -67,18 +66,6 @@ static void layer_record(const pcnn_net *net, const pcnn_layer *l, ckpt_layer *r
     strncpy(r->kind, l->ops->kind, CKPT_KIND_BYTES);
 }
 
-/* Floats of running statistics over all batch-norm layers (one rank). */
-static size_t bn_floats(pcnn_net *net)
-{
-    size_t total = 0;
-    for (int i = 0; i < net->num_layers; i++) {
-        size_t count = 0;
-        batchnorm_running_stats(net->layers[i], &count);
-        total += count;
-    }
-    return total;
-}
-
 /* The network's expectations; e->layers is allocated (mem_free it). */
 static pcnn_status expect_of(pcnn_net *net, ckpt_expect *e, const char *func)
 {
@@ -96,7 +83,7 @@ static pcnn_status expect_of(pcnn_net *net, ckpt_expect *e, const char *func)
     h = fnv_u64(h, (uint64_t)net->loss);
     h = fnv_u64(h, (uint64_t)net->optimizer);
     *e = (ckpt_expect){.definition_hash = h, .num_params = net->num_params,
-                       .seed = net->opt.seed, .bn_floats = bn_floats(net),
+                       .seed = net->opt.seed, .bn_floats = state_bn_floats(net),
                        .num_layers = (uint32_t)net->num_layers,
                        .optimizer = (uint32_t)net->optimizer, .loss = (uint32_t)net->loss,
                        .layers = layers};
@@ -147,135 +134,6 @@ static pcnn_status agree_if(const pcnn_net *net, pcnn_status st, const char *fun
 /* ------------------------------------------------------------------ */
 /* Saving                                                               */
 /* ------------------------------------------------------------------ */
-
-/* The FC exchange (parallel/fc_exchange.h) keeps, for its dense layer of
- * K outputs and F features, the state of weight columns [first, first+fp)
- * of every row packed row by row (K x fp), then the whole bias (K). */
-typedef struct fc_geometry {
-    size_t k, f, fp, first;
-    bool bias;
-} fc_geometry;
-
-static bool is_fc(const bucket *b) { return b->kind == PCNN_EXCHANGE_FC_GRADIENT; }
-
-static fc_geometry fc_of(const pcnn_net *net, const bucket *b, int p)
-{
-    const dense_shape d = dense_get_shape(net->layers[b->first_layer]);
-    long first;
-    const int fp = partition_count(d.features, net->comm->size, p, &first);
-    return (fc_geometry){(size_t)d.out, (size_t)d.features, (size_t)fp, (size_t)first, d.bias};
-}
-
-static size_t fc_state(const fc_geometry *g) { return g->k * g->fp + (g->bias ? g->k : 0); }
-
-/* Root's scratch for gathering FC state: the largest FC bucket's state
- * summed over the ranks (0 without FC buckets). */
-static size_t fc_scratch_floats(const pcnn_net *net)
-{
-    size_t most = 0;
-    for (int k = 0; k < net->xplan.num_buckets; k++) {
-        const bucket *b = &net->xplan.buckets[k];
-        if (!is_fc(b)) continue;
-        size_t total = 0;
-        for (int p = 0; p < net->comm->size; p++) {
-            fc_geometry g = fc_of(net, b, p);
-            total += fc_state(&g);
-        }
-        if (total > most) most = total;
-    }
-    return most;
-}
-
-typedef struct gather_scratch {
-    float *fc;          /* fc_scratch_floats, root only */
-    int *counts, *displs; /* P each, root only */
-} gather_scratch;
-
-/* One FC bucket: gather every rank's packed state, unpack it on root. */
-static pcnn_status gather_fc(pcnn_net *net, const bucket *b, const float *mine, float *full,
-                             const gather_scratch *s, const char *func)
-{
-    const int P = net->comm->size;
-    const fc_geometry own = fc_of(net, b, net->comm->rank);
-    if (full) {
-        int at = 0;
-        for (int p = 0; p < P; p++) {
-            fc_geometry g = fc_of(net, b, p);
-            s->counts[p] = (int)fc_state(&g);
-            s->displs[p] = at;
-            at += s->counts[p];
-        }
-    }
-    int code = MPI_Gatherv(mine, (int)fc_state(&own), MPI_FLOAT, s->fc, s->counts, s->displs,
-                           MPI_FLOAT, 0, net->comm->comm);
-    if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Gatherv (FC optimizer state)");
-    if (!full) return PCNN_OK;
-    float *dst = full + b->lo;
-    for (int p = 0; p < P; p++) {
-        const fc_geometry g = fc_of(net, b, p);
-        const float *src = s->fc + s->displs[p];
-        for (size_t row = 0; row < g.k; row++)
-            memcpy(dst + row * g.f + g.first, src + row * g.fp, g.fp * sizeof(float));
-        if (g.bias && p == 0) memcpy(dst + g.k * g.f, src + g.k * g.fp, g.k * sizeof(float));
-    }
-    return PCNN_OK;
-}
-
-/* Assemble optimizer state in flat parameter order on rank 0 (full; NULL
- * elsewhere).  Each bucket keeps state for its owned part: all of it with
- * the allreduce exchange (or on one rank), slice p on rank p with the
- * all-to-all + all-gather exchange, packed weight columns with the FC
- * exchange.  Collective. */
-static pcnn_status gather_state(pcnn_net *net, const float *state, float *full,
-                                const gather_scratch *s, const char *func)
-{
-    const bool many = collective(net);
-    for (int k = 0; k < net->xplan.num_buckets; k++) {
-        const bucket *b = &net->xplan.buckets[k];
-        const float *mine = state + b->state_offset;
-        if (many && is_fc(b)) {
-            TRY(gather_fc(net, b, mine, full, s, func));
-        } else if (many && b->kind == PCNN_EXCHANGE_ALLTOALL_ALLGATHER) {
-            int code = MPI_Gatherv(mine, (int)b->owned_count, MPI_FLOAT,
-                                   full ? full + b->lo : NULL, b->counts, b->displs, MPI_FLOAT,
-                                   0, net->comm->comm);
-            if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Gatherv (optimizer state)");
-        } else if (full) {
-            memcpy(full + b->lo + b->owned_lo, mine, b->owned_count * sizeof(float));
-        }
-    }
-    return PCNN_OK;
-}
-
-/* This rank's share of state from the file's flat state (the inverse of
- * gather_state, for the current number of ranks). */
-static void scatter_state(const pcnn_net *net, const unsigned char *file, float *state)
-{
-    for (int k = 0; k < net->xplan.num_buckets; k++) {
-        const bucket *b = &net->xplan.buckets[k];
-        float *mine = state + b->state_offset;
-        if (collective(net) && is_fc(b)) {
-            const fc_geometry g = fc_of(net, b, net->comm->rank);
-            const unsigned char *src = file + 4 * b->lo;
-            for (size_t row = 0; row < g.k; row++)
-                ckpt_decode_floats(src + 4 * (row * g.f + g.first), mine + row * g.fp, g.fp);
-            if (g.bias) ckpt_decode_floats(src + 4 * g.k * g.f, mine + g.k * g.fp, g.k);
-        } else {
-            ckpt_decode_floats(file + 4 * (b->lo + b->owned_lo), mine, b->owned_count);
-        }
-    }
-}
-
-/* This rank's running statistics, batch-norm layer after layer. */
-static void pack_bn(pcnn_net *net, float *dst)
-{
-    for (int i = 0; i < net->num_layers; i++) {
-        size_t count = 0;
-        const float *s = batchnorm_running_stats(net->layers[i], &count);
-        if (count) memcpy(dst, s, count * sizeof(float));
-        dst += count;
-    }
-}
 
 /* Re-home a message recorded by a helper under the public function. */
 static pcnn_status restate(pcnn_status st, const char *func)
@@ -355,63 +213,26 @@ pcnn_status checkpoint_save(pcnn_net *net, const char *path, const void *extra,
     TRY(agree_if(net, st, func));
 
     const bool root = rank_of(net) == 0;
-    const int P = ranks_of(net);
-    const size_t bn = bn_floats(net);
-    if (collective(net) && bn > (size_t)INT32_MAX)
-        st = error_set(PCNN_ERR_UNSUPPORTED, func, "%zu batch-norm statistics exceed one "
-                       "MPI message", bn);
     ckpt_expect e = {0};
-    float *m = NULL, *v = NULL, *bn_all = NULL, *bn_mine = NULL;
+    state_gather g;
+    st = state_gather_alloc(net, &g, func);
     if (st == PCNN_OK && root) st = expect_of(net, &e, func);
-    if (st == PCNN_OK && root && net->optim.m && !(m = mem_alloc_floats(net->num_params)))
-        st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "optimizer state of %zu floats",
-                       net->num_params);
-    if (st == PCNN_OK && root && net->optim.v && !(v = mem_alloc_floats(net->num_params)))
-        st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "optimizer state of %zu floats",
-                       net->num_params);
-    if (st == PCNN_OK && bn && !(bn_mine = mem_alloc_floats(bn)))
-        st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "batch-norm statistics");
-    if (st == PCNN_OK && bn && root && !(bn_all = mem_alloc_floats(bn * (size_t)P)))
-        st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "batch-norm statistics of %d ranks", P);
-    gather_scratch scratch = {0};
-    const size_t fc_floats = collective(net) && root && m ? fc_scratch_floats(net) : 0;
-    if (st == PCNN_OK && fc_floats) {
-        scratch.fc = mem_alloc_floats(fc_floats);
-        scratch.counts = mem_calloc((size_t)P, sizeof(int));
-        scratch.displs = mem_calloc((size_t)P, sizeof(int));
-        if (!scratch.fc || !scratch.counts || !scratch.displs)
-            st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "FC optimizer state of %zu floats",
-                           fc_floats);
-    }
     st = agree_if(net, st, func);
     const bool agreed = st == PCNN_OK;
-
-    if (st == PCNN_OK && net->optim.m) st = gather_state(net, net->optim.m, m, &scratch, func);
-    if (st == PCNN_OK && net->optim.v) st = gather_state(net, net->optim.v, v, &scratch, func);
-    if (st == PCNN_OK && bn) {
-        pack_bn(net, bn_mine);
-        if (collective(net)) {
-            int code = MPI_Gather(bn_mine, (int)bn, MPI_FLOAT, bn_all, (int)bn, MPI_FLOAT, 0,
-                                  net->comm->comm);
-            if (code != MPI_SUCCESS)
-                st = mpi_status(code, func, "MPI_Gather (batch-norm statistics)");
-        } else {
-            memcpy(bn_all, bn_mine, bn * sizeof(float));
-        }
-    }
+    if (st == PCNN_OK) st = state_gather_run(net, &g, func);
     if (st == PCNN_OK && root) {
         const net_options *o = &net->opt;
         save_data d = {
             .meta = {.definition_hash = e.definition_hash, .num_layers = e.num_layers,
-                     .optimizer = e.optimizer, .loss = e.loss, .ranks = (uint32_t)P,
+                     .optimizer = e.optimizer, .loss = e.loss, .ranks = (uint32_t)ranks_of(net),
                      .num_params = net->num_params, .seed = o->seed, .step = net->step,
-                     .bn_floats = bn, .learning_rate = o->learning_rate,
+                     .bn_floats = g.bn_floats, .learning_rate = o->learning_rate,
                      .momentum = o->hyper.momentum, .weight_decay = o->weight_decay,
                      .beta1 = o->hyper.beta1, .beta2 = o->hyper.beta2,
                      .epsilon = o->hyper.epsilon, .warmup_steps = (uint64_t)o->warmup_steps,
                      .decay_every_steps = (uint64_t)o->decay_every_steps,
                      .decay_factor = o->decay_factor},
-            .layers = e.layers, .params = net->params, .m = m, .v = v, .bn = bn_all,
+            .layers = e.layers, .params = net->params, .m = g.m, .v = g.v, .bn = g.bn,
             .extra = extra, .extra_bytes = extra_bytes};
         st = write_file(path, &d, func);
     }
@@ -420,13 +241,7 @@ pcnn_status checkpoint_save(pcnn_net *net, const char *path, const void *extra,
         st = share_root(net->comm, st, &unused, func);
     }
     mem_free((void *)e.layers);
-    mem_free(m);
-    mem_free(v);
-    mem_free(bn_all);
-    mem_free(bn_mine);
-    mem_free(scratch.fc);
-    mem_free(scratch.counts);
-    mem_free(scratch.displs);
+    state_gather_free(&g);
     return st;
 }
 
@@ -469,42 +284,11 @@ static pcnn_status read_file(const char *path, unsigned char **out, size_t *len,
     return PCNN_OK;
 }
 
-/* Running statistics for this rank: its own if the file was written by
- * as many ranks, else the element-wise mean over the saved ranks (batch
- * normalisation keeps per-rank statistics; the mean is the natural
- * estimate for a different split). */
-static void restore_bn(pcnn_net *net, const ckpt_view *v)
-{
-    const size_t per_rank = v->meta.bn_floats;
-    const uint32_t saved = v->meta.ranks;
-    const bool same = saved == (uint32_t)ranks_of(net);
-    size_t at = 0;
-    for (int i = 0; i < net->num_layers; i++) {
-        size_t count = 0;
-        float *s = batchnorm_running_stats(net->layers[i], &count);
-        for (size_t j = 0; j < count; j++, at++) {
-            if (same) {
-                ckpt_decode_floats(v->bn + 4 * ((size_t)rank_of(net) * per_rank + at), &s[j], 1);
-                continue;
-            }
-            double sum = 0.0;
-            for (uint32_t r = 0; r < saved; r++) {
-                float x;
-                ckpt_decode_floats(v->bn + 4 * ((size_t)r * per_rank + at), &x, 1);
-                sum += x;
-            }
-            s[j] = (float)(sum / saved);
-        }
-    }
-}
-
 /* Take everything from a verified file.  Cannot fail. */
 static void apply(pcnn_net *net, const ckpt_view *v)
 {
     ckpt_decode_floats(v->params, net->params, net->num_params);
-    if (net->optim.m) scatter_state(net, v->m, net->optim.m);
-    if (net->optim.v) scatter_state(net, v->v, net->optim.v);
-    if (v->bn) restore_bn(net, v);
+    state_scatter(net, v);
     const ckpt_meta *m = &v->meta;
     net_options *o = &net->opt;
     o->learning_rate = m->learning_rate;
@@ -574,8 +358,10 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
             if (st != PCNN_OK) st = restate(PCNN_ERR_INTERNAL, func);
         }
     }
-    /* Every rank holds the same verified bytes, so this check agrees. */
-    if (st == PCNN_OK && view.extra_bytes > extra_size)
+    /* Every rank holds the same verified bytes, so this check agrees.
+     * Callers that asked for nothing (pcnn_net_load) skip the extra. */
+    const bool wanted = extra || extra_bytes;
+    if (st == PCNN_OK && wanted && view.extra_bytes > extra_size)
         st = error_set(PCNN_ERR_SHAPE, func, "the file holds %zu bytes of extra state; the "
                        "buffer holds %zu", view.extra_bytes, extra_size);
     if (st == PCNN_OK || st == PCNN_ERR_SHAPE) {
@@ -584,7 +370,7 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
     if (collective(net)) st = agree(net->comm, st, func);
     if (st == PCNN_OK) {
         apply(net, &view);
-        if (view.extra_bytes) memcpy(extra, view.extra, view.extra_bytes);
+        if (wanted && view.extra_bytes) memcpy(extra, view.extra, view.extra_bytes);
     }
     mem_free(buf);
     mem_free((void *)e.layers);

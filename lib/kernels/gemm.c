@@ -19,8 +19,8 @@ void blas_threads_leave(int saved)
     if (saved != 1) openblas_set_num_threads(saved);
 }
 
-static void gemm_block(bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
-                       int lda, const float *b, int ldb, float beta, float *c, int ldc)
+void gemm_serial(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
+                 const float *b, int ldb, float beta, float *c, int ldc)
 {
     if (m <= 0 || n <= 0) return;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
@@ -36,7 +36,7 @@ void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, in
     int parts = threads;
     if (parts > extent / MIN_BLOCK) parts = extent / MIN_BLOCK;
     if (parts <= 1) { /* no one-thread region: libgomp would malloc a team */
-        gemm_block(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        gemm_serial(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
 #pragma omp parallel num_threads(parts)
@@ -49,10 +49,10 @@ void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, in
         if (lo < hi) {
             if (split_cols) {
                 const float *bb = tb ? b + (size_t)lo * ldb : b + lo;
-                gemm_block(ta, tb, m, hi - lo, k, alpha, a, lda, bb, ldb, beta, c + lo, ldc);
+                gemm_serial(ta, tb, m, hi - lo, k, alpha, a, lda, bb, ldb, beta, c + lo, ldc);
             } else {
                 const float *aa = ta ? a + lo : a + (size_t)lo * lda;
-                gemm_block(ta, tb, hi - lo, n, k, alpha, aa, lda, b, ldb, beta,
+                gemm_serial(ta, tb, hi - lo, n, k, alpha, aa, lda, b, ldb, beta,
                            c + (size_t)lo * ldc, ldc);
             }
         }

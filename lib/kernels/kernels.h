@@ -29,6 +29,11 @@ void parallel_for(size_t n, size_t grain, size_t work, int threads, range_fn fn,
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a, int lda,
           const float *b, int ldb, float beta, float *c, int ldc, int threads);
 
+/* The same on the calling thread only, for callers that partition the work
+ * themselves (inside a parallel_for). */
+void gemm_serial(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
 /* Make OpenBLAS single-threaded for the duration of a library call and
  * give the host its setting back afterwards. */
 int blas_threads_enter(void);
@@ -41,6 +46,25 @@ void blas_threads_leave(int saved);
  */
 void im2col_batch(const float *x, int c, int n, int h, int w, int k, int stride, int pad,
                   int ho, int wo, float *col, int threads);
+
+/* A convolution's input batch (C x N x H x W, CNHW) and output plane. */
+typedef struct conv_shape {
+    int c, n, h, w, k, stride, pad, ho, wo;
+} conv_shape;
+
+/* im2col of a band of output rows: global output rows [g0, g1), row g
+ * being output row g % Ho of sample g / Ho, i.e. columns [g0*Wo, g1*Wo) of
+ * the whole batch's col matrix, written as (C*K*K) rows of (g1-g0)*Wo
+ * floats with row stride ld.  Single-threaded: for cache-sized bands. */
+void im2col_rows(const float *x, const conv_shape *g, int g0, int g1, float *col, size_t ld);
+
+/* The adjoint for the same band: adds dcol's contributions into dx.
+ * Without accumulate, the plane (c, n) of a sample whose first output row
+ * is in the band is zeroed first, so bands that visit a sample's rows in
+ * order, on one thread, overwrite dx.  Samples must not be split between
+ * threads.  dcol is scratch: entries that read padding may be zeroed. */
+void col2im_rows(float *dcol, size_t ld, const conv_shape *g, int g0, int g1, float *dx,
+                 bool accumulate);
 
 /* The adjoint of im2col_batch: dx (C x N x H x W) = or += col2im(dcol).
  * accumulate selects += (the input feeds several layers). */

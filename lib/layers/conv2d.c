@@ -1,17 +1,22 @@
-/* 2D convolution as one im2col + one GEMM over the whole local batch.
+/* 2D convolution as im2col + GEMM over the whole local batch.
  *
  * In the CNHW layout the GEMM W[Cout x CKK] * col[CKK x N*Ho*Wo] writes the
  * output directly in the next layer's layout.  Backward is two more GEMMs
  * (dW = dY col^T, dcol = W^T dY) and a col2im.  A 1x1 convolution with
  * stride 1 and no padding needs no im2col at all: the input is its own col.
  *
- * The im2col matrix is kept from forward to backward in a persistent buffer
- * when PCNN_OPT_KEEP_IM2COL is set, otherwise recomputed in backward.  The
- * shared workspace holds col (when not kept) and later dcol, never both.
+ * col and dcol are far larger than the activations (K*K times), so they are
+ * not streamed through memory whole: forward and the input gradient work in
+ * bands of output rows, each thread on its own samples, each band's col (or
+ * dcol) made and consumed while it is in the core's cache.  The im2col
+ * matrix is still written whole to a persistent buffer when
+ * PCNN_OPT_KEEP_IM2COL is set, for dW; otherwise backward recomputes it.
+ * The shared workspace holds per-thread bands, or the recomputed col.
  *
  * Padding must be smaller than the kernel, so every window covers at least
  * one input pixel (PyTorch is laxer; a window of pure padding is useless). */
 #include <limits.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,10 +43,38 @@ static size_t col_floats(const conv_priv *p, int max_batch)
     return (size_t)p->ckk * np;
 }
 
+/* Output rows per band: about BAND_FLOATS of col, enough to stay in a
+ * core's L2 next to the GEMM's packed blocks, but at least 4*Cout columns,
+ * so that repacking W for every band stays a small part of the work
+ * (convolutions with big weights get one band per thread). */
+#define BAND_FLOATS (96 * 1024)
+static int band_rows(const conv_priv *p)
+{
+    long long rows = BAND_FLOATS / ((long long)p->ckk * p->wo);
+    long long min_rows = (4LL * p->cout + p->wo - 1) / p->wo;
+    if (rows < min_rows) rows = min_rows;
+    if (rows < 1) rows = 1;
+    return rows > INT_MAX ? INT_MAX : (int)rows;
+}
+
+/* Floats of one band buffer: a CKK x (rows*Wo) matrix, rows capped by the
+ * batch's output rows. */
+static size_t band_floats(const conv_priv *p, int max_batch)
+{
+    long long rows = band_rows(p), all = (long long)max_batch * p->ho;
+    if (rows > all) rows = all;
+    return (size_t)p->ckk * (size_t)rows * (size_t)p->wo;
+}
+
 static size_t conv_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const conv_priv *p = l->priv;
-    return p->direct ? 0 : col_floats(p, pc->max_batch);
+    if (p->direct) return 0;
+    size_t threads = (size_t)(l->net->threads > 0 ? l->net->threads : 1);
+    size_t bands = band_floats(p, pc->max_batch), col = col_floats(p, pc->max_batch);
+    if (bands > SIZE_MAX / threads) return SIZE_MAX;
+    bands *= threads;
+    return !pc->keep_im2col && col > bands ? col : bands;
 }
 
 static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
@@ -75,20 +108,6 @@ static void conv_init(pcnn_layer *l, uint64_t seed)
     if (p->bias) memset(l->params + nw, 0, (size_t)p->cout * sizeof(float));
 }
 
-/* The col matrix of the current input: x itself, the kept buffer, or the
- * workspace (recomputed). */
-static const float *conv_col(const pcnn_layer *l, const run_ctx *ctx, bool compute)
-{
-    const conv_priv *p = l->priv;
-    const float *x = l->inputs[0]->y;
-    if (p->direct) return x;
-    float *col = p->col ? p->col : ctx->workspace;
-    if (compute)
-        im2col_batch(x, p->cin, ctx->n, p->h, p->w, p->k, p->stride, p->pad, p->ho, p->wo, col,
-                     ctx->threads);
-    return col;
-}
-
 /* Rows [lo, hi) of Y[Cout x NP] set to the bias (forward), or db of rows
  * [lo, hi) of dY (backward). */
 typedef struct bias_args {
@@ -96,6 +115,54 @@ typedef struct bias_args {
     float *dst;
     size_t np;
 } bias_args;
+
+/* One pass of a convolution over the bands of samples [s0, s1). */
+typedef struct band_args {
+    const pcnn_layer *l;
+    const run_ctx *ctx;
+    float *dx;
+    bool acc;
+} band_args;
+
+static conv_shape geometry(const conv_priv *p, int n)
+{
+    conv_shape g = {p->cin, n, p->h, p->w, p->k, p->stride, p->pad, p->ho, p->wo};
+    return g;
+}
+
+/* This thread's band buffer in the workspace (parallel_for runs the
+ * caller's share on thread 0 when it runs inline). */
+static float *band_buffer(const conv_priv *p, const run_ctx *ctx)
+{
+    return ctx->workspace + (size_t)omp_get_thread_num() * band_floats(p, ctx->n);
+}
+
+/* With a bias, Y starts as the bias and the GEMM adds W col into it
+ * (beta 1): no separate pass, and the same bits, as the GEMM forms each dot
+ * product before adding it to C. */
+static void forward_bands(void *arg, size_t s0, size_t s1)
+{
+    const band_args *a = arg;
+    const pcnn_layer *l = a->l;
+    const conv_priv *p = l->priv;
+    const conv_shape g = geometry(p, a->ctx->n);
+    const int np = a->ctx->n * p->ho * p->wo, rows = band_rows(p);
+    float *buf = p->col ? NULL : band_buffer(p, a->ctx);
+    const float *bias = p->bias ? l->params + (size_t)p->cout * p->ckk : NULL;
+    for (int g0 = (int)s0 * p->ho; g0 < (int)s1 * p->ho; g0 += rows) {
+        const int g1 = g0 + rows < (int)s1 * p->ho ? g0 + rows : (int)s1 * p->ho;
+        const int cols = (g1 - g0) * p->wo;
+        const size_t at = (size_t)g0 * p->wo;
+        float *col = buf ? buf : p->col + at;
+        const int ld = buf ? cols : np;
+        im2col_rows(l->inputs[0]->y, &g, g0, g1, col, (size_t)ld);
+        float *y = l->y + at;
+        for (int co = 0; bias && co < p->cout; co++)
+            for (int j = 0; j < cols; j++) y[(size_t)co * np + j] = bias[co];
+        gemm_serial(false, false, p->cout, cols, p->ckk, 1.0f, l->params, p->ckk, col, ld,
+                    bias ? 1.0f : 0.0f, y, np);
+    }
+}
 
 static void bias_fill(void *arg, size_t lo, size_t hi)
 {
@@ -107,21 +174,40 @@ static void bias_fill(void *arg, size_t lo, size_t hi)
     }
 }
 
-/* With a bias, Y starts as the bias and the GEMM adds W col into it
- * (beta 1): one pass over Y instead of OpenBLAS zeroing it for beta 0 and
- * a second pass adding the bias; the same bits, as the GEMM forms each dot
- * product before adding it to C. */
 static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const conv_priv *p = l->priv;
     const int np = ctx->n * p->ho * p->wo;
-    const float *col = conv_col(l, ctx, true);
+    if (!p->direct) {
+        band_args a = {l, ctx, NULL, false};
+        parallel_for((size_t)ctx->n, 1, (size_t)p->ckk * np, ctx->threads, forward_bands, &a);
+        return;
+    }
     if (p->bias) {
         bias_args a = {l->params + (size_t)p->cout * p->ckk, l->y, (size_t)np};
         parallel_for((size_t)p->cout, 1, (size_t)p->cout * np, ctx->threads, bias_fill, &a);
     }
-    gemm(false, false, p->cout, np, p->ckk, 1.0f, l->params, p->ckk, col, np,
+    gemm(false, false, p->cout, np, p->ckk, 1.0f, l->params, p->ckk, l->inputs[0]->y, np,
          p->bias ? 1.0f : 0.0f, l->y, np, ctx->threads);
+}
+
+/* dcol = W^T dY band by band, each folded into dx by col2im while it is in
+ * cache.  Samples are never split between threads (col2im_rows). */
+static void dx_bands(void *arg, size_t s0, size_t s1)
+{
+    const band_args *a = arg;
+    const pcnn_layer *l = a->l;
+    const conv_priv *p = l->priv;
+    const conv_shape g = geometry(p, a->ctx->n);
+    const int np = a->ctx->n * p->ho * p->wo, rows = band_rows(p);
+    float *dcol = band_buffer(p, a->ctx);
+    for (int g0 = (int)s0 * p->ho; g0 < (int)s1 * p->ho; g0 += rows) {
+        const int g1 = g0 + rows < (int)s1 * p->ho ? g0 + rows : (int)s1 * p->ho;
+        const int cols = (g1 - g0) * p->wo;
+        gemm_serial(true, false, p->ckk, cols, p->cout, 1.0f, l->params, p->ckk,
+                    l->dy + (size_t)g0 * p->wo, np, 0.0f, dcol, cols);
+        col2im_rows(dcol, (size_t)cols, &g, g0, g1, a->dx, a->acc);
+    }
 }
 
 /* Sum of n floats in an order fixed by n alone (so any thread count gives
@@ -157,8 +243,14 @@ static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
     const int np = ctx->n * p->ho * p->wo;
     const float *dy = l->dy;
 
-    /* dW = dY[Cout x NP] * col^T; the kept col is still the forward's. */
-    const float *col = conv_col(l, ctx, p->col == NULL);
+    /* dW = dY[Cout x NP] * col^T: x itself, the kept col (still the
+     * forward's), or col recomputed whole into the workspace. */
+    const float *col = p->direct ? l->inputs[0]->y : p->col;
+    if (!col) {
+        im2col_batch(l->inputs[0]->y, p->cin, ctx->n, p->h, p->w, p->k, p->stride, p->pad,
+                     p->ho, p->wo, ctx->workspace, ctx->threads);
+        col = ctx->workspace;
+    }
     gemm(false, true, p->cout, p->ckk, np, 1.0f, dy, np, col, np, 0.0f, l->grads, p->ckk,
          ctx->threads);
 
@@ -175,12 +267,9 @@ static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
              acc ? 1.0f : 0.0f, dx[0], np, ctx->threads);
         return;
     }
-    /* dcol overwrites the workspace: col (if it lived there) is done with. */
-    float *dcol = ctx->workspace;
-    gemm(true, false, p->ckk, np, p->cout, 1.0f, l->params, p->ckk, dy, np, 0.0f, dcol, np,
-         ctx->threads);
-    col2im_batch(dcol, p->cin, ctx->n, p->h, p->w, p->k, p->stride, p->pad, p->ho, p->wo, dx[0],
-                 acc, ctx->threads);
+    /* The bands overwrite the workspace: a recomputed col is done with. */
+    band_args a = {l, ctx, dx[0], acc};
+    parallel_for((size_t)ctx->n, 1, (size_t)p->ckk * np, ctx->threads, dx_bands, &a);
 }
 
 static void conv_destroy(pcnn_layer *l)

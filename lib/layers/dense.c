@@ -16,8 +16,6 @@
 #include "flatten.h"
 #include "layer.h"
 
-#define PAR_MIN 16384
-
 typedef struct dense_priv {
     int out;         /* K */
     int features;    /* F = C*H*W of the input */
@@ -63,6 +61,31 @@ static const float *dense_x(const pcnn_layer *l)
     return d->spatial > 1 ? d->xt : l->inputs[0]->y;
 }
 
+/* Rows [lo, hi) of the K x N output set to the bias (forward), or the
+ * bias gradient db[r] = sum_j dY[r][j] in double (backward). */
+typedef struct rows_args {
+    const float *src;
+    float *dst;
+    size_t n;
+} rows_args;
+
+static void bias_rows(void *arg, size_t lo, size_t hi)
+{
+    const rows_args *a = arg;
+    for (size_t r = lo; r < hi; r++)
+        for (size_t j = 0; j < a->n; j++) a->dst[r * a->n + j] = a->src[r];
+}
+
+static void sum_rows(void *arg, size_t lo, size_t hi)
+{
+    const rows_args *a = arg;
+    for (size_t r = lo; r < hi; r++) {
+        double s = 0.0;
+        for (size_t j = 0; j < a->n; j++) s += a->src[r * a->n + j];
+        a->dst[r] = (float)s;
+    }
+}
+
 static void dense_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     dense_priv *d = l->priv;
@@ -71,11 +94,8 @@ static void dense_forward(pcnn_layer *l, const run_ctx *ctx)
     if (d->spatial > 1) flatten_cnhw(in->y, d->xt, in->out.c, n, d->spatial, ctx->threads);
     float beta = 0.0f;
     if (d->bias) {
-        const float *b = l->params + (size_t)k * (size_t)f;
-        float *y = l->y;
-#pragma omp parallel for num_threads(ctx->threads) if ((size_t)k * n >= PAR_MIN) schedule(static)
-        for (int r = 0; r < k; r++)
-            for (int j = 0; j < n; j++) y[(size_t)r * n + j] = b[r];
+        rows_args a = {l->params + (size_t)k * (size_t)f, l->y, (size_t)n};
+        parallel_for((size_t)k, 1, (size_t)k * n, ctx->threads, bias_rows, &a);
         beta = 1.0f;
     }
     gemm(false, false, k, n, f, 1.0f, l->params, f, dense_x(l), n, beta, l->y, n, ctx->threads);
@@ -92,13 +112,8 @@ static void dense_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2]
     if (!exchange_owns_dw)
         gemm(false, true, k, f, n, 1.0f, dy, n, dense_x(l), n, 0.0f, l->grads, f, ctx->threads);
     if (d->bias && !exchange_owns_dw) {
-        float *db = l->grads + (size_t)k * (size_t)f;
-#pragma omp parallel for num_threads(ctx->threads) if ((size_t)k * n >= PAR_MIN) schedule(static)
-        for (int r = 0; r < k; r++) {
-            double s = 0.0;
-            for (int j = 0; j < n; j++) s += dy[(size_t)r * n + j];
-            db[r] = (float)s;
-        }
+        rows_args a = {dy, l->grads + (size_t)k * (size_t)f, (size_t)n};
+        parallel_for((size_t)k, 1, (size_t)k * n, ctx->threads, sum_rows, &a);
     }
     if (!dx[0]) return;
     /* dX = W^T dY */

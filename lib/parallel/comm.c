@@ -29,9 +29,10 @@ static pcnn_status wrap(MPI_Comm host, bool owns_mpi, pcnn_comm **out)
     c->owns_mpi = owns_mpi;
     c->gather = mem_calloc((size_t)c->size * 2, sizeof(double));
     if (!c->gather) {
+        const int size = c->size;
         MPI_Comm_free(&c->comm);
         mem_free(c);
-        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "communicator buffers for %d ranks", c->size);
+        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "communicator buffers for %d ranks", size);
     }
     *out = c;
     return PCNN_OK;

@@ -114,10 +114,19 @@ pcnn_status sched_end_epoch(const sched_config *c, sched_state *s, double loss, 
         if (s->decays == 0) s->lr = lr_at_batch(c, s->batch);
         events |= PCNN_SCHED_EVENT_BATCH_GREW;
     }
+    /* A plateau is judged within one (B, mu) phase: losses under another
+     * batch or learning rate are not comparable, and a learning rate rising
+     * with B would pass for a plateau.  So warm-up epochs do not count, and
+     * growth restarts the rule from the next epoch's loss. */
+    const bool new_phase = (events & PCNN_SCHED_EVENT_BATCH_GREW) || n <= c->warmup_epochs;
+    if (new_phase) {
+        s->best_loss = NAN;
+        s->stale_epochs = 0;
+    }
 
     /* Section 5.1.5: at the first plateau back to mu_0 * beta (an effective
      * factor of (B_s / B_m) beta under the linear rule), then by beta. */
-    if (c->plateau_epochs > 0) {
+    if (c->plateau_epochs > 0 && !new_phase) {
         if (isnan(s->best_loss) || s->best_loss - loss > c->plateau_threshold * fabs(s->best_loss)) {
             s->best_loss = loss;
             s->stale_epochs = 0;

@@ -9,10 +9,12 @@
  *   test_checkpoint mismatch  networks built differently: MISMATCH naming it
  *   test_checkpoint corrupt   every truncation and many bit flips: CORRUPT,
  *                             crafted newer files: UNSUPPORTED, I/O errors
+ *                             and out of memory at every allocation
  *   test_checkpoint kill      a child saving in a loop is SIGKILLed at random
  *                             moments: the file always loads, and is one of
  *                             the versions written
- * The child modes (child-save, kill-child) are run by the tests above. */
+ * The child modes (child-save, kill-child) are run by the tests above;
+ * `test_checkpoint corpus DIR` writes the fuzzer's seed files. */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -26,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/memory.h"
 #include "graph/net.h"
 #include "io/checkpoint_format.h"
 #include "layers/batchnorm.h"
@@ -256,6 +259,66 @@ static void test_resume(void)
     }
 }
 
+/* A file written by 2 ranks (crafted with the format's writer from a real
+ * one: rank 1's statistics are rank 0's times 3) loads on one process
+ * with the mean of the two ranks' running statistics. */
+static void test_bn_mean(void)
+{
+    char path[300], crafted[300];
+    path_in_dir(path, sizeof path, "bn.ckpt");
+    path_in_dir(crafted, sizeof crafted, "bn2.ckpt");
+    const variant v = base_variant(PCNN_OPTIMIZER_SGD);
+    pcnn_net *net = build(&v);
+    train(net, 0, 3);
+    CK(pcnn_net_save(net, path));
+    FILE *f = fopen(path, "rb");
+    static unsigned char img[1 << 20];
+    size_t len = fread(img, 1, sizeof img, f);
+    fclose(f);
+    ckpt_view view;
+    CK(ckpt_parse(img, len, "test", &view));
+    const size_t bn = view.meta.bn_floats;
+    float *stats = malloc(2 * bn * sizeof(float)), *params = malloc(net->num_params * sizeof(float));
+    ckpt_decode_floats(view.bn, stats, bn);
+    for (size_t i = 0; i < bn; i++) stats[bn + i] = 3.0f * stats[i];
+    ckpt_decode_floats(view.params, params, net->num_params);
+    ckpt_meta meta = view.meta;
+    meta.ranks = 2;
+    f = fopen(crafted, "wb");
+    ckpt_writer w;
+    ckpt_begin(&w, f, 4);
+    ckpt_section(&w, CKPT_SEC_META, CKPT_FLAG_REQUIRED);
+    ckpt_put_meta(&w, &meta);
+    ckpt_section(&w, CKPT_SEC_LAYERS, CKPT_FLAG_REQUIRED);
+    ckpt_put_bytes(&w, view.layers, (size_t)meta.num_layers * CKPT_LAYER_BYTES);
+    ckpt_section(&w, CKPT_SEC_PARAMS, CKPT_FLAG_REQUIRED);
+    ckpt_put_floats(&w, params, net->num_params);
+    ckpt_section(&w, CKPT_SEC_BN_STATS, CKPT_FLAG_REQUIRED);
+    ckpt_put_floats(&w, stats, 2 * bn);
+    int written = ckpt_finish(&w);
+    fclose(f);
+    variant fresh_v = v;
+    fresh_v.options = 0;
+    pcnn_net *resumed = build(&fresh_v);
+    pcnn_status st = pcnn_net_load(resumed, crafted);
+    int ok = written && st == PCNN_OK;
+    size_t at = 0;
+    for (int i = 0; i < resumed->num_layers && ok; i++) {
+        size_t count;
+        const float *s = batchnorm_running_stats(resumed->layers[i], &count);
+        for (size_t j = 0; j < count; j++, at++)
+            ok = ok && s[j] == (float)(((double)stats[at] + (double)stats[bn + at]) / 2);
+    }
+    expect(ok && at == bn, "a file of 2 ranks restores the mean of their batch-norm statistics "
+           "on 1 (%s, %zu statistics)", pcnn_status_str(st), at);
+    free(stats);
+    free(params);
+    pcnn_net_destroy(&net);
+    pcnn_net_destroy(&resumed);
+    remove(path);
+    remove(crafted);
+}
+
 /* ------------------------------------------------------------------ */
 /* process: save in a child process, load here                          */
 /* ------------------------------------------------------------------ */
@@ -389,6 +452,7 @@ static unsigned char *slurp(const char *path, size_t *len)
 
 static void spill(const char *path, const unsigned char *buf, size_t len)
 {
+    remove(path); /* truncating a file makes ext4 flush it on close: slow */
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(buf, 1, len, f) != len) {
         fprintf(stderr, "cannot write %s\n", path);
@@ -586,6 +650,13 @@ static void test_corrupt(void)
     st = pcnn_net_load_extra(dst, good, back, sizeof back, &got);
     expect(st == PCNN_OK && got == sizeof extra && memcmp(back, extra, sizeof extra) == 0 &&
                dst->step == 1, "extra bytes round trip: %s, %zu bytes", pcnn_status_str(st), got);
+    pcnn_net_destroy(&dst);
+    dst = tiny();
+    st = pcnn_net_load(dst, good);
+    expect(st == PCNN_OK && dst->step == 1, "pcnn_net_load ignores the extra bytes: %s",
+           pcnn_status_str(st));
+    pcnn_net_destroy(&dst);
+    dst = tiny();
 
     /* Arguments and order of calls. */
     pcnn_net *unfinished;
@@ -632,6 +703,63 @@ static void test_corrupt(void)
     pcnn_net_destroy(&dst);
     remove(good);
     remove(bad);
+}
+
+/* Out of memory at each allocation of a save and of a load: the call
+ * fails with OUT_OF_MEMORY (or succeeds), leaks nothing, leaves no
+ * temporary, and a failed load leaves the network as it was. */
+static void test_out_of_memory(void)
+{
+    char good[300], out[300];
+    path_in_dir(good, sizeof good, "oom-good.ckpt");
+    path_in_dir(out, sizeof out, "oom.ckpt");
+    pcnn_net *src = tiny();
+    train_tiny(src);
+    CK(pcnn_net_save_extra(src, good, "x", 1));
+    pcnn_net *dst = tiny();
+    float *ref = malloc(dst->num_params * sizeof(float));
+    memcpy(ref, dst->params, dst->num_params * sizeof(float));
+    const char *what[2] = {"save", "load"};
+    for (int k = 0; k < 2; k++) {
+        pcnn_debug_fail_allocation(0);
+        CK(k ? pcnn_net_load(dst, good) : pcnn_net_save_extra(src, out, "x", 1));
+        const long count = pcnn_debug_allocations();
+        if (k) { /* start again from the untouched network */
+            pcnn_net_destroy(&dst);
+            dst = tiny();
+        }
+        int bad = 0, failed = 0;
+        for (long n = 1; n <= count; n++) {
+            const long live = pcnn_debug_live_allocations();
+            pcnn_debug_fail_allocation(n);
+            pcnn_status st = k ? pcnn_net_load(dst, good) : pcnn_net_save_extra(src, out, "x", 1);
+            pcnn_debug_fail_allocation(0);
+            failed += st != PCNN_OK;
+            int leftovers = 0;
+            DIR *d = opendir(dir);
+            for (struct dirent *ent; d && (ent = readdir(d));)
+                leftovers += strstr(ent->d_name, ".tmp.") != NULL;
+            if (d) closedir(d);
+            int ok = (st == PCNN_OK || st == PCNN_ERR_OUT_OF_MEMORY) &&
+                     pcnn_debug_live_allocations() == live && leftovers == 0;
+            if (k && st != PCNN_OK) ok = ok && params_equal(dst, ref);
+            if (k && st == PCNN_OK) { /* loaded: back to the untouched network */
+                pcnn_net_destroy(&dst);
+                dst = tiny();
+            }
+            if (!ok && bad++ < 3)
+                fprintf(stderr, "  %s, allocation %ld fails: %s (%s)\n", what[k], n,
+                        pcnn_status_str(st), pcnn_last_error());
+        }
+        expect(bad == 0 && failed > 0, "%s out of memory at each of its %ld allocations: "
+               "OUT_OF_MEMORY (%d times) or OK, no leak, no temporary, network unchanged "
+               "(%d bad)", what[k], count, failed, bad);
+    }
+    free(ref);
+    pcnn_net_destroy(&src);
+    pcnn_net_destroy(&dst);
+    remove(good);
+    remove(out);
 }
 
 /* ------------------------------------------------------------------ */
@@ -693,7 +821,7 @@ static void test_kill(const char *self)
     const double save_s = now() - t0;
     printf("     one save of %zu parameters (Adam): %.1f ms\n", n, 1e3 * save_s);
 
-    const int rounds = 150;
+    const int rounds = 100;
     long last = 0;
     int bad = 0, mid_write = 0, advanced = 0;
     unsigned rng = 12345u;
@@ -768,15 +896,32 @@ int main(int argc, char **argv)
         snprintf(dir, sizeof dir, "%s", argv[4]);
         return kill_child(argv[2], atol(argv[3]));
     }
+    if (argc >= 3 && strcmp(argv[1], "corpus") == 0) { /* seeds for fuzz_checkpoint.c */
+        char path[600];
+        pcnn_net *net = tiny();
+        snprintf(path, sizeof path, "%s/tiny_adam_untrained.ckpt", argv[2]);
+        CK(pcnn_net_save(net, path));
+        train_tiny(net);
+        snprintf(path, sizeof path, "%s/tiny_adam_bn_extra.ckpt", argv[2]);
+        CK(pcnn_net_save_extra(net, path, "scheduler", 9));
+        pcnn_net_destroy(&net);
+        return 0;
+    }
     if (argc < 2) {
-        fprintf(stderr, "usage: %s resume|process|mismatch|corrupt|kill\n", argv[0]);
+        fprintf(stderr, "usage: %s resume|process|mismatch|corrupt|kill | corpus DIR\n", argv[0]);
         return 2;
     }
     make_dir();
-    if (strcmp(argv[1], "resume") == 0) test_resume();
+    if (strcmp(argv[1], "resume") == 0) {
+        test_resume();
+        test_bn_mean();
+    }
     else if (strcmp(argv[1], "process") == 0) test_process(argv[0]);
     else if (strcmp(argv[1], "mismatch") == 0) test_mismatch();
-    else if (strcmp(argv[1], "corrupt") == 0) test_corrupt();
+    else if (strcmp(argv[1], "corrupt") == 0) {
+        test_corrupt();
+        test_out_of_memory();
+    }
     else if (strcmp(argv[1], "kill") == 0) test_kill(argv[0]);
     else {
         fprintf(stderr, "unknown test %s\n", argv[1]);

@@ -66,14 +66,15 @@ static const config cases[] = {
 
 /* conv(2->5,k3,p1) relu maxpool conv(5->3,k3) dropout dense(12->7) relu dense(->4):
  * odd parameter counts, so slices are uneven for P = 2 and 3. */
-static pcnn_net *build(const config *c, pcnn_comm *comm, pcnn_exchange exchange, int fc,
-                       double bucket_bytes, int channels)
+static pcnn_net *build_bn(const config *c, pcnn_comm *comm, pcnn_exchange exchange, int fc,
+                          double bucket_bytes, int channels, int bn)
 {
     pcnn_net *net;
     pcnn_layer *l, *fc_layer;
     CK(pcnn_net_create(&net));
     CK(pcnn_net_input(net, 2, 9, 9, &l));
     CK(pcnn_conv2d(net, l, channels, 3, 1, 1, 1, &l));
+    if (bn) CK(pcnn_batchnorm(net, l, 1e-5f, 0.1f, &l));
     CK(pcnn_relu(net, l, &l));
     CK(pcnn_maxpool2d(net, l, 2, 2, 0, &l));
     CK(pcnn_conv2d(net, l, 3, 3, 1, 0, 0, &l));
@@ -100,6 +101,12 @@ static pcnn_net *build(const config *c, pcnn_comm *comm, pcnn_exchange exchange,
     }
     CK(pcnn_net_finalize(net, BATCH));
     return net;
+}
+
+static pcnn_net *build(const config *c, pcnn_comm *comm, pcnn_exchange exchange, int fc,
+                       double bucket_bytes, int channels)
+{
+    return build_bn(c, comm, exchange, fc, bucket_bytes, channels, 0);
 }
 
 static void make_batch(int step, float *x, int32_t *y)
@@ -149,6 +156,98 @@ static void file_name(char *out, size_t size, const char *dir, const char *name,
     snprintf(out, size, "%s/%s.%s", dir, name, ext);
 }
 
+/* Batch norm keeps per-rank running statistics: with as many ranks on
+ * resume, each rank gets its own back and the run continues bitwise,
+ * inference (which uses them) included. */
+static const config bn_case = {"adam_batchnorm", PCNN_OPTIMIZER_ADAM,
+                               PCNN_EXCHANGE_ALLTOALL_ALLGATHER,
+                               PCNN_EXCHANGE_ALLTOALL_ALLGATHER, 0, 0};
+
+static void write_floats(const char *path, const float *w, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(w, sizeof(float), n, f) == n;
+    if (f) fclose(f);
+    if (!ok) MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static int read_floats(const char *path, float *w, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    int ok = f && fread(w, sizeof(float), n, f) == n;
+    if (f) fclose(f);
+    return ok;
+}
+
+/* This rank's inference outputs on a fixed batch (running statistics). */
+static void predictions(pcnn_net *net, float *out)
+{
+    static float x[BATCH * SAMPLE];
+    static int32_t y[BATCH];
+    make_batch(1000, x, y);
+    CK(pcnn_net_predict(net, BATCH, x, out, BATCH * 4));
+}
+
+static void save_bn_case(pcnn_comm *comm, const char *dir)
+{
+    char path[512], name[64];
+    pcnn_net *net = build_bn(&bn_case, comm, bn_case.save_exchange, 0, 1048576, 5, 1);
+    train(net, 0, N_STEPS, 0);
+    file_name(path, sizeof path, dir, bn_case.name, "ckpt");
+    CK(pcnn_net_save(net, path));
+    train(net, N_STEPS, N_STEPS + M_STEPS, 0);
+    size_t n;
+    float *w = params_of(net, &n), pred[BATCH * 4];
+    file_name(path, sizeof path, dir, bn_case.name, "ref");
+    if (rank == 0) write_floats(path, w, n);
+    predictions(net, pred);
+    snprintf(name, sizeof name, "pred%d", rank);
+    file_name(path, sizeof path, dir, bn_case.name, name);
+    write_floats(path, pred, BATCH * 4);
+    snprintf(path, sizeof path, "%s/ranks", dir);
+    if (rank == 0) {
+        float r = (float)ranks;
+        write_floats(path, &r, 1);
+    }
+    free(w);
+    pcnn_net_destroy(&net);
+}
+
+static void resume_bn_case(pcnn_comm *comm, const char *dir)
+{
+    char path[512], name[64], what[200];
+    float saved_ranks = 0;
+    snprintf(path, sizeof path, "%s/ranks", dir);
+    if (!read_floats(path, &saved_ranks, 1)) MPI_Abort(MPI_COMM_WORLD, 2);
+    pcnn_net *net = build_bn(&bn_case, comm, bn_case.resume_exchange, 0, 1048576, 5, 1);
+    file_name(path, sizeof path, dir, bn_case.name, "ckpt");
+    pcnn_status st = pcnn_net_load(net, path);
+    if ((int)saved_ranks != ranks) { /* statistics averaged: it must load */
+        snprintf(what, sizeof what, "np=%d %s saved at np=%d loads (%s)", ranks, bn_case.name,
+                 (int)saved_ranks, pcnn_status_str(st));
+        expect(st == PCNN_OK, what);
+        pcnn_net_destroy(&net);
+        return;
+    }
+    CK(st);
+    train(net, N_STEPS, N_STEPS + M_STEPS, 0);
+    size_t n;
+    float *w = params_of(net, &n), *ref = malloc(n * sizeof(float));
+    float pred[BATCH * 4], pred_ref[BATCH * 4];
+    file_name(path, sizeof path, dir, bn_case.name, "ref");
+    int ok = read_floats(path, ref, n) && memcmp(w, ref, n * sizeof(float)) == 0;
+    predictions(net, pred);
+    snprintf(name, sizeof name, "pred%d", rank);
+    file_name(path, sizeof path, dir, bn_case.name, name);
+    int pred_ok = read_floats(path, pred_ref, BATCH * 4) && memcmp(pred, pred_ref, sizeof pred) == 0;
+    snprintf(what, sizeof what, "np=%d %s: resumed == uninterrupted bitwise (parameters %d, "
+             "every rank's predictions %d)", ranks, bn_case.name, ok, pred_ok);
+    expect(ok && pred_ok, what);
+    free(ref);
+    free(w);
+    pcnn_net_destroy(&net);
+}
+
 static void phase_save(pcnn_comm *comm, const char *dir)
 {
     for (int k = 0; k < NUM_CASES; k++) {
@@ -175,6 +274,7 @@ static void phase_save(pcnn_comm *comm, const char *dir)
         free(w);
         pcnn_net_destroy(&net);
     }
+    save_bn_case(comm, dir);
     /* A write that fails on rank 0 fails everywhere, with rank 0's status. */
     pcnn_net *net = build(&cases[0], comm, cases[0].save_exchange, 0, 1048576, 5);
     char path[512];
@@ -244,6 +344,8 @@ static void phase_resume(pcnn_comm *comm, const char *dir)
         pcnn_net_destroy(&seq);
         pcnn_net_destroy(&net);
     }
+
+    resume_bn_case(comm, dir);
 
     /* Failures reach every rank with the same status. */
     const config *c = &cases[1];

@@ -290,6 +290,7 @@ int main(void)
         failures++;
     }
 
+    const bool verbose = getenv("PCNN_TEST_VERBOSE") != NULL; /* list every point */
     int retried = 0, finalize_failures = 0, leaks = 0;
     for (long n = 1; n <= total; n++) {
         run r = {.fail_at = n};
@@ -308,6 +309,9 @@ int main(void)
             leaks++;
             r.bad = true;
         }
+        if (verbose)
+            printf("allocation %3ld: %-40.40s %s\n", n, r.failed_call ? r.failed_call : "-",
+                   r.message);
         failures += r.bad;
         retried += r.retried;
         finalize_failures += r.finalize_failed;

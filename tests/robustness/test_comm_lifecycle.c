@@ -20,7 +20,8 @@
 #include "core/memory.h"
 #include "pcnn.h"
 
-static int rank, ranks, failures, provided;
+static int rank, ranks, failures, checks, provided;
+static int threads = 1; /* PCNN_OPT_THREADS; PCNN_TEST_THREADS overrides (TSan runs) */
 
 #define CK(call)                                                                     \
     do {                                                                             \
@@ -36,6 +37,7 @@ static void expect(bool ok, const char *what)
 {
     int all = ok;
     MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    checks++;
     if (!all) failures++;
     if (rank == 0) printf("%s %s\n", all ? "PASS" : "FAIL", what);
 }
@@ -69,7 +71,7 @@ static pcnn_net *build(pcnn_comm *comm, int engine, int overlap)
     CK(pcnn_dense(net, l, 3, 1, &l));
     CK(pcnn_net_set_loss(net, l, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
     CK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_MOMENTUM));
-    CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, 1));
+    CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
     CK(pcnn_net_set_option(net, PCNN_OPT_SEED, 5));
     CK(pcnn_net_set_option(net, PCNN_OPT_BUCKET_BYTES, 256));
     CK(pcnn_net_set_option(net, PCNN_OPT_ENGINE, engine));
@@ -113,6 +115,7 @@ static bool engine_is(pcnn_net *net, int want)
 int main(void)
 {
     MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+    if (getenv("PCNN_TEST_THREADS")) threads = atoi(getenv("PCNN_TEST_THREADS"));
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     for (int i = 0; i < 8 * SAMPLE; i++) g_x[i] = (float)((i * 31) % 89) / 89.0f - 0.5f;
@@ -186,7 +189,54 @@ int main(void)
     expect(threads_now() == threads0 && pcnn_debug_live_allocations() == live_none,
            "20 communicators created and destroyed around networks: nothing left");
 
+    /* 4. Out of memory on one rank during a collective finalize: that rank
+     * reports OUT_OF_MEMORY, the others REMOTE, nobody hangs or leaks.  Walk
+     * every allocation of finalize, failing on rank 0, then on rank 1. */
+    CK(pcnn_comm_create(MPI_COMM_WORLD, &comm));
+    int walked = 0;
+    bool oom_ok = true;
+    for (int victim = 0; victim < 2 && victim < ranks; victim++) {
+        for (long n = 1;; n++) {
+            pcnn_net *net;
+            pcnn_layer *l;
+            CK(pcnn_net_create(&net));
+            CK(pcnn_net_input(net, 2, 6, 6, &l));
+            CK(pcnn_conv2d(net, l, 3, 3, 1, 1, 1, &l));
+            CK(pcnn_dense(net, l, 3, 1, &l));
+            CK(pcnn_net_set_loss(net, l, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
+            CK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_ADAM));
+            CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, 1));
+            CK(pcnn_net_set_option(net, PCNN_OPT_ENGINE, multiple && n % 2 ? 1 : 2));
+            CK(pcnn_net_set_comm(net, comm));
+            pcnn_debug_fail_allocation(rank == victim ? n : 0);
+            pcnn_status st = pcnn_net_finalize(net, 2 * ranks);
+            const bool hit = rank == victim && pcnn_debug_allocations() >= n;
+            pcnn_debug_fail_allocation(0);
+            int failed = st != PCNN_OK, any = 0;
+            MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            const pcnn_status want = !any ? PCNN_OK
+                                     : rank == victim ? PCNN_ERR_OUT_OF_MEMORY
+                                                      : PCNN_ERR_REMOTE;
+            /* The victim fails exactly when its allocation n happened. */
+            if (st != want || (rank == victim && hit != (any != 0))) {
+                oom_ok = false;
+                fprintf(stderr, "rank %d: allocation %ld failing on rank %d: %s (%s)\n", rank,
+                        n, victim, pcnn_status_str(st), pcnn_last_error());
+            }
+            if (!any) step(net); /* the survivor of the walk trains */
+            CK(pcnn_net_destroy(&net));
+            if (!any) break;
+            walked++;
+        }
+    }
+    CK(pcnn_comm_destroy(&comm));
+    if (rank == 0) printf("%d allocation failures at finalize walked on np=%d\n", walked, ranks);
+    expect(oom_ok && walked > 20, "out of memory on one rank at finalize: OOM there, REMOTE "
+                                  "elsewhere");
+    expect(threads_now() == threads0 && pcnn_debug_live_allocations() == live_none,
+           "after the out-of-memory walk: no thread or block left");
+
     MPI_Finalize();
-    if (rank == 0) printf("%d passed, %d failed\n", 6 - failures, failures);
+    if (rank == 0) printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }

@@ -135,21 +135,27 @@ static void script_fixed_k_root_rule(void)
     run_script("fixed_K_root_rule_clamp", &c, 2.5, steps, (int)(sizeof steps / sizeof steps[0]));
 }
 
-/* A plateau before B_m: the decay wins over the growth of the same epoch,
- * and later growth leaves the decayed learning rate alone. */
+/* A plateau before B_m.  Growth restarts the plateau rule (the epoch
+ * after it sets the new best), and later growth leaves the decayed
+ * learning rate alone. */
 static void script_decay_before_max(void)
 {
     sched_config c;
     sched_config_default(&c, 32, 256, 0.05);
-    c.interval = 2;
+    c.interval = 3;
     c.plateau_epochs = 1;
     const step steps[] = {
-        {1.0, 1.0, 2, 32, 0.05, 0},
-        {1.0, 2.0, 2, 64, 0.005, GREW | DECAYED},
-        {0.5, 3.0, 2, 64, 0.005, 0},
-        {0.4, 4.0, 2, 128, 0.005, GREW},
-        {0.3, 5.0, 2, 128, 0.005, 0},
-        {0.3, 5.0, 2, 256, 0.0005, GREW | DECAYED},
+        {1.0, 1.0, 3, 32, 0.05, 0},           /* best 1.0 */
+        {0.5, 2.0, 3, 32, 0.05, 0},           /* best 0.5 */
+        {0.5, 3.0, 3, 64, 0.1, GREW},         /* flat, but growth restarts the rule */
+        {0.5, 4.0, 3, 64, 0.1, 0},            /* best 0.5 under (64, 0.1) */
+        {0.5, 4.5, 3, 64, 0.005, DECAYED},    /* plateau before B_m: mu_0 * beta */
+        {0.3, 5.0, 3, 128, 0.005, GREW},      /* growth keeps the decayed rate */
+        {0.3, 6.0, 3, 128, 0.005, 0},
+        {0.3, 7.0, 3, 128, 0.0005, DECAYED},
+        {0.2, 7.5, 3, 256, 0.0005, GREW},
+        {0.2, 8.0, 3, 256, 0.0005, 0},
+        {0.2, 8.5, 3, 256, 0.00005, DECAYED},
     };
     run_script("decay_before_max", &c, 2.0, steps, (int)(sizeof steps / sizeof steps[0]));
 }
@@ -178,6 +184,18 @@ static void script_warmup(void)
                s.interval, want_k[i]);
     }
     EXPECT(s.batch == 16, "warm-up: K = 5 grows at n = 5, B %d", s.batch);
+    sched_state_free(&s);
+
+    /* Warm-up epochs do not count for the plateau rule either. */
+    c.plateau_epochs = 1;
+    c.interval = 100;
+    sched_state_init(&c, &s);
+    s.initial_loss = 3.0;
+    const unsigned want_events[] = {0, 0, 0, 0, DECAYED};
+    for (int i = 0; i < 5; i++) {
+        EXPECT(sched_end_epoch(&c, &s, 1.0, 1.0, "test") == PCNN_OK, "warm-up end");
+        EXPECT(s.events == want_events[i], "flat loss, epoch %d: events %u", i + 1, s.events);
+    }
     sched_state_free(&s);
     printf("%s warmup\n", failures == before ? "PASS" : "FAIL");
 }

@@ -162,6 +162,51 @@ static void test_im2col_case(const conv_case *t)
     col2im_batch(c, t->c, t->n, t->h, t->w, t->k, t->stride, t->pad, ho, wo, dx2, false, 1);
     CHECK(memcmp(dx, dx2, nx * sizeof *dx) == 0, "col2im %s not thread-deterministic", label);
 
+    /* Bands of output rows (im2col_rows / col2im_rows), for every band
+     * height: im2col_rows writes exactly the band's columns of the whole
+     * col (into a band buffer, and in place with the whole row stride);
+     * col2im_rows over the bands in order, overwriting then accumulating,
+     * equals the reference on integers. */
+    const int grows = t->n * ho;
+    const size_t ncols = (size_t)grows * wo, rows = (size_t)t->c * t->k * t->k;
+    const conv_shape g = {t->c, t->n, t->h, t->w, t->k, t->stride, t->pad, ho, wo};
+    fill_real(x, nx);
+    im2col_ref(x, t, ho, wo, ref);
+    fill_int(c, ncol);
+    col2im_ref(c, t, ho, wo, dref);
+    for (int band = 1; band <= grows; band += band < 4 ? 1 : band) {
+        size_t bad = 0, bad_place = 0, bad_dx = 0, bad_acc = 0;
+        for (size_t i = 0; i < ncol; i++) col[i] = NAN;
+        for (size_t i = 0; i < nx; i++) dx[i] = NAN;
+        fill_int(dx2, nx);
+        float *prior = alloc_floats(nx), *buf = alloc_floats(rows * band * wo);
+        memcpy(prior, dx2, nx * sizeof *dx2);
+        for (int g0 = 0; g0 < grows; g0 += band) {
+            const int g1 = g0 + band < grows ? g0 + band : grows;
+            const size_t cols = (size_t)(g1 - g0) * wo;
+            im2col_rows(x, &g, g0, g1, buf, cols);
+            im2col_rows(x, &g, g0, g1, col + (size_t)g0 * wo, ncols);
+            for (size_t r = 0; r < rows; r++)
+                bad += memcmp(buf + r * cols, ref + r * ncols + (size_t)g0 * wo,
+                              cols * sizeof *buf) != 0;
+            for (size_t r = 0; r < rows; r++)
+                memcpy(buf + r * cols, c + r * ncols + (size_t)g0 * wo, cols * sizeof *buf);
+            col2im_rows(buf, cols, &g, g0, g1, dx, false);
+            col2im_rows(buf, cols, &g, g0, g1, dx2, true);
+        }
+        bad_place = memcmp(col, ref, ncol * sizeof *col) != 0;
+        for (size_t i = 0; i < nx; i++) {
+            bad_dx += dx[i] != (float)dref[i];
+            bad_acc += dx2[i] != prior[i] + (float)dref[i];
+        }
+        CHECK(bad == 0 && bad_place == 0, "im2col_rows %s band %d: %zu rows differ%s", label,
+              band, bad, bad_place ? ", in place too" : "");
+        CHECK(bad_dx == 0 && bad_acc == 0,
+              "col2im_rows %s band %d: %zu overwritten, %zu accumulated elements differ", label,
+              band, bad_dx, bad_acc);
+        free(prior), free(buf);
+    }
+
     free(x), free(col), free(ref), free(c), free(dx), free(dx2), free(dref);
 }
 

@@ -15,12 +15,14 @@ at the end of a `with` block, on garbage collection and at exit.
 from . import _api
 from .comm import Comm
 from .dataset import Dataset
-from .enums import Exchange, Init, Loss, Optimizer, Option, Status, Time
+from .enums import (Exchange, Init, Loss, Optimizer, Option, SchedEvent, SchedLrRule,
+                    SchedOption, Status, Time)
 from .errors import (CorruptError, FileError, InternalError, InvalidArgumentError,
                      InvalidStateError, LibraryError, LibraryNotFoundError, MismatchError,
                      MPIError, NumericError, OutOfMemoryError, PcnnError, RemoteError,
                      ShapeError, TimeoutError, UnsupportedError)
 from .net import Evaluation, Layer, Net, StepInfo
+from .scheduler import Scheduler
 
 __version__ = "0.1.0"  # the binding's own version; the library's: library_version()
 
@@ -44,8 +46,9 @@ def library_version():
 _api.try_load_at_import()
 
 __all__ = [
-    "Comm", "Dataset", "Net", "Layer", "Evaluation", "StepInfo",
+    "Comm", "Dataset", "Net", "Layer", "Scheduler", "Evaluation", "StepInfo",
     "Exchange", "Init", "Loss", "Optimizer", "Option", "Status", "Time",
+    "SchedOption", "SchedLrRule", "SchedEvent",
     "PcnnError", "InvalidArgumentError", "InvalidStateError", "ShapeError",
     "OutOfMemoryError", "MPIError", "RemoteError", "TimeoutError", "UnsupportedError",
     "NumericError", "FileError", "CorruptError", "MismatchError", "InternalError",

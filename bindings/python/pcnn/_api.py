@@ -5,8 +5,8 @@ return type and argument types.  Adding a function to the binding is adding
 its line.  Conventions (checked against the header by the tests):
   - handles (pcnn_net *, pcnn_layer *, ...) are c_void_p, and the
     `pcnn_x **` out/destroy arguments are POINTER(c_void_p);
-  - element buffers (float *, int32_t *, char *) are c_void_p, so numpy
-    arrays pass by address without a copy;
+  - element buffers (float *, int32_t *, char *, void *) are c_void_p, so
+    numpy arrays and bytes pass by address without a copy;
   - scalar out-parameters of other types (int *, size_t *, double *,
     uint64_t *) are typed pointers; enums and MPICH's MPI_Comm / MPI_Fint
     are c_int;
@@ -17,7 +17,7 @@ raises UnsupportedError when called, so the rest keeps working.
 """
 import os
 import threading
-from ctypes import (POINTER, c_char_p, c_double, c_float, c_int, c_size_t, c_uint,
+from ctypes import (POINTER, c_char_p, c_double, c_float, c_int, c_long, c_size_t, c_uint,
                     c_uint64, c_void_p)
 
 from . import _loader
@@ -28,7 +28,7 @@ EXPECTED_MAJOR = 0  # the PCNN_VERSION_MAJOR this package speaks
 STATUS = object()  # marker: returns pcnn_status, checked
 H = c_void_p  # a handle, or an element buffer
 HH = POINTER(c_void_p)  # pcnn_x **: created handle out, or destroy(&h)
-I, F, D, Z, U64, E = c_int, c_float, c_double, c_size_t, c_uint64, c_int
+I, L, F, D, Z, U64, E = c_int, c_long, c_float, c_double, c_size_t, c_uint64, c_int
 pI, pZ, pD, pU64 = POINTER(c_int), POINTER(c_size_t), POINTER(c_double), POINTER(c_uint64)
 STR, pSTR = c_char_p, POINTER(c_char_p)
 MPI_COMM = MPI_FINT = c_int  # MPICH: both are int
@@ -104,6 +104,24 @@ PROTOTYPES = [
     ("pcnn_net_reset_timing", STATUS, (H,)),
     ("pcnn_net_timing_report", STATUS, (H, H, Z, pZ)),
     ("pcnn_net_write_trace", STATUS, (H, STR)),
+    # 7. checkpoints
+    ("pcnn_net_save", STATUS, (H, STR)),
+    ("pcnn_net_load", STATUS, (H, STR)),
+    ("pcnn_net_save_extra", STATUS, (H, STR, H, Z)),
+    ("pcnn_net_load_extra", STATUS, (H, STR, H, Z, pZ)),
+    # 8. adaptive batch scheduler
+    ("pcnn_scheduler_create", STATUS, (H, I, I, D, HH)),
+    ("pcnn_scheduler_destroy", STATUS, (HH,)),
+    ("pcnn_scheduler_set_option", STATUS, (H, E, D)),
+    ("pcnn_scheduler_get_option", STATUS, (H, E, pD)),
+    ("pcnn_scheduler_begin_epoch", STATUS, (H, pI, pD)),
+    ("pcnn_scheduler_end_epoch", STATUS, (H, D)),
+    ("pcnn_scheduler_train_epoch", STATUS, (H, H, pD)),
+    ("pcnn_scheduler_share", STATUS, (H, I, pI, pI)),
+    ("pcnn_scheduler_theta", STATUS, (H, L, pD)),
+    ("pcnn_scheduler_state_bytes", STATUS, (H, pZ)),
+    ("pcnn_scheduler_save_state", STATUS, (H, H, Z)),
+    ("pcnn_scheduler_load_state", STATUS, (H, H, Z)),
 ]
 
 

@@ -2,8 +2,8 @@
 
 A Handle frees its C object exactly once: on close(), at the end of a
 `with` block, when it is garbage-collected, or at interpreter exit
-(an atexit hook closes what is still open, networks before datasets before
-communicators, while the library and MPI are still usable).  __del__ never
+(an atexit hook closes what is still open, schedulers, then networks, then
+datasets, then communicators, while the library and MPI are still usable).  __del__ never
 raises and does nothing once the interpreter is tearing modules down.
 """
 import atexit
@@ -13,9 +13,10 @@ import weakref
 from . import _api
 from .errors import InvalidStateError
 
-# Close order at exit: a network uses datasets and a communicator; "mpi" is
-# the world communicator that may own MPI_Finalize (see comm.py).
-_ORDER = ("net", "dataset", "comm", "mpi")
+# Close order at exit: a scheduler uses a network, a network datasets and a
+# communicator; "mpi" is the world communicator that may own MPI_Finalize
+# (see comm.py).
+_ORDER = ("scheduler", "net", "dataset", "comm", "mpi")
 _live = {kind: weakref.WeakSet() for kind in _ORDER}
 
 

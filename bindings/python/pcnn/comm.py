@@ -83,5 +83,6 @@ class _MPIKeeper(Comm):
             lib, out = new_handle()
             lib.pcnn_comm_create_world(ctypes.byref(out))
             keeper._adopt(lib, out)
+            keeper._info()
             cls._keeper = keeper  # strong reference: lives until exit
 

@@ -70,6 +70,7 @@ class Option(enum.IntEnum):
 class Exchange(enum.IntEnum):
     ALLREDUCE = 0
     ALLTOALL_ALLGATHER = 1
+    FC_GRADIENT = 2
 
 
 class Time(enum.IntEnum):
@@ -81,6 +82,39 @@ class Time(enum.IntEnum):
     STEP = 5
 
 
+class SchedLrRule(enum.IntEnum):
+    LINEAR = 0
+    ROOT = 1
+
+
+class SchedOption(enum.IntEnum):
+    GROWTH_FACTOR = 0
+    LR_RULE = 1
+    INTERVAL_EPOCHS = 2
+    THETA_THRESHOLD = 3
+    DECAY_FACTOR = 4
+    PLATEAU_EPOCHS = 5
+    PLATEAU_THRESHOLD = 6
+    WARMUP_EPOCHS = 7
+    MIN_LOCAL_SAMPLES = 8
+    INITIAL_LOSS = 9
+    EPOCH = 10
+    BATCH = 11
+    LEARNING_RATE = 12
+    INTERVAL = 13
+    THETA = 14
+    DECAYS = 15
+    ACTIVE_RANKS = 16
+    EVENTS = 17
+
+
+class SchedEvent(enum.IntFlag):
+    """Bits of SchedOption.EVENTS (the PCNN_SCHED_EVENT_* macros)."""
+    INTERVAL_FOUND = 1
+    BATCH_GREW = 2
+    LR_DECAYED = 4
+
+
 # Header prefix of each enum's members, for the consistency test.
 C_PREFIX = {
     "pcnn_status": (Status, "PCNN_"),
@@ -90,6 +124,8 @@ C_PREFIX = {
     "pcnn_option": (Option, "PCNN_OPT_"),
     "pcnn_exchange": (Exchange, "PCNN_EXCHANGE_"),
     "pcnn_time": (Time, "PCNN_TIME_"),
+    "pcnn_sched_lr_rule": (SchedLrRule, "PCNN_SCHED_LR_"),
+    "pcnn_sched_option": (SchedOption, "PCNN_SCHED_"),
 }
 
 

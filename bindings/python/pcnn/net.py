@@ -1,6 +1,7 @@
 """Networks and their layers."""
 import collections
 import ctypes
+import math
 import os
 import weakref
 from ctypes import byref, c_double, c_float, c_int, c_size_t, c_uint64, c_void_p
@@ -123,6 +124,7 @@ class Net(Handle):
 
     _kind = "net"
     _destroy = "pcnn_net_destroy"
+    _dependents = ()  # until __init__ makes the set
 
     def __init__(self, comm=None, optimizer=None, **options):
         lib, out = new_handle()
@@ -139,12 +141,19 @@ class Net(Handle):
         self._output_shape = None
         self._last_n = None
         self._staging = None
+        self._dependents = weakref.WeakSet()  # schedulers: closed before the network
         if comm is not None:
             self.set_comm(comm)
         if optimizer is not None:
             self.set_optimizer(optimizer)
         if options:
             self.configure(**options)
+
+    def close(self):
+        """Free the network now (its schedulers first).  Idempotent."""
+        for dependent in list(self._dependents):
+            dependent.close()
+        super().close()
 
     def _closed(self):
         self.layers = []
@@ -280,12 +289,20 @@ class Net(Handle):
     # -- training and inference -----------------------------------------
 
     def _batch(self, x, labels, targets):
-        if self._input_shape is None:
+        """(n, x, labels, targets) checked and converted; the common case
+        (float32 (n, C, H, W) and int32 labels, C-contiguous) is tested
+        first, since it runs once per step."""
+        if (type(x) is np.ndarray and x.dtype is F32 and x.shape[1:] == self._input_shape
+                and x.flags.c_contiguous):
+            n = x.shape[0]
+        elif self._input_shape is None:
             raise InvalidStateError("the network has no input layer yet")
-        x, n = samples(x, self._input_shape)
+        else:
+            x, n = samples(x, self._input_shape)
         lab = tg = None
         if labels is not None:
-            lab = labels_in(labels)
+            lab = labels if (type(labels) is np.ndarray and labels.dtype is I32 and
+                             labels.flags.c_contiguous) else labels_in(labels)
             if lab.size != n:
                 raise ShapeError("%d labels for %d samples" % (lab.size, n))
         if targets is not None:
@@ -363,10 +380,16 @@ class Net(Handle):
             loss = c_double()
             self._lib.pcnn_net_train_epoch(self._handle(), data._handle(), batch, byref(loss))
             return loss.value
-        return self._epoch_in_steps(data, batch, callback)
+        return self._epoch_in_steps(data, batch, callback)[0]
 
-    def _epoch_in_steps(self, data, batch, callback):
+    def _epoch_in_steps(self, data, batch, callback, share_of=None):
+        """The epoch loop of pcnn_net_train_epoch, step by step: each global
+        batch split by share_of(count) -> (first, n) (the plain split over
+        the communicator by default).  Returns (mean loss, first step's
+        loss)."""
         self._handle()
+        if not isinstance(data, Dataset):
+            raise TypeError("train_epoch: expected a pcnn.Dataset, got %r" % (data,))
         if self._max_batch is None:
             raise InvalidStateError("Net.train_epoch: finalize the network first")
         if not 1 <= batch <= self._max_batch:
@@ -383,14 +406,16 @@ class Net(Handle):
                                 "labels" if data.has_labels
                                 else "%d targets" % data.target_count))
         rank, size = (self.comm.rank, self.comm.size) if self.comm is not None else (0, 1)
-        x, y = self._staging_for(-(-batch // size), classify)
+        if share_of is None:
+            share_of = lambda count: share(count, rank, size)  # noqa: E731
+        x, y = self._staging_for(batch, classify)  # no share exceeds the batch
         n = len(data)
         steps = -(-n // batch)
-        loss_sum = 0.0
+        loss_sum, first_loss = 0.0, math.nan
         for k in range(steps):
             start = k * batch
             count = min(batch, n - start)
-            first, mine = share(count, rank, size)
+            first, mine = share_of(count)
             if mine and classify:
                 data.batch(start + first, mine, x[:mine], labels=y[:mine])
             elif mine:
@@ -399,9 +424,11 @@ class Net(Handle):
                 loss = self.train_step(x[:mine], labels=y[:mine])
             else:
                 loss = self.train_step(x[:mine], targets=y[:mine])
+            if k == 0:
+                first_loss = loss
             loss_sum += loss * count
             callback(StepInfo(k + 1, steps, start + count, n, loss))
-        return loss_sum / n
+        return loss_sum / n, first_loss
 
     def _staging_for(self, rows, classify):
         s = self._staging
@@ -459,6 +486,43 @@ class Net(Handle):
         out = floats_out(out, count, "Net.input_grad", (n,) + self._input_shape)
         self._lib.pcnn_net_get_input_grad(h, addr(out), count)
         return out
+
+    # -- checkpoints ------------------------------------------------------
+
+    def save(self, path, extra=None):
+        """Save the training state (parameters, optimizer state, statistics,
+        step, options) to `path`, atomically; `extra` bytes of the host's
+        (e.g. Scheduler.save_state()) go into the same file.  After
+        finalize; collective with a communicator (rank 0 writes)."""
+        h = self._handle()
+        if extra is None:
+            self._lib.pcnn_net_save(h, os.fsencode(path))
+            return
+        if not isinstance(extra, (bytes, bytearray, memoryview)):
+            raise TypeError("Net.save: extra must be bytes, got %s" % type(extra).__name__)
+        extra = bytes(extra)
+        self._lib.pcnn_net_save_extra(h, os.fsencode(path), extra or None, len(extra))
+
+    def load(self, path, extra=False):
+        """Restore a state saved by save() into this network, built the same
+        way (the file is checked completely first; on error nothing
+        changes).  With extra=True, returns the extra bytes stored with it
+        (b"" if none).  Collective with a communicator."""
+        h = self._handle()
+        if not extra:
+            self._lib.pcnn_net_load(h, os.fsencode(path))
+            return None
+        size = c_size_t()
+        try:
+            self._lib.pcnn_net_load_extra(h, os.fsencode(path), None, 0, byref(size))
+            return b""
+        except ShapeError:
+            if size.value == 0:
+                raise
+        # The extra bytes did not fit in 0 bytes: read again with room.
+        buf = ctypes.create_string_buffer(size.value)
+        self._lib.pcnn_net_load_extra(h, os.fsencode(path), buf, size.value, byref(size))
+        return buf.raw[:size.value]
 
     # -- reports ----------------------------------------------------------
 

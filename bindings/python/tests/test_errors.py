@@ -26,14 +26,15 @@ def small_unfinalized():
 
 def test_shape_error_carries_the_library_message():
     n, _ = small_unfinalized()
-    with n, pytest.raises(pcnn.ShapeError) as e:
-        n.conv2d(n.layers[0], 4, 5)
+    with n:
+        with pytest.raises(pcnn.ShapeError) as e:
+            n.conv2d(n.layers[0], 4, 5)
+        assert len(n.layers) == 2  # the failed layer was not added
     err = e.value
     assert err.status == pcnn.Status.ERR_SHAPE == 3
     assert err.message.startswith("pcnn_conv2d: ") and "kernel 5" in err.message
     assert err.status_name == "shape mismatch" and "[shape mismatch]" in str(err)
     assert isinstance(err, ValueError) and isinstance(err, pcnn.PcnnError)
-    assert len(n.layers) == 2  # the failed layer was not added
 
 
 def test_wrong_order_of_calls():
@@ -110,7 +111,8 @@ def test_bad_arrays_are_refused_with_clear_messages(net):
 
 
 def test_enum_arguments(net):
-    with pytest.raises(pcnn.InvalidArgumentError, match=r"unknown option 'lr' \(one of: learning_rate"):
+    with pytest.raises(pcnn.InvalidArgumentError,
+                       match=r"unknown option 'lr' \(one of: learning_rate"):
         net.set_option("lr", 0.1)
     with pytest.raises(TypeError, match="expected a pcnn.Time"):
         net.time(2.5)
@@ -193,7 +195,8 @@ def test_loader_lists_where_it_looked(tmp_path, monkeypatch):
     not_a_lib = tmp_path / "libpcnn.so.0"
     not_a_lib.write_text("garbage")
     monkeypatch.setenv("PCNN_LIBRARY", str(not_a_lib))
-    with pytest.raises(pcnn.LibraryNotFoundError, match="PCNN_LIBRARY: .*libpcnn.so.0 .*invalid ELF"):
+    with pytest.raises(pcnn.LibraryNotFoundError,
+                       match=r"PCNN_LIBRARY: .*libpcnn.so.0 \(.*file too short\)"):
         _loader.load()
     monkeypatch.delenv("PCNN_LIBRARY")
     where = [origin for origin, _ in _loader.candidates()]

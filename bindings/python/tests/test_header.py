@@ -32,7 +32,8 @@ def expected_ctype(decl, structs, enum_names, returned=False):
     const = re.search(r"\bconst\b", decl) is not None
     stars = decl.count("*")
     base = re.sub(r"\bconst\b", "", decl).replace("*", " ").split()[0]
-    scalar = {"int": ctypes.c_int, "unsigned": ctypes.c_uint, "float": ctypes.c_float,
+    scalar = {"int": ctypes.c_int, "long": ctypes.c_long, "unsigned": ctypes.c_uint,
+              "float": ctypes.c_float,
               "double": ctypes.c_double, "size_t": ctypes.c_size_t,
               "uint64_t": ctypes.c_uint64, "MPI_Comm": ctypes.c_int, "MPI_Fint": ctypes.c_int}
     if returned and base == "pcnn_status" and stars == 0:
@@ -86,6 +87,9 @@ def test_enums_match_the_header():
         ours = {prefix + m.name: int(m) for m in cls}
         assert ours == members, c_name
     assert set(re.findall(r"typedef enum (pcnn_\w+) \{", src)) == set(enums.C_PREFIX)
+    events = dict(re.findall(r"#define PCNN_SCHED_EVENT_(\w+) (\d+)u", src))
+    assert events and {k: int(v) for k, v in events.items()} == \
+        {e.name: int(e) for e in enums.SchedEvent}
 
 
 def test_every_status_has_its_exception_with_the_library_name():

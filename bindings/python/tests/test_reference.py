@@ -142,6 +142,12 @@ def test_evaluate_matches_predict():
 
 def test_parameters_in_and_out():
     with models.build("mix", 8) as net:
+        x, labels = models.make_data("mix", 1, 4)
+        loss = net.compute_gradients(x[0], labels[0])
+        g = net.input_grad()
+        assert g.shape == (4, 3, 12, 10) and np.abs(g).sum() > 0
+        assert np.abs(net.get_grads()).sum() > 0
+        assert net.step == 0 and net.compute_loss(x[0], labels[0]) == loss
         p = net.get_params()
         assert p.dtype == np.float32 and p.shape == (net.num_params,)
         per_layer = [l.get_params() for l in net.layers]
@@ -157,11 +163,6 @@ def test_parameters_in_and_out():
         assert not net.get_params()[-dense.num_params:].any()
         out = np.empty(net.num_params, np.float32)
         assert net.get_params(out) is out
-        x, labels = models.make_data("mix", 1, 4)
-        net.compute_gradients(x[0], labels[0])
-        g = net.input_grad()
-        assert g.shape == (4, 3, 12, 10) and np.abs(g).sum() > 0
-        assert np.abs(net.get_grads()).sum() > 0
 
 
 def test_options_and_step_counter():

@@ -1,0 +1,107 @@
+"""Run by test_mpi.py as `mpiexec -n 2 /usr/bin/python3 mpi_worker.py OUT X.npy
+LABELS.npy`: exercises the binding over MPI (the library initialises MPI
+through pcnn.Comm.world()) and writes this rank's results to
+OUT/rank<r>.npz and OUT/rank<r>.json for the test to compare."""
+import json
+import os
+import sys
+
+sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                os.path.dirname(os.path.abspath(__file__))]
+
+import numpy as np  # noqa: E402
+
+import pcnn  # noqa: E402
+import models  # noqa: E402
+
+MPICH_COMM_WORLD_FINT = 0x44000000  # MPI_Comm_c2f(MPI_COMM_WORLD) in MPICH
+
+
+class FakeMpi4pyComm:
+    """Stands in for an mpi4py communicator: only .py2f() is used."""
+
+    def py2f(self):
+        return MPICH_COMM_WORLD_FINT
+
+
+def main(out, xfile, lfile):
+    x, labels = np.load(xfile), np.load(lfile)
+    arrays, info = {}, {}
+    comm = pcnn.Comm.world()
+    info["rank"], info["size"] = comm.rank, comm.size
+    info["thread_level"] = comm.thread_level
+
+    # 1. the steps of c_reference's world mode, through the binding
+    for name, a in zip(["params", "losses", "pred", "gloss", "grads"],
+                       models.run_python("mix", x, labels, comm)):
+        arrays["ref_" + name] = a
+
+    # 2. an epoch: one C call, or Python steps with a callback
+    with pcnn.Dataset(x.reshape(-1, 3, 12, 10), labels.ravel()) as data:
+        data.shuffle(seed=5, epoch=1)
+        with models.build("mix", 8, comm) as a, models.build("mix", 8, comm) as b:
+            seen = []
+            info["epoch_c"] = a.train_epoch(data, 8)
+            info["epoch_py"] = b.train_epoch(data, 8, callback=seen.append)
+            info["epoch_steps"] = [s.samples for s in seen]
+            arrays["epoch_c"], arrays["epoch_py"] = a.get_params(), b.get_params()
+            info["eval"] = list(a.evaluate(data))
+            t = a.timing()
+            info["timing"] = t
+            info["overlap"] = a.overlap_ratio()
+            info["exchange_bytes"] = a.exchange_bytes()
+            info["report_has_comm"] = "comm" in a.timing_report()
+
+            # 3. the batch scheduler, C epochs against callback-driven ones
+            sa = pcnn.Scheduler(a, 2, 8, 0.02, interval_epochs=1)
+            sb = pcnn.Scheduler(b, 2, 8, 0.02, interval_epochs=1)
+            sched_losses = []
+            for e in (2, 3):
+                data.shuffle(seed=5, epoch=e)
+                sched_losses.append((sa.train_epoch(data),
+                                     sb.train_epoch(data, callback=lambda s: None)))
+            info["sched_losses"] = sched_losses
+            info["sched_batch"] = [sa.batch, sb.batch]
+            arrays["sched_a"], arrays["sched_b"] = a.get_params(), b.get_params()
+
+            # 4. checkpoint save and load across the ranks
+            ckpt = os.path.join(out, "ckpt.pcnn")
+            a.save(ckpt, extra=sa.save_state())
+            before = a.get_params()
+            a.train_epoch(data, 8)
+            extra = a.load(ckpt, extra=True)
+            sa.load_state(extra)
+            info["ckpt_restored"] = bool(np.array_equal(a.get_params(), before))
+
+    # 5. an error on one rank reaches the other
+    with models.build("tiny", 4, comm) as net:
+        bad = np.array([0, 1], np.int32) + (9 if comm.rank == 1 else 0)
+        try:
+            net.train_step(np.zeros((2, 4), np.float32), bad)
+            info["error"] = None
+        except pcnn.PcnnError as e:
+            info["error"] = [type(e).__name__, e.message]
+        # 6. a communicator cannot close under a network
+        try:
+            comm.close()
+            info["close_in_use"] = None
+        except pcnn.InvalidStateError as e:
+            info["close_in_use"] = e.message
+
+    # 7. the mpi4py path: anything with .py2f()
+    with pcnn.Comm(FakeMpi4pyComm()) as dup:
+        info["mpi4py_like"] = [dup.rank, dup.size]
+
+    # 8. left open on purpose: freed at exit (network, then communicators,
+    # then MPI_Finalize by the communicator that initialised MPI)
+    global leftover
+    leftover = models.build("tiny", 4, comm)
+    leftover.train_step(np.zeros((1, 4), np.float32), [comm.rank])
+
+    np.savez(os.path.join(out, "rank%d.npz" % comm.rank), **arrays)
+    with open(os.path.join(out, "rank%d.json" % comm.rank), "w") as f:
+        json.dump(info, f)  # NaN is written as NaN, which json.load reads
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

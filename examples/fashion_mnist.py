@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""Train LeNet-5 on Fashion-MNIST with libpcnn's Python binding, on one or
+several MPI ranks.
+
+    OMP_NUM_THREADS=1 mpiexec -n 2 /usr/bin/python3 examples/fashion_mnist.py \
+        [--epochs 5] [--batch 64] [--lr 0.05] [--momentum 0.9] [--decay-every 4]
+        [--decay 0.1] [--warmup STEPS] [--seed 0] [--threads N] [--no-overlap]
+        [--exchange a2a|allreduce] [--schedule START_BATCH] [--train-limit N]
+        [--csv curves.csv] [--plot curves.png] [--progress auto|bar|lines|off]
+        [--data /usr/share/datasets/fashion-mnist] [--library path/to/libpcnn.so]
+        [--mpi4py]
+
+The same model and training as examples/fashion_mnist.c: LeNet-5 with
+Glorot-uniform weights, momentum SGD on global batches of --batch samples
+split over the ranks, the learning rate x --decay every --decay-every
+epochs.  Rank 0 prints the
+model summary, a progress bar per epoch (redrawn in place on a terminal,
+plain lines otherwise: under mpiexec stdout is a pipe, so pass --progress
+bar to get the bar there), per-epoch metrics, and at the end libpcnn's
+timing breakdown.  --csv and --plot write the training curves (the plot
+needs python3-matplotlib).  --schedule B_s grows the batch from B_s to
+--batch with the adaptive batch scheduler, the learning rate starting at
+--lr x B_s / --batch and following the batch (the step decay is then
+off: the scheduler decays on plateaus).  MPI is initialised by libpcnn
+(pcnn.Comm.world()), or by mpi4py with --mpi4py (an MPICH build of mpi4py:
+Debian's python3-mpi4py uses Open MPI and cannot share a process with
+libpcnn's MPICH).
+"""
+import argparse
+import csv
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bindings", "python"))
+
+import pcnn  # noqa: E402
+
+MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST training-set pixel statistics
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--batch", type=int, default=64, help="global batch (largest, with --schedule)")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--decay-every", type=int, default=4,
+                   help="multiply the learning rate by --decay every N epochs (0: off)")
+    p.add_argument("--decay", type=float, default=0.1)
+    p.add_argument("--warmup", type=int, default=0, metavar="STEPS",
+                   help="ramp the learning rate up over the first STEPS steps")
+    p.add_argument("--no-overlap", action="store_true",
+                   help="exchange gradients after the backward pass, not during it")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads per rank (default: this rank's cores / ranks)")
+    p.add_argument("--exchange", choices=["a2a", "allreduce"], default="a2a")
+    p.add_argument("--schedule", type=int, metavar="START_BATCH",
+                   help="adaptive batch: grow from START_BATCH to --batch")
+    p.add_argument("--train-limit", type=int, metavar="N",
+                   help="train on the first N samples only")
+    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--csv", help="write per-epoch curves to this CSV file")
+    p.add_argument("--plot", help="write the curves as a PNG plot (matplotlib)")
+    p.add_argument("--progress", choices=["auto", "bar", "lines", "off"], default="auto")
+    p.add_argument("--library", help="the libpcnn.so to use (default: see pcnn.load_library)")
+    p.add_argument("--mpi4py", action="store_true", help="let mpi4py initialise MPI")
+    return p.parse_args()
+
+
+class Progress:
+    """A progress bar redrawn in place on a terminal; plain lines every 10%
+    of the epoch otherwise.  Only rank 0 draws."""
+
+    def __init__(self, mode, enabled, label):
+        if mode == "auto":
+            mode = "bar" if sys.stdout.isatty() else "lines"
+        self.mode = mode if enabled else "off"
+        self.label = label
+        self.t0 = time.perf_counter()
+        self.last_draw = 0.0
+        self.next_tenth = 1
+        self.loss = None
+
+    def __call__(self, s):
+        # an exponential average smooths the per-step loss for display
+        self.loss = s.loss if self.loss is None else 0.95 * self.loss + 0.05 * s.loss
+        if self.mode == "off":
+            return
+        now = time.perf_counter()
+        elapsed = now - self.t0
+        rate = s.samples / elapsed if elapsed > 0 else 0.0
+        if self.mode == "bar":
+            if now - self.last_draw < 0.1 and s.step != s.steps:
+                return
+            self.last_draw = now
+            width = 30
+            fill = int(width * s.samples / s.total)
+            eta = (s.total - s.samples) / rate if rate > 0 else 0.0
+            sys.stdout.write("\r%s [%s%s] %3d%% %d/%d  loss %.4f  %.0f samples/s  ETA %3.0fs "
+                             % (self.label, "#" * fill, "." * (width - fill),
+                                100 * s.samples // s.total, s.samples, s.total, self.loss,
+                                rate, eta))
+            if s.step == s.steps:
+                sys.stdout.write("\r" + " " * 100 + "\r")
+            sys.stdout.flush()
+        elif s.samples * 10 >= self.next_tenth * s.total:
+            while s.samples * 10 >= self.next_tenth * s.total:
+                self.next_tenth += 1
+            if s.step != s.steps:
+                print("%s %3d%%  %d/%d samples  loss %.4f  %.0f samples/s"
+                      % (self.label, 100 * s.samples // s.total, s.samples, s.total,
+                         self.loss, rate), flush=True)
+
+
+def build_lenet(comm, args, threads, steps_per_epoch):
+    """LeNet-5 as in the peers' models.py: conv5(pad 2) relu pool, conv5 relu
+    pool, dense 120, 84, 10, with Glorot-uniform weights."""
+    net = pcnn.Net(comm, optimizer="momentum", learning_rate=args.lr,
+                   momentum=args.momentum, warmup_steps=args.warmup, seed=args.seed,
+                   threads=threads, overlap=0 if args.no_overlap else 1)
+    if args.decay_every > 0 and not args.schedule:
+        net.configure(decay_every_steps=args.decay_every * steps_per_epoch,
+                      decay_factor=args.decay)
+
+    def weights(layer):
+        layer.set_init("glorot_uniform")
+        return layer
+
+    x = net.input(1, 28, 28)
+    x = net.maxpool2d(net.relu(weights(net.conv2d(x, 6, 5, padding=2))), 2)
+    x = net.maxpool2d(net.relu(weights(net.conv2d(x, 16, 5))), 2)
+    x = net.relu(weights(net.dense(x, 120)))
+    x = net.relu(weights(net.dense(x, 84)))
+    net.set_loss(weights(net.dense(x, 10)), "softmax_cross_entropy")
+    net.set_exchange("allreduce" if args.exchange == "allreduce" else "alltoall_allgather")
+    net.finalize(args.batch)
+    return net
+
+
+def load(args):
+    path = lambda name: os.path.join(args.data, name)  # noqa: E731
+    train = pcnn.Dataset.load_idx(path("train-images-idx3-ubyte.gz"),
+                                  path("train-labels-idx1-ubyte.gz"), MEAN, STD)
+    test = pcnn.Dataset.load_idx(path("t10k-images-idx3-ubyte.gz"),
+                                 path("t10k-labels-idx1-ubyte.gz"), MEAN, STD)
+    if args.train_limit and args.train_limit < len(train):
+        with train:
+            x, y = train.batch(0, args.train_limit)
+        train = pcnn.Dataset(x, y)
+    return train, test
+
+
+def write_plot(path, rows):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+    epochs = [r["epoch"] for r in rows]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ax1.plot(epochs, [r["train_loss"] for r in rows], "o-", label="training")
+    ax1.plot(epochs, [r["test_loss"] for r in rows], "s-", label="test")
+    ax1.set_xlabel("epoch")
+    ax1.set_ylabel("cross-entropy loss")
+    ax1.legend()
+    ax1.grid(alpha=0.3)
+    ax2.plot(epochs, [100 * r["test_accuracy"] for r in rows], "s-", color="C1")
+    ax2.set_xlabel("epoch")
+    ax2.set_ylabel("test accuracy (%)")
+    ax2.grid(alpha=0.3)
+    for ax in (ax1, ax2):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.suptitle("LeNet-5 on Fashion-MNIST (libpcnn)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main():
+    args = parse_args()
+    if args.library:
+        pcnn.load_library(args.library)
+    if args.mpi4py:
+        from mpi4py import MPI
+        comm = pcnn.Comm(MPI.COMM_WORLD)
+    else:
+        comm = pcnn.Comm.world()
+    root = comm.rank == 0
+    threads = args.threads or max(1, len(os.sched_getaffinity(0)) // comm.size)
+    train, test = load(args)
+    net = build_lenet(comm, args, threads, -(-len(train) // args.batch))
+    # --lr is the rate of the full batch: start from its linear share
+    sched = (pcnn.Scheduler(net, args.schedule, args.batch,
+                            args.lr * args.schedule / args.batch)
+             if args.schedule else None)
+    if root:
+        print("libpcnn %s (%s) — LeNet-5 on Fashion-MNIST, %d rank(s) x %d thread(s), "
+              "global batch %s, %s exchange"
+              % (pcnn.library_version(), pcnn.library_path(), comm.size, threads,
+                 "%d -> %d (adaptive)" % (args.schedule, args.batch) if sched else args.batch,
+                 "allreduce" if args.exchange == "allreduce" else "all-to-all + all-gather"))
+        print("training samples %d, test samples %d" % (len(train), len(test)))
+        print(net.summary(), flush=True)
+
+    rows, total = [], 0.0
+    for epoch in range(1, args.epochs + 1):
+        train.shuffle(args.seed, epoch)
+        bar = Progress(args.progress, root, "epoch %d/%d" % (epoch, args.epochs))
+        batch = sched.batch if sched else args.batch
+        t0 = time.perf_counter()
+        if sched:
+            train_loss = sched.train_epoch(train, callback=bar)
+        else:
+            train_loss = net.train_epoch(train, args.batch, callback=bar)
+        seconds = time.perf_counter() - t0
+        total += seconds
+        lr = net.get_option("learning_rate")
+        test_loss, accuracy = net.evaluate(test)
+        rows.append(dict(epoch=epoch, train_loss=train_loss, test_loss=test_loss,
+                         test_accuracy=accuracy, epoch_seconds=seconds, batch=batch, lr=lr))
+        if root:
+            print("epoch %d/%d  train loss %.4f  test loss %.4f  test accuracy %.2f%%  "
+                  "%.2f s  %.0f samples/s%s"
+                  % (epoch, args.epochs, train_loss, test_loss, 100 * accuracy, seconds,
+                     len(train) / seconds,
+                     "  batch %d  lr %.4g" % (batch, lr) if sched else ""), flush=True)
+
+    if root:
+        print("trained %d epochs in %.2f s; final test accuracy %.2f%%"
+              % (args.epochs, total, 100 * rows[-1]["test_accuracy"]))
+        print("\ntiming breakdown (rank 0):")
+        print(net.timing_report(), end="")
+        if args.csv:
+            with open(args.csv, "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(rows[0]))
+                w.writeheader()
+                w.writerows(rows)
+            print("curves written to %s" % args.csv)
+        if args.plot:
+            write_plot(args.plot, rows)
+            print("plot written to %s" % args.plot)
+    # Deterministic cleanup, in dependency order (the binding would also
+    # do this at exit).
+    if sched:
+        sched.close()
+    net.close()
+    train.close()
+    test.close()
+    comm.close()
+
+
+if __name__ == "__main__":
+    main()
