@@ -1,33 +1,16 @@
 /* A printable model summary, written into the caller's buffer. */
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "../core/error.h"
+#include "../core/text.h"
 #include "net.h"
-
-typedef struct text {
-    char *buf;
-    size_t size, len;
-} text;
-
-static void put(text *t, const char *fmt, ...) PCNN_PRINTF(2, 3);
-static void put(text *t, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *dst = t->len < t->size ? t->buf + t->len : NULL;
-    int k = vsnprintf(dst, dst ? t->size - t->len : 0, fmt, ap);
-    va_end(ap);
-    if (k > 0) t->len += (size_t)k;
-}
 
 PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t size, size_t *needed)
 {
     REQUIRE_PTR(net);
     REQUIRE(buf || size == 0, PCNN_ERR_INVALID_ARGUMENT, "buf is NULL but size is %zu", size);
-    text t = {buf, size, 0};
-    if (buf) buf[0] = '\0';
-    put(&t, "%-5s %-15s %-18s %10s  %-12s %s\n", "layer", "kind", "output (C,H,W)", "params",
+    text t = text_start(buf, size);
+    text_put(&t, "%-5s %-15s %-18s %10s  %-12s %s\n", "layer", "kind", "output (C,H,W)", "params",
         "inputs", "config");
     size_t total = 0;
     for (int i = 0; i < net->num_layers; i++) {
@@ -38,20 +21,20 @@ PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t siz
         if (l->num_inputs == 2)
             snprintf(inputs, sizeof inputs, "%d, %d", l->inputs[0]->index, l->inputs[1]->index);
         if (l->ops->describe) l->ops->describe(l, config, sizeof config);
-        put(&t, "%-5d %-15s %-18s %10zu  %-12s %s%s\n", i, l->ops->kind, shape_txt,
+        text_put(&t, "%-5d %-15s %-18s %10zu  %-12s %s%s\n", i, l->ops->kind, shape_txt,
             l->num_params, inputs, config, l == net->output ? "  <- output" : "");
         total += l->num_params;
     }
     static const char *const losses[] = {"softmax cross entropy", "MSE", "L1"};
     static const char *const optimizers[] = {"SGD", "momentum SGD", "Adam"};
-    put(&t, "parameters: %zu (%.2f MB)   loss: %s   optimizer: %s\n", total,
+    text_put(&t, "parameters: %zu (%.2f MB)   loss: %s   optimizer: %s\n", total,
         (double)total * sizeof(float) / 1e6, net->has_loss ? losses[net->loss] : "not set",
         optimizers[net->optimizer]);
     if (net->finalized)
-        put(&t, "memory: %.2f MB planned for batches of up to %d, %d threads\n",
+        text_put(&t, "memory: %.2f MB planned for batches of up to %d, %d threads\n",
             (double)net->memory_bytes / 1e6, net->max_batch, net->threads);
     else
-        put(&t, "memory: not planned (finalize first)\n");
+        text_put(&t, "memory: not planned (finalize first)\n");
     if (needed) *needed = t.len;
     return PCNN_OK;
 }

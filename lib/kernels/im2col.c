@@ -136,11 +136,13 @@ static void im2col_band(const float *src, const conv_shape *g, int kh, int kw, i
         for (float *z = dst + (size_t)(b - oh0) * wo; z < dst + (size_t)(oh1 - oh0) * wo; z++)
             *z = 0.0f;
         if (a == b) return;
-        long first = (long)(a + kh - pad) * w + (kw - pad), end = first + (long)(b - a) * wo;
-        const long skip = first < 0 ? -first : 0; /* a fringe element before the plane */
-        if (end > (long)h * w) end = (long)h * w; /* ... or after it */
+        /* Fringe elements may fall before or after the plane: clamp. */
+        const long first = (long)(a + kh - pad) * w + (kw - pad);
+        const long from = first > 0 ? first : 0;
+        long end = first + (long)(b - a) * wo;
+        if (end > (long)h * w) end = (long)h * w;
         float *d = dst + (size_t)(a - oh0) * wo;
-        memcpy(d + skip, src + first + skip, (size_t)(end - first - skip) * sizeof *d);
+        if (end > from) memcpy(d + (from - first), src + from, (size_t)(end - from) * sizeof *d);
         for (int oh = a; oh < b; oh++, d += wo) {
             for (int ow = 0; ow < lo; ow++) d[ow] = 0.0f;
             for (int ow = hi; ow < wo; ow++) d[ow] = 0.0f;
@@ -221,12 +223,13 @@ void col2im_rows(float *dcol, size_t ld, const conv_shape *g, int g0, int g1, fl
                             for (int ow = 0; ow < lo; ow++) d[ow] = 0.0f;
                             for (int ow = hi; ow < wo; ow++) d[ow] = 0.0f;
                         }
-                        long first = (long)(a + kh - pad) * w + (kw - pad);
+                        const long first = (long)(a + kh - pad) * w + (kw - pad);
+                        const long from = first > 0 ? first : 0;
                         long end = first + (long)(b - a) * wo;
-                        const long skip = first < 0 ? -first : 0;
                         if (end > (long)h * w) end = (long)h * w;
-                        add_to(dst + first + skip, src + (size_t)(a - oh0) * wo + skip,
-                               (size_t)(end - first - skip));
+                        if (end > from)
+                            add_to(dst + from, src + (size_t)(a - oh0) * wo + (from - first),
+                                   (size_t)(end - from));
                         continue;
                     }
                     for (int oh = oh0; oh < oh1; oh++, src += wo) {

@@ -1,10 +1,10 @@
 /* Timing breakdown: accumulation and the public queries. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../core/error.h"
+#include "../core/text.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
 #include "profile.h"
@@ -121,22 +121,6 @@ PCNN_API pcnn_status pcnn_net_reset_timing(pcnn_net *net)
     return PCNN_OK;
 }
 
-typedef struct text {
-    char *buf;
-    size_t size, len;
-} text;
-
-static void put(text *t, const char *fmt, ...) PCNN_PRINTF(2, 3);
-static void put(text *t, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *dst = t->len < t->size ? t->buf + t->len : NULL;
-    int k = vsnprintf(dst, dst ? t->size - t->len : 0, fmt, ap);
-    va_end(ap);
-    if (k > 0) t->len += (size_t)k;
-}
-
 PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size_t size,
                                             size_t *needed)
 {
@@ -144,24 +128,23 @@ PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size
     REQUIRE(buf || size == 0, PCNN_ERR_INVALID_ARGUMENT, "buf is NULL but size is %zu", size);
     const profile *p = &net->profile;
     const double ms = 1e3 / (p->steps > 0 ? (double)p->steps : 1.0);
-    text t = {buf, size, 0};
-    if (buf && size) buf[0] = '\0';
-    put(&t, "timing per step over %ld steps (ms)\n", p->steps);
-    put(&t, "%-5s %-15s %9s %9s %9s %9s %9s\n", "layer", "kind", "forward", "backward", "update",
+    text t = text_start(buf, size);
+    text_put(&t, "timing per step over %ld steps (ms)\n", p->steps);
+    text_put(&t, "%-5s %-15s %9s %9s %9s %9s %9s\n", "layer", "kind", "forward", "backward", "update",
         "comm", "exposed");
     double sum[TIMING_KINDS] = {0};
     for (int i = 1; i < net->num_layers; i++) {
         const double *v = p->layer[i];
         for (int k = 0; k < TIMING_KINDS; k++) sum[k] += v[k];
-        put(&t, "%-5d %-15s %9.3f %9.3f %9.3f %9.3f %9.3f\n", i, net->layers[i]->ops->kind,
+        text_put(&t, "%-5d %-15s %9.3f %9.3f %9.3f %9.3f %9.3f\n", i, net->layers[i]->ops->kind,
             v[TIMING_FORWARD] * ms, v[TIMING_BACKWARD] * ms, v[TIMING_UPDATE] * ms,
             v[TIMING_COMM] * ms, v[TIMING_EXPOSED] * ms);
     }
-    put(&t, "%-5s %-15s %9.3f %9.3f %9.3f %9.3f %9.3f\n", "total", "", sum[TIMING_FORWARD] * ms,
+    text_put(&t, "%-5s %-15s %9.3f %9.3f %9.3f %9.3f %9.3f\n", "total", "", sum[TIMING_FORWARD] * ms,
         sum[TIMING_BACKWARD] * ms, sum[TIMING_UPDATE] * ms, sum[TIMING_COMM] * ms,
         sum[TIMING_EXPOSED] * ms);
     const double step = p->step_seconds * ms;
-    put(&t, "step %.3f ms; exposed communication %.3f ms (%.1f%% of the step); "
+    text_put(&t, "step %.3f ms; exposed communication %.3f ms (%.1f%% of the step); "
             "overlap ratio R = %.1f%%\n",
         step, sum[TIMING_EXPOSED] * ms, step > 0 ? 100.0 * sum[TIMING_EXPOSED] * ms / step : 0.0,
         overlap_ratio(p, net->num_layers));

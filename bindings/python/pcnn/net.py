@@ -141,6 +141,9 @@ class Net(Handle):
         self._output_shape = None
         self._last_n = None
         self._staging = None
+        # the per-step loss output, made once (calls on a network are serialised)
+        self._step_loss = c_float()
+        self._step_loss_ref = byref(self._step_loss)
         self._dependents = weakref.WeakSet()  # schedulers: closed before the network
         if comm is not None:
             self.set_comm(comm)
@@ -317,11 +320,10 @@ class Net(Handle):
         mean loss before the update (the global mean with a communicator,
         where each rank passes its own samples and the call is collective)."""
         n, x, lab, tg = self._batch(x, labels, targets)
-        loss = c_float()
         self._lib.pcnn_net_train_step(self._handle(), n, addr(x), addr(lab), addr(tg),
-                                      byref(loss))
+                                      self._step_loss_ref)
         self._last_n = n
-        return loss.value
+        return self._step_loss.value
 
     def compute_gradients(self, x, labels=None, targets=None):
         """Forward and backward without an update; returns the loss.  Read
