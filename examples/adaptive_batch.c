@@ -4,7 +4,7 @@
  *   mpiexec -n 2 adaptive_batch [--mode all|fixed|linear|adaptive]
  *       [--small 64] [--large 1024] [--lr 0.05] [--warmup 3]
  *       [--epochs 30] [--stop-decays 2] [--patience 2] [--plateau 0.05]
- *       [--interval 0] [--threads 1] [--seed 0] [--csv curves.csv]
+ *       [--interval 0] [--threads 1] [--engine 0] [--seed 0] [--csv curves.csv]
  *       [--data /usr/share/datasets/fashion-mnist]
  *
  *   fixed     batch --small, learning rate --lr: the best-tuned small batch;
@@ -40,7 +40,7 @@
 
 typedef struct options {
     const char *mode, *data, *csv;
-    int small, large, warmup, epochs, stop_decays, patience, interval, threads, seed;
+    int small, large, warmup, epochs, stop_decays, patience, interval, threads, seed, engine;
     double lr, plateau;
 } options;
 
@@ -78,6 +78,7 @@ static pcnn_net *build_cnn(pcnn_comm *comm, int max_batch, const options *o)
     CHECK(pcnn_net_set_option(net, PCNN_OPT_SEED, o->seed));
     CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, o->threads));
     CHECK(pcnn_net_set_comm(net, comm));
+    CHECK(pcnn_net_set_option(net, PCNN_OPT_ENGINE, o->engine));
     CHECK(pcnn_net_finalize(net, max_batch));
     return net;
 }
@@ -147,6 +148,7 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(k, "--patience")) o->patience = atoi(v);
         else if (!strcmp(k, "--interval")) o->interval = atoi(v);
         else if (!strcmp(k, "--threads")) o->threads = atoi(v);
+        else if (!strcmp(k, "--engine")) o->engine = atoi(v);
         else if (!strcmp(k, "--seed")) o->seed = atoi(v);
         else if (!strcmp(k, "--lr")) o->lr = atof(v);
         else if (!strcmp(k, "--plateau")) o->plateau = atof(v);

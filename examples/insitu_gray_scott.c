@@ -37,11 +37,12 @@ static const char usage[] =
     "  --samples N       new patches per training rank per harvest (32)\n"
     "  --train-steps N   training steps per harvest (10)\n"
     "  --batch N         global training batch (32)\n"
-    "  --lr X            Adam learning rate (0.001)\n"
+    "  --lr X            Adam learning rate (0.002)\n"
     "  --train-ranks N   ranks that train (all); the others only simulate\n"
     "  --feed F --kill K Gray-Scott parameters (0.018, 0.051)\n"
     "  --seed N          initial condition and sampling seed (1)\n"
     "  --threads N       OpenMP threads per training rank (0 = OMP_NUM_THREADS)\n"
+    "  --engine NAME     progress engine: auto, thread or nonblocking (auto)\n"
     "  --csv FILE        write the error curve as CSV\n"
     "  --plot FILE.png   draw it with examples/plot_curves.py (implies a CSV)\n";
 
@@ -60,6 +61,7 @@ typedef struct sim {
     double *u_old, *v_old;   /* owned rows at the start of the horizon */
     double du, dv, feed, kill;
     int up, down;            /* neighbour ranks (periodic) */
+    double halo_seconds;     /* time spent in (and waiting for) the halo exchange */
 } sim;
 
 static uint64_t rng_next(uint64_t *s) /* xorshift64* */
@@ -114,7 +116,9 @@ static void sim_halo(sim *s, MPI_Comm world)
 /* One explicit Euler step (dt = 1) with the five-point Laplacian. */
 static void sim_step(sim *s, MPI_Comm world)
 {
+    const double t0 = ex_now();
     sim_halo(s, world);
+    s->halo_seconds += ex_now() - t0;
     const int n = s->n;
     for (int y = 1; y <= s->ny; y++)
         for (int x = 0; x < n; x++) {
@@ -164,7 +168,8 @@ static void cut_patch(const sim *s, int y0, int x0, float *in, float *target)
 /* ---- the surrogate ----------------------------------------------------- */
 
 /* Four unpadded 3x3 convolutions, 2 -> 32 -> 32 -> 32 -> 2 channels. */
-static pcnn_net *build_surrogate(pcnn_comm *comm, double lr, int batch, int threads, int seed)
+static pcnn_net *build_surrogate(pcnn_comm *comm, double lr, int batch, int threads, int seed,
+                                 int engine)
 {
     pcnn_net *net;
     pcnn_layer *l;
@@ -180,6 +185,7 @@ static pcnn_net *build_surrogate(pcnn_comm *comm, double lr, int batch, int thre
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, lr));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_SEED, seed));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
+    EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_ENGINE, engine));
     EX_CHECK(pcnn_net_set_comm(net, comm));
     EX_CHECK(pcnn_net_finalize(net, batch));
     return net;
@@ -260,11 +266,17 @@ int main(int argc, char **argv)
     const int every = ex_arg_int("--every", 100), horizon = ex_arg_int("--horizon", 10);
     const int samples = ex_arg_int("--samples", 32), train_steps = ex_arg_int("--train-steps", 10);
     const int batch = ex_arg_int("--batch", 32), train_ranks = ex_arg_int("--train-ranks", ranks);
-    const double lr = ex_arg_double("--lr", 1e-3);
+    const double lr = ex_arg_double("--lr", 2e-3);
     const double feed = ex_arg_double("--feed", 0.018), kill = ex_arg_double("--kill", 0.051);
     const int seed = ex_arg_int("--seed", 1), threads = ex_arg_int("--threads", 0);
     const char *png = ex_arg_str("--plot", NULL), *csv = ex_arg_str("--csv", NULL);
+    const char *engine_name = ex_arg_str("--engine", "auto");
     ex_args_done();
+    const int engine = !strcmp(engine_name, "thread")        ? 1
+                       : !strcmp(engine_name, "nonblocking") ? 2
+                                                             : 0;
+    if (!engine && strcmp(engine_name, "auto"))
+        ex_fail("--engine must be auto, thread or nonblocking, not '%s'", engine_name);
     char csv_default[1024];
     if (png && !csv) { /* the plot needs a CSV: put it next to the PNG */
         snprintf(csv_default, sizeof csv_default, "%s.csv", png);
@@ -301,7 +313,7 @@ int main(int argc, char **argv)
     pcnn_comm *comm = NULL;
     if (trains) {
         EX_CHECK(pcnn_comm_create(t.comm, &comm)); /* collective over the training ranks */
-        t.net = build_surrogate(comm, lr, batch, threads, seed);
+        t.net = build_surrogate(comm, lr, batch, threads, seed, engine);
         int first;
         t.local_batch = ex_share(batch, train_ranks, rank, &first);
         t.capacity = 64 * samples;
@@ -365,13 +377,15 @@ int main(int argc, char **argv)
     /* Where the time went on each rank (simulation time includes waiting in
      * the halo exchange for the ranks that train), then the library's
      * breakdown of the training steps. */
-    double mine[2] = {t_sim, t_train}, *all = ex_alloc(2 * (size_t)ranks * sizeof(double));
-    EX_MPI(MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    double mine[3] = {t_sim, s.halo_seconds, t_train};
+    double *all = ex_alloc(3 * (size_t)ranks * sizeof(double));
+    EX_MPI(MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     if (rank == 0) {
         printf("final held-out error %.4f (1.0 = predicting no change)\n", err);
         for (int r = 0; r < ranks; r++)
-            printf("rank %d: simulation %.2f s, harvest + training %.2f s%s\n", r, all[2 * r],
-                   all[2 * r + 1], r < train_ranks ? "" : " (simulates only)");
+            printf("rank %d: simulation %.2f s (halo exchange %.2f s), harvest + training "
+                   "%.2f s%s\n", r, all[3 * r], all[3 * r + 1], all[3 * r + 2],
+                   r < train_ranks ? "" : " (simulates only)");
     }
     free(all);
     if (trains) ex_print_timing(t.net, rank);

@@ -23,6 +23,12 @@
 typedef void (*range_fn)(void *arg, size_t lo, size_t hi);
 void parallel_for(size_t n, size_t grain, size_t work, int threads, range_fn fn, void *arg);
 
+/* The same, also telling fn which block it runs (0 .. threads-1), e.g. to
+ * pick per-thread scratch.  The block index, not omp_get_thread_num(): a
+ * host may call libpcnn from inside its own parallel region. */
+typedef void (*part_fn)(void *arg, size_t lo, size_t hi, int part);
+void parallel_parts(size_t n, size_t grain, size_t work, int threads, part_fn fn, void *arg);
+
 /* Row-major C[M x N] = alpha * op(A)[M x K] * op(B)[K x N] + beta * C,
  * op(X) = X^T when trans_X.  lda/ldb/ldc are row strides of the stored
  * matrices.  The larger of M and N is split over `threads` threads. */

@@ -20,7 +20,7 @@ static void block(size_t n, size_t grain, int t, int parts, size_t *lo, size_t *
     *hi = b < n ? b : n;
 }
 
-void parallel_for(size_t n, size_t grain, size_t work, int threads, range_fn fn, void *arg)
+void parallel_parts(size_t n, size_t grain, size_t work, int threads, part_fn fn, void *arg)
 {
     if (n == 0) return;
     if (grain == 0) grain = 1;
@@ -28,13 +28,32 @@ void parallel_for(size_t n, size_t grain, size_t work, int threads, range_fn fn,
     int parts = threads;
     if ((size_t)parts > grains) parts = (int)grains;
     if (parts <= 1 || work < PAR_MIN_WORK) {
-        fn(arg, 0, n);
+        fn(arg, 0, n, 0);
         return;
     }
 #pragma omp parallel num_threads(parts)
     {
         size_t lo, hi;
-        block(n, grain, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        if (lo < hi) fn(arg, lo, hi);
+        const int t = omp_get_thread_num();
+        block(n, grain, t, omp_get_num_threads(), &lo, &hi);
+        if (lo < hi) fn(arg, lo, hi, t);
     }
+}
+
+typedef struct range_call {
+    range_fn fn;
+    void *arg;
+} range_call;
+
+static void call_range(void *arg, size_t lo, size_t hi, int part)
+{
+    const range_call *c = arg;
+    (void)part;
+    c->fn(c->arg, lo, hi);
+}
+
+void parallel_for(size_t n, size_t grain, size_t work, int threads, range_fn fn, void *arg)
+{
+    range_call c = {fn, arg};
+    parallel_parts(n, grain, work, threads, call_range, &c);
 }

@@ -16,7 +16,6 @@
  * Padding must be smaller than the kernel, so every window covers at least
  * one input pixel (PyTorch is laxer; a window of pure padding is useless). */
 #include <limits.h>
-#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -130,24 +129,23 @@ static conv_shape geometry(const conv_priv *p, int n)
     return g;
 }
 
-/* This thread's band buffer in the workspace (parallel_for runs the
- * caller's share on thread 0 when it runs inline). */
-static float *band_buffer(const conv_priv *p, const run_ctx *ctx)
+/* Block `part`'s band buffer in the workspace. */
+static float *band_buffer(const conv_priv *p, const run_ctx *ctx, int part)
 {
-    return ctx->workspace + (size_t)omp_get_thread_num() * band_floats(p, ctx->n);
+    return ctx->workspace + (size_t)part * band_floats(p, ctx->n);
 }
 
 /* With a bias, Y starts as the bias and the GEMM adds W col into it
  * (beta 1): no separate pass, and the same bits, as the GEMM forms each dot
  * product before adding it to C. */
-static void forward_bands(void *arg, size_t s0, size_t s1)
+static void forward_bands(void *arg, size_t s0, size_t s1, int part)
 {
     const band_args *a = arg;
     const pcnn_layer *l = a->l;
     const conv_priv *p = l->priv;
     const conv_shape g = geometry(p, a->ctx->n);
     const int np = a->ctx->n * p->ho * p->wo, rows = band_rows(p);
-    float *buf = p->col ? NULL : band_buffer(p, a->ctx);
+    float *buf = p->col ? NULL : band_buffer(p, a->ctx, part);
     const float *bias = p->bias ? l->params + (size_t)p->cout * p->ckk : NULL;
     for (int g0 = (int)s0 * p->ho; g0 < (int)s1 * p->ho; g0 += rows) {
         const int g1 = g0 + rows < (int)s1 * p->ho ? g0 + rows : (int)s1 * p->ho;
@@ -180,7 +178,7 @@ static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
     const int np = ctx->n * p->ho * p->wo;
     if (!p->direct) {
         band_args a = {l, ctx, NULL, false};
-        parallel_for((size_t)ctx->n, 1, (size_t)p->ckk * np, ctx->threads, forward_bands, &a);
+        parallel_parts((size_t)ctx->n, 1, (size_t)p->ckk * np, ctx->threads, forward_bands, &a);
         return;
     }
     if (p->bias) {
@@ -193,14 +191,14 @@ static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
 
 /* dcol = W^T dY band by band, each folded into dx by col2im while it is in
  * cache.  Samples are never split between threads (col2im_rows). */
-static void dx_bands(void *arg, size_t s0, size_t s1)
+static void dx_bands(void *arg, size_t s0, size_t s1, int part)
 {
     const band_args *a = arg;
     const pcnn_layer *l = a->l;
     const conv_priv *p = l->priv;
     const conv_shape g = geometry(p, a->ctx->n);
     const int np = a->ctx->n * p->ho * p->wo, rows = band_rows(p);
-    float *dcol = band_buffer(p, a->ctx);
+    float *dcol = band_buffer(p, a->ctx, part);
     for (int g0 = (int)s0 * p->ho; g0 < (int)s1 * p->ho; g0 += rows) {
         const int g1 = g0 + rows < (int)s1 * p->ho ? g0 + rows : (int)s1 * p->ho;
         const int cols = (g1 - g0) * p->wo;
@@ -269,7 +267,7 @@ static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
     }
     /* The bands overwrite the workspace: a recomputed col is done with. */
     band_args a = {l, ctx, dx[0], acc};
-    parallel_for((size_t)ctx->n, 1, (size_t)p->ckk * np, ctx->threads, dx_bands, &a);
+    parallel_parts((size_t)ctx->n, 1, (size_t)p->ckk * np, ctx->threads, dx_bands, &a);
 }
 
 static void conv_destroy(pcnn_layer *l)

@@ -127,7 +127,8 @@ pcnn_status sched_end_epoch(const sched_config *c, sched_state *s, double loss, 
     /* Section 5.1.5: at the first plateau back to mu_0 * beta (an effective
      * factor of (B_s / B_m) beta under the linear rule), then by beta. */
     if (c->plateau_epochs > 0 && !new_phase) {
-        if (isnan(s->best_loss) || s->best_loss - loss > c->plateau_threshold * fabs(s->best_loss)) {
+        const double gain = s->best_loss - loss;
+        if (isnan(s->best_loss) || gain > c->plateau_threshold * fabs(s->best_loss)) {
             s->best_loss = loss;
             s->stale_epochs = 0;
         } else if (++s->stale_epochs >= c->plateau_epochs) {

@@ -294,10 +294,11 @@ int main(void)
     int retried = 0, finalize_failures = 0, leaks = 0;
     for (long n = 1; n <= total; n++) {
         run r = {.fail_at = n};
+        const long live_before = pcnn_debug_live_allocations();
         pcnn_debug_fail_allocation(n);
         scenario(&r);
         pcnn_debug_fail_allocation(0);
-        const long live = pcnn_debug_live_allocations() - live0;
+        const long live = pcnn_debug_live_allocations() - live_before;
         if (!r.failed_call && !r.bad)
             fail_run(&r, "%s: allocation failure swallowed (every call succeeded)%s", "", PCNN_OK);
         if (r.failed_call && !r.bad && !r.finalize_failed && !same_result(&r.res, &ref.res))

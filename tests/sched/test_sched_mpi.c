@@ -32,7 +32,8 @@ static int same_on_all_ranks(const void *data, int bytes)
     unsigned char *all = malloc((size_t)bytes * (size_t)ranks);
     MPI_Allgather(data, bytes, MPI_BYTE, all, bytes, MPI_BYTE, MPI_COMM_WORLD);
     int same = 1;
-    for (int r = 1; r < ranks; r++) same &= memcmp(all, all + (size_t)r * bytes, (size_t)bytes) == 0;
+    for (int r = 1; r < ranks; r++)
+        same &= memcmp(all, all + (size_t)r * bytes, (size_t)bytes) == 0;
     free(all);
     return same;
 }

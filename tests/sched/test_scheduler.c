@@ -54,7 +54,8 @@ static void test_invalid_calls(void)
                   PCNN_ERR_INVALID_ARGUMENT);
     EXPECT(isnan(sched_get(s, PCNN_SCHED_THETA)) && isnan(sched_get(s, PCNN_SCHED_INITIAL_LOSS)),
            "theta and F(w_0) are NaN before the first epoch");
-    EXPECT(sched_get(s, PCNN_SCHED_GROWTH_FACTOR) == 2 && sched_get(s, PCNN_SCHED_DECAY_FACTOR) == 0.1 &&
+    EXPECT(sched_get(s, PCNN_SCHED_GROWTH_FACTOR) == 2 &&
+               sched_get(s, PCNN_SCHED_DECAY_FACTOR) == 0.1 &&
                sched_get(s, PCNN_SCHED_THETA_THRESHOLD) == 0.1 &&
                sched_get(s, PCNN_SCHED_MIN_LOCAL_SAMPLES) == 2 &&
                sched_get(s, PCNN_SCHED_INTERVAL_EPOCHS) == 0,
