@@ -384,7 +384,8 @@ PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, floa
 /* Evaluate the network in inference mode over a whole dataset: mean loss
  * and, for cross entropy, accuracy in [0, 1] (NULL pointers are skipped;
  * accuracy of a regression network is NaN).  Exact: no sample dropped or
- * padded. */
+ * padded.  Errors: SHAPE (dataset and network disagree), NUMERIC (the loss
+ * is NaN or Inf, unless PCNN_OPT_CHECK_NUMERICS is 0). */
 PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, double *loss,
                                        double *accuracy);
 

@@ -75,6 +75,10 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
     }
     blas_threads_leave(saved);
     if (net->comm) TRY(agree_sum(net->comm, PCNN_OK, sums, 2, __func__));
+    /* The summed loss is the same on every rank, so all fail together. */
+    REQUIRE(!net->opt.check_numerics || isfinite(sums[0]), PCNN_ERR_NUMERIC,
+            "the loss over the dataset is %g: NaN or Inf in the samples or the network",
+            sums[0]);
     if (loss) *loss = sums[0] / data->n;
     if (accuracy) *accuracy = classify ? sums[1] / data->n : NAN;
     return PCNN_OK;
