@@ -16,7 +16,9 @@ setting also gets one line of OpenBLAS square SGEMM throughput on the same
 threads (bench/sgemm_peak), the ceiling for the GEMM-bound models.
 
 Prints one table per setting and a summary: the median and the largest
-libpcnn/PyTorch step-time ratio.  Needs the peers' scripts in
+libpcnn/PyTorch step-time ratio, of the medians and of the best steps
+(min-ratio: the fastest step of each side, which other load on a shared
+machine disturbs least).  Needs the peers' scripts in
 <repo>/../shared/bench (or --peers) and /usr/bin/python3 with torch.
 """
 import argparse
@@ -100,10 +102,10 @@ def main():
                                       peak.get('blas_core', '?'),
                                       fmt(0.75 * peak['median_gflops'], '.1f')
                                       if 'median_gflops' in peak else '-'))
-            print('%-10s %5s %11s %11s %6s %8s %8s %8s %8s %8s' % (
-                'model', 'batch', 'libpcnn ms', 'PyTorch ms', 'ratio', 'GFLOP/s', 'torch',
-                'faults', 'mallocs', 'RSS MB'))
-            ratios = []
+            print('%-10s %5s %11s %11s %6s %9s %8s %8s %8s %8s %8s' % (
+                'model', 'batch', 'libpcnn ms', 'PyTorch ms', 'ratio', 'min-ratio', 'GFLOP/s',
+                'torch', 'faults', 'mallocs', 'RSS MB'))
+            ratios, min_ratios = [], []
             for name, batch in models:
                 iters = max(3, int(ITERS.get(name, 10) * args.iters_scale))
                 mine, theirs = [], []
@@ -119,14 +121,19 @@ def main():
                     theirs.append(t)
                 ms, tms = median_of(mine, 'median_ms'), median_of(theirs, 'median_ms')
                 ratio = ms / tms if ms and tms else None
+                mn = min([r['min_ms'] for r in mine if 'min_ms' in r], default=None)
+                tmn = min([r['min_ms'] for r in theirs if 'min_ms' in r], default=None)
+                min_ratio = mn / tmn if mn and tmn else None
                 if ratio:
                     ratios.append(ratio)
+                    min_ratios.append(min_ratio)
                 note = ''
                 if ms is None:
                     note = '  (libpcnn: %s)' % (mine[0].get('unsupported') or
                                                 mine[0].get('error', '?'))
-                print('%-10s %5d %11s %11s %6s %8s %8s %8s %8s %8s%s' % (
+                print('%-10s %5d %11s %11s %6s %9s %8s %8s %8s %8s %8s%s' % (
                     name, batch, fmt(ms, '.2f'), fmt(tms, '.2f'), fmt(ratio, '.3f'),
+                    fmt(min_ratio, '.3f'),
                     fmt(median_of(mine, 'achieved_gflops'), '.1f'),
                     fmt(median_of(theirs, 'achieved_gflops'), '.1f'),
                     fmt(median_of(mine, 'faults_per_step'), '.1f'),
@@ -134,12 +141,16 @@ def main():
                     fmt(median_of(mine, 'peak_rss_mb'), '.0f'), note))
                 sys.stdout.flush()
             if ratios:
-                summary.append((title, statistics.median(ratios), max(ratios), len(ratios)))
-                print('ratio libpcnn/PyTorch over %d models: median %.3f, max %.3f' % (
-                    len(ratios), statistics.median(ratios), max(ratios)))
+                summary.append((title, statistics.median(ratios), max(ratios),
+                                statistics.median(min_ratios), max(min_ratios), len(ratios)))
+                print('ratio libpcnn/PyTorch over %d models: median %.3f, max %.3f '
+                      '(of best steps: median %.3f, max %.3f)' % summary[-1][-5:])
     print('\n== summary (targets: median <= 0.8, max <= 1.0, with OPENBLAS_CORETYPE unset)')
-    for title, med, mx, n in summary:
-        print('%-100s median %.3f  max %.3f  (%d models)' % (title, med, mx, n))
+    print('ratio = median step time ratio; min-ratio = best step time ratio (less sensitive '
+          'to other load on the machine)')
+    for title, med, mx, mmed, mmx, n in summary:
+        print('%s\n    ratio median %.3f max %.3f; min-ratio median %.3f max %.3f (%d models)'
+              % (title, med, mx, mmed, mmx, n))
     if out:
         out.close()
 

@@ -41,7 +41,8 @@
 typedef struct options {
     const char *mode, *data, *csv;
     int small, large, warmup, epochs, stop_decays, patience, interval, threads, seed, engine;
-    double lr, plateau;
+    double lr, plateau, growth;
+    int root;
 } options;
 
 typedef struct result {
@@ -95,6 +96,9 @@ static result train(const char *name, int b_start, int b_max, double lr, int war
     CHECK(pcnn_scheduler_set_option(s, PCNN_SCHED_INTERVAL_EPOCHS, o->interval));
     CHECK(pcnn_scheduler_set_option(s, PCNN_SCHED_PLATEAU_EPOCHS, o->patience));
     CHECK(pcnn_scheduler_set_option(s, PCNN_SCHED_PLATEAU_THRESHOLD, o->plateau));
+    CHECK(pcnn_scheduler_set_option(s, PCNN_SCHED_GROWTH_FACTOR, o->growth));
+    CHECK(pcnn_scheduler_set_option(s, PCNN_SCHED_LR_RULE,
+                                    o->root ? PCNN_SCHED_LR_ROOT : PCNN_SCHED_LR_LINEAR));
     result r = {.accuracy = 0};
     snprintf(r.name, sizeof r.name, "%s", name);
     if (rank == 0) printf("\n== %s: batch %d..%d, lr %g, warm-up %d epochs\n", name, b_start,
@@ -152,6 +156,8 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(k, "--seed")) o->seed = atoi(v);
         else if (!strcmp(k, "--lr")) o->lr = atof(v);
         else if (!strcmp(k, "--plateau")) o->plateau = atof(v);
+        else if (!strcmp(k, "--growth")) o->growth = atof(v);
+        else if (!strcmp(k, "--rule")) o->root = !strcmp(v, "root");
         else {
             fprintf(stderr, "unknown option %s\n", k);
             return 0;
@@ -166,7 +172,8 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     options o = {.mode = "all", .data = "/usr/share/datasets/fashion-mnist", .small = 64,
                  .large = 1024, .warmup = 3, .epochs = 30, .stop_decays = 2, .patience = 2,
-                 .interval = 0, .threads = 1, .seed = 0, .lr = 0.05, .plateau = 0.05};
+                 .interval = 0, .threads = 1, .seed = 0, .lr = 0.05, .plateau = 0.05,
+                 .growth = 2, .engine = 2};
     if (!parse(argc, argv, &o)) MPI_Abort(MPI_COMM_WORLD, 2);
     char xtr[512], ytr[512], xte[512], yte[512];
     snprintf(xtr, sizeof xtr, "%s/train-images-idx3-ubyte.gz", o.data);

@@ -168,6 +168,7 @@ int main(int argc, char **argv)
     const char *png = ex_arg_str("--plot", NULL), *csv = ex_arg_str("--csv", NULL);
     const char *dir = ex_arg_str("--data", "/usr/share/datasets/fashion-mnist");
     ex_args_done();
+    if (batch < 1 || epochs < 0) ex_fail("--batch must be >= 1 and --epochs >= 0");
     char csv_default[1024];
     if (png && !csv) {
         snprintf(csv_default, sizeof csv_default, "%s.csv", png);

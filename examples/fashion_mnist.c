@@ -24,6 +24,8 @@ static const char usage[] =
     "  --decay X           the decay factor (0.1)\n"
     "  --exchange NAME     a2a (all-to-all + all-gather, the default) or allreduce\n"
     "  --no-overlap        exchange after the backward pass instead of during it\n"
+    "  --engine NAME       progress engine: auto, thread or nonblocking (auto: the\n"
+    "                      communication thread when MPI provides THREAD_MULTIPLE)\n"
     "  --threads N         OpenMP threads per rank (0 = OMP_NUM_THREADS)\n"
     "  --seed N            initialisation and shuffling seed (0)\n"
     "  --train-limit N     train on N images per epoch (all 60000)\n"
@@ -78,6 +80,7 @@ int main(int argc, char **argv)
     const double decay = ex_arg_double("--decay", 0.1);
     const char *xname = ex_arg_str("--exchange", "a2a");
     const int overlap = !ex_arg_flag("--no-overlap");
+    const int engine = ex_engine_option(ex_arg_str("--engine", "auto"));
     const int threads = ex_arg_int("--threads", 0), seed = ex_arg_int("--seed", 0);
     const int train_limit = ex_arg_int("--train-limit", 0);
     const char *png = ex_arg_str("--plot", NULL), *trace = ex_arg_str("--trace", NULL);
@@ -86,6 +89,8 @@ int main(int argc, char **argv)
     ex_args_done();
     if (strcmp(xname, "a2a") && strcmp(xname, "allreduce"))
         ex_fail("--exchange must be a2a or allreduce, not '%s'", xname);
+    if (batch < 1 || epochs < 0 || warmup < 0 || decay_every < 0 || train_limit < 0)
+        ex_fail("--batch must be >= 1; --epochs, --warmup, --decay-every, --train-limit >= 0");
     const pcnn_exchange exchange =
         strcmp(xname, "a2a") ? PCNN_EXCHANGE_ALLREDUCE : PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
     char csv_default[1024];
@@ -122,6 +127,7 @@ int main(int argc, char **argv)
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_SEED, seed));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_OVERLAP, overlap));
+    EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_ENGINE, engine));
     if (trace) EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_TRACE_EVENTS, 4096));
     EX_CHECK(pcnn_net_set_comm(net, comm));
     EX_CHECK(pcnn_net_set_exchange(net, exchange));

@@ -270,13 +270,8 @@ int main(int argc, char **argv)
     const double feed = ex_arg_double("--feed", 0.018), kill = ex_arg_double("--kill", 0.051);
     const int seed = ex_arg_int("--seed", 1), threads = ex_arg_int("--threads", 0);
     const char *png = ex_arg_str("--plot", NULL), *csv = ex_arg_str("--csv", NULL);
-    const char *engine_name = ex_arg_str("--engine", "auto");
+    const int engine = ex_engine_option(ex_arg_str("--engine", "auto"));
     ex_args_done();
-    const int engine = !strcmp(engine_name, "thread")        ? 1
-                       : !strcmp(engine_name, "nonblocking") ? 2
-                                                             : 0;
-    if (!engine && strcmp(engine_name, "auto"))
-        ex_fail("--engine must be auto, thread or nonblocking, not '%s'", engine_name);
     char csv_default[1024];
     if (png && !csv) { /* the plot needs a CSV: put it next to the PNG */
         snprintf(csv_default, sizeof csv_default, "%s.csv", png);
@@ -340,11 +335,14 @@ int main(int argc, char **argv)
         ex_print_summary(t.net, rank);
         printf("%8s %10s %12s %16s %9s %9s\n", "step", "samples", "train loss",
                "held-out error", "sim s", "train s");
+        printf("(loss and error: means over the harvests since the previous line)\n");
         fflush(stdout);
     }
-    FILE *curves = ex_csv_open(rank == 0 ? csv : NULL, "step,train_loss,heldout_error");
+    FILE *curves = ex_csv_open(rank == 0 ? csv : NULL, "step,train_mse_loss,heldout_rel_l2_error");
 
-    double t_sim = 0.0, t_train = 0.0, err = NAN;
+    double t_sim = 0.0, t_train = 0.0, err = NAN, sum_loss = 0.0, sum_err = 0.0;
+    int tests = 0;
+    const int print_every = steps / every / 12 > 1 ? steps / every / 12 : 1;
     for (int step = 0; step <= steps; step++) {
         double t0 = ex_now();
         if (step > 0) sim_step(&s, MPI_COMM_WORLD);
@@ -362,12 +360,16 @@ int main(int argc, char **argv)
             }
             const double loss = train(&t, train_steps);
             t_train += ex_now() - t0;
-            if (rank == 0) {
-                printf("%8d %10d %12.5f %16.4f %9.2f %9.2f\n", step,
-                       step / every * samples * train_ranks, loss, err, t_sim, t_train);
-                fflush(stdout);
-            }
             ex_csv_row(curves, "%d,%.6g,%.6g", step, loss, err);
+            /* Print about 12 lines, each with the means since the last one. */
+            sum_loss += loss, sum_err += err, tests++;
+            if (rank == 0 && (step / every % print_every == 0 || step + every > steps)) {
+                printf("%8d %10d %12.5f %16.4f %9.2f %9.2f\n", step,
+                       step / every * samples * train_ranks, sum_loss / tests, sum_err / tests,
+                       t_sim, t_train);
+                fflush(stdout);
+                sum_loss = sum_err = 0.0, tests = 0;
+            }
         }
         /* Keep the state that the next harvest learns from. */
         if ((step + horizon) % every == 0) sim_snapshot(&s);

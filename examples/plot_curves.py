@@ -41,7 +41,7 @@ def main(argv):
         if min(values) > 0 and max(values) > 10 * min(values):
             ax.set_yscale('log')
         ax.set_xlabel(x.replace('_', ' '))
-        ax.set_title(title)
+        ax.set_title(title if len(names) > 1 else names[0].replace('_', ' '))
         if len(names) > 1:
             ax.legend()
         ax.grid(True, alpha=0.3)

@@ -190,11 +190,15 @@ typedef enum pcnn_option {
      * collective by collective (the thesis's "no overlap" baselines).  Both
      * give bitwise the same parameters.  Default 1. */
     PCNN_OPT_OVERLAP = 16,
-    /* Progress engine, before finalize: 0 = automatic (the communication
-     * thread when MPI provides MPI_THREAD_MULTIPLE, else non-blocking
-     * collectives), 1 = the communication thread (fails at finalize without
-     * MPI_THREAD_MULTIPLE), 2 = non-blocking collectives driven from the
-     * calling thread between layers.  Default 0. */
+    /* Progress engine, before finalize: 0 = automatic, 1 = the
+     * communication thread (fails at finalize without MPI_THREAD_MULTIPLE),
+     * 2 = non-blocking collectives driven from the calling thread between
+     * layers.  Automatic takes the thread when MPI provides
+     * MPI_THREAD_MULTIPLE and the ranks of each node, each with its compute
+     * threads plus the communication thread, fit on the cores this process
+     * may use (MPICH's blocking collectives busy-poll, so a thread without a
+     * core of its own slows computation down); otherwise non-blocking.
+     * All ranks agree on one engine.  Default 0. */
     PCNN_OPT_ENGINE = 17,
     /* Read only: the engine in use after finalize (1 or 2; 0 on one rank). */
     PCNN_OPT_ACTIVE_ENGINE = 18,

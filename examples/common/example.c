@@ -195,6 +195,14 @@ void ex_print_summary(const pcnn_net *net, int rank)
     free(s);
 }
 
+int ex_engine_option(const char *name)
+{
+    if (!strcmp(name, "auto")) return 0;
+    if (!strcmp(name, "thread")) return 1;
+    if (!strcmp(name, "nonblocking")) return 2;
+    ex_fail("the engine must be auto, thread or nonblocking, not '%s'", name);
+}
+
 const char *ex_engine_name(const pcnn_net *net)
 {
     double engine;

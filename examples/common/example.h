@@ -71,6 +71,10 @@ void ex_print_summary(const pcnn_net *net, int rank);
  * (pcnn_net_timing_report), the overlap ratio and the progress engine. */
 void ex_print_timing(const pcnn_net *net, int rank);
 
+/* PCNN_OPT_ENGINE's value for "auto", "thread" or "nonblocking" (fails the
+ * job on anything else). */
+int ex_engine_option(const char *name);
+
 /* "communication thread", "non-blocking collectives" or "none (one rank)". */
 const char *ex_engine_name(const pcnn_net *net);
 

@@ -1,4 +1,7 @@
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "exchange.h"
+
+#include <sched.h>
 
 #include "../core/error.h"
 #include "../core/memory.h"
@@ -151,6 +154,24 @@ static void prepare_requests(pcnn_net *net, bucket *b, int tag)
                           .rdispls = b->displs, .tag = tag};
 }
 
+/* MPICH's blocking collectives busy-poll: a communication thread without a
+ * core of its own steals cycles from compute.  The automatic choice takes
+ * the thread only when the ranks on this node, each with its compute
+ * threads and one communication thread, fit on the cores we may use. */
+static bool spare_core_per_rank(MPI_Comm comm, int threads)
+{
+    int local = 1;
+    MPI_Comm node;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+    }
+    cpu_set_t set;
+    const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    return (long)local * (threads + 1) <= cores;
+}
+
 pcnn_status exchange_start(pcnn_net *net)
 {
     exchange_plan *plan = &net->xplan;
@@ -159,12 +180,16 @@ pcnn_status exchange_start(pcnn_net *net)
     plan->has_comm = true;
     MPI_Comm_set_errhandler(plan->comm, MPI_ERRORS_RETURN);
     for (int k = 0; k < plan->num_buckets; k++) prepare_requests(net, &plan->buckets[k], k);
-    engine_kind kind = net->opt.engine == 2 || net->comm->thread_level < MPI_THREAD_MULTIPLE
-                           ? ENGINE_NONBLOCKING
-                           : ENGINE_THREAD;
+    /* Blocking and nonblocking collectives do not match each other, so all
+     * ranks must pick the same engine: the thread only if every rank can. */
+    int thread_ok = net->opt.engine != 2 && net->comm->thread_level >= MPI_THREAD_MULTIPLE &&
+                    (net->opt.engine == 1 || spare_core_per_rank(plan->comm, net->threads));
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &thread_ok, 1, MPI_INT, MPI_MIN, plan->comm),
+            "MPI_Allreduce (engine choice)");
+    const engine_kind kind = thread_ok ? ENGINE_THREAD : ENGINE_NONBLOCKING;
     if (net->opt.engine == 1 && kind != ENGINE_THREAD)
-        return FAIL(PCNN_ERR_UNSUPPORTED, "the thread engine needs MPI_THREAD_MULTIPLE; MPI "
-                    "provides level %d (initialise MPI with MPI_Init_thread)",
+        return FAIL(PCNN_ERR_UNSUPPORTED, "the thread engine needs MPI_THREAD_MULTIPLE on every "
+                    "rank; this rank has level %d (initialise MPI with MPI_Init_thread)",
                     net->comm->thread_level);
     return engine_create(&plan->engine, kind, plan->comm, 3 * plan->num_buckets + 2,
                          net->opt.comm_core);

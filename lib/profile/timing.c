@@ -144,10 +144,17 @@ PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size
         sum[TIMING_BACKWARD] * ms, sum[TIMING_UPDATE] * ms, sum[TIMING_COMM] * ms,
         sum[TIMING_EXPOSED] * ms);
     const double step = p->step_seconds * ms;
-    text_put(&t, "step %.3f ms; exposed communication %.3f ms (%.1f%% of the step); "
-            "overlap ratio R = %.1f%%\n",
-        step, sum[TIMING_EXPOSED] * ms, step > 0 ? 100.0 * sum[TIMING_EXPOSED] * ms / step : 0.0,
-        overlap_ratio(p, net->num_layers));
+    /* What the columns do not cover: input conversion, the loss, and the
+     * agreement collectives (which also absorb waiting for slower ranks). */
+    const double other = step - (sum[TIMING_FORWARD] + sum[TIMING_BACKWARD] +
+                                 sum[TIMING_UPDATE] + sum[TIMING_EXPOSED]) * ms;
+    text_put(&t, "step %.3f ms (other: input, loss, agreement %.3f ms); exposed communication "
+                 "%.3f ms (%.1f%% of the step); ",
+             step, other > 0 ? other : 0.0, sum[TIMING_EXPOSED] * ms,
+             step > 0 ? 100.0 * sum[TIMING_EXPOSED] * ms / step : 0.0);
+    const double r = overlap_ratio(p, net->num_layers);
+    if (isnan(r)) text_put(&t, "overlap ratio R: n/a (no communication)\n");
+    else text_put(&t, "overlap ratio R = %.1f%%\n", r);
     if (needed) *needed = t.len;
     return PCNN_OK;
 }
