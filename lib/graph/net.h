@@ -88,6 +88,10 @@ double net_loss(pcnn_net *net, int n, const int32_t *labels, const float *target
                 double norm_samples, bool want_grad);
 void net_backward(pcnn_net *net, int n, bool want_input_grad);
 
+/* Release everything finalize allocated, after stopping the exchange (also
+ * rolls back a failed finalize). */
+void net_release_plan(pcnn_net *net);
+
 /* Per-layer structural hashes (kind, shapes, configuration, inputs, and
  * network-wide settings folded into layer 0), for the cross-rank check. */
 void net_layer_hashes(const pcnn_net *net, uint64_t *out);

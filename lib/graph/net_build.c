@@ -29,10 +29,6 @@ PCNN_API pcnn_status pcnn_net_create(pcnn_net **out)
     return PCNN_OK;
 }
 
-/* Release everything finalize allocated (also used to roll back a failed
- * finalize). */
-void net_release_plan(pcnn_net *net);
-
 PCNN_API pcnn_status pcnn_net_destroy(pcnn_net **net)
 {
     if (!net || !*net) return PCNN_OK;

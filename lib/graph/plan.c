@@ -7,8 +7,6 @@
 #include "../core/memory.h"
 #include "net.h"
 
-void net_release_plan(pcnn_net *net);
-
 /* The backward pass visits layers from last to first; "time" t(i) = L-1-i.
  * Layer i's dy is written from the backward of its last consumer (or by the
  * loss, t = -1, for the output) until it is read by i's own backward.  Two
