@@ -143,8 +143,9 @@ def main():
             if ratios:
                 summary.append((title, statistics.median(ratios), max(ratios),
                                 statistics.median(min_ratios), max(min_ratios), len(ratios)))
+                _, med, mx, mmed, mmx, count = summary[-1]
                 print('ratio libpcnn/PyTorch over %d models: median %.3f, max %.3f '
-                      '(of best steps: median %.3f, max %.3f)' % summary[-1][-5:])
+                      '(of best steps: median %.3f, max %.3f)' % (count, med, mx, mmed, mmx))
     print('\n== summary (targets: median <= 0.8, max <= 1.0, with OPENBLAS_CORETYPE unset)')
     print('ratio = median step time ratio; min-ratio = best step time ratio (less sensitive '
           'to other load on the machine)')

@@ -23,7 +23,10 @@ extern void __libc_free(void *p);
 
 static atomic_ulong allocations;
 
-unsigned long malloc_count(void) { return atomic_load_explicit(&allocations, memory_order_relaxed); }
+unsigned long malloc_count(void)
+{
+    return atomic_load_explicit(&allocations, memory_order_relaxed);
+}
 
 static void count(void) { atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed); }
 

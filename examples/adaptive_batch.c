@@ -41,7 +41,7 @@
 typedef struct options {
     const char *mode, *data, *csv;
     int small, large, warmup, epochs, stop_decays, patience, interval, threads, seed, engine;
-    double lr, plateau, growth;
+    double lr, plateau, growth, theta;
     int root;
 } options;
 
@@ -97,6 +97,7 @@ static result train(const char *name, int b_start, int b_max, double lr, int war
     CHECK(pcnn_scheduler_set_option(s, PCNN_SCHED_PLATEAU_EPOCHS, o->patience));
     CHECK(pcnn_scheduler_set_option(s, PCNN_SCHED_PLATEAU_THRESHOLD, o->plateau));
     CHECK(pcnn_scheduler_set_option(s, PCNN_SCHED_GROWTH_FACTOR, o->growth));
+    CHECK(pcnn_scheduler_set_option(s, PCNN_SCHED_THETA_THRESHOLD, o->theta));
     CHECK(pcnn_scheduler_set_option(s, PCNN_SCHED_LR_RULE,
                                     o->root ? PCNN_SCHED_LR_ROOT : PCNN_SCHED_LR_LINEAR));
     result r = {.accuracy = 0};
@@ -157,6 +158,7 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(k, "--lr")) o->lr = atof(v);
         else if (!strcmp(k, "--plateau")) o->plateau = atof(v);
         else if (!strcmp(k, "--growth")) o->growth = atof(v);
+        else if (!strcmp(k, "--theta")) o->theta = atof(v);
         else if (!strcmp(k, "--rule")) o->root = !strcmp(v, "root");
         else {
             fprintf(stderr, "unknown option %s\n", k);
@@ -173,7 +175,7 @@ int main(int argc, char **argv)
     options o = {.mode = "all", .data = "/usr/share/datasets/fashion-mnist", .small = 64,
                  .large = 1024, .warmup = 3, .epochs = 30, .stop_decays = 2, .patience = 2,
                  .interval = 0, .threads = 1, .seed = 0, .lr = 0.05, .plateau = 0.05,
-                 .growth = 2, .engine = 2};
+                 .growth = 2, .theta = 0.1, .engine = 2};
     if (!parse(argc, argv, &o)) MPI_Abort(MPI_COMM_WORLD, 2);
     char xtr[512], ytr[512], xte[512], yte[512];
     snprintf(xtr, sizeof xtr, "%s/train-images-idx3-ubyte.gz", o.data);

@@ -2,14 +2,24 @@
 
 #include <math.h>
 
-/* Softmax cross entropy on a classes x n matrix (CNHW with 1x1 spatial). */
-static double cross_entropy(const loss_args *a, float *dy)
+#include "../kernels/kernels.h"
+
+typedef struct loss_call {
+    const loss_args *a;
+    float *dy;
+    bool squared;
+} loss_call;
+
+/* Softmax cross entropy of samples [lo, hi) of a classes x n matrix. */
+static void cross_entropy_range(void *arg, size_t lo, size_t hi)
 {
+    const loss_call *call = arg;
+    const loss_args *a = call->a;
+    float *dy = call->dy;
     const int k = a->s.c, n = a->n;
     const float *y = a->y;
     const double scale = 1.0 / a->norm_samples;
-#pragma omp parallel for num_threads(a->threads) schedule(static) if (n * k > 4096)
-    for (int j = 0; j < n; j++) {
+    for (int j = (int)lo; j < (int)hi; j++) {
         float mx = y[j];
         for (int c = 1; c < k; c++) mx = fmaxf(mx, y[(size_t)c * n + j]);
         double sum = 0.0;
@@ -24,22 +34,33 @@ static double cross_entropy(const loss_args *a, float *dy)
             }
         }
     }
+}
+
+/* Softmax cross entropy on a classes x n matrix (CNHW with 1x1 spatial). */
+static double cross_entropy(const loss_args *a, float *dy)
+{
+    loss_call call = {a, dy, false};
+    parallel_for((size_t)a->n, 1, (size_t)a->n * (size_t)a->s.c * 4, a->threads,
+                 cross_entropy_range, &call);
     double total = 0.0;
-    for (int j = 0; j < n; j++) total += a->scratch[j];
+    for (int j = 0; j < a->n; j++) total += a->scratch[j];
     return total;
 }
 
 /* MSE and L1: mean over samples and over the elements of each sample.  The
  * output is [c][n][s], the targets [n][c][s]; channels are independent, so
  * each thread sums whole channels and the partial sums add in fixed order. */
-static double elementwise(const loss_args *a, float *dy, bool squared)
+static void elementwise_range(void *arg, size_t lo, size_t hi)
 {
+    const loss_call *call = arg;
+    const loss_args *a = call->a;
+    float *dy = call->dy;
+    const bool squared = call->squared;
     const int C = a->s.c, n = a->n;
     const size_t S = shape_spatial(a->s);
     const double scale = 1.0 / (a->norm_samples * (double)C * (double)S);
     const float gscale = (float)scale;
-#pragma omp parallel for num_threads(a->threads) schedule(static) if ((size_t)n * C * S > 16384)
-    for (int c = 0; c < C; c++) {
+    for (int c = (int)lo; c < (int)hi; c++) {
         double part = 0.0;
         for (int j = 0; j < n; j++) {
             const float *y = a->y + ((size_t)c * n + j) * S;
@@ -58,6 +79,15 @@ static double elementwise(const loss_args *a, float *dy, bool squared)
         }
         a->scratch[c] = part;
     }
+}
+
+static double elementwise(const loss_args *a, float *dy, bool squared)
+{
+    const int C = a->s.c;
+    const size_t S = shape_spatial(a->s);
+    const double scale = 1.0 / (a->norm_samples * (double)C * (double)S);
+    loss_call call = {a, dy, squared};
+    parallel_for((size_t)C, 1, (size_t)a->n * (size_t)C * S, a->threads, elementwise_range, &call);
     double total = 0.0;
     for (int c = 0; c < C; c++) total += a->scratch[c];
     return total * scale;

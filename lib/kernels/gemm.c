@@ -6,6 +6,9 @@
 /* Blocks smaller than this many output columns (or rows) are not worth a
  * thread: the packing overhead of OpenBLAS dominates. */
 #define MIN_BLOCK 32
+/* Nor are GEMMs below this many multiply-adds (about 10 us on one core):
+ * forking and joining the threads would cost more than they save. */
+#define MIN_PARALLEL_MACS (1 << 20)
 
 int blas_threads_enter(void)
 {
@@ -35,6 +38,7 @@ void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, in
     int extent = split_cols ? n : m;
     int parts = threads;
     if (parts > extent / MIN_BLOCK) parts = extent / MIN_BLOCK;
+    if ((double)m * n * k < MIN_PARALLEL_MACS) parts = 1;
     if (parts <= 1) { /* no one-thread region: libgomp would malloc a team */
         gemm_serial(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;

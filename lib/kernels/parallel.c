@@ -13,9 +13,10 @@
  * same (n, grain, parts). */
 static void block(size_t n, size_t grain, int t, int parts, size_t *lo, size_t *hi)
 {
-    size_t grains = (n + grain - 1) / grain, per = grains / (size_t)parts,
-           extra = grains % (size_t)parts, first = (size_t)t * per + ((size_t)t < extra ? (size_t)t : extra);
-    size_t a = first * grain, b = (first + per + ((size_t)t < extra)) * grain;
+    const size_t grains = (n + grain - 1) / grain, per = grains / (size_t)parts;
+    const size_t extra = grains % (size_t)parts, tt = (size_t)t;
+    const size_t first = tt * per + (tt < extra ? tt : extra);
+    size_t a = first * grain, b = (first + per + (tt < extra)) * grain;
     *lo = a < n ? a : n;
     *hi = b < n ? b : n;
 }

@@ -4,6 +4,7 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../kernels/kernels.h"
 
 pcnn_status optim_state_alloc(optim_state *s, pcnn_optimizer kind, size_t count)
 {
@@ -31,40 +32,53 @@ size_t optim_state_bytes(const optim_state *s)
     return ((s->m ? s->count : 0) + (s->v ? s->count : 0)) * sizeof(float);
 }
 
+typedef struct update_args {
+    float *params, *m, *v;
+    const float *grads;
+    float lr, wd, mu, b1, b2, eps, step, inv_bc2;
+} update_args;
+
+static void sgd_range(void *arg, size_t lo, size_t hi)
+{
+    const update_args *a = arg;
+    for (size_t i = lo; i < hi; i++) a->params[i] -= a->lr * (a->grads[i] + a->wd * a->params[i]);
+}
+
+static void momentum_range(void *arg, size_t lo, size_t hi)
+{
+    const update_args *a = arg;
+    for (size_t i = lo; i < hi; i++) {
+        float g = a->grads[i] + a->wd * a->params[i];
+        a->m[i] = a->mu * a->m[i] + g;
+        a->params[i] -= a->lr * a->m[i];
+    }
+}
+
+static void adam_range(void *arg, size_t lo, size_t hi)
+{
+    const update_args *a = arg;
+    for (size_t i = lo; i < hi; i++) {
+        float g = a->grads[i] + a->wd * a->params[i];
+        a->m[i] = a->b1 * a->m[i] + (1.0f - a->b1) * g;
+        a->v[i] = a->b2 * a->v[i] + (1.0f - a->b2) * g * g;
+        a->params[i] -= a->step * a->m[i] / (sqrtf(a->v[i]) * a->inv_bc2 + a->eps);
+    }
+}
+
 void optim_update(pcnn_optimizer kind, const optim_hyper *h, double lr, double weight_decay,
                   uint64_t t, float *params, const float *grads, float *m, float *v,
                   size_t count, int threads)
 {
-    const float flr = (float)lr, wd = (float)weight_decay;
-    const long len = (long)count;
-    switch (kind) {
-    case PCNN_OPTIMIZER_SGD:
-#pragma omp parallel for num_threads(threads) schedule(static) if (len > 32768)
-        for (long i = 0; i < len; i++) params[i] -= flr * (grads[i] + wd * params[i]);
-        break;
-    case PCNN_OPTIMIZER_MOMENTUM: {
-        const float mu = (float)h->momentum;
-#pragma omp parallel for num_threads(threads) schedule(static) if (len > 32768)
-        for (long i = 0; i < len; i++) {
-            float g = grads[i] + wd * params[i];
-            m[i] = mu * m[i] + g;
-            params[i] -= flr * m[i];
-        }
-        break;
-    }
-    case PCNN_OPTIMIZER_ADAM: {
-        const float b1 = (float)h->beta1, b2 = (float)h->beta2, eps = (float)h->epsilon;
+    update_args a = {
+        .params = params, .m = m, .v = v, .grads = grads,
+        .lr = (float)lr, .wd = (float)weight_decay, .mu = (float)h->momentum,
+        .b1 = (float)h->beta1, .b2 = (float)h->beta2, .eps = (float)h->epsilon,
         /* torch.optim.Adam: step = lr / (1 - b1^t); denom = sqrt(v)/sqrt(1 - b2^t) + eps */
-        const float step = (float)(lr / (1.0 - pow(h->beta1, (double)t)));
-        const float inv_bc2 = (float)(1.0 / sqrt(1.0 - pow(h->beta2, (double)t)));
-#pragma omp parallel for num_threads(threads) schedule(static) if (len > 32768)
-        for (long i = 0; i < len; i++) {
-            float g = grads[i] + wd * params[i];
-            m[i] = b1 * m[i] + (1.0f - b1) * g;
-            v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-            params[i] -= step * m[i] / (sqrtf(v[i]) * inv_bc2 + eps);
-        }
-        break;
-    }
-    }
+        .step = (float)(lr / (1.0 - pow(h->beta1, (double)t))),
+        .inv_bc2 = (float)(1.0 / sqrt(1.0 - pow(h->beta2, (double)t))),
+    };
+    const range_fn fn = kind == PCNN_OPTIMIZER_SGD        ? sgd_range
+                        : kind == PCNN_OPTIMIZER_MOMENTUM ? momentum_range
+                                                          : adam_range;
+    parallel_for(count, 16, 2 * count, threads, fn, &a);
 }

@@ -6,6 +6,7 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
+#include "../kernels/kernels.h"
 #include "../layers/dense.h"
 #include "../profile/profile.h"
 #include "fc_exchange.h"
@@ -197,15 +198,28 @@ pcnn_status exchange_start(pcnn_net *net)
 
 /* Sum the P received pieces of the owned slice, in rank order (the same
  * order on every run: results are reproducible). */
+typedef struct sum_args {
+    const bucket *b;
+    int P;
+    float *dst;
+} sum_args;
+
+static void sum_range(void *arg, size_t lo, size_t hi)
+{
+    const sum_args *a = arg;
+    const size_t n = a->b->owned_count;
+    const float *recv = a->b->recv;
+    for (size_t i = lo; i < hi; i++) {
+        float s = recv[i];
+        for (int p = 1; p < a->P; p++) s += recv[(size_t)p * n + i];
+        a->dst[i] = s;
+    }
+}
+
 static void sum_pieces(const bucket *b, int P, float *dst, int threads)
 {
-    const long n = (long)b->owned_count;
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 16384)
-    for (long i = 0; i < n; i++) {
-        float s = b->recv[i];
-        for (int p = 1; p < P; p++) s += b->recv[(size_t)p * n + i];
-        dst[i] = s;
-    }
+    sum_args a = {b, P, dst};
+    parallel_for(b->owned_count, 16, b->owned_count * (size_t)P, threads, sum_range, &a);
 }
 
 /* The reduction of bucket b has arrived: sum the pieces (all-to-all) and

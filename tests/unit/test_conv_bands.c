@@ -121,7 +121,8 @@ static void test_case(const conv_case *t)
                     for (int c = 0; c < t->c; c++)
                         for (int p = 0; p < t->k; p++)
                             for (int q = 0; q < t->k; q++) {
-                                int ih = i * t->stride - t->pad + p, iw = j * t->stride - t->pad + q;
+                                const int ih = i * t->stride - t->pad + p;
+                                const int iw = j * t->stride - t->pad + q;
                                 if (ih >= 0 && ih < t->h && iw >= 0 && iw < t->w)
                                     s += (double)w[WI(o, c, p, q)] * x[XI(n, c, ih, iw)];
                             }
@@ -137,7 +138,8 @@ static void test_case(const conv_case *t)
                     for (int c = 0; c < t->c; c++)
                         for (int p = 0; p < t->k; p++)
                             for (int q = 0; q < t->k; q++) {
-                                int ih = i * t->stride - t->pad + p, iw = j * t->stride - t->pad + q;
+                                const int ih = i * t->stride - t->pad + p;
+                                const int iw = j * t->stride - t->pad + q;
                                 if (ih < 0 || ih >= t->h || iw < 0 || iw >= t->w) continue;
                                 dx[XI(n, c, ih, iw)] += g * w[WI(o, c, p, q)];
                                 dw[WI(o, c, p, q)] += g * x[XI(n, c, ih, iw)];
