@@ -2,23 +2,30 @@
  * trained three ways under the same stopping rule, side by side.
  *
  *   mpiexec -n 2 adaptive_batch [--mode all|fixed|linear|adaptive]
- *       [--small 64] [--large 1024] [--lr 0.05] [--warmup 3]
+ *       [--small 32] [--large 1024] [--lr 0.025] [--warmup 3]
+ *       [--growth 4] [--rule root|linear] [--theta 0.2] [--interval 0]
  *       [--epochs 30] [--stop-decays 2] [--patience 2] [--plateau 0.05]
- *       [--interval 0] [--threads 1] [--engine 0] [--seed 0] [--csv curves.csv]
+ *       [--threads 1] [--engine 2] [--seed 0] [--csv curves.csv]
  *       [--data /usr/share/datasets/fashion-mnist]
  *
- *   fixed     batch --small, learning rate --lr: the best-tuned small batch;
- *   linear    batch --large, learning rate --lr x large / small (the linear
- *             scaling rule) with --warmup epochs of gradual warm-up;
- *   adaptive  the scheduler from B_s = --small to B_m = --large, starting at
- *             --lr, K found from theta (or --interval), batch and learning
- *             rate doubling together every K epochs.
+ *   fixed     batch --small at learning rate --lr: the best-tuned small
+ *             batch (32 beat 64 and 128 here at the same noise scale);
+ *   linear    batch --large at --lr x large / small (the linear scaling
+ *             rule), with --warmup epochs of gradual warm-up;
+ *   adaptive  the scheduler from B_s = --small to B_m = --large starting at
+ *             --lr: K from theta (saturated under a --theta relative change,
+ *             or K = --interval), B times --growth every K epochs with the
+ *             learning rate following by the --rule.
+ * The defaults are the configuration measured for the report: growth 4
+ * and the root rule kept the accuracy of the small batch while reaching
+ * B_m after three growths; the linear rule at lr 0.8 and B 1024 lost it.
  * All three decay the learning rate on training-loss plateaus (the
  * scheduler's rule: --patience epochs without a --plateau relative
- * improvement), and a run stops at its --stop-decays-th decay (converged)
- * or after --epochs.  Rank 0 prints each epoch and, at the end, a table of
- * test accuracy, epochs, training wall time and the share of epochs at the
- * large batch.
+ * improvement) and stop at their --stop-decays-th decay (converged) or
+ * after --epochs.  Rank 0 prints each epoch and a table of test accuracy,
+ * epochs, training wall time and the epochs spent at B = --large.
+ * --engine 2 (non-blocking collectives) suits ranks that fill every core:
+ * a communication thread would compete with them for the cores.
  *
  * Model: conv3x3(16)-BN-ReLU-maxpool2, conv3x3(32)-BN-ReLU-maxpool2,
  * dense(10), trained with momentum SGD (0.9). */
@@ -172,10 +179,10 @@ int main(int argc, char **argv)
 {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    options o = {.mode = "all", .data = "/usr/share/datasets/fashion-mnist", .small = 64,
+    options o = {.mode = "all", .data = "/usr/share/datasets/fashion-mnist", .small = 32,
                  .large = 1024, .warmup = 3, .epochs = 30, .stop_decays = 2, .patience = 2,
-                 .interval = 0, .threads = 1, .seed = 0, .lr = 0.05, .plateau = 0.05,
-                 .growth = 2, .theta = 0.1, .engine = 2};
+                 .interval = 0, .threads = 1, .seed = 0, .lr = 0.025, .plateau = 0.05,
+                 .growth = 4, .root = 1, .theta = 0.2, .engine = 2};
     if (!parse(argc, argv, &o)) MPI_Abort(MPI_COMM_WORLD, 2);
     char xtr[512], ytr[512], xte[512], yte[512];
     snprintf(xtr, sizeof xtr, "%s/train-images-idx3-ubyte.gz", o.data);

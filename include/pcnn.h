@@ -718,10 +718,14 @@ PCNN_API pcnn_status pcnn_net_load_extra(pcnn_net *net, const char *path, void *
  *      the best counted loss by more than PCNN_SCHED_PLATEAU_THRESHOLD of
  *      it.  After PCNN_SCHED_PLATEAU_EPOCHS epochs in a row without
  *      improvement the learning rate drops: the first time to mu_0 x beta,
- *      later times by a factor beta.  After the first drop, growth (if B is
- *      still below B_m) no longer raises the learning rate.
+ *      later times by a factor beta.  Losses are compared within one
+ *      (B, learning rate) phase only: an epoch where B grew restarts the
+ *      rule (the next epoch's loss is the new best), so a learning rate
+ *      rising with B is not taken for a plateau.  After the first drop,
+ *      growth (if B is still below B_m) no longer raises the learning rate.
  * Warm-up (PCNN_SCHED_WARMUP_EPOCHS = W): epoch e <= W uses e/W of the
- * learning rate, and the theta of warm-up epochs is not compared (K >= W + 2).
+ * learning rate; warm-up epochs count neither for the plateau rule nor for
+ * K (only thetas of epochs after W are compared: K >= W + 2).
  *
  * Degree of parallelism (section 5.2.1).  A rank given fewer than m =
  * PCNN_SCHED_MIN_LOCAL_SAMPLES samples (default 2) leaves its cores
