@@ -12,7 +12,7 @@ its line.  Conventions (checked against the header by the tests):
     are c_int;
   - functions returning pcnn_status are declared with STATUS: a non-zero
     status raises the matching pcnn exception carrying pcnn_last_error().
-A function the loaded library lacks (an older build) becomes a stub that
+A function the loaded library lacks (an older build) is replaced by one that
 raises UnsupportedError when called, so the rest keeps working.
 """
 import os
@@ -175,11 +175,11 @@ def _checker(lib):
 
 
 def _missing(name, path):
-    def stub(*args):
+    def unavailable(*args):
         raise UnsupportedError("%s is not in the loaded libpcnn (%s): it is older than this "
                                "binding" % (name, path))
-    stub.__name__ = name
-    return stub
+    unavailable.__name__ = name
+    return unavailable
 
 
 _lock = threading.Lock()
