@@ -7,6 +7,9 @@
  *   3. networks         build by calls, finalize, train, infer, parameters
  *   4. datasets         IDX (MNIST / Fashion-MNIST) and in-memory datasets
  *   5. parallel         communicators and data-parallel training over MPI
+ *   6. timing           per-layer timing breakdown, overlap ratio, Chrome trace
+ *   7. checkpoints      atomic, checksummed save and restore
+ *   8. scheduler        the adaptive batch-size scheduler
  *
  * Conventions that hold for every function below unless its comment says
  * otherwise:
