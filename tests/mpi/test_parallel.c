@@ -7,27 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/mpi_check.h"
 #include "pcnn.h"
-
-static int rank, ranks, failures;
-
-#define CK(call)                                                                     \
-    do {                                                                             \
-        pcnn_status s_ = (call);                                                     \
-        if (s_ != PCNN_OK) {                                                         \
-            fprintf(stderr, "rank %d: %s:%d: %s -> %s: %s\n", rank, __FILE__, __LINE__, \
-                    #call, pcnn_status_str(s_), pcnn_last_error());                  \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                            \
-        }                                                                            \
-    } while (0)
-
-static void expect(int ok, const char *what)
-{
-    int all_ok = ok;
-    MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    if (!all_ok) failures++;
-    if (rank == 0) printf("%s %s\n", all_ok ? "PASS" : "FAIL", what);
-}
 
 typedef struct config {
     pcnn_exchange exchange;

@@ -9,28 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/mpi_check.h"
 #include "pcnn.h"
-
-static int rank, ranks, failures, checks;
-
-#define CK(call)                                                                     \
-    do {                                                                             \
-        pcnn_status s_ = (call);                                                     \
-        if (s_ != PCNN_OK) {                                                         \
-            fprintf(stderr, "rank %d: %s:%d: %s -> %s: %s\n", rank, __FILE__, __LINE__, \
-                    #call, pcnn_status_str(s_), pcnn_last_error());                  \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                            \
-        }                                                                            \
-    } while (0)
-
-static void expect(bool ok, const char *what)
-{
-    int all = ok;
-    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    checks++;
-    if (!all) failures++;
-    if (rank == 0) printf("%s %s\n", all ? "PASS" : "FAIL", what);
-}
 
 static pcnn_net *build(pcnn_comm *comm, int engine)
 {

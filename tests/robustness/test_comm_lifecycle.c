@@ -18,29 +18,11 @@
 #include <string.h>
 
 #include "core/memory.h"
+#include "../common/mpi_check.h"
 #include "pcnn.h"
 
-static int rank, ranks, failures, checks, provided;
+static int provided;
 static int threads = 1; /* PCNN_OPT_THREADS; PCNN_TEST_THREADS overrides (TSan runs) */
-
-#define CK(call)                                                                     \
-    do {                                                                             \
-        pcnn_status s_ = (call);                                                     \
-        if (s_ != PCNN_OK) {                                                         \
-            fprintf(stderr, "rank %d: %s:%d: %s -> %s: %s\n", rank, __FILE__, __LINE__, \
-                    #call, pcnn_status_str(s_), pcnn_last_error());                  \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                            \
-        }                                                                            \
-    } while (0)
-
-static void expect(bool ok, const char *what)
-{
-    int all = ok;
-    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    checks++;
-    if (!all) failures++;
-    if (rank == 0) printf("%s %s\n", all ? "PASS" : "FAIL", what);
-}
 
 static int threads_now(void)
 {
