@@ -369,7 +369,9 @@ PCNN_API pcnn_status pcnn_net_train_step(pcnn_net *net, int n, const float *x,
  * gradients (pcnn_net_get_grads) and the input gradient
  * (pcnn_net_get_input_grad) are left for the host, e.g. for its own
  * optimizer or for gradient checks.  The step counter is unchanged, so
- * dropout masks repeat until the next train step. */
+ * dropout masks repeat until the next train step.  Local on a parallel
+ * network: the gradient of this rank's n samples, nothing is exchanged (it
+ * waits for parameters still in flight from the last step). */
 PCNN_API pcnn_status pcnn_net_compute_gradients(pcnn_net *net, int n, const float *x,
                                                 const int32_t *labels, const float *targets,
                                                 float *loss);

@@ -315,7 +315,9 @@ void exchange_layer_backward_start(pcnn_net *net, int layer)
 void exchange_layer_done(pcnn_net *net, int layer)
 {
     exchange_plan *plan = &net->xplan;
-    if (!plan->engine || !plan->overlap) return;
+    /* Outside a training step (compute_gradients, evaluation) the gradients
+     * are the caller's: nothing is exchanged. */
+    if (!plan->step_active || !plan->overlap) return;
     const int k = plan->bucket_of_layer[layer];
     if (k < 0 || plan->buckets[k].first_layer != layer || plan->buckets[k].fc) return;
     bucket *b = &plan->buckets[k];
@@ -334,7 +336,7 @@ static bool reductions_arrived(engine *e, bucket *b)
 void exchange_poll(pcnn_net *net)
 {
     exchange_plan *plan = &net->xplan;
-    if (!plan->engine || !plan->overlap) return;
+    if (!plan->step_active || !plan->overlap) return;
     engine_progress(plan->engine);
     for (int k = plan->num_buckets - 1; k >= 0; k--) {
         bucket *b = &plan->buckets[k];

@@ -252,6 +252,45 @@ static void check_mismatch(pcnn_comm *comm)
     pcnn_net_destroy(&net);
 }
 
+/* compute_gradients on a parallel network is local: after training steps
+ * have left exchanges in flight, it must return this rank's own gradient
+ * (equal to a private network's with the same parameters) and change no
+ * parameter.  It once posted the exchange and raced with it. */
+static void check_local_gradients(pcnn_comm *comm, pcnn_exchange exchange, int engine)
+{
+    config c = {.exchange = exchange, .optimizer = PCNN_OPTIMIZER_ADAM, .batch = 3 * ranks,
+                .engine = engine};
+    pcnn_net *par = build(&c, comm, c.batch), *seq = build(&c, NULL, c.batch);
+    float *x = malloc(sizeof(float) * (size_t)c.batch * 162);
+    int32_t *y = malloc(sizeof(int32_t) * (size_t)c.batch);
+    for (int step = 0; step < 3; step++) {
+        make_batch(step, c.batch, x, y);
+        CK(pcnn_net_train_step(par, 3, x + (size_t)rank * 3 * 162, y + rank * 3, NULL, NULL));
+    }
+    size_t n;
+    CK(pcnn_net_num_params(par, &n));
+    float *before = malloc(n * sizeof(float)), *after = malloc(n * sizeof(float));
+    float *gp = malloc(n * sizeof(float)), *gs = malloc(n * sizeof(float));
+    CK(pcnn_net_get_params(par, before, n));
+    CK(pcnn_net_set_params(seq, before, n));
+    make_batch(9, c.batch, x, y);
+    float lp, ls;
+    CK(pcnn_net_compute_gradients(par, 3, x + (size_t)rank * 3 * 162, y + rank * 3, NULL, &lp));
+    CK(pcnn_net_compute_gradients(seq, 3, x + (size_t)rank * 3 * 162, y + rank * 3, NULL, &ls));
+    CK(pcnn_net_get_grads(par, gp, n));
+    CK(pcnn_net_get_grads(seq, gs, n));
+    CK(pcnn_net_get_params(par, after, n));
+    char what[160];
+    snprintf(what, sizeof what, "compute_gradients is local (%s, %s engine)",
+             exchange == PCNN_EXCHANGE_ALLREDUCE ? "allreduce" : "alltoall+allgather",
+             engine == 1 ? "thread" : "nonblocking");
+    expect(lp == ls && !memcmp(gp, gs, n * sizeof(float)) &&
+               !memcmp(before, after, n * sizeof(float)), what);
+    free(before), free(after), free(gp), free(gs), free(x), free(y);
+    pcnn_net_destroy(&par);
+    pcnn_net_destroy(&seq);
+}
+
 /* A sub-communicator: the even ranks train, the odd ones do not take part. */
 static void check_subcomm(void)
 {
@@ -328,6 +367,8 @@ int main(int argc, char **argv)
     for (int e = 0; e < 2; e++)
         for (int engine = 1; engine <= 2; engine++)
             check_overlap_bitwise(comm, exchanges[e], engine, e);
+    for (int e = 0; e < 2; e++)
+        for (int engine = 1; engine <= 2; engine++) check_local_gradients(comm, exchanges[e], engine);
     /* The nonblocking engine against sequential training. */
     config nb = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = PCNN_OPTIMIZER_MOMENTUM,
                  .batch = 4 * ranks + 1, .dropout = 1, .engine = 2};
