@@ -214,7 +214,13 @@ typedef enum pcnn_option {
     PCNN_OPT_TIMEOUT_MS = 20,
     /* Keep the most recent N compute and communication spans for
      * pcnn_net_write_trace.  Before finalize.  Default 0 (no trace). */
-    PCNN_OPT_TRACE_EVENTS = 21
+    PCNN_OPT_TRACE_EVENTS = 21,
+    /* How convolutions compute.  0 (default): a direct convolution without
+     * im2col for stride-1 convolutions with kernel 3 or 5 and padding
+     * (kernel-1)/2, on CPUs with AVX-512F (checked at run time); im2col +
+     * GEMM for all others.  1: im2col + GEMM everywhere.  Results differ
+     * between the two in float rounding only.  Before finalize. */
+    PCNN_OPT_CONV_ALGORITHM = 22
 } pcnn_option;
 
 /* Create an empty network.  *out receives a handle to destroy with

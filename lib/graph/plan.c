@@ -148,7 +148,7 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
 {
     net->threads = net->opt.threads > 0 ? net->opt.threads : omp_get_max_threads();
     if (net->threads < 1) net->threads = 1;
-    plan_ctx p = {max_batch, net->opt.keep_im2col};
+    plan_ctx p = {max_batch, net->opt.keep_im2col, net->opt.conv_gemm_only};
 
     /* Parameters: one flat array, layer after layer. */
     size_t total = 0;
@@ -185,11 +185,11 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
         l->y = mem_alloc_floats(count);
         if (!l->y) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "activations of layer %d", i);
         net->memory_bytes += count * sizeof(float);
+        if (l->ops->setup) TRY(l->ops->setup(l, &p)); /* may choose an algorithm */
         if (l->ops->workspace_floats) {
             size_t w = l->ops->workspace_floats(l, &p);
             if (w > workspace) workspace = w;
         }
-        if (l->ops->setup) TRY(l->ops->setup(l, &p));
         net->memory_bytes += l->buffer_bytes;
     }
     net->workspace = mem_alloc_floats(workspace);

@@ -1,4 +1,9 @@
-/* 2D convolution as im2col + GEMM over the whole local batch.
+/* 2D convolution: direct on the padded grid, or im2col + GEMM over the
+ * whole local batch.
+ *
+ * Stride-1 "same" convolutions with kernel 3 or 5 run the direct kernel
+ * (kernels/conv_direct.h) when the CPU has it: no im2col matrix at all,
+ * the workspace holds the padded input and output planes.  The rest:
  *
  * In the CNHW layout the GEMM W[Cout x CKK] * col[CKK x N*Ho*Wo] writes the
  * output directly in the next layer's layout.  Backward is two more GEMMs
@@ -22,13 +27,15 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
+#include "../kernels/conv_direct.h"
 #include "../kernels/kernels.h"
 #include "layer.h"
 
 typedef struct conv_priv {
     int cout, k, stride, pad;
     bool bias;
-    bool direct; /* 1x1, stride 1, no padding: col == x */
+    bool pointwise; /* 1x1, stride 1, no padding: col == x */
+    bool direct;    /* the direct kernel (conv_direct.h) */
     int cin, h, w, ho, wo, ckk;
     float *col;  /* kept im2col matrix (max_batch columns), or NULL */
 } conv_priv;
@@ -65,10 +72,25 @@ static size_t band_floats(const conv_priv *p, int max_batch)
     return (size_t)p->ckk * (size_t)rows * (size_t)p->wo;
 }
 
+/* Direct path: padded input and output planes, then the weight-gradient
+ * partials, or the packed weights and the input gradient's planes. */
+static size_t direct_workspace(const conv_priv *p, int max_batch, int threads)
+{
+    direct_grid g;
+    direct_grid_init(&g, max_batch, p->h, p->w, p->k);
+    const size_t packed = direct_packed_floats(p->cout, p->cin, p->k);
+    const size_t wgrad = direct_wgrad_floats(p->cout, p->cin, p->k, threads);
+    const double planes = (double)(p->cin + p->cout) * (double)g.plane;
+    const double rest = (double)packed + (double)p->cin * (double)g.plane;
+    const double total = planes + (rest > (double)wgrad ? rest : (double)wgrad);
+    return total >= (double)SIZE_MAX / 2 ? SIZE_MAX : (size_t)total;
+}
+
 static size_t conv_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const conv_priv *p = l->priv;
-    if (p->direct) return 0;
+    if (p->pointwise) return 0;
+    if (p->direct) return direct_workspace(p, pc->max_batch, l->net->threads > 0 ? l->net->threads : 1);
     size_t threads = (size_t)(l->net->threads > 0 ? l->net->threads : 1);
     size_t bands = band_floats(p, pc->max_batch), col = col_floats(p, pc->max_batch);
     if (bands > SIZE_MAX / threads) return SIZE_MAX;
@@ -87,7 +109,9 @@ static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
                          "%s: max_batch %d x %dx%d outputs exceeds %d columns",
                          layer_name(l, name, sizeof name), pc->max_batch, p->ho, p->wo,
                          INT_MAX);
-    if (!pc->keep_im2col || p->direct) return PCNN_OK;
+    p->direct = !pc->conv_gemm_only && direct_conv_supports(p->k, p->stride, p->pad) &&
+                direct_conv_available();
+    if (!pc->keep_im2col || p->pointwise || p->direct) return PCNN_OK;
     size_t n = col_floats(p, pc->max_batch);
     p->col = n == SIZE_MAX ? NULL : mem_alloc_floats(n);
     if (p->col == NULL)
@@ -172,11 +196,31 @@ static void bias_fill(void *arg, size_t lo, size_t hi)
     }
 }
 
+/* Workspace: padded input planes, then padded output planes, then the
+ * packed weights. */
+static void direct_forward(const pcnn_layer *l, const run_ctx *ctx)
+{
+    const conv_priv *p = l->priv;
+    direct_grid g;
+    direct_grid_init(&g, ctx->n, p->h, p->w, p->k);
+    float *xp = ctx->workspace, *out = xp + (size_t)p->cin * g.plane;
+    float *packed = out + (size_t)p->cout * g.plane;
+    const float *bias = p->bias ? l->params + (size_t)p->cout * p->ckk : NULL;
+    direct_pack(l->params, p->cout, p->cin, p->k, false, packed);
+    direct_pad(l->inputs[0]->y, p->cin, &g, xp, ctx->threads);
+    direct_conv(xp, p->cin, packed, p->cout, &g, out, ctx->threads);
+    direct_unpad(out, p->cout, &g, bias, l->y, false, ctx->threads);
+}
+
 static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const conv_priv *p = l->priv;
     const int np = ctx->n * p->ho * p->wo;
-    if (!p->direct) {
+    if (p->direct) {
+        direct_forward(l, ctx);
+        return;
+    }
+    if (!p->pointwise) {
         band_args a = {l, ctx, NULL, false};
         parallel_parts((size_t)ctx->n, 1, (size_t)p->ckk * np, ctx->threads, forward_bands, &a);
         return;
@@ -235,15 +279,47 @@ static void bias_sum(void *arg, size_t lo, size_t hi)
     for (size_t co = lo; co < hi; co++) a->dst[co] = row_sum(a->src + co * a->np, (int)a->np);
 }
 
+static void bias_grad(const pcnn_layer *l, const run_ctx *ctx)
+{
+    const conv_priv *p = l->priv;
+    const size_t np = (size_t)ctx->n * p->ho * p->wo;
+    bias_args a = {l->dy, l->grads + (size_t)p->cout * p->ckk, np};
+    parallel_for((size_t)p->cout, 1, (size_t)p->cout * np, ctx->threads, bias_sum, &a);
+}
+
+/* Workspace: padded dY planes, padded x planes, then the weight-gradient
+ * partials, or the adjoint's packed weights and the dx planes. */
+static void direct_backward(const pcnn_layer *l, const run_ctx *ctx, float *dx)
+{
+    const conv_priv *p = l->priv;
+    direct_grid g;
+    direct_grid_init(&g, ctx->n, p->h, p->w, p->k);
+    float *dyp = ctx->workspace, *xp = dyp + (size_t)p->cout * g.plane;
+    float *rest = xp + (size_t)p->cin * g.plane;
+    direct_pad(l->dy, p->cout, &g, dyp, ctx->threads);
+    direct_pad(l->inputs[0]->y, p->cin, &g, xp, ctx->threads);
+    direct_weight_grad(dyp, p->cout, xp, p->cin, &g, l->grads, rest, ctx->threads);
+    if (p->bias) bias_grad(l, ctx);
+    if (!dx) return;
+    float *packed = rest, *dxp = rest + direct_packed_floats(p->cout, p->cin, p->k);
+    direct_pack(l->params, p->cout, p->cin, p->k, true, packed);
+    direct_conv(dyp, p->cout, packed, p->cin, &g, dxp, ctx->threads);
+    direct_unpad(dxp, p->cin, &g, NULL, dx, l->accumulate_dx[0], ctx->threads);
+}
+
 static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 {
     const conv_priv *p = l->priv;
     const int np = ctx->n * p->ho * p->wo;
     const float *dy = l->dy;
+    if (p->direct) {
+        direct_backward(l, ctx, dx[0]);
+        return;
+    }
 
     /* dW = dY[Cout x NP] * col^T: x itself, the kept col (still the
      * forward's), or col recomputed whole into the workspace. */
-    const float *col = p->direct ? l->inputs[0]->y : p->col;
+    const float *col = p->pointwise ? l->inputs[0]->y : p->col;
     if (!col) {
         im2col_batch(l->inputs[0]->y, p->cin, ctx->n, p->h, p->w, p->k, p->stride, p->pad,
                      p->ho, p->wo, ctx->workspace, ctx->threads);
@@ -252,14 +328,11 @@ static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
     gemm(false, true, p->cout, p->ckk, np, 1.0f, dy, np, col, np, 0.0f, l->grads, p->ckk,
          ctx->threads);
 
-    if (p->bias) {
-        bias_args a = {dy, l->grads + (size_t)p->cout * p->ckk, (size_t)np};
-        parallel_for((size_t)p->cout, 1, (size_t)p->cout * np, ctx->threads, bias_sum, &a);
-    }
+    if (p->bias) bias_grad(l, ctx);
 
     if (dx[0] == NULL) return;
     const bool acc = l->accumulate_dx[0];
-    if (p->direct) {
+    if (p->pointwise) {
         /* dx = W^T dY straight into the input's gradient. */
         gemm(true, false, p->ckk, np, p->cout, 1.0f, l->params, p->ckk, dy, np,
              acc ? 1.0f : 0.0f, dx[0], np, ctx->threads);
@@ -333,7 +406,7 @@ PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels
     *p = (conv_priv){.cout = out_channels, .k = kernel, .stride = stride, .pad = padding,
                      .bias = bias != 0, .cin = s.c, .h = s.h, .w = s.w, .ho = (int)ho,
                      .wo = (int)wo, .ckk = (int)ckk};
-    p->direct = kernel == 1 && stride == 1 && padding == 0;
+    p->pointwise = kernel == 1 && stride == 1 && padding == 0;
 
     pcnn_layer *l = NULL;
     pcnn_status st = layer_append(net, &conv_ops, &in, 1, shape_2d(out_channels, (int)ho, (int)wo),

@@ -1,10 +1,16 @@
-/* The convolution layer's banded forward and input gradient (conv2d.c works
- * in bands of output rows that may start mid-sample or span samples),
- * through the public API, against a direct convolution in double: output,
- * input gradient and weight/bias gradients of an MSE loss, with the im2col
+/* The convolution layer's two algorithms through the public API, against a
+ * naive convolution in double: output, input gradient and weight/bias
+ * gradients of an MSE loss.
+ *
+ * im2col + GEMM (PCNN_OPT_CONV_ALGORITHM 1) works in bands of output rows
+ * that may start mid-sample or span samples: it runs with the im2col
  * matrix kept and recomputed (which must agree bitwise), on 1 and 2
- * threads.  Shapes are chosen so that the bands are 3 rows of 24-row
- * samples (wide input) and about 1.2 samples (narrow input). */
+ * threads; shapes make the bands 3 rows of 24-row samples (wide input) and
+ * about 1.2 samples (narrow input).  The direct kernel (the default for
+ * stride-1 k3/k5 "same" convolutions on AVX-512 CPUs) runs on 1 and 2
+ * threads, with channel counts that leave partial register blocks and
+ * split the input channels (residual blocks, where its input gradient is
+ * added to another, are in the gradient checks). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +62,9 @@ static float *floats(size_t n)
     return p;
 }
 
-static result run(const conv_case *t, const float *x, int threads, int keep)
+enum { DIRECT = 0, GEMM = 1 }; /* PCNN_OPT_CONV_ALGORITHM */
+
+static result run(const conv_case *t, const float *x, int threads, int keep, int algorithm)
 {
     pcnn_net *net;
     pcnn_layer *in, *conv;
@@ -66,6 +74,7 @@ static result run(const conv_case *t, const float *x, int threads, int keep)
     CK(pcnn_net_set_loss(net, conv, PCNN_LOSS_MSE));
     CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
     CK(pcnn_net_set_option(net, PCNN_OPT_KEEP_IM2COL, keep));
+    CK(pcnn_net_set_option(net, PCNN_OPT_CONV_ALGORITHM, algorithm));
     CK(pcnn_net_set_option(net, PCNN_OPT_SEED, 7));
     CK(pcnn_net_finalize(net, t->n));
     size_t np, out;
@@ -103,7 +112,7 @@ static void test_case(const conv_case *t)
     const size_t nw = (size_t)t->cout * t->c * t->k * t->k;
     float *x = floats(nx);
     for (size_t i = 0; i < nx; i++) x[i] = uniform();
-    result r = run(t, x, 1, 1);
+    result r = run(t, x, 1, 1, GEMM);
 
     /* The direct convolution and its adjoints, NCHW, in double. */
     double *y = calloc(ny, sizeof *y), *dx = calloc(nx, sizeof *dx);
@@ -155,15 +164,25 @@ static void test_case(const conv_case *t)
           rel_err(r.grads, dw, nw + t->cout));
 
     /* Recomputing col gives the same bits; 2 threads agree closely. */
-    result q = run(t, x, 1, 0), two = run(t, x, 2, 1);
+    result q = run(t, x, 1, 0, GEMM), two = run(t, x, 2, 1, GEMM);
     CHECK(memcmp(q.y, r.y, ny * sizeof *q.y) == 0 && memcmp(q.dx, r.dx, nx * sizeof *q.dx) == 0 &&
               memcmp(q.grads, r.grads, (nw + t->cout) * sizeof *q.grads) == 0,
           "%s: keep_im2col 0 and 1 differ", label);
     CHECK(rel_err(two.y, y, ny) < 1e-5 && rel_err(two.dx, dx, nx) < 1e-5 &&
               rel_err(two.grads, dw, nw + t->cout) < 1e-4,
           "%s: 2 threads disagree with the reference", label);
-    result *all[3] = {&r, &q, &two};
-    for (int i = 0; i < 3; i++) free(all[i]->y), free(all[i]->dx), free(all[i]->grads),
+    /* The default algorithm (direct where it applies), 1 and 2 threads. */
+    result d1 = run(t, x, 1, 1, DIRECT), d2 = run(t, x, 2, 1, DIRECT);
+    for (int i = 0; i < 2; i++) {
+        const result *d = i ? &d2 : &d1;
+        CHECK(rel_err(d->y, y, ny) < 1e-5 && rel_err(d->dx, dx, nx) < 1e-5 &&
+                  rel_err(d->grads, dw, nw + t->cout) < 1e-4,
+              "%s: default algorithm, %d thread(s): rel err output %.3g input grad %.3g "
+              "weight grad %.3g", label, i + 1, rel_err(d->y, y, ny), rel_err(d->dx, dx, nx),
+              rel_err(d->grads, dw, nw + t->cout));
+    }
+    result *all[5] = {&r, &q, &two, &d1, &d2};
+    for (int i = 0; i < 5; i++) free(all[i]->y), free(all[i]->dx), free(all[i]->grads),
                                 free(all[i]->params);
     free(x), free(y), free(dx), free(dw);
 }
@@ -174,6 +193,10 @@ int main(void)
         {3, 128, 24, 24, 4, 3, 1, 1}, /* bands of 3 rows inside 24-row samples */
         {5, 16, 20, 20, 4, 3, 1, 1},  /* bands of 34 rows across 20-row samples */
         {3, 64, 15, 13, 6, 3, 2, 1},  /* strided, odd sizes */
+        {2, 70, 9, 11, 19, 3, 1, 1},  /* direct: blocks of 8, 8, 2, 1; 64 + 6 inputs */
+        {3, 5, 13, 10, 13, 5, 1, 2},  /* direct k5: blocks of 8, 4, 1 */
+        {4, 16, 8, 8, 16, 3, 1, 1},   /* direct: several samples per tile */
+        {1, 8, 3, 40, 3, 3, 1, 1},    /* direct: plane narrower than a tile's rows */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
     if (failures) {

@@ -65,6 +65,7 @@ class Option(enum.IntEnum):
     COMM_CORE = 19
     TIMEOUT_MS = 20
     TRACE_EVENTS = 21
+    CONV_ALGORITHM = 22
 
 
 class Exchange(enum.IntEnum):

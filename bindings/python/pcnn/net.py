@@ -25,7 +25,7 @@ StepInfo.__doc__ = ("Progress of Net.train_epoch: step of steps, samples done of
 _INT_OPTIONS = {Option.SEED, Option.WARMUP_STEPS, Option.DECAY_EVERY_STEPS, Option.THREADS,
                 Option.KEEP_IM2COL, Option.CHECK_NUMERICS, Option.STEP, Option.BUCKET_BYTES,
                 Option.OVERLAP, Option.ENGINE, Option.ACTIVE_ENGINE, Option.COMM_CORE,
-                Option.TIMEOUT_MS, Option.TRACE_EVENTS}
+                Option.TIMEOUT_MS, Option.TRACE_EVENTS, Option.CONV_ALGORITHM}
 
 
 def _text(fn, h):

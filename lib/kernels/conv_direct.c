@@ -1,0 +1,343 @@
+/* Direct stride-1 convolution on the padded grid (see conv_direct.h).
+ *
+ * The register tile is OB output channels x 48 grid positions (3 vectors):
+ * for every (input channel, tap) it loads 3 shifted input vectors and
+ * broadcasts OB weights, 3*OB fused multiply-adds.  With OB = 8 that is 24
+ * accumulators, and the loads stay well below the FMA rate.  Work is cut
+ * into panels of tiles; per panel, every block of output channels sweeps
+ * the same input panel (kept in L2) with its weights (in L1), input
+ * channels taken 64 at a time. */
+#include "conv_direct.h"
+
+#include <string.h>
+
+#include "kernels.h"
+
+#define LANES 16
+#define QV 3                       /* vectors per tile */
+#define TILE (QV * LANES)          /* grid positions per tile */
+#define PANEL_TILES 8              /* tiles per panel */
+#define IN_BLOCK 64                /* input channels per pass over a tile */
+#define MAX_OB 8                   /* output channels per tile */
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+bool direct_conv_supports(int k, int stride, int pad)
+{
+    return stride == 1 && (k == 3 || k == 5) && 2 * pad == k - 1;
+}
+
+/* Where the grid starts in a plane: after the margin, on a cache line. */
+static size_t lead_of(const direct_grid *g) { return round_up(g->margin, LANES); }
+
+void direct_grid_init(direct_grid *g, int n, int h, int w, int k)
+{
+    g->n = n, g->h = h, g->w = w, g->k = k, g->pad = (k - 1) / 2;
+    g->hp = h + 2 * g->pad, g->wp = w + 2 * g->pad;
+    g->q = (size_t)n * g->hp * g->wp;
+    g->q_round = round_up(g->q, TILE);
+    g->margin = (size_t)g->pad * (g->wp + 1);
+    g->plane = round_up(lead_of(g) + g->q_round + g->margin, LANES);
+}
+
+/* Output channels per block: 8 while there are, then 4, 2, 1. */
+static int block_width(int remaining)
+{
+    return remaining >= 8 ? 8 : remaining >= 4 ? 4 : remaining >= 2 ? 2 : 1;
+}
+
+size_t direct_packed_floats(int cout, int cin, int k)
+{
+    return (size_t)cout * cin * k * k;
+}
+
+size_t direct_wgrad_floats(int cout, int cin, int k, int threads)
+{
+    return (size_t)(threads > 0 ? threads : 1) * direct_packed_floats(cout, cin, k);
+}
+
+typedef struct pad_args {
+    const float *x;
+    float *xp;
+    const direct_grid *g;
+} pad_args;
+
+static void pad_planes(void *arg, size_t lo, size_t hi)
+{
+    const pad_args *a = arg;
+    const direct_grid *g = a->g;
+    const int p = g->pad;
+    const size_t lead = lead_of(g), image = (size_t)g->hp * g->wp;
+    for (size_t c = lo; c < hi; c++) {
+        float *plane = a->xp + c * g->plane;
+        memset(plane, 0, lead * sizeof(float));
+        for (int n = 0; n < g->n; n++) {
+            float *img = plane + lead + (size_t)n * image;
+            const float *src = a->x + (c * g->n + n) * (size_t)g->h * g->w;
+            memset(img, 0, (size_t)p * g->wp * sizeof(float));
+            for (int i = 0; i < g->h; i++) {
+                float *row = img + (size_t)(p + i) * g->wp;
+                memset(row, 0, (size_t)p * sizeof(float));
+                memcpy(row + p, src + (size_t)i * g->w, (size_t)g->w * sizeof(float));
+                memset(row + p + g->w, 0, (size_t)p * sizeof(float));
+            }
+            memset(img + (size_t)(p + g->h) * g->wp, 0, (size_t)p * g->wp * sizeof(float));
+        }
+        memset(plane + lead + g->q, 0, (g->plane - lead - g->q) * sizeof(float));
+    }
+}
+
+void direct_pad(const float *x, int c, const direct_grid *g, float *xp, int threads)
+{
+    pad_args a = {x, xp, g};
+    parallel_for((size_t)c, 1, (size_t)c * g->plane, threads, pad_planes, &a);
+}
+
+typedef struct unpad_args {
+    const float *out;
+    const float *bias;
+    float *y;
+    const direct_grid *g;
+    bool accumulate;
+} unpad_args;
+
+static void unpad_planes(void *arg, size_t lo, size_t hi)
+{
+    const unpad_args *a = arg;
+    const direct_grid *g = a->g;
+    const int p = g->pad, w = g->w;
+    const size_t lead = lead_of(g), image = (size_t)g->hp * g->wp;
+    for (size_t c = lo; c < hi; c++) {
+        const float b = a->bias ? a->bias[c] : 0.0f;
+        for (int n = 0; n < g->n; n++) {
+            const float *img = a->out + c * g->plane + lead + (size_t)n * image;
+            float *dst = a->y + (c * g->n + n) * (size_t)g->h * w;
+            for (int i = 0; i < g->h; i++) {
+                const float *restrict s = img + (size_t)(p + i) * g->wp + p;
+                float *restrict d = dst + (size_t)i * w;
+                if (a->accumulate)
+                    for (int j = 0; j < w; j++) d[j] += s[j];
+                else
+                    for (int j = 0; j < w; j++) d[j] = s[j] + b;
+            }
+        }
+    }
+}
+
+void direct_unpad(const float *out, int c, const direct_grid *g, const float *bias, float *y,
+                  bool accumulate, int threads)
+{
+    unpad_args a = {out, bias, y, g, accumulate};
+    parallel_for((size_t)c, 1, (size_t)c * g->q, threads, unpad_planes, &a);
+}
+
+void direct_pack(const float *w, int cout, int cin, int k, bool adjoint, float *packed)
+{
+    const int kk = k * k, nout = adjoint ? cin : cout, nin = adjoint ? cout : cin;
+    for (int o0 = 0; o0 < nout;) {
+        const int ob = block_width(nout - o0);
+        float *dst = packed + (size_t)o0 * nin * kk;
+        for (int i = 0; i < nin; i++)
+            for (int t = 0; t < kk; t++)
+                for (int o = 0; o < ob; o++)
+                    dst[((size_t)i * kk + t) * ob + o] =
+                        adjoint ? w[((size_t)i * cin + o0 + o) * kk + (kk - 1 - t)]
+                                : w[((size_t)(o0 + o) * cin + i) * kk + t];
+        o0 += ob;
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define TARGET __attribute__((target("avx512f,fma")))
+
+bool direct_conv_available(void)
+{
+    return __builtin_cpu_supports("avx512f");
+}
+
+/* One tile: out[o][0..TILE) (+)= sum over input channels [ic0, ic1) and
+ * taps of w[ic][tap][o] * in[ic][tap offset + 0..TILE).  `in` points at
+ * tap (0, 0) of the tile's first position in input plane 0. */
+TARGET static inline __attribute__((always_inline)) void
+tile(const int OB, const int K, const float *in, size_t plane, int wp, int ic0, int ic1,
+     const float *w, float *out, size_t oplane, bool load)
+{
+    __m512 acc[MAX_OB][QV];
+#pragma GCC unroll 8
+    for (int o = 0; o < OB; o++)
+#pragma GCC unroll 3
+        for (int v = 0; v < QV; v++)
+            acc[o][v] = load ? _mm512_loadu_ps(out + o * oplane + v * LANES) : _mm512_setzero_ps();
+    for (int ic = ic0; ic < ic1; ic++) {
+        const float *x = in + (size_t)ic * plane;
+        const float *wk = w + (size_t)ic * K * K * OB;
+#pragma GCC unroll 5
+        for (int ky = 0; ky < K; ky++)
+#pragma GCC unroll 5
+            for (int kx = 0; kx < K; kx++) {
+                const float *s = x + (size_t)ky * wp + kx;
+                const __m512 x0 = _mm512_loadu_ps(s), x1 = _mm512_loadu_ps(s + LANES),
+                             x2 = _mm512_loadu_ps(s + 2 * LANES);
+                const float *wt = wk + (ky * K + kx) * OB;
+#pragma GCC unroll 8
+                for (int o = 0; o < OB; o++) {
+                    const __m512 b = _mm512_set1_ps(wt[o]);
+                    acc[o][0] = _mm512_fmadd_ps(b, x0, acc[o][0]);
+                    acc[o][1] = _mm512_fmadd_ps(b, x1, acc[o][1]);
+                    acc[o][2] = _mm512_fmadd_ps(b, x2, acc[o][2]);
+                }
+            }
+    }
+#pragma GCC unroll 8
+    for (int o = 0; o < OB; o++)
+#pragma GCC unroll 3
+        for (int v = 0; v < QV; v++) _mm512_storeu_ps(out + o * oplane + v * LANES, acc[o][v]);
+}
+
+typedef void (*tile_fn)(const float *in, size_t plane, int wp, int ic0, int ic1,
+                        const float *w, float *out, size_t oplane, bool load);
+
+#define TILE_FN(OB, K)                                                                       \
+    TARGET static void tile_##OB##_##K(const float *in, size_t plane, int wp, int ic0,       \
+                                       int ic1, const float *w, float *out, size_t oplane,   \
+                                       bool load)                                           \
+    {                                                                                        \
+        tile(OB, K, in, plane, wp, ic0, ic1, w, out, oplane, load);                          \
+    }
+TILE_FN(8, 3)
+TILE_FN(4, 3)
+TILE_FN(2, 3)
+TILE_FN(1, 3)
+TILE_FN(8, 5)
+TILE_FN(4, 5)
+TILE_FN(2, 5)
+TILE_FN(1, 5)
+
+static tile_fn tile_for(int ob, int k)
+{
+    if (k == 3) return ob == 8 ? tile_8_3 : ob == 4 ? tile_4_3 : ob == 2 ? tile_2_3 : tile_1_3;
+    return ob == 8 ? tile_8_5 : ob == 4 ? tile_4_5 : ob == 2 ? tile_2_5 : tile_1_5;
+}
+#else
+bool direct_conv_available(void)
+{
+    return false;
+}
+
+typedef void (*tile_fn)(const float *in, size_t plane, int wp, int ic0, int ic1,
+                        const float *w, float *out, size_t oplane, bool load);
+static tile_fn tile_for(int ob, int k)
+{
+    (void)ob, (void)k;
+    return NULL; /* never called: direct_conv_available() is false */
+}
+#endif
+
+typedef struct conv_args {
+    const float *in, *packed;
+    float *out;
+    int nin, nout;
+    const direct_grid *g;
+} conv_args;
+
+static void conv_tiles(void *arg, size_t lo, size_t hi)
+{
+    const conv_args *a = arg;
+    const direct_grid *g = a->g;
+    const int kk = g->k * g->k;
+    const size_t lead = lead_of(g);
+    for (size_t p0 = lo; p0 < hi; p0 += PANEL_TILES) {
+        const size_t p1 = p0 + PANEL_TILES < hi ? p0 + PANEL_TILES : hi;
+        for (int o0 = 0; o0 < a->nout;) {
+            const int ob = block_width(a->nout - o0);
+            const tile_fn fn = tile_for(ob, g->k);
+            const float *w = a->packed + (size_t)o0 * a->nin * kk;
+            float *out = a->out + (size_t)o0 * g->plane + lead;
+            for (int ic0 = 0; ic0 < a->nin; ic0 += IN_BLOCK) {
+                const int ic1 = ic0 + IN_BLOCK < a->nin ? ic0 + IN_BLOCK : a->nin;
+                for (size_t t = p0; t < p1; t++) {
+                    const size_t u = t * TILE;
+                    fn(a->in + lead + u - g->margin, g->plane, g->wp, ic0, ic1, w, out + u,
+                       g->plane, ic0 > 0);
+                }
+            }
+            o0 += ob;
+        }
+    }
+}
+
+void direct_conv(const float *in, int nin, const float *packed, int nout, const direct_grid *g,
+                 float *out, int threads)
+{
+    conv_args a = {in, packed, out, nin, nout, g};
+    const size_t tiles = g->q_round / TILE;
+    const size_t work = (size_t)nin * nout * g->k * g->k * g->q_round / 64;
+    parallel_for(tiles, PANEL_TILES, work, threads, conv_tiles, &a);
+}
+
+/* Weight gradient: each thread takes a contiguous part of the grid, in
+ * chunks whose dY and x rows fit in L2, and accumulates one GEMM per tap,
+ * dW_t[Cout x Cin] += dY_chunk * (x_chunk shifted by tap t)^T, into its own
+ * partial; the partials are then summed in thread order. */
+typedef struct wgrad_args {
+    const float *dyp, *xp;
+    float *scratch;
+    int cout, cin;
+    size_t chunk;
+    const direct_grid *g;
+} wgrad_args;
+
+static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
+{
+    const wgrad_args *a = arg;
+    const direct_grid *g = a->g;
+    const int k = g->k, kk = k * k, p = g->pad;
+    const size_t lead = lead_of(g), per_tap = (size_t)a->cout * a->cin;
+    float *dw = a->scratch + (size_t)part * kk * per_tap;
+    for (size_t c0 = lo; c0 < hi; c0 += a->chunk) {
+        const int len = (int)(c0 + a->chunk < hi ? a->chunk : hi - c0);
+        for (int t = 0; t < kk; t++) {
+            const long off = (long)(t / k - p) * g->wp + (t % k - p);
+            gemm_serial(false, true, a->cout, a->cin, len, 1.0f, a->dyp + lead + c0,
+                        (int)g->plane, a->xp + (long)(lead + c0) + off, (int)g->plane, 1.0f,
+                        dw + t * per_tap, a->cin);
+        }
+    }
+}
+
+typedef struct wsum_args {
+    const float *scratch;
+    float *dw;
+    int cin, kk, parts;
+    size_t per_part;
+} wsum_args;
+
+static void wgrad_sum(void *arg, size_t lo, size_t hi)
+{
+    const wsum_args *a = arg;
+    const size_t per_tap = a->per_part / (size_t)a->kk;
+    for (size_t co = lo; co < hi; co++)
+        for (int ci = 0; ci < a->cin; ci++)
+            for (int t = 0; t < a->kk; t++) {
+                const size_t at = t * per_tap + co * a->cin + ci;
+                float s = a->scratch[at];
+                for (int q = 1; q < a->parts; q++) s += a->scratch[q * a->per_part + at];
+                a->dw[(co * a->cin + ci) * a->kk + t] = s;
+            }
+}
+
+void direct_weight_grad(const float *dyp, int cout, const float *xp, int cin,
+                        const direct_grid *g, float *dw, float *scratch, int threads)
+{
+    const int parts = threads > 0 ? threads : 1, kk = g->k * g->k;
+    memset(scratch, 0, direct_wgrad_floats(cout, cin, g->k, parts) * sizeof(float));
+    /* About 384 KiB of dY and x rows per chunk. */
+    size_t chunk = round_up((size_t)98304 / (size_t)(cout + cin), LANES);
+    if (chunk < 256) chunk = 256;
+    wgrad_args a = {dyp, xp, scratch, cout, cin, chunk, g};
+    parallel_parts(g->q, chunk, (size_t)cout * cin * kk * g->q / 64, parts, wgrad_part, &a);
+    wsum_args s = {scratch, dw, cin, kk, parts, direct_packed_floats(cout, cin, g->k)};
+    parallel_for((size_t)cout, 1, s.per_part * (size_t)parts, threads, wgrad_sum, &s);
+}
