@@ -24,7 +24,7 @@ typedef struct net_options {
     double decay_factor;
     int threads;          /* 0: omp_get_max_threads() at finalize */
     bool keep_im2col;
-    bool conv_gemm_only; /* PCNN_OPT_CONV_ALGORITHM 1 */
+    int conv_algorithm; /* PCNN_OPT_CONV_ALGORITHM */
     bool check_numerics;
     size_t bucket_bytes;
     pcnn_exchange exchange; /* default of layers that did not choose */

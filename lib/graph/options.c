@@ -70,9 +70,10 @@ PCNN_API pcnn_status pcnn_net_set_option(pcnn_net *net, pcnn_option option, doub
         return PCNN_OK;
     case PCNN_OPT_CONV_ALGORITHM:
         REQUIRE(!fixed, PCNN_ERR_INVALID_STATE, "conv_algorithm must be set before finalize");
-        REQUIRE(value == 0 || value == 1, PCNN_ERR_INVALID_ARGUMENT,
-                "conv_algorithm %g must be 0 (automatic) or 1 (im2col + GEMM)", value);
-        o->conv_gemm_only = value == 1;
+        REQUIRE(value == 0 || value == 1 || value == 2, PCNN_ERR_INVALID_ARGUMENT,
+                "conv_algorithm %g must be 0 (automatic), 1 (im2col + GEMM) or 2 (direct)",
+                value);
+        o->conv_algorithm = (int)value;
         return PCNN_OK;
     case PCNN_OPT_KEEP_IM2COL:
     case PCNN_OPT_CHECK_NUMERICS:
@@ -152,7 +153,7 @@ PCNN_API pcnn_status pcnn_net_get_option(const pcnn_net *net, pcnn_option option
     case PCNN_OPT_DECAY_FACTOR: v = o->decay_factor; break;
     case PCNN_OPT_THREADS: v = net->finalized ? net->threads : o->threads; break;
     case PCNN_OPT_KEEP_IM2COL: v = o->keep_im2col; break;
-    case PCNN_OPT_CONV_ALGORITHM: v = o->conv_gemm_only; break;
+    case PCNN_OPT_CONV_ALGORITHM: v = o->conv_algorithm; break;
     case PCNN_OPT_CHECK_NUMERICS: v = o->check_numerics; break;
     case PCNN_OPT_STEP: v = (double)net->step; break;
     case PCNN_OPT_EFFECTIVE_LEARNING_RATE: v = net_effective_lr(net); break;

@@ -148,7 +148,7 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
 {
     net->threads = net->opt.threads > 0 ? net->opt.threads : omp_get_max_threads();
     if (net->threads < 1) net->threads = 1;
-    plan_ctx p = {max_batch, net->opt.keep_im2col, net->opt.conv_gemm_only};
+    plan_ctx p = {max_batch, net->opt.keep_im2col, net->opt.conv_algorithm};
 
     /* Parameters: one flat array, layer after layer. */
     size_t total = 0;

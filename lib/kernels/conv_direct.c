@@ -14,11 +14,15 @@
 #include "kernels.h"
 
 #define LANES 16
-#define QV 3                       /* vectors per tile */
+#ifndef QV
+#define QV 6                       /* vectors per tile */
+#endif
 #define TILE (QV * LANES)          /* grid positions per tile */
 #define PANEL_TILES 8              /* tiles per panel */
 #define IN_BLOCK 64                /* input channels per pass over a tile */
-#define MAX_OB 8                   /* output channels per tile */
+#ifndef MAX_OB
+#define MAX_OB 4                   /* output channels per tile */
+#endif
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
@@ -29,6 +33,13 @@ bool direct_conv_supports(int k, int stride, int pad)
 
 /* Where the grid starts in a plane: after the margin, on a cache line. */
 static size_t lead_of(const direct_grid *g) { return round_up(g->margin, LANES); }
+
+bool direct_conv_preferred(int cin, int h, int w, int k)
+{
+    const int p = (k - 1) / 2;
+    const double useful = (double)h * w / ((double)(h + 2 * p) * (w + 2 * p));
+    return useful >= 0.75 || (useful >= 0.6 && cin <= 64);
+}
 
 void direct_grid_init(direct_grid *g, int n, int h, int w, int k)
 {
@@ -43,7 +54,7 @@ void direct_grid_init(direct_grid *g, int n, int h, int w, int k)
 /* Output channels per block: 8 while there are, then 4, 2, 1. */
 static int block_width(int remaining)
 {
-    return remaining >= 8 ? 8 : remaining >= 4 ? 4 : remaining >= 2 ? 2 : 1;
+    return remaining >= MAX_OB ? MAX_OB : remaining >= 4 ? 4 : remaining >= 2 ? 2 : 1;
 }
 
 size_t direct_packed_floats(int cout, int cin, int k)
@@ -164,10 +175,10 @@ TARGET static inline __attribute__((always_inline)) void
 tile(const int OB, const int K, const float *in, size_t plane, int wp, int ic0, int ic1,
      const float *w, float *out, size_t oplane, bool load)
 {
-    __m512 acc[MAX_OB][QV];
+    __m512 acc[8][QV];
 #pragma GCC unroll 8
     for (int o = 0; o < OB; o++)
-#pragma GCC unroll 3
+#pragma GCC unroll 8
         for (int v = 0; v < QV; v++)
             acc[o][v] = load ? _mm512_loadu_ps(out + o * oplane + v * LANES) : _mm512_setzero_ps();
     for (int ic = ic0; ic < ic1; ic++) {
@@ -178,21 +189,21 @@ tile(const int OB, const int K, const float *in, size_t plane, int wp, int ic0, 
 #pragma GCC unroll 5
             for (int kx = 0; kx < K; kx++) {
                 const float *s = x + (size_t)ky * wp + kx;
-                const __m512 x0 = _mm512_loadu_ps(s), x1 = _mm512_loadu_ps(s + LANES),
-                             x2 = _mm512_loadu_ps(s + 2 * LANES);
+                __m512 xv[QV];
+#pragma GCC unroll 8
+                for (int v = 0; v < QV; v++) xv[v] = _mm512_loadu_ps(s + v * LANES);
                 const float *wt = wk + (ky * K + kx) * OB;
 #pragma GCC unroll 8
                 for (int o = 0; o < OB; o++) {
                     const __m512 b = _mm512_set1_ps(wt[o]);
-                    acc[o][0] = _mm512_fmadd_ps(b, x0, acc[o][0]);
-                    acc[o][1] = _mm512_fmadd_ps(b, x1, acc[o][1]);
-                    acc[o][2] = _mm512_fmadd_ps(b, x2, acc[o][2]);
+#pragma GCC unroll 8
+                    for (int v = 0; v < QV; v++) acc[o][v] = _mm512_fmadd_ps(b, xv[v], acc[o][v]);
                 }
             }
     }
 #pragma GCC unroll 8
     for (int o = 0; o < OB; o++)
-#pragma GCC unroll 3
+#pragma GCC unroll 8
         for (int v = 0; v < QV; v++) _mm512_storeu_ps(out + o * oplane + v * LANES, acc[o][v]);
 }
 

@@ -34,6 +34,13 @@ typedef struct direct_grid {
 bool direct_conv_available(void);
 bool direct_conv_supports(int k, int stride, int pad);
 
+/* Is the direct kernel expected to beat im2col + GEMM here?  It runs near
+ * the FMA peak on every grid position, but the padded border is wasted
+ * work: (H*W)/((H+2p)(W+2p)) of it is useful (0.64 for 8x8, 0.44 for 4x4),
+ * while OpenBLAS's GEMM only falls below that rate for few channels
+ * (bench/bench_conv measures both). */
+bool direct_conv_preferred(int cin, int h, int w, int k);
+
 void direct_grid_init(direct_grid *g, int n, int h, int w, int k);
 
 /* Floats of the packed weights (either direction) and of the per-thread

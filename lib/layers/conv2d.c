@@ -109,7 +109,8 @@ static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
                          "%s: max_batch %d x %dx%d outputs exceeds %d columns",
                          layer_name(l, name, sizeof name), pc->max_batch, p->ho, p->wo,
                          INT_MAX);
-    p->direct = !pc->conv_gemm_only && direct_conv_supports(p->k, p->stride, p->pad) &&
+    p->direct = pc->conv_algorithm != 1 && direct_conv_supports(p->k, p->stride, p->pad) &&
+                (pc->conv_algorithm == 2 || direct_conv_preferred(p->cin, p->h, p->w, p->k)) &&
                 direct_conv_available();
     if (!pc->keep_im2col || p->pointwise || p->direct) return PCNN_OK;
     size_t n = col_floats(p, pc->max_batch);

@@ -19,7 +19,9 @@
  * whose second difference shows a kink within the step is skipped, and the
  * case fails if more than 10% are skipped.
  *
- * Usage: test_gradcheck [--threads N] [--step H] [--seed S] [--verbose] [case-substring]
+ * Usage: test_gradcheck [--threads N] [--conv A] [--step H] [--seed S] [--verbose]
+ *                       [case-substring]
+ * --conv sets PCNN_OPT_CONV_ALGORITHM (2: the direct kernel wherever it applies).
  */
 #include <float.h>
 #include <math.h>
@@ -368,6 +370,7 @@ typedef struct gc_result {
 } gc_result;
 
 static int g_threads = 1;
+static int g_conv_algorithm = 0;
 static bool g_verbose = false;
 static uint64_t g_seed = 0;
 
@@ -495,6 +498,7 @@ static gc_result run_case(const gc_case *tc, uint64_t seed)
     CK(pcnn_net_set_loss(net, out, tc->loss));
     CK(pcnn_net_set_option(net, PCNN_OPT_SEED, (double)(seed % 1000003)));
     CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, g_threads));
+    CK(pcnn_net_set_option(net, PCNN_OPT_CONV_ALGORITHM, g_conv_algorithm));
     CK(pcnn_net_finalize(net, maxb));
     CK(pcnn_net_num_params(net, &np));
     CK(pcnn_net_output_size(net, &no));
@@ -582,13 +586,14 @@ int main(int argc, char **argv)
     const char *filter = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) g_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--conv") && i + 1 < argc) g_conv_algorithm = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--verbose")) g_verbose = true;
         else if (!strcmp(argv[i], "--step") && i + 1 < argc) STEP = atof(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = strtoull(argv[++i], NULL, 10);
         else filter = argv[i];
     }
-    printf("gradcheck: h=%g rtol=%g atol=%g*max|grad| threads=%d\n", STEP, RTOL, ATOL_REL,
-           g_threads);
+    printf("gradcheck: h=%g rtol=%g atol=%g*max|grad| threads=%d conv_algorithm=%d\n", STEP,
+           RTOL, ATOL_REL, g_threads, g_conv_algorithm);
     printf("%-38s %9s %9s %6s %9s %9s  %s\n", "case", "max abs", "max rel", "worst",
            "retried", "skipped", "result");
     int failed = 0, run = 0;

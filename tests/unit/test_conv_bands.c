@@ -6,8 +6,8 @@
  * that may start mid-sample or span samples: it runs with the im2col
  * matrix kept and recomputed (which must agree bitwise), on 1 and 2
  * threads; shapes make the bands 3 rows of 24-row samples (wide input) and
- * about 1.2 samples (narrow input).  The direct kernel (the default for
- * stride-1 k3/k5 "same" convolutions on AVX-512 CPUs) runs on 1 and 2
+ * about 1.2 samples (narrow input).  The direct kernel (for stride-1
+ * k3/k5 "same" convolutions on AVX-512 CPUs; forced here) runs on 1 and 2
  * threads, with channel counts that leave partial register blocks and
  * split the input channels (residual blocks, where its input gradient is
  * added to another, are in the gradient checks). */
@@ -62,7 +62,7 @@ static float *floats(size_t n)
     return p;
 }
 
-enum { DIRECT = 0, GEMM = 1 }; /* PCNN_OPT_CONV_ALGORITHM */
+enum { GEMM = 1, DIRECT = 2 }; /* PCNN_OPT_CONV_ALGORITHM */
 
 static result run(const conv_case *t, const float *x, int threads, int keep, int algorithm)
 {
@@ -171,13 +171,13 @@ static void test_case(const conv_case *t)
     CHECK(rel_err(two.y, y, ny) < 1e-5 && rel_err(two.dx, dx, nx) < 1e-5 &&
               rel_err(two.grads, dw, nw + t->cout) < 1e-4,
           "%s: 2 threads disagree with the reference", label);
-    /* The default algorithm (direct where it applies), 1 and 2 threads. */
+    /* The direct kernel (where it applies), 1 and 2 threads. */
     result d1 = run(t, x, 1, 1, DIRECT), d2 = run(t, x, 2, 1, DIRECT);
     for (int i = 0; i < 2; i++) {
         const result *d = i ? &d2 : &d1;
         CHECK(rel_err(d->y, y, ny) < 1e-5 && rel_err(d->dx, dx, nx) < 1e-5 &&
                   rel_err(d->grads, dw, nw + t->cout) < 1e-4,
-              "%s: default algorithm, %d thread(s): rel err output %.3g input grad %.3g "
+              "%s: direct, %d thread(s): rel err output %.3g input grad %.3g "
               "weight grad %.3g", label, i + 1, rel_err(d->y, y, ny), rel_err(d->dx, dx, nx),
               rel_err(d->grads, dw, nw + t->cout));
     }
