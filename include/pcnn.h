@@ -216,10 +216,10 @@ typedef enum pcnn_option {
      * pcnn_net_write_trace.  Before finalize.  Default 0 (no trace). */
     PCNN_OPT_TRACE_EVENTS = 21,
     /* How convolutions compute.  A direct convolution without im2col
-     * applies to stride-1 convolutions with kernel 3 or 5 and padding
-     * (kernel-1)/2 on CPUs with AVX-512F (checked at run time); im2col +
-     * GEMM to all.  0 (default): direct where it applies and is expected
-     * to be faster (planes of about 8x8 and larger); 1: im2col + GEMM
+     * applies to stride-1 convolutions with kernel 3 or 5 on CPUs with
+     * AVX-512F (checked at run time); im2col + GEMM to all.  0 (default):
+     * direct where it applies and is expected to be faster (output planes
+     * of about 8x8 and larger); 1: im2col + GEMM
      * everywhere; 2: direct wherever it applies.  Results differ between
      * the two in float rounding only.  Before finalize. */
     PCNN_OPT_CONV_ALGORITHM = 22

@@ -28,30 +28,30 @@ static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 bool direct_conv_supports(int k, int stride, int pad)
 {
-    return stride == 1 && (k == 3 || k == 5) && 2 * pad == k - 1;
+    return stride == 1 && (k == 3 || k == 5) && pad >= 0 && pad < k;
 }
 
-/* Where the grid starts in a plane: after the margin, on a cache line. */
-static size_t lead_of(const direct_grid *g) { return round_up(g->margin, LANES); }
-
-bool direct_conv_preferred(int cin, int h, int w, int k)
+bool direct_conv_preferred(int cin, int h, int w, int k, int pad)
 {
-    const int p = (k - 1) / 2;
-    const double useful = (double)h * w / ((double)(h + 2 * p) * (w + 2 * p));
-    return useful >= 0.75 || (useful >= 0.6 && cin <= 64);
+    const int hp = h + 2 * pad, wp = w + 2 * pad;
+    const double useful = (double)(hp - k + 1) * (wp - k + 1) / ((double)hp * wp);
+    return useful >= 0.75 || (useful >= 0.6 && cin <= 64) ||
+           (useful >= 0.45 && cin * k * k <= 256);
 }
 
-void direct_grid_init(direct_grid *g, int n, int h, int w, int k)
+void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int pad)
 {
-    g->n = n, g->h = h, g->w = w, g->k = k, g->pad = (k - 1) / 2;
-    g->hp = h + 2 * g->pad, g->wp = w + 2 * g->pad;
+    g->n = n, g->h = h, g->w = w, g->k = k, g->pad = pad;
+    g->hp = h + 2 * pad, g->wp = w + 2 * pad;
+    g->ho = g->hp - k + 1, g->wo = g->wp - k + 1;
     g->q = (size_t)n * g->hp * g->wp;
     g->q_round = round_up(g->q, TILE);
-    g->margin = (size_t)g->pad * (g->wp + 1);
-    g->plane = round_up(lead_of(g) + g->q_round + g->margin, LANES);
+    g->reach = (size_t)(k - 1) * (g->wp + 1);
+    g->lead = round_up(g->reach, LANES);
+    g->plane = round_up(g->lead + g->q_round + g->reach, LANES);
 }
 
-/* Output channels per block: 8 while there are, then 4, 2, 1. */
+/* Output channels per block: MAX_OB while there are, then 4, 2, 1. */
 static int block_width(int remaining)
 {
     return remaining >= MAX_OB ? MAX_OB : remaining >= 4 ? 4 : remaining >= 2 ? 2 : 1;
@@ -67,79 +67,85 @@ size_t direct_wgrad_floats(int cout, int cin, int k, int threads)
     return (size_t)(threads > 0 ? threads : 1) * direct_packed_floats(cout, cin, k);
 }
 
-typedef struct pad_args {
+typedef struct place_args {
     const float *x;
-    float *xp;
+    float *planes;
+    int hs, ws, row0, col0;
     const direct_grid *g;
-} pad_args;
+} place_args;
 
-static void pad_planes(void *arg, size_t lo, size_t hi)
+static void zero(float *p, size_t n) { memset(p, 0, n * sizeof(float)); }
+
+static void place_planes(void *arg, size_t lo, size_t hi)
 {
-    const pad_args *a = arg;
+    const place_args *a = arg;
     const direct_grid *g = a->g;
-    const int p = g->pad;
-    const size_t lead = lead_of(g), image = (size_t)g->hp * g->wp;
+    const size_t image = (size_t)g->hp * g->wp, wp = (size_t)g->wp;
+    const size_t right = wp - (size_t)a->col0 - (size_t)a->ws;
     for (size_t c = lo; c < hi; c++) {
-        float *plane = a->xp + c * g->plane;
-        memset(plane, 0, lead * sizeof(float));
+        float *plane = a->planes + c * g->plane;
+        zero(plane, g->lead);
         for (int n = 0; n < g->n; n++) {
-            float *img = plane + lead + (size_t)n * image;
-            const float *src = a->x + (c * g->n + n) * (size_t)g->h * g->w;
-            memset(img, 0, (size_t)p * g->wp * sizeof(float));
-            for (int i = 0; i < g->h; i++) {
-                float *row = img + (size_t)(p + i) * g->wp;
-                memset(row, 0, (size_t)p * sizeof(float));
-                memcpy(row + p, src + (size_t)i * g->w, (size_t)g->w * sizeof(float));
-                memset(row + p + g->w, 0, (size_t)p * sizeof(float));
+            float *img = plane + g->lead + (size_t)n * image;
+            const float *src = a->x + (c * g->n + n) * (size_t)a->hs * a->ws;
+            zero(img, (size_t)a->row0 * wp);
+            for (int i = 0; i < a->hs; i++) {
+                float *row = img + (size_t)(a->row0 + i) * wp;
+                zero(row, (size_t)a->col0);
+                memcpy(row + a->col0, src + (size_t)i * a->ws, (size_t)a->ws * sizeof(float));
+                zero(row + a->col0 + a->ws, right);
             }
-            memset(img + (size_t)(p + g->h) * g->wp, 0, (size_t)p * g->wp * sizeof(float));
+            const size_t below = (size_t)(a->row0 + a->hs) * wp;
+            zero(img + below, image - below);
         }
-        memset(plane + lead + g->q, 0, (g->plane - lead - g->q) * sizeof(float));
+        zero(plane + g->lead + g->q, g->plane - g->lead - g->q);
     }
 }
 
-void direct_pad(const float *x, int c, const direct_grid *g, float *xp, int threads)
+void direct_place(const float *x, int c, int hs, int ws, int row0, int col0,
+                  const direct_grid *g, float *planes, int threads)
 {
-    pad_args a = {x, xp, g};
-    parallel_for((size_t)c, 1, (size_t)c * g->plane, threads, pad_planes, &a);
+    place_args a = {x, planes, hs, ws, row0, col0, g};
+    parallel_for((size_t)c, 1, (size_t)c * g->plane, threads, place_planes, &a);
 }
 
-typedef struct unpad_args {
-    const float *out;
+typedef struct take_args {
+    const float *planes;
     const float *bias;
     float *y;
+    int hs, ws;
     const direct_grid *g;
     bool accumulate;
-} unpad_args;
+} take_args;
 
-static void unpad_planes(void *arg, size_t lo, size_t hi)
+static void take_planes(void *arg, size_t lo, size_t hi)
 {
-    const unpad_args *a = arg;
+    const take_args *a = arg;
     const direct_grid *g = a->g;
-    const int p = g->pad, w = g->w;
-    const size_t lead = lead_of(g), image = (size_t)g->hp * g->wp;
+    const int ws = a->ws;
+    const size_t image = (size_t)g->hp * g->wp;
     for (size_t c = lo; c < hi; c++) {
         const float b = a->bias ? a->bias[c] : 0.0f;
         for (int n = 0; n < g->n; n++) {
-            const float *img = a->out + c * g->plane + lead + (size_t)n * image;
-            float *dst = a->y + (c * g->n + n) * (size_t)g->h * w;
-            for (int i = 0; i < g->h; i++) {
-                const float *restrict s = img + (size_t)(p + i) * g->wp + p;
-                float *restrict d = dst + (size_t)i * w;
+            const float *img = a->planes + c * g->plane + g->lead + (size_t)n * image;
+            float *dst = a->y + (c * g->n + n) * (size_t)a->hs * ws;
+            for (int i = 0; i < a->hs; i++) {
+                const float *restrict s = img + (size_t)i * g->wp;
+                float *restrict d = dst + (size_t)i * ws;
                 if (a->accumulate)
-                    for (int j = 0; j < w; j++) d[j] += s[j];
+                    for (int j = 0; j < ws; j++) d[j] += s[j];
                 else
-                    for (int j = 0; j < w; j++) d[j] = s[j] + b;
+                    for (int j = 0; j < ws; j++) d[j] = s[j] + b;
             }
         }
     }
 }
 
-void direct_unpad(const float *out, int c, const direct_grid *g, const float *bias, float *y,
-                  bool accumulate, int threads)
+void direct_take(const float *planes, int c, int hs, int ws, const direct_grid *g,
+                 const float *bias, float *y, bool accumulate, int threads)
 {
-    unpad_args a = {out, bias, y, g, accumulate};
-    parallel_for((size_t)c, 1, (size_t)c * g->q, threads, unpad_planes, &a);
+    take_args a = {planes, bias, y, hs, ws, g, accumulate};
+    parallel_for((size_t)c, 1, (size_t)c * g->q, threads, take_planes, &a);
 }
 
 void direct_pack(const float *w, int cout, int cin, int k, bool adjoint, float *packed)
@@ -250,6 +256,7 @@ typedef struct conv_args {
     const float *in, *packed;
     float *out;
     int nin, nout;
+    long shift; /* added to every input position */
     const direct_grid *g;
 } conv_args;
 
@@ -258,20 +265,19 @@ static void conv_tiles(void *arg, size_t lo, size_t hi)
     const conv_args *a = arg;
     const direct_grid *g = a->g;
     const int kk = g->k * g->k;
-    const size_t lead = lead_of(g);
     for (size_t p0 = lo; p0 < hi; p0 += PANEL_TILES) {
         const size_t p1 = p0 + PANEL_TILES < hi ? p0 + PANEL_TILES : hi;
         for (int o0 = 0; o0 < a->nout;) {
             const int ob = block_width(a->nout - o0);
             const tile_fn fn = tile_for(ob, g->k);
             const float *w = a->packed + (size_t)o0 * a->nin * kk;
-            float *out = a->out + (size_t)o0 * g->plane + lead;
+            float *out = a->out + (size_t)o0 * g->plane + g->lead;
             for (int ic0 = 0; ic0 < a->nin; ic0 += IN_BLOCK) {
                 const int ic1 = ic0 + IN_BLOCK < a->nin ? ic0 + IN_BLOCK : a->nin;
                 for (size_t t = p0; t < p1; t++) {
                     const size_t u = t * TILE;
-                    fn(a->in + lead + u - g->margin, g->plane, g->wp, ic0, ic1, w, out + u,
-                       g->plane, ic0 > 0);
+                    fn(a->in + (long)(g->lead + u) + a->shift, g->plane, g->wp, ic0, ic1, w,
+                       out + u, g->plane, ic0 > 0);
                 }
             }
             o0 += ob;
@@ -279,10 +285,13 @@ static void conv_tiles(void *arg, size_t lo, size_t hi)
     }
 }
 
-void direct_conv(const float *in, int nin, const float *packed, int nout, const direct_grid *g,
-                 float *out, int threads)
+void direct_conv(const float *in, int nin, const float *packed, int nout, bool adjoint,
+                 const direct_grid *g, float *out, int threads)
 {
-    conv_args a = {in, packed, out, nin, nout, g};
+    /* The adjoint reads dY placed at the top-left corner as if it sat
+     * (k-1-pad) rows and columns further down and right. */
+    const long shift = adjoint ? -(long)(g->k - 1 - g->pad) * (g->wp + 1) : 0;
+    conv_args a = {in, packed, out, nin, nout, shift, g};
     const size_t tiles = g->q_round / TILE;
     const size_t work = (size_t)nin * nout * g->k * g->k * g->q_round / 64;
     parallel_for(tiles, PANEL_TILES, work, threads, conv_tiles, &a);
@@ -304,13 +313,13 @@ static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
 {
     const wgrad_args *a = arg;
     const direct_grid *g = a->g;
-    const int k = g->k, kk = k * k, p = g->pad;
-    const size_t lead = lead_of(g), per_tap = (size_t)a->cout * a->cin;
+    const int k = g->k, kk = k * k;
+    const size_t lead = g->lead, per_tap = (size_t)a->cout * a->cin;
     float *dw = a->scratch + (size_t)part * kk * per_tap;
     for (size_t c0 = lo; c0 < hi; c0 += a->chunk) {
         const int len = (int)(c0 + a->chunk < hi ? a->chunk : hi - c0);
         for (int t = 0; t < kk; t++) {
-            const long off = (long)(t / k - p) * g->wp + (t % k - p);
+            const long off = (long)(t / k) * g->wp + t % k;
             gemm_serial(false, true, a->cout, a->cin, len, 1.0f, a->dyp + lead + c0,
                         (int)g->plane, a->xp + (long)(lead + c0) + off, (int)g->plane, 1.0f,
                         dw + t * per_tap, a->cin);

@@ -1,16 +1,19 @@
-/* Direct convolution for stride-1 "same" convolutions (k = 3 or 5,
- * pad = (k-1)/2), without im2col.
+/* Direct convolution for stride-1 convolutions with kernel 3 or 5 and any
+ * padding below the kernel, without im2col.
  *
- * Every channel plane of a batch is laid out on the zero-padded grid
- * (N x (H+2p) x (W+2p), flattened, with a margin of p*(Wp+1) zeros on each
- * side).  On that grid tap (ky, kx) of the kernel is a constant offset, so
- * one output position is a dot product over (channel, tap) of shifted
- * loads, and 16 neighbouring positions are one vector.  The output is
- * computed on the same grid (its border positions are garbage, dropped by
- * direct_unpad).  The input gradient is the same convolution with the
- * kernel flipped and transposed, on the zero-padded output gradient; the
- * weight gradient is one GEMM per tap between the padded output gradient
- * and the shifted padded input, over cache-sized chunks of the grid.
+ * Every channel plane of a batch is laid out on a grid of N images of
+ * (H+2p) x (W+2p) floats, flattened, with zero margins on both sides.  On
+ * that grid tap (ky, kx) of the kernel is the constant offset ky*Wp + kx,
+ * so one output position is a dot product over (channel, tap) of shifted
+ * loads, and 16 neighbouring positions are one vector.  Output pixel (i, j)
+ * of an image sits at the image's grid position (i, j); the positions past
+ * Ho or Wo are computed and dropped (the wasted share is the border).
+ *
+ *   forward   x placed at (p, p) of each image; out = conv(x)
+ *   dx        dY placed at (0, 0) is read as if at (k-1-p, k-1-p) and
+ *             convolved with the kernel flipped and transposed
+ *   dW        one GEMM per tap between dY at (0, 0) and x shifted by the
+ *             tap, over cache-sized chunks of the grid
  *
  * The vector kernel needs AVX-512F, checked at run time
  * (direct_conv_available); elsewhere the layer keeps im2col + GEMM. */
@@ -21,11 +24,13 @@
 #include <stddef.h>
 
 typedef struct direct_grid {
-    int n, h, w, k, pad; /* batch, input plane, kernel, padding (k-1)/2 */
-    int hp, wp;          /* padded plane */
+    int n, h, w, k, pad; /* batch, input plane, kernel, padding */
+    int hp, wp;          /* padded plane: one image of the grid */
+    int ho, wo;          /* output plane */
     size_t q;            /* grid positions: n * hp * wp */
     size_t q_round;      /* q rounded up to whole vector tiles */
-    size_t margin;       /* zeros before (and after) the grid: pad*(wp+1) */
+    size_t reach;        /* the furthest tap offset: (k-1)*(wp+1) */
+    size_t lead;         /* where the grid starts in a plane (>= reach) */
     size_t plane;        /* floats per channel plane, a multiple of 16 */
 } direct_grid;
 
@@ -35,26 +40,29 @@ bool direct_conv_available(void);
 bool direct_conv_supports(int k, int stride, int pad);
 
 /* Is the direct kernel expected to beat im2col + GEMM here?  It runs near
- * the FMA peak on every grid position, but the padded border is wasted
- * work: (H*W)/((H+2p)(W+2p)) of it is useful (0.64 for 8x8, 0.44 for 4x4),
- * while OpenBLAS's GEMM only falls below that rate for few channels
- * (bench/bench_conv measures both). */
-bool direct_conv_preferred(int cin, int h, int w, int k);
+ * the FMA peak on every grid position, but only Ho*Wo of each image's
+ * Hp*Wp positions are useful (0.64 for 8x8 "same", 0.44 for 4x4), while
+ * OpenBLAS's GEMM only falls below that rate for few channels or short
+ * dot products (bench/bench_conv measures both). */
+bool direct_conv_preferred(int cin, int h, int w, int k, int pad);
 
-void direct_grid_init(direct_grid *g, int n, int h, int w, int k);
+void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int pad);
 
 /* Floats of the packed weights (either direction) and of the per-thread
  * weight-gradient partials. */
 size_t direct_packed_floats(int cout, int cin, int k);
 size_t direct_wgrad_floats(int cout, int cin, int k, int threads);
 
-/* x (C x N x H x W, CNHW) onto the padded grid: xp holds c planes. */
-void direct_pad(const float *x, int c, const direct_grid *g, float *xp, int threads);
+/* c planes of hs x ws images (C x N x hs x ws, CNHW) onto the grid, pixel
+ * (0, 0) at (row0, col0) of each image, zeros everywhere else. */
+void direct_place(const float *x, int c, int hs, int ws, int row0, int col0,
+                  const direct_grid *g, float *planes, int threads);
 
-/* The interior of c grid planes back to C x N x H x W: y = out + bias[c]
- * (bias may be NULL), or y += out when accumulate. */
-void direct_unpad(const float *out, int c, const direct_grid *g, const float *bias, float *y,
-                  bool accumulate, int threads);
+/* The hs x ws top-left corner of every image of c grid planes back to
+ * C x N x hs x ws: y = planes + bias[c] (bias may be NULL), or y += planes
+ * when accumulate. */
+void direct_take(const float *planes, int c, int hs, int ws, const direct_grid *g,
+                 const float *bias, float *y, bool accumulate, int threads);
 
 /* Pack weights w[cout][cin][k*k] for direct_conv: as they are (forward,
  * nout = cout) or flipped and transposed (adjoint, nout = cin: the input
@@ -62,13 +70,13 @@ void direct_unpad(const float *out, int c, const direct_grid *g, const float *bi
 void direct_pack(const float *w, int cout, int cin, int k, bool adjoint, float *packed);
 
 /* out planes (nout) = convolution of in planes (nin) with packed weights,
- * at every grid position. */
-void direct_conv(const float *in, int nin, const float *packed, int nout, const direct_grid *g,
-                 float *out, int threads);
+ * at every grid position; adjoint as in direct_pack (in = dY at (0, 0)). */
+void direct_conv(const float *in, int nin, const float *packed, int nout, bool adjoint,
+                 const direct_grid *g, float *out, int threads);
 
-/* dw[cout][cin][k*k] = sum over the grid of dyp[co] * shifted xp[ci]; dyp
- * must be zero off the interior (direct_pad makes it so).  scratch holds
- * direct_wgrad_floats. */
+/* dw[cout][cin][k*k] = sum over the grid of dY[co] * x[ci] shifted by the
+ * tap, dY at (0, 0) and x at (p, p) (zero off their images).  scratch
+ * holds direct_wgrad_floats. */
 void direct_weight_grad(const float *dyp, int cout, const float *xp, int cin,
                         const direct_grid *g, float *dw, float *scratch, int threads);
 

@@ -1,9 +1,10 @@
 /* 2D convolution: direct on the padded grid, or im2col + GEMM over the
  * whole local batch.
  *
- * Stride-1 "same" convolutions with kernel 3 or 5 run the direct kernel
- * (kernels/conv_direct.h) when the CPU has it: no im2col matrix at all,
- * the workspace holds the padded input and output planes.  The rest:
+ * Stride-1 convolutions with kernel 3 or 5 run the direct kernel
+ * (kernels/conv_direct.h) when the CPU has it and it is expected to win:
+ * no im2col matrix at all, the workspace holds the padded input and output
+ * planes.  The rest:
  *
  * In the CNHW layout the GEMM W[Cout x CKK] * col[CKK x N*Ho*Wo] writes the
  * output directly in the next layer's layout.  Backward is two more GEMMs
@@ -77,7 +78,7 @@ static size_t band_floats(const conv_priv *p, int max_batch)
 static size_t direct_workspace(const conv_priv *p, int max_batch, int threads)
 {
     direct_grid g;
-    direct_grid_init(&g, max_batch, p->h, p->w, p->k);
+    direct_grid_init(&g, max_batch, p->h, p->w, p->k, p->pad);
     const size_t packed = direct_packed_floats(p->cout, p->cin, p->k);
     const size_t wgrad = direct_wgrad_floats(p->cout, p->cin, p->k, threads);
     const double planes = (double)(p->cin + p->cout) * (double)g.plane;
@@ -110,7 +111,8 @@ static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
                          layer_name(l, name, sizeof name), pc->max_batch, p->ho, p->wo,
                          INT_MAX);
     p->direct = pc->conv_algorithm != 1 && direct_conv_supports(p->k, p->stride, p->pad) &&
-                (pc->conv_algorithm == 2 || direct_conv_preferred(p->cin, p->h, p->w, p->k)) &&
+                (pc->conv_algorithm == 2 ||
+                 direct_conv_preferred(p->cin, p->h, p->w, p->k, p->pad)) &&
                 direct_conv_available();
     if (!pc->keep_im2col || p->pointwise || p->direct) return PCNN_OK;
     size_t n = col_floats(p, pc->max_batch);
@@ -203,14 +205,14 @@ static void direct_forward(const pcnn_layer *l, const run_ctx *ctx)
 {
     const conv_priv *p = l->priv;
     direct_grid g;
-    direct_grid_init(&g, ctx->n, p->h, p->w, p->k);
+    direct_grid_init(&g, ctx->n, p->h, p->w, p->k, p->pad);
     float *xp = ctx->workspace, *out = xp + (size_t)p->cin * g.plane;
     float *packed = out + (size_t)p->cout * g.plane;
     const float *bias = p->bias ? l->params + (size_t)p->cout * p->ckk : NULL;
     direct_pack(l->params, p->cout, p->cin, p->k, false, packed);
-    direct_pad(l->inputs[0]->y, p->cin, &g, xp, ctx->threads);
-    direct_conv(xp, p->cin, packed, p->cout, &g, out, ctx->threads);
-    direct_unpad(out, p->cout, &g, bias, l->y, false, ctx->threads);
+    direct_place(l->inputs[0]->y, p->cin, p->h, p->w, p->pad, p->pad, &g, xp, ctx->threads);
+    direct_conv(xp, p->cin, packed, p->cout, false, &g, out, ctx->threads);
+    direct_take(out, p->cout, p->ho, p->wo, &g, bias, l->y, false, ctx->threads);
 }
 
 static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
@@ -294,18 +296,18 @@ static void direct_backward(const pcnn_layer *l, const run_ctx *ctx, float *dx)
 {
     const conv_priv *p = l->priv;
     direct_grid g;
-    direct_grid_init(&g, ctx->n, p->h, p->w, p->k);
+    direct_grid_init(&g, ctx->n, p->h, p->w, p->k, p->pad);
     float *dyp = ctx->workspace, *xp = dyp + (size_t)p->cout * g.plane;
     float *rest = xp + (size_t)p->cin * g.plane;
-    direct_pad(l->dy, p->cout, &g, dyp, ctx->threads);
-    direct_pad(l->inputs[0]->y, p->cin, &g, xp, ctx->threads);
+    direct_place(l->dy, p->cout, p->ho, p->wo, 0, 0, &g, dyp, ctx->threads);
+    direct_place(l->inputs[0]->y, p->cin, p->h, p->w, p->pad, p->pad, &g, xp, ctx->threads);
     direct_weight_grad(dyp, p->cout, xp, p->cin, &g, l->grads, rest, ctx->threads);
     if (p->bias) bias_grad(l, ctx);
     if (!dx) return;
     float *packed = rest, *dxp = rest + direct_packed_floats(p->cout, p->cin, p->k);
     direct_pack(l->params, p->cout, p->cin, p->k, true, packed);
-    direct_conv(dyp, p->cout, packed, p->cin, &g, dxp, ctx->threads);
-    direct_unpad(dxp, p->cin, &g, NULL, dx, l->accumulate_dx[0], ctx->threads);
+    direct_conv(dyp, p->cout, packed, p->cin, true, &g, dxp, ctx->threads);
+    direct_take(dxp, p->cin, p->h, p->w, &g, NULL, dx, l->accumulate_dx[0], ctx->threads);
 }
 
 static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])

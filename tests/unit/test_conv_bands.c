@@ -7,7 +7,7 @@
  * matrix kept and recomputed (which must agree bitwise), on 1 and 2
  * threads; shapes make the bands 3 rows of 24-row samples (wide input) and
  * about 1.2 samples (narrow input).  The direct kernel (for stride-1
- * k3/k5 "same" convolutions on AVX-512 CPUs; forced here) runs on 1 and 2
+ * k3/k5 convolutions on AVX-512 CPUs; forced here) runs on 1 and 2
  * threads, with channel counts that leave partial register blocks and
  * split the input channels (residual blocks, where its input gradient is
  * added to another, are in the gradient checks). */
@@ -197,6 +197,10 @@ int main(void)
         {3, 5, 13, 10, 13, 5, 1, 2},  /* direct k5: blocks of 8, 4, 1 */
         {4, 16, 8, 8, 16, 3, 1, 1},   /* direct: several samples per tile */
         {1, 8, 3, 40, 3, 3, 1, 1},    /* direct: plane narrower than a tile's rows */
+        {3, 6, 14, 14, 16, 5, 1, 0},  /* direct, no padding (LeNet's second) */
+        {2, 5, 9, 7, 11, 3, 1, 2},    /* direct, padding k-1: output larger */
+        {2, 4, 10, 12, 9, 5, 1, 1},   /* direct, padding below (k-1)/2 */
+        {2, 3, 6, 9, 5, 5, 1, 4},     /* direct, padding k-1 of k5 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
     if (failures) {
