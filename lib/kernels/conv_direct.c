@@ -33,8 +33,9 @@ bool direct_conv_supports(int k, int stride, int pad)
 
 bool direct_conv_preferred(int cin, int h, int w, int k, int pad)
 {
-    const int hp = h + 2 * pad, wp = w + 2 * pad;
-    const double useful = (double)(hp - k + 1) * (wp - k + 1) / ((double)hp * wp);
+    direct_grid g;
+    direct_grid_init(&g, 1, h, w, k, pad);
+    const double useful = (double)g.ho * g.wo / ((double)g.hp * g.wp);
     return useful >= 0.75 || (useful >= 0.6 && cin <= 64) ||
            (useful >= 0.45 && cin * k * k <= 256);
 }
@@ -42,8 +43,11 @@ bool direct_conv_preferred(int cin, int h, int w, int k, int pad)
 void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int pad)
 {
     g->n = n, g->h = h, g->w = w, g->k = k, g->pad = pad;
-    g->hp = h + 2 * pad, g->wp = w + 2 * pad;
-    g->ho = g->hp - k + 1, g->wo = g->wp - k + 1;
+    g->ho = h + 2 * pad - k + 1, g->wo = w + 2 * pad - k + 1;
+    /* Neighbouring rows and images share their padding: the left pad of
+     * the next row is the right pad of this one. */
+    g->hp = h + pad > g->ho ? h + pad : g->ho;
+    g->wp = w + pad > g->wo ? w + pad : g->wo;
     g->q = (size_t)n * g->hp * g->wp;
     g->q_round = round_up(g->q, TILE);
     g->reach = (size_t)(k - 1) * (g->wp + 1);
@@ -294,7 +298,7 @@ void direct_conv(const float *in, int nin, const float *packed, int nout, bool a
     conv_args a = {in, packed, out, nin, nout, shift, g};
     const size_t tiles = g->q_round / TILE;
     const size_t work = (size_t)nin * nout * g->k * g->k * g->q_round / 64;
-    parallel_for(tiles, PANEL_TILES, work, threads, conv_tiles, &a);
+    parallel_for(tiles, 1, work, threads, conv_tiles, &a);
 }
 
 /* Weight gradient: each thread takes a contiguous part of the grid, in

@@ -2,8 +2,11 @@
  * padding below the kernel, without im2col.
  *
  * Every channel plane of a batch is laid out on a grid of N images of
- * (H+2p) x (W+2p) floats, flattened, with zero margins on both sides.  On
- * that grid tap (ky, kx) of the kernel is the constant offset ky*Wp + kx,
+ * Hp x Wp floats, flattened, with zero margins on both sides: each row is
+ * p zeros and W pixels, each image p zero rows and H rows (Hp = H + p,
+ * Wp = W + p, or the output's size if that is larger), so that a row's
+ * right padding is the next row's left padding.  On that grid tap
+ * (ky, kx) of the kernel is the constant offset ky*Wp + kx,
  * so one output position is a dot product over (channel, tap) of shifted
  * loads, and 16 neighbouring positions are one vector.  Output pixel (i, j)
  * of an image sits at the image's grid position (i, j); the positions past
@@ -25,7 +28,7 @@
 
 typedef struct direct_grid {
     int n, h, w, k, pad; /* batch, input plane, kernel, padding */
-    int hp, wp;          /* padded plane: one image of the grid */
+    int hp, wp;          /* one image of the grid */
     int ho, wo;          /* output plane */
     size_t q;            /* grid positions: n * hp * wp */
     size_t q_round;      /* q rounded up to whole vector tiles */
@@ -41,7 +44,7 @@ bool direct_conv_supports(int k, int stride, int pad);
 
 /* Is the direct kernel expected to beat im2col + GEMM here?  It runs near
  * the FMA peak on every grid position, but only Ho*Wo of each image's
- * Hp*Wp positions are useful (0.64 for 8x8 "same", 0.44 for 4x4), while
+ * Hp*Wp positions are useful (0.79 for 8x8 "same", 0.64 for 4x4), while
  * OpenBLAS's GEMM only falls below that rate for few channels or short
  * dot products (bench/bench_conv measures both). */
 bool direct_conv_preferred(int cin, int h, int w, int k, int pad);
