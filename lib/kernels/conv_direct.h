@@ -15,8 +15,8 @@
  *   forward   x placed at (p, p) of each image; out = conv(x)
  *   dx        dY placed at (0, 0) is read as if at (k-1-p, k-1-p) and
  *             convolved with the kernel flipped and transposed
- *   dW        one GEMM per tap between dY at (0, 0) and x shifted by the
- *             tap, over cache-sized chunks of the grid
+ *   dW        over the output pixels only: a vector of 16 output channels
+ *             of dY times broadcast x values at every tap
  *
  * The vector kernel needs AVX-512F, checked at run time
  * (direct_conv_available); elsewhere the layer keeps im2col + GEMM. */
@@ -51,10 +51,10 @@ bool direct_conv_preferred(int cin, int h, int w, int k, int pad);
 
 void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int pad);
 
-/* Floats of the packed weights (either direction) and of the per-thread
- * weight-gradient partials. */
+/* Floats of the packed weights (either direction), and of the scratch of
+ * direct_weight_grad for a batch of n with ho x wo outputs. */
 size_t direct_packed_floats(int cout, int cin, int k);
-size_t direct_wgrad_floats(int cout, int cin, int k, int threads);
+size_t direct_wgrad_floats(int cout, int cin, int k, int n, int ho, int wo, int threads);
 
 /* c planes of hs x ws images (C x N x hs x ws, CNHW) onto the grid, pixel
  * (0, 0) at (row0, col0) of each image, zeros everywhere else. */
@@ -77,10 +77,10 @@ void direct_pack(const float *w, int cout, int cin, int k, bool adjoint, float *
 void direct_conv(const float *in, int nin, const float *packed, int nout, bool adjoint,
                  const direct_grid *g, float *out, int threads);
 
-/* dw[cout][cin][k*k] = sum over the grid of dY[co] * x[ci] shifted by the
- * tap, dY at (0, 0) and x at (p, p) (zero off their images).  scratch
- * holds direct_wgrad_floats. */
-void direct_weight_grad(const float *dyp, int cout, const float *xp, int cin,
+/* dw[cout][cin][k*k] = sum over output pixels of dY[co] * x[ci] at the
+ * pixel shifted by the tap; dy is C x N x Ho x Wo (CNHW), xp the grid
+ * planes of x placed at (p, p).  scratch holds direct_wgrad_floats. */
+void direct_weight_grad(const float *dy, int cout, const float *xp, int cin,
                         const direct_grid *g, float *dw, float *scratch, int threads);
 
 #endif

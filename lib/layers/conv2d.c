@@ -80,7 +80,8 @@ static size_t direct_workspace(const conv_priv *p, int max_batch, int threads)
     direct_grid g;
     direct_grid_init(&g, max_batch, p->h, p->w, p->k, p->pad);
     const size_t packed = direct_packed_floats(p->cout, p->cin, p->k);
-    const size_t wgrad = direct_wgrad_floats(p->cout, p->cin, p->k, threads);
+    const size_t wgrad =
+        direct_wgrad_floats(p->cout, p->cin, p->k, max_batch, p->ho, p->wo, threads);
     const double planes = (double)(p->cin + p->cout) * (double)g.plane;
     const double rest = (double)packed + (double)p->cin * (double)g.plane;
     const double total = planes + (rest > (double)wgrad ? rest : (double)wgrad);
@@ -301,7 +302,7 @@ static void direct_backward(const pcnn_layer *l, const run_ctx *ctx, float *dx)
     float *rest = xp + (size_t)p->cin * g.plane;
     direct_place(l->dy, p->cout, p->ho, p->wo, 0, 0, &g, dyp, ctx->threads);
     direct_place(l->inputs[0]->y, p->cin, p->h, p->w, p->pad, p->pad, &g, xp, ctx->threads);
-    direct_weight_grad(dyp, p->cout, xp, p->cin, &g, l->grads, rest, ctx->threads);
+    direct_weight_grad(l->dy, p->cout, xp, p->cin, &g, l->grads, rest, ctx->threads);
     if (p->bias) bias_grad(l, ctx);
     if (!dx) return;
     float *packed = rest, *dxp = rest + direct_packed_floats(p->cout, p->cin, p->k);
