@@ -313,28 +313,6 @@ size_t direct_wgrad_floats(int cout, int cin, int k, int n, int ho, int wo, int 
     return (size_t)n * ho * wo * co + parts * (size_t)cin * k * k * co;
 }
 
-typedef struct transpose_args {
-    const float *dy;
-    float *dt;
-    int cout, rows, wo;
-    size_t co_pad;
-} transpose_args;
-
-/* dt[(row * wo + j) * co_pad + co] = dy[co][row][j], zero past cout. */
-static void transpose_rows(void *arg, size_t lo, size_t hi)
-{
-    const transpose_args *a = arg;
-    for (size_t r = lo; r < hi; r++) {
-        float *dst = a->dt + r * a->wo * a->co_pad;
-        for (int j = 0; j < a->wo; j++)
-            for (size_t co = (size_t)a->cout; co < a->co_pad; co++) dst[j * a->co_pad + co] = 0.0f;
-        for (int co = 0; co < a->cout; co++) {
-            const float *src = a->dy + ((size_t)co * a->rows + r) * a->wo;
-            for (int j = 0; j < a->wo; j++) dst[j * a->co_pad + co] = src[j];
-        }
-    }
-}
-
 #if defined(__x86_64__) && defined(__GNUC__)
 /* Output rows [r0, r1) (row = sample * ho + i) of one 16-channel block of
  * dY against input channels ci0 .. ci0+R-1; acc at the partial's entry
@@ -382,6 +360,38 @@ wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, 
 typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane,
                          const direct_grid *g, long r0, long r1, float *acc_mem);
 
+/* dst[p][c] = src[c][p] for a block of up to 16 channels (rows of src, ld
+ * floats apart; channels >= chans read as zero) and up to 16 pixels, as a
+ * 16x16 register transpose. */
+TARGET static void transpose_block(const float *src, size_t ld, int chans, int pixels,
+                                   float *dst, size_t ld_dst)
+{
+    const __mmask16 m = (__mmask16)((1u << pixels) - 1u);
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = i < chans ? _mm512_maskz_loadu_ps(m, src + (size_t)i * ld) : _mm512_setzero_ps();
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4)
+        for (int j = 0; j < 2; j++) {
+            const __m512d a = _mm512_castps_pd(t[i + j]), b = _mm512_castps_pd(t[i + j + 2]);
+            r[i + 2 * j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+            r[i + 2 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        }
+    for (int i = 0; i < 16; i += 8)
+        for (int j = 0; j < 4; j++) {
+            t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+            t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+    }
+    for (int i = 0; i < pixels; i++) _mm512_storeu_ps(dst + (size_t)i * ld_dst, r[i]);
+}
+
 /* Without predictive commoning, which would carry the broadcasts of one
  * pixel over to the next (x[j + 1] is the next pixel's x[j]) and spill
  * them: each x value must stay a memory operand of its FMA. */
@@ -409,6 +419,13 @@ static wtile_fn wtile_for(int r, int k)
     return r == 3 ? wtile_3_3 : r == 2 ? wtile_2_3 : wtile_1_3;
 }
 #else
+static void transpose_block(const float *src, size_t ld, int chans, int pixels, float *dst,
+                            size_t ld_dst)
+{
+    for (int i = 0; i < pixels; i++)
+        for (int c = 0; c < 16; c++) dst[(size_t)i * ld_dst + c] = c < chans ? src[c * ld + i] : 0;
+}
+
 static int wtile_width(int k, int remaining)
 {
     (void)k;
@@ -423,6 +440,28 @@ static wtile_fn wtile_for(int r, int k)
     return NULL; /* never called: direct_conv_available() is false */
 }
 #endif
+
+typedef struct transpose_args {
+    const float *dy;
+    float *dt;
+    int cout;
+    size_t pixels, co_pad;
+} transpose_args;
+
+/* dt[p * co_pad + co] = dy[co][p] over pixel blocks [lo, hi) of 16. */
+static void transpose_pixels(void *arg, size_t lo, size_t hi)
+{
+    const transpose_args *a = arg;
+    for (size_t b = lo; b < hi; b++) {
+        const size_t p0 = b * LANES;
+        const int pixels = (int)(a->pixels - p0 < LANES ? a->pixels - p0 : LANES);
+        for (size_t cb = 0; cb < a->co_pad; cb += LANES) {
+            const int chans = (int)((size_t)a->cout - cb < LANES ? (size_t)a->cout - cb : LANES);
+            transpose_block(a->dy + cb * a->pixels + p0, a->pixels, chans, pixels,
+                            a->dt + p0 * a->co_pad + cb, a->co_pad);
+        }
+    }
+}
 
 typedef struct wgrad_args {
     const float *dt, *xp;
@@ -477,8 +516,9 @@ void direct_weight_grad(const float *dy, int cout, const float *xp, int cin,
     const int parts = threads > 0 ? threads : 1, kk = g->k * g->k;
     const size_t co_pad = lanes_of(cout), rows = (size_t)g->n * g->ho;
     float *dt = scratch, *partials = dt + rows * g->wo * co_pad;
-    transpose_args t = {dy, dt, cout, (int)rows, g->wo, co_pad};
-    parallel_for(rows, 1, rows * g->wo * co_pad, threads, transpose_rows, &t);
+    const size_t pixels = rows * g->wo;
+    transpose_args t = {dy, dt, cout, pixels, co_pad};
+    parallel_for((pixels + LANES - 1) / LANES, 1, pixels * co_pad, threads, transpose_pixels, &t);
     memset(partials, 0, (size_t)parts * cin * kk * co_pad * sizeof(float));
     /* About 256 output pixels per chunk: the accumulators are loaded and
      * stored once per chunk. */
