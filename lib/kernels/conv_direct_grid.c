@@ -1,0 +1,287 @@
+/* The grid of the direct convolution (see conv_direct.h), and its kernel
+ * with grid positions in the vector lanes.
+ *
+ * The register tile is OB output channels x 96 grid positions (6 vectors):
+ * for every (input channel, tap) it loads 6 shifted input vectors and
+ * broadcasts OB weights, 6*OB fused multiply-adds.  With OB = 4 that is 24
+ * accumulators, and each broadcast feeds 6 FMAs.  Work is cut into panels
+ * of tiles; per panel, every block of output channels sweeps the same
+ * input panel (kept in L2) with its weights (in L1), input channels taken
+ * 64 at a time. */
+#include "conv_direct.h"
+
+#include <string.h>
+
+#include "kernels.h"
+#include "simd.h"
+
+#define QV 6               /* vectors per tile */
+#define TILE (QV * LANES)  /* grid positions per tile */
+#define PANEL_TILES 8      /* tiles per panel */
+#define IN_BLOCK 64        /* input channels per pass over a tile */
+#define MAX_OB 4           /* output channels per tile */
+
+bool direct_conv_supports(int k, int stride, int pad)
+{
+    return stride == 1 && (k == 3 || k == 5) && pad >= 0 && pad < k;
+}
+
+bool direct_conv_preferred(int cin, int h, int w, int k, int pad)
+{
+    direct_grid g;
+    direct_grid_init(&g, 1, h, w, k, pad);
+    const double useful = (double)g.ho * g.wo / ((double)g.hp * g.wp);
+    return useful >= 0.75 || (useful >= 0.6 && cin <= 64) ||
+           (useful >= 0.45 && cin * k * k <= 256);
+}
+
+void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int pad)
+{
+    g->n = n, g->h = h, g->w = w, g->k = k, g->pad = pad;
+    g->ho = h + 2 * pad - k + 1, g->wo = w + 2 * pad - k + 1;
+    /* Neighbouring rows and images share their padding: the left pad of
+     * the next row is the right pad of this one. */
+    g->hp = h + pad > g->ho ? h + pad : g->ho;
+    g->wp = w + pad > g->wo ? w + pad : g->wo;
+    g->q = (size_t)n * g->hp * g->wp;
+    g->q_round = round_up(g->q, TILE);
+    g->reach = (size_t)(k - 1) * (g->wp + 1);
+    g->lead = round_up(g->reach, LANES);
+    g->plane = round_up(g->lead + g->q_round + g->reach, LANES);
+}
+
+/* Output channels per block: 4 while there are, then 2, 1. */
+static int block_width(int remaining)
+{
+    return remaining >= MAX_OB ? MAX_OB : remaining >= 2 ? 2 : 1;
+}
+
+size_t direct_packed_floats(int cout, int cin, int k)
+{
+    return (size_t)cout * cin * k * k;
+}
+
+typedef struct place_args {
+    const float *x;
+    float *planes;
+    int hs, ws, row0, col0;
+    const direct_grid *g;
+} place_args;
+
+static void zero(float *p, size_t n) { memset(p, 0, n * sizeof(float)); }
+
+static void place_planes(void *arg, size_t lo, size_t hi)
+{
+    const place_args *a = arg;
+    const direct_grid *g = a->g;
+    const size_t image = (size_t)g->hp * g->wp, wp = (size_t)g->wp;
+    const size_t right = wp - (size_t)a->col0 - (size_t)a->ws;
+    for (size_t c = lo; c < hi; c++) {
+        float *plane = a->planes + c * g->plane;
+        zero(plane, g->lead);
+        for (int n = 0; n < g->n; n++) {
+            float *img = plane + g->lead + (size_t)n * image;
+            const float *src = a->x + (c * g->n + n) * (size_t)a->hs * a->ws;
+            zero(img, (size_t)a->row0 * wp);
+            for (int i = 0; i < a->hs; i++) {
+                float *row = img + (size_t)(a->row0 + i) * wp;
+                zero(row, (size_t)a->col0);
+                memcpy(row + a->col0, src + (size_t)i * a->ws, (size_t)a->ws * sizeof(float));
+                zero(row + a->col0 + a->ws, right);
+            }
+            const size_t below = (size_t)(a->row0 + a->hs) * wp;
+            zero(img + below, image - below);
+        }
+        zero(plane + g->lead + g->q, g->plane - g->lead - g->q);
+    }
+}
+
+void direct_place(const float *x, int c, int hs, int ws, int row0, int col0,
+                  const direct_grid *g, float *planes, int threads)
+{
+    place_args a = {x, planes, hs, ws, row0, col0, g};
+    parallel_for((size_t)c, 1, (size_t)c * g->plane, threads, place_planes, &a);
+}
+
+typedef struct take_args {
+    const float *planes;
+    const float *bias;
+    float *y;
+    int hs, ws;
+    const direct_grid *g;
+    bool accumulate;
+} take_args;
+
+static void take_planes(void *arg, size_t lo, size_t hi)
+{
+    const take_args *a = arg;
+    const direct_grid *g = a->g;
+    const int ws = a->ws;
+    const size_t image = (size_t)g->hp * g->wp;
+    for (size_t c = lo; c < hi; c++) {
+        const float b = a->bias ? a->bias[c] : 0.0f;
+        for (int n = 0; n < g->n; n++) {
+            const float *img = a->planes + c * g->plane + g->lead + (size_t)n * image;
+            float *dst = a->y + (c * g->n + n) * (size_t)a->hs * ws;
+            for (int i = 0; i < a->hs; i++) {
+                const float *restrict s = img + (size_t)i * g->wp;
+                float *restrict d = dst + (size_t)i * ws;
+                if (a->accumulate)
+                    for (int j = 0; j < ws; j++) d[j] += s[j];
+                else
+                    for (int j = 0; j < ws; j++) d[j] = s[j] + b;
+            }
+        }
+    }
+}
+
+void direct_take(const float *planes, int c, int hs, int ws, const direct_grid *g,
+                 const float *bias, float *y, bool accumulate, int threads)
+{
+    take_args a = {planes, bias, y, hs, ws, g, accumulate};
+    parallel_for((size_t)c, 1, (size_t)c * g->q, threads, take_planes, &a);
+}
+
+void direct_pack(const float *w, int cout, int cin, int k, bool adjoint, float *packed)
+{
+    const int kk = k * k, nout = adjoint ? cin : cout, nin = adjoint ? cout : cin;
+    for (int o0 = 0; o0 < nout;) {
+        const int ob = block_width(nout - o0);
+        float *dst = packed + (size_t)o0 * nin * kk;
+        for (int i = 0; i < nin; i++)
+            for (int t = 0; t < kk; t++)
+                for (int o = 0; o < ob; o++)
+                    dst[((size_t)i * kk + t) * ob + o] =
+                        adjoint ? w[((size_t)i * cin + o0 + o) * kk + (kk - 1 - t)]
+                                : w[((size_t)(o0 + o) * cin + i) * kk + t];
+        o0 += ob;
+    }
+}
+
+#if PCNN_AVX512
+bool direct_conv_available(void)
+{
+    return __builtin_cpu_supports("avx512f");
+}
+
+/* One tile: out[o][0..TILE) (+)= sum over input channels [ic0, ic1) and
+ * taps of w[ic][tap][o] * in[ic][tap offset + 0..TILE).  `in` points at
+ * tap (0, 0) of the tile's first position in input plane 0. */
+TARGET static inline __attribute__((always_inline)) void
+tile(const int OB, const int K, const float *in, size_t plane, int wp, int ic0, int ic1,
+     const float *w, float *out, size_t oplane, bool load)
+{
+    __m512 acc[MAX_OB][QV];
+#pragma GCC unroll 4
+    for (int o = 0; o < OB; o++)
+#pragma GCC unroll 8
+        for (int v = 0; v < QV; v++)
+            acc[o][v] = load ? _mm512_loadu_ps(out + o * oplane + v * LANES) : _mm512_setzero_ps();
+    for (int ic = ic0; ic < ic1; ic++) {
+        const float *x = in + (size_t)ic * plane;
+        const float *wk = w + (size_t)ic * K * K * OB;
+#pragma GCC unroll 5
+        for (int ky = 0; ky < K; ky++)
+#pragma GCC unroll 5
+            for (int kx = 0; kx < K; kx++) {
+                const float *s = x + (size_t)ky * wp + kx;
+                __m512 xv[QV];
+#pragma GCC unroll 8
+                for (int v = 0; v < QV; v++) xv[v] = _mm512_loadu_ps(s + v * LANES);
+                const float *wt = wk + (ky * K + kx) * OB;
+#pragma GCC unroll 8
+                for (int o = 0; o < OB; o++) {
+                    const __m512 b = _mm512_set1_ps(wt[o]);
+#pragma GCC unroll 8
+                    for (int v = 0; v < QV; v++) acc[o][v] = _mm512_fmadd_ps(b, xv[v], acc[o][v]);
+                }
+            }
+    }
+#pragma GCC unroll 4
+    for (int o = 0; o < OB; o++)
+#pragma GCC unroll 8
+        for (int v = 0; v < QV; v++) _mm512_storeu_ps(out + o * oplane + v * LANES, acc[o][v]);
+}
+
+typedef void (*tile_fn)(const float *in, size_t plane, int wp, int ic0, int ic1,
+                        const float *w, float *out, size_t oplane, bool load);
+
+#define TILE_FN(OB, K)                                                                       \
+    TARGET static void tile_##OB##_##K(const float *in, size_t plane, int wp, int ic0,       \
+                                       int ic1, const float *w, float *out, size_t oplane,   \
+                                       bool load)                                           \
+    {                                                                                        \
+        tile(OB, K, in, plane, wp, ic0, ic1, w, out, oplane, load);                          \
+    }
+TILE_FN(4, 3)
+TILE_FN(2, 3)
+TILE_FN(1, 3)
+TILE_FN(4, 5)
+TILE_FN(2, 5)
+TILE_FN(1, 5)
+
+static tile_fn tile_for(int ob, int k)
+{
+    if (k == 3) return ob == 4 ? tile_4_3 : ob == 2 ? tile_2_3 : tile_1_3;
+    return ob == 4 ? tile_4_5 : ob == 2 ? tile_2_5 : tile_1_5;
+}
+#else
+bool direct_conv_available(void)
+{
+    return false;
+}
+
+typedef void (*tile_fn)(const float *in, size_t plane, int wp, int ic0, int ic1,
+                        const float *w, float *out, size_t oplane, bool load);
+static tile_fn tile_for(int ob, int k)
+{
+    (void)ob, (void)k;
+    return NULL; /* never called: direct_conv_available() is false */
+}
+#endif
+
+typedef struct conv_args {
+    const float *in, *packed;
+    float *out;
+    int nin, nout;
+    long shift; /* added to every input position */
+    const direct_grid *g;
+} conv_args;
+
+static void conv_tiles(void *arg, size_t lo, size_t hi)
+{
+    const conv_args *a = arg;
+    const direct_grid *g = a->g;
+    const int kk = g->k * g->k;
+    for (size_t p0 = lo; p0 < hi; p0 += PANEL_TILES) {
+        const size_t p1 = p0 + PANEL_TILES < hi ? p0 + PANEL_TILES : hi;
+        for (int o0 = 0; o0 < a->nout;) {
+            const int ob = block_width(a->nout - o0);
+            const tile_fn fn = tile_for(ob, g->k);
+            const float *w = a->packed + (size_t)o0 * a->nin * kk;
+            float *out = a->out + (size_t)o0 * g->plane + g->lead;
+            for (int ic0 = 0; ic0 < a->nin; ic0 += IN_BLOCK) {
+                const int ic1 = ic0 + IN_BLOCK < a->nin ? ic0 + IN_BLOCK : a->nin;
+                for (size_t t = p0; t < p1; t++) {
+                    const size_t u = t * TILE;
+                    fn(a->in + (long)(g->lead + u) + a->shift, g->plane, g->wp, ic0, ic1, w,
+                       out + u, g->plane, ic0 > 0);
+                }
+            }
+            o0 += ob;
+        }
+    }
+}
+
+void direct_conv(const float *in, int nin, const float *packed, int nout, bool adjoint,
+                 const direct_grid *g, float *out, int threads)
+{
+    /* The adjoint reads dY placed at the top-left corner as if it sat
+     * (k-1-pad) rows and columns further down and right. */
+    const long shift = adjoint ? -(long)(g->k - 1 - g->pad) * (g->wp + 1) : 0;
+    conv_args a = {in, packed, out, nin, nout, shift, g};
+    const size_t tiles = g->q_round / TILE;
+    const size_t work = (size_t)nin * nout * g->k * g->k * g->q_round / 64;
+    parallel_for(tiles, 1, work, threads, conv_tiles, &a);
+}
+

@@ -1,0 +1,203 @@
+/* Weight gradient of the direct convolution (see conv_direct.h). */
+#include <string.h>
+
+#include "conv_direct.h"
+#include "kernels.h"
+#include "simd.h"
+
+/* Weight gradient.  dW[co][ci][tap] = sum over output pixels of
+ * dY[co][pixel] * x[ci][pixel + tap offset].  The output channels go in
+ * the vector lanes: dY is transposed to pixel-major rows of 16-channel
+ * blocks (dt), and every pixel contributes one dY vector times R input
+ * channels x K*K taps of broadcast x values, R*K*K accumulators (27 for
+ * k3, 25 for k5) that never need a horizontal sum.  Only real output
+ * pixels are visited, so the border of the grid costs nothing here.  Each
+ * thread takes a share of the output rows, in chunks, and accumulates into
+ * its own partial [ci][tap][co]; the partials are summed in thread order. */
+static size_t lanes_of(int cout) { return round_up((size_t)cout, LANES); }
+
+size_t direct_wgrad_floats(int cout, int cin, int k, int n, int ho, int wo, int threads)
+{
+    const size_t parts = (size_t)(threads > 0 ? threads : 1), co = lanes_of(cout);
+    return (size_t)n * ho * wo * co + parts * (size_t)cin * k * k * co;
+}
+
+#if PCNN_AVX512
+/* Output rows [r0, r1) (row = sample * ho + i) of one 16-channel block of
+ * dY against input channels ci0 .. ci0+R-1; acc at the partial's entry
+ * (ci0, tap 0) of the block, entries co_pad floats apart. */
+TARGET static inline __attribute__((always_inline)) void
+wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, size_t plane,
+      const direct_grid *g, long r0, long r1, float *acc_mem)
+{
+    __m512 acc[3][25];
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 25
+        for (int t = 0; t < K * K; t++)
+            acc[r][t] = _mm512_loadu_ps(acc_mem + (size_t)(r * K * K + t) * co_pad);
+    const size_t image = (size_t)g->hp * g->wp;
+    for (long row = r0; row < r1; row++) {
+        const float *xr = x + (size_t)(row / g->ho) * image + (size_t)(row % g->ho) * g->wp;
+        const float *dr = dt + (size_t)row * g->wo * co_pad;
+        /* One pointer per (channel, kernel row): each x value is then a
+         * base + index load that folds into its FMA as a broadcast. */
+        const float *src[3][5];
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 5
+            for (int ky = 0; ky < K; ky++) src[r][ky] = xr + (size_t)r * plane + (size_t)ky * g->wp;
+        for (int j = 0; j < g->wo; j++) {
+            const __m512 d = _mm512_loadu_ps(dr + (size_t)j * co_pad);
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 5
+                for (int ky = 0; ky < K; ky++)
+#pragma GCC unroll 5
+                    for (int kx = 0; kx < K; kx++)
+                        acc[r][ky * K + kx] = _mm512_fmadd_ps(
+                            _mm512_set1_ps(src[r][ky][j + kx]), d, acc[r][ky * K + kx]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 25
+        for (int t = 0; t < K * K; t++)
+            _mm512_storeu_ps(acc_mem + (size_t)(r * K * K + t) * co_pad, acc[r][t]);
+}
+
+typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane,
+                         const direct_grid *g, long r0, long r1, float *acc_mem);
+
+/* Without predictive commoning, which would carry the broadcasts of one
+ * pixel over to the next (x[j + 1] is the next pixel's x[j]) and spill
+ * them: each x value must stay a memory operand of its FMA. */
+#define WTILE_FN(R, K)                                                                       \
+    TARGET __attribute__((optimize("no-predictive-commoning"))) static void wtile_##R##_##K(const float *dt, size_t co_pad, const float *x,       \
+                                       size_t plane, const direct_grid *g, long r0, long r1, \
+                                       float *acc_mem)                                      \
+    {                                                                                        \
+        wtile(R, K, dt, co_pad, x, plane, g, r0, r1, acc_mem);                               \
+    }
+WTILE_FN(3, 3)
+WTILE_FN(2, 3)
+WTILE_FN(1, 3)
+WTILE_FN(1, 5)
+
+/* Input channels per tile and its function. */
+static int wtile_width(int k, int remaining)
+{
+    return k == 5 ? 1 : remaining >= 3 ? 3 : remaining;
+}
+
+static wtile_fn wtile_for(int r, int k)
+{
+    if (k == 5) return wtile_1_5;
+    return r == 3 ? wtile_3_3 : r == 2 ? wtile_2_3 : wtile_1_3;
+}
+#else
+
+static int wtile_width(int k, int remaining)
+{
+    (void)k;
+    return remaining;
+}
+
+typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane,
+                         const direct_grid *g, long r0, long r1, float *acc_mem);
+static wtile_fn wtile_for(int r, int k)
+{
+    (void)r, (void)k;
+    return NULL; /* never called: direct_conv_available() is false */
+}
+#endif
+
+typedef struct transpose_args {
+    const float *dy;
+    float *dt;
+    int cout;
+    size_t pixels, co_pad;
+} transpose_args;
+
+/* dt[p * co_pad + co] = dy[co][p] over pixel blocks [lo, hi) of 16. */
+static void transpose_pixels(void *arg, size_t lo, size_t hi)
+{
+    const transpose_args *a = arg;
+    for (size_t b = lo; b < hi; b++) {
+        const size_t p0 = b * LANES;
+        const int pixels = (int)(a->pixels - p0 < LANES ? a->pixels - p0 : LANES);
+        for (size_t cb = 0; cb < a->co_pad; cb += LANES) {
+            const int chans = (int)((size_t)a->cout - cb < LANES ? (size_t)a->cout - cb : LANES);
+            transpose16(a->dy + cb * a->pixels + p0, a->pixels, chans, pixels,
+                        a->dt + p0 * a->co_pad + cb, a->co_pad, LANES);
+        }
+    }
+}
+
+typedef struct wgrad_args {
+    const float *dt, *xp;
+    float *partials;
+    int cout, cin;
+    long chunk_rows;
+    const direct_grid *g;
+} wgrad_args;
+
+static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
+{
+    const wgrad_args *a = arg;
+    const direct_grid *g = a->g;
+    const int kk = g->k * g->k;
+    const size_t co_pad = lanes_of(a->cout);
+    float *acc = a->partials + (size_t)part * a->cin * kk * co_pad;
+    for (long r0 = (long)lo; r0 < (long)hi; r0 += a->chunk_rows) {
+        const long r1 = r0 + a->chunk_rows < (long)hi ? r0 + a->chunk_rows : (long)hi;
+        for (size_t cb = 0; cb < co_pad; cb += LANES)
+            for (int ci = 0; ci < a->cin;) {
+                const int r = wtile_width(g->k, a->cin - ci);
+                wtile_for(r, g->k)(a->dt + cb, co_pad, a->xp + g->lead + (size_t)ci * g->plane,
+                                   g->plane, g, r0, r1, acc + (size_t)ci * kk * co_pad + cb);
+                ci += r;
+            }
+    }
+}
+
+typedef struct wsum_args {
+    const float *partials;
+    float *dw;
+    int cout, cin, kk, parts;
+} wsum_args;
+
+static void wgrad_sum(void *arg, size_t lo, size_t hi)
+{
+    const wsum_args *a = arg;
+    const size_t co_pad = lanes_of(a->cout), per_part = (size_t)a->cin * a->kk * co_pad;
+    for (size_t ci = lo; ci < hi; ci++)
+        for (int t = 0; t < a->kk; t++)
+            for (int co = 0; co < a->cout; co++) {
+                const size_t at = (ci * a->kk + t) * co_pad + co;
+                float s = a->partials[at];
+                for (int q = 1; q < a->parts; q++) s += a->partials[q * per_part + at];
+                a->dw[((size_t)co * a->cin + ci) * a->kk + t] = s;
+            }
+}
+
+void direct_weight_grad(const float *dy, int cout, const float *xp, int cin,
+                        const direct_grid *g, float *dw, float *scratch, int threads)
+{
+    const int parts = threads > 0 ? threads : 1, kk = g->k * g->k;
+    const size_t co_pad = lanes_of(cout), rows = (size_t)g->n * g->ho;
+    float *dt = scratch, *partials = dt + rows * g->wo * co_pad;
+    const size_t pixels = rows * g->wo;
+    transpose_args t = {dy, dt, cout, pixels, co_pad};
+    parallel_for((pixels + LANES - 1) / LANES, 1, pixels * co_pad, threads, transpose_pixels, &t);
+    memset(partials, 0, (size_t)parts * cin * kk * co_pad * sizeof(float));
+    /* About 256 output pixels per chunk: the accumulators are loaded and
+     * stored once per chunk. */
+    long chunk_rows = 256 / g->wo;
+    if (chunk_rows < 1) chunk_rows = 1;
+    wgrad_args a = {dt, xp, partials, cout, cin, chunk_rows, g};
+    parallel_parts(rows, (size_t)chunk_rows, (size_t)cout * cin * kk * rows * g->wo / 64, parts,
+                   wgrad_part, &a);
+    wsum_args s = {partials, dw, cout, cin, kk, parts};
+    parallel_for((size_t)cin, 1, (size_t)parts * cin * kk * co_pad, threads, wgrad_sum, &s);
+}
