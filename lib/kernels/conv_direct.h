@@ -49,6 +49,12 @@ bool direct_conv_supports(int k, int stride, int pad);
  * dot products (bench/bench_conv measures both). */
 bool direct_conv_preferred(int cin, int h, int w, int k, int pad);
 
+/* And of its two kernels, is the one with channels in the vector lanes
+ * (direct_conv_channels) the faster for a pass with nout output channels
+ * and a output plane of oh x ow on the grid g?  It wastes no work on the
+ * grid's border but needs many channels to fill its register tile. */
+bool direct_channels_preferred(int nout, int oh, int ow, const direct_grid *g);
+
 void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int pad);
 
 /* Floats of the packed weights (either direction), and of the scratch of
@@ -76,6 +82,17 @@ void direct_pack(const float *w, int cout, int cin, int k, bool adjoint, float *
  * at every grid position; adjoint as in direct_pack (in = dY at (0, 0)). */
 void direct_conv(const float *in, int nin, const float *packed, int nout, bool adjoint,
                  const direct_grid *g, float *out, int threads);
+
+/* The same convolution (or its adjoint) with output channels in the
+ * vector lanes, over the real output pixels only, straight into y (nout x
+ * N x Ho x Wo for the forward, nout = cout; nout x N x H x W for the
+ * adjoint, nout = cin): y = conv + bias (bias may be NULL), or y += conv
+ * when accumulate.  w is the layer's w[cout][cin][k*k]; scratch holds
+ * direct_channels_floats(nout, nin, k, output pixels). */
+size_t direct_channels_floats(int nout, int nin, int k, size_t pixels);
+void direct_conv_channels(const float *in, const float *w, int cout, int cin, bool adjoint,
+                          const direct_grid *g, const float *bias, float *y, bool accumulate,
+                          float *scratch, int threads);
 
 /* dw[cout][cin][k*k] = sum over output pixels of dY[co] * x[ci] at the
  * pixel shifted by the tap; dy is C x N x Ho x Wo (CNHW), xp the grid

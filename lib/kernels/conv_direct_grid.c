@@ -35,6 +35,11 @@ bool direct_conv_preferred(int cin, int h, int w, int k, int pad)
            (useful >= 0.45 && cin * k * k <= 256);
 }
 
+bool direct_channels_preferred(int nout, int oh, int ow, const direct_grid *g)
+{
+    return nout >= 128 && (double)oh * ow < 0.85 * (double)g->hp * g->wp;
+}
+
 void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int pad)
 {
     g->n = n, g->h = h, g->w = w, g->k = k, g->pad = pad;

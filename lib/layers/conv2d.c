@@ -37,6 +37,7 @@ typedef struct conv_priv {
     bool bias;
     bool pointwise; /* 1x1, stride 1, no padding: col == x */
     bool direct;    /* the direct kernel (conv_direct.h) */
+    bool forward_channels, dx_channels; /* its kernel with channels in the lanes */
     int cin, h, w, ho, wo, ckk;
     float *col;  /* kept im2col matrix (max_batch columns), or NULL */
 } conv_priv;
@@ -83,8 +84,15 @@ static size_t direct_workspace(const conv_priv *p, int max_batch, int threads)
     const size_t wgrad =
         direct_wgrad_floats(p->cout, p->cin, p->k, max_batch, p->ho, p->wo, threads);
     const double planes = (double)(p->cin + p->cout) * (double)g.plane;
-    const double rest = (double)packed + (double)p->cin * (double)g.plane;
-    const double total = planes + (rest > (double)wgrad ? rest : (double)wgrad);
+    const size_t n = (size_t)max_batch;
+    double rest = (double)packed + (double)p->cin * (double)g.plane;
+    const double variants[] = {
+        (double)wgrad,
+        (double)direct_channels_floats(p->cout, p->cin, p->k, n * p->ho * p->wo),
+        (double)direct_channels_floats(p->cin, p->cout, p->k, n * p->h * p->w)};
+    for (int i = 0; i < 3; i++)
+        if (variants[i] > rest) rest = variants[i];
+    const double total = planes + rest;
     return total >= (double)SIZE_MAX / 2 ? SIZE_MAX : (size_t)total;
 }
 
@@ -115,6 +123,12 @@ static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
                 (pc->conv_algorithm == 2 ||
                  direct_conv_preferred(p->cin, p->h, p->w, p->k, p->pad)) &&
                 direct_conv_available();
+    if (p->direct) {
+        direct_grid g;
+        direct_grid_init(&g, 1, p->h, p->w, p->k, p->pad);
+        p->forward_channels = direct_channels_preferred(p->cout, p->ho, p->wo, &g);
+        p->dx_channels = direct_channels_preferred(p->cin, p->h, p->w, &g);
+    }
     if (!pc->keep_im2col || p->pointwise || p->direct) return PCNN_OK;
     size_t n = col_floats(p, pc->max_batch);
     p->col = n == SIZE_MAX ? NULL : mem_alloc_floats(n);
@@ -200,8 +214,8 @@ static void bias_fill(void *arg, size_t lo, size_t hi)
     }
 }
 
-/* Workspace: padded input planes, then padded output planes, then the
- * packed weights. */
+/* Workspace: padded input planes, then padded output planes and the packed
+ * weights, or the scratch of the channel-lane kernel. */
 static void direct_forward(const pcnn_layer *l, const run_ctx *ctx)
 {
     const conv_priv *p = l->priv;
@@ -210,8 +224,13 @@ static void direct_forward(const pcnn_layer *l, const run_ctx *ctx)
     float *xp = ctx->workspace, *out = xp + (size_t)p->cin * g.plane;
     float *packed = out + (size_t)p->cout * g.plane;
     const float *bias = p->bias ? l->params + (size_t)p->cout * p->ckk : NULL;
-    direct_pack(l->params, p->cout, p->cin, p->k, false, packed);
     direct_place(l->inputs[0]->y, p->cin, p->h, p->w, p->pad, p->pad, &g, xp, ctx->threads);
+    if (p->forward_channels) {
+        direct_conv_channels(xp, l->params, p->cout, p->cin, false, &g, bias, l->y, false, out,
+                             ctx->threads);
+        return;
+    }
+    direct_pack(l->params, p->cout, p->cin, p->k, false, packed);
     direct_conv(xp, p->cin, packed, p->cout, false, &g, out, ctx->threads);
     direct_take(out, p->cout, p->ho, p->wo, &g, bias, l->y, false, ctx->threads);
 }
@@ -305,6 +324,11 @@ static void direct_backward(const pcnn_layer *l, const run_ctx *ctx, float *dx)
     direct_weight_grad(l->dy, p->cout, xp, p->cin, &g, l->grads, rest, ctx->threads);
     if (p->bias) bias_grad(l, ctx);
     if (!dx) return;
+    if (p->dx_channels) {
+        direct_conv_channels(dyp, l->params, p->cout, p->cin, true, &g, NULL, dx,
+                             l->accumulate_dx[0], rest, ctx->threads);
+        return;
+    }
     float *packed = rest, *dxp = rest + direct_packed_floats(p->cout, p->cin, p->k);
     direct_pack(l->params, p->cout, p->cin, p->k, true, packed);
     direct_conv(dyp, p->cout, packed, p->cin, true, &g, dxp, ctx->threads);

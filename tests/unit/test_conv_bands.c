@@ -9,8 +9,10 @@
  * about 1.2 samples (narrow input).  The direct kernel (for stride-1
  * k3/k5 convolutions on AVX-512 CPUs; forced here) runs on 1 and 2
  * threads, with channel counts that leave partial register blocks and
- * split the input channels (residual blocks, where its input gradient is
- * added to another, are in the gradient checks). */
+ * split the input channels, and with many channels on small planes, where
+ * the kernel with channels in the vector lanes takes over (residual
+ * blocks, where the input gradient is added to another, are in the
+ * gradient checks). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,6 +203,8 @@ int main(void)
         {2, 5, 9, 7, 11, 3, 1, 2},    /* direct, padding k-1: output larger */
         {2, 4, 10, 12, 9, 5, 1, 1},   /* direct, padding below (k-1)/2 */
         {2, 3, 6, 9, 5, 5, 1, 4},     /* direct, padding k-1 of k5 */
+        {2, 130, 6, 5, 140, 3, 1, 1}, /* direct, channels in the lanes: 3+3+3 vectors, */
+        {1, 129, 5, 4, 131, 5, 1, 2}, /* two input blocks, pixel tails */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
     if (failures) {
