@@ -117,7 +117,7 @@ typedef struct take_args {
     bool accumulate;
 } take_args;
 
-static void take_planes(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void take_planes(void *arg, size_t lo, size_t hi)
 {
     const take_args *a = arg;
     const direct_grid *g = a->g;

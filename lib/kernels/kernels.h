@@ -12,6 +12,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Hot element-wise loops are compiled for AVX-512, AVX2 and baseline
+ * x86-64, and the loader picks the best for the CPU (GCC target_clones):
+ * the library stays portable and still uses wide vectors.  ISO C mode
+ * does not contract a*b+c into FMA and the vectoriser keeps the order of
+ * float sums, so every clone gives the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
+
 /* Parallel loops (parallel.c).  fn(arg, lo, hi) covers [lo, hi) of [0, n).
  * parallel_for cuts [0, n) into one contiguous block per thread, in whole
  * grains (16 floats = a cache line, so that no two threads write the same

@@ -73,13 +73,13 @@ typedef struct copy_args {
     float *y;
 } copy_args;
 
-static void copy_range(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void copy_range(void *arg, size_t lo, size_t hi)
 {
     const copy_args *a = arg;
     memcpy(a->y + lo, a->x + lo, (hi - lo) * sizeof(float));
 }
 
-static void add_range(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void add_range(void *arg, size_t lo, size_t hi)
 {
     const copy_args *a = arg;
     const float *restrict x = a->x;

@@ -34,7 +34,7 @@ typedef struct act_args {
     float slope;
 } act_args;
 
-static void relu_fwd(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void relu_fwd(void *arg, size_t lo, size_t hi)
 {
     const act_args *a = arg;
     const float *restrict x = a->x;
@@ -43,7 +43,7 @@ static void relu_fwd(void *arg, size_t lo, size_t hi)
     for (size_t i = lo; i < hi; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
-static void leaky_fwd(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void leaky_fwd(void *arg, size_t lo, size_t hi)
 {
     const act_args *a = arg;
     const float *restrict x = a->x;
@@ -55,7 +55,7 @@ static void leaky_fwd(void *arg, size_t lo, size_t hi)
     }
 }
 
-static void relu_bwd(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void relu_bwd(void *arg, size_t lo, size_t hi)
 {
     const act_args *a = arg;
     const float *restrict y = a->x, *restrict dy = a->dy;
@@ -66,7 +66,7 @@ static void relu_bwd(void *arg, size_t lo, size_t hi)
     }
 }
 
-static void relu_bwd_acc(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void relu_bwd_acc(void *arg, size_t lo, size_t hi)
 {
     const act_args *a = arg;
     const float *restrict y = a->x, *restrict dy = a->dy;
@@ -77,7 +77,7 @@ static void relu_bwd_acc(void *arg, size_t lo, size_t hi)
     }
 }
 
-static void leaky_bwd(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void leaky_bwd(void *arg, size_t lo, size_t hi)
 {
     const act_args *a = arg;
     const float *restrict y = a->x, *restrict dy = a->dy;
@@ -89,7 +89,7 @@ static void leaky_bwd(void *arg, size_t lo, size_t hi)
     }
 }
 
-static void leaky_bwd_acc(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void leaky_bwd_acc(void *arg, size_t lo, size_t hi)
 {
     const act_args *a = arg;
     const float *restrict y = a->x, *restrict dy = a->dy;

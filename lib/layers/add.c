@@ -26,7 +26,7 @@ typedef struct add_args {
     float s;
 } add_args;
 
-static void sum_range(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void sum_range(void *arg, size_t lo, size_t hi)
 {
     const add_args *p = arg;
     const float *restrict a = p->a, *restrict b = p->b;
@@ -38,7 +38,7 @@ static void sum_range(void *arg, size_t lo, size_t hi)
         for (size_t i = lo; i < hi; i++) y[i] = a[i] + s * b[i];
 }
 
-static void scale_range(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void scale_range(void *arg, size_t lo, size_t hi)
 {
     const add_args *p = arg;
     const float *restrict a = p->a;
@@ -47,7 +47,7 @@ static void scale_range(void *arg, size_t lo, size_t hi)
     for (size_t i = lo; i < hi; i++) y[i] = s * a[i];
 }
 
-static void scale_acc_range(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void scale_acc_range(void *arg, size_t lo, size_t hi)
 {
     const add_args *p = arg;
     const float *restrict a = p->a;

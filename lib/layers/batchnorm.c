@@ -119,7 +119,7 @@ typedef struct bn_args {
     size_t m, nch;
 } bn_args;
 
-static void reduce_range(void *arg, size_t u0, size_t u1)
+VECTOR_CLONES static void reduce_range(void *arg, size_t u0, size_t u1)
 {
     const bn_args *g = arg;
     for (size_t u = u0; u < u1; u++) {
@@ -152,7 +152,7 @@ static void bn_reduce(const float *a, const float *b, const float *shift, const 
 }
 
 /* y = (x - mean[c] - mean_lo[c]) * mul[c] + beta[c]; mean_lo may be NULL. */
-static void apply_range(void *arg, size_t u0, size_t u1)
+VECTOR_CLONES static void apply_range(void *arg, size_t u0, size_t u1)
 {
     const bn_args *g = arg;
     for (size_t u = u0; u < u1; u++) {
@@ -239,8 +239,8 @@ static inline void grad_units(const bn_args *g, size_t u0, size_t u1, bool acc)
     }
 }
 
-static void grad_range(void *arg, size_t u0, size_t u1) { grad_units(arg, u0, u1, false); }
-static void grad_range_acc(void *arg, size_t u0, size_t u1) { grad_units(arg, u0, u1, true); }
+VECTOR_CLONES static void grad_range(void *arg, size_t u0, size_t u1) { grad_units(arg, u0, u1, false); }
+VECTOR_CLONES static void grad_range_acc(void *arg, size_t u0, size_t u1) { grad_units(arg, u0, u1, true); }
 
 /* dx = gamma*inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat)). */
 static void bn_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])

@@ -16,7 +16,7 @@ typedef struct gap_args {
 } gap_args;
 
 /* Each plane summed by one thread in double: deterministic and accurate. */
-static void sum_planes(void *arg, size_t u0, size_t u1)
+VECTOR_CLONES static void sum_planes(void *arg, size_t u0, size_t u1)
 {
     const gap_args *a = arg;
     const double scale = 1.0 / (double)a->plane;
@@ -28,7 +28,7 @@ static void sum_planes(void *arg, size_t u0, size_t u1)
     }
 }
 
-static void spread_planes(void *arg, size_t u0, size_t u1)
+VECTOR_CLONES static void spread_planes(void *arg, size_t u0, size_t u1)
 {
     const gap_args *a = arg;
     const float scale = 1.0f / (float)a->plane;

@@ -75,7 +75,7 @@ typedef struct pool_args {
 /* The common 2x2, stride 2, unpadded case, window element by element in
  * PyTorch's order: the first is taken as is (-inf start), the others if
  * greater or NaN. */
-static void maxpool2_rows(void *varg, size_t u0, size_t u1)
+VECTOR_CLONES static void maxpool2_rows(void *varg, size_t u0, size_t u1)
 {
     const pool_args *a = varg;
     const pool_priv *p = a->p;
@@ -162,7 +162,7 @@ static void maxpool_forward(pcnn_layer *l, const run_ctx *ctx)
 /* Backward of the 2x2 stride-2 case without accumulation: the windows tile
  * the input (a trailing odd row or column belongs to none), so each input
  * element is written once, with no zeroing pass and no scatter. */
-static void maxpool2_back_planes(void *varg, size_t u0, size_t u1)
+VECTOR_CLONES static void maxpool2_back_planes(void *varg, size_t u0, size_t u1)
 {
     const pool_args *a = varg;
     const pool_priv *p = a->p;
@@ -215,7 +215,7 @@ static void maxpool_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[
                  two ? maxpool2_back_planes : maxpool_back_planes, &a);
 }
 
-static void avgpool_rows(void *varg, size_t u0, size_t u1)
+VECTOR_CLONES static void avgpool_rows(void *varg, size_t u0, size_t u1)
 {
     const pool_args *a = varg;
     const pool_priv *p = a->p;
@@ -254,7 +254,7 @@ static void avgpool_forward(pcnn_layer *l, const run_ctx *ctx)
 }
 
 /* One thread per plane: overlapping windows add in a fixed order. */
-static void avgpool_back_planes(void *varg, size_t u0, size_t u1)
+VECTOR_CLONES static void avgpool_back_planes(void *varg, size_t u0, size_t u1)
 {
     const pool_args *a = varg;
     const pool_priv *p = a->p;

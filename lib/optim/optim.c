@@ -38,13 +38,13 @@ typedef struct update_args {
     float lr, wd, mu, b1, b2, eps, step, inv_bc2;
 } update_args;
 
-static void sgd_range(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void sgd_range(void *arg, size_t lo, size_t hi)
 {
     const update_args *a = arg;
     for (size_t i = lo; i < hi; i++) a->params[i] -= a->lr * (a->grads[i] + a->wd * a->params[i]);
 }
 
-static void momentum_range(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void momentum_range(void *arg, size_t lo, size_t hi)
 {
     const update_args *a = arg;
     for (size_t i = lo; i < hi; i++) {
@@ -54,7 +54,7 @@ static void momentum_range(void *arg, size_t lo, size_t hi)
     }
 }
 
-static void adam_range(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void adam_range(void *arg, size_t lo, size_t hi)
 {
     const update_args *a = arg;
     for (size_t i = lo; i < hi; i++) {

@@ -204,7 +204,7 @@ typedef struct sum_args {
     float *dst;
 } sum_args;
 
-static void sum_range(void *arg, size_t lo, size_t hi)
+VECTOR_CLONES static void sum_range(void *arg, size_t lo, size_t hi)
 {
     const sum_args *a = arg;
     const size_t n = a->b->owned_count;
