@@ -69,11 +69,16 @@ wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, 
 typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane,
                          const direct_grid *g, long r0, long r1, float *acc_mem);
 
-/* Without predictive commoning, which would carry the broadcasts of one
- * pixel over to the next (x[j + 1] is the next pixel's x[j]) and spill
+/* Without GCC's predictive commoning, which would carry the broadcasts of
+ * one pixel over to the next (x[j + 1] is the next pixel's x[j]) and spill
  * them: each x value must stay a memory operand of its FMA. */
+#if defined(__clang__)
+#define KEEP_MEMORY_OPERANDS
+#else
+#define KEEP_MEMORY_OPERANDS __attribute__((optimize("no-predictive-commoning")))
+#endif
 #define WTILE_FN(R, K)                                                                       \
-    TARGET __attribute__((optimize("no-predictive-commoning"))) static void wtile_##R##_##K(const float *dt, size_t co_pad, const float *x,       \
+    TARGET KEEP_MEMORY_OPERANDS static void wtile_##R##_##K(const float *dt, size_t co_pad, const float *x,       \
                                        size_t plane, const direct_grid *g, long r0, long r1, \
                                        float *acc_mem)                                      \
     {                                                                                        \
