@@ -5,7 +5,26 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../layers/batchnorm.h"
 #include "net.h"
+
+/* A batch norm feeding only the ReLU right after it computes that ReLU
+ * (layer.h).  Right after: no other layer's backward runs between the two,
+ * so nothing can reuse the ReLU's gradient buffer before the batch norm
+ * reads it. */
+static void plan_fusion(pcnn_net *net)
+{
+    for (int i = 1; i + 1 < net->num_layers; i++) {
+        pcnn_layer *l = net->layers[i], *next = net->layers[i + 1];
+        l->fused_relu = NULL;
+        next->fused_into = NULL;
+        if (layer_is_batchnorm(l) && l->num_consumers == 1 && layer_is_relu(next) &&
+            next->inputs[0] == l && l != net->output) {
+            l->fused_relu = next;
+            next->fused_into = l;
+        }
+    }
+}
 
 /* The backward pass visits layers from last to first; "time" t(i) = L-1-i.
  * Layer i's dy is written from the backward of its last consumer (or by the
@@ -42,7 +61,9 @@ static pcnn_status plan_gradient_slots(pcnn_net *net)
             if (consumer != c) continue;
             iv[count].layer = i;
             iv[count].start = c == L ? -1 : L - 1 - c;
-            iv[count].end = L - 1 - i;
+            /* A fused ReLU's gradient is read by its batch norm's backward. */
+            const pcnn_layer *reader = net->layers[i]->fused_into;
+            iv[count].end = L - 1 - (reader ? reader->index : i);
             count++;
         }
 
@@ -149,6 +170,7 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
     net->threads = net->opt.threads > 0 ? net->opt.threads : omp_get_max_threads();
     if (net->threads < 1) net->threads = 1;
     plan_ctx p = {max_batch, net->opt.keep_im2col, net->opt.conv_algorithm};
+    plan_fusion(net);
 
     /* Parameters: one flat array, layer after layer. */
     size_t total = 0;
@@ -181,10 +203,12 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
     size_t workspace = 0;
     for (int i = 0; i < net->num_layers; i++) {
         pcnn_layer *l = net->layers[i];
-        size_t count = (size_t)max_batch * shape_size(l->out);
-        l->y = mem_alloc_floats(count);
-        if (!l->y) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "activations of layer %d", i);
-        net->memory_bytes += count * sizeof(float);
+        if (!l->fused_relu) { /* which writes the ReLU's output instead */
+            size_t count = (size_t)max_batch * shape_size(l->out);
+            l->y = mem_alloc_floats(count);
+            if (!l->y) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "activations of layer %d", i);
+            net->memory_bytes += count * sizeof(float);
+        }
         if (l->ops->setup) TRY(l->ops->setup(l, &p)); /* may choose an algorithm */
         if (l->ops->workspace_floats) {
             size_t w = l->ops->workspace_floats(l, &p);

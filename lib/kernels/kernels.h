@@ -11,6 +11,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 /* Hot element-wise loops are compiled for AVX-512, AVX2 and baseline
  * x86-64, and the loader picks the best for the CPU (GCC target_clones):
@@ -92,6 +94,27 @@ void col2im_batch(const float *dcol, int c, int n, int h, int w, int k, int stri
  * nchw_to_cnhw: dst[(c*N+n)*S + s] = src[(n*C+c)*S + s]; and back. */
 void nchw_to_cnhw(const float *src, float *dst, int n, int c, size_t spatial, int threads);
 void cnhw_to_nchw(const float *src, float *dst, int n, int c, size_t spatial, int threads);
+
+/* Sums over a run of n floats for batch normalisation, in an order fixed
+ * by n (the same bits on every CPU; reduce.c):
+ *   sums_shifted:  out = { sum (x - shift), sum (x - shift)^2 }, in double;
+ *   sums_gradient: out = { sum d, sum d * xh } with xh = (x - shift -
+ *                  shift_lo) * scale and d = dy, or relu_mask(dy, mask) when
+ *                  mask (a fused ReLU's output) is not NULL. */
+void sums_shifted(const float *x, size_t n, float shift, double out[2]);
+void sums_gradient(const float *x, const float *dy, const float *mask, size_t n, float shift,
+                   float shift_lo, float scale, double out[2]);
+
+/* dy where a ReLU's output is positive, else 0 (also for NaN dy, as the
+ * ReLU's own backward), without a branch: the two cases are equally likely. */
+static inline float relu_mask(float dy, float relu_out)
+{
+    uint32_t bits, keep = relu_out > 0.0f ? UINT32_MAX : 0u;
+    memcpy(&bits, &dy, sizeof bits);
+    bits &= keep;
+    memcpy(&dy, &bits, sizeof dy);
+    return dy;
+}
 
 /* y[i] = x[i] (+ y[i] if accumulate), over n floats. */
 void copy_or_add(const float *x, float *y, size_t n, bool accumulate, int threads);

@@ -103,6 +103,7 @@ VECTOR_CLONES static void leaky_bwd_acc(void *arg, size_t lo, size_t hi)
 
 static void act_forward(pcnn_layer *l, const run_ctx *ctx)
 {
+    if (l->fused_into) return;
     const size_t total = shape_size(l->out) * (size_t)ctx->n;
     act_args a = {.x = l->inputs[0]->y, .out = l->y, .slope = act_slope(l)};
     parallel_for(total, 16, total, ctx->threads, l->priv ? leaky_fwd : relu_fwd, &a);
@@ -110,7 +111,7 @@ static void act_forward(pcnn_layer *l, const run_ctx *ctx)
 
 static void act_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 {
-    if (!dx[0]) return;
+    if (!dx[0] || l->fused_into) return;
     const size_t total = shape_size(l->out) * (size_t)ctx->n;
     act_args a = {.x = l->y, .dy = l->dy, .out = dx[0], .slope = act_slope(l)};
     const bool acc = l->accumulate_dx[0];
@@ -135,6 +136,11 @@ static const layer_ops leaky_ops = {
     .backward = act_backward,
     .describe = leaky_describe,
 };
+
+bool layer_is_relu(const pcnn_layer *l)
+{
+    return l->ops == &relu_ops;
+}
 
 PCNN_API pcnn_status pcnn_relu(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
 {

@@ -7,7 +7,12 @@
  * thread count, and small channel counts still use every thread.
  *
  * Training forward keeps the batch mean and 1/std; backward recomputes
- * x_hat = (x - mean) / std from the input instead of storing it. */
+ * x_hat = (x - mean) / std from the input instead of storing it.
+ *
+ * Fused with the ReLU after it (layer.h, fused_relu): forward writes
+ * max(0, y) into the ReLU's output, and backward reads the ReLU's output
+ * gradient where the ReLU's output is positive, zero elsewhere: the same
+ * values, bit for bit, without the ReLU's own passes. */
 #include <math.h>
 #include <stdio.h>
 
@@ -19,7 +24,6 @@
 #include "layer.h"
 
 #define CHUNK 4096    /* elements per work unit */
-#define LANES 8       /* independent accumulators: vectorisable, fixed order */
 
 typedef struct bn_priv {
     float eps, momentum;
@@ -70,43 +74,14 @@ static void bn_init(pcnn_layer *l, uint64_t seed)
 /* Sums of (a[i] - shift) and (a[i] - shift)^2 over [lo, hi), or, with b, of
  * b[i] and b[i] * (a[i] - shift - shift_lo) * scale: the two reductions BN
  * needs. */
-static void bn_sums(const float *a, const float *b, float shift, float shift_lo, float scale,
-                    size_t lo, size_t hi, double out[2])
+static void bn_sums(const float *a, const float *b, const float *mask, float shift,
+                    float shift_lo, float scale, size_t lo, size_t hi, double out[2])
 {
-    double s1[LANES] = {0}, s2[LANES] = {0};
-    size_t i = lo;
-    if (!b) {
-        for (; i + LANES <= hi; i += LANES)
-            for (int k = 0; k < LANES; k++) {
-                double d = (double)a[i + k] - shift;
-                s1[k] += d;
-                s2[k] += d * d;
-            }
-        for (int k = 0; i < hi; i++, k++) {
-            double d = (double)a[i] - shift;
-            s1[k] += d;
-            s2[k] += d * d;
-        }
-    } else {
-        for (; i + LANES <= hi; i += LANES)
-            for (int k = 0; k < LANES; k++) {
-                float xh = (a[i + k] - shift - shift_lo) * scale;
-                s1[k] += b[i + k];
-                s2[k] += (double)b[i + k] * xh;
-            }
-        for (int k = 0; i < hi; i++, k++) {
-            float xh = (a[i] - shift - shift_lo) * scale;
-            s1[k] += b[i];
-            s2[k] += (double)b[i] * xh;
-        }
-    }
-    double t1 = 0.0, t2 = 0.0;
-    for (int k = 0; k < LANES; k++) {
-        t1 += s1[k];
-        t2 += s2[k];
-    }
-    out[0] = t1;
-    out[1] = t2;
+    if (!b)
+        sums_shifted(a + lo, hi - lo, shift, out);
+    else
+        sums_gradient(a + lo, b + lo, mask ? mask + lo : NULL, hi - lo, shift, shift_lo, scale,
+                      out);
 }
 
 /* Work units u = (channel, chunk) of the c runs of m values. */
@@ -117,6 +92,8 @@ typedef struct bn_args {
     const double *tot;                  /* backward apply: the reductions */
     double *part;
     size_t m, nch;
+    const float *mask;                  /* fused ReLU: its output; dy counts where > 0 */
+    bool relu;                          /* fused ReLU: apply writes max(0, y) */
 } bn_args;
 
 VECTOR_CLONES static void reduce_range(void *arg, size_t u0, size_t u1)
@@ -125,20 +102,21 @@ VECTOR_CLONES static void reduce_range(void *arg, size_t u0, size_t u1)
     for (size_t u = u0; u < u1; u++) {
         size_t ch = u / g->nch, lo = u % g->nch * CHUNK;
         size_t hi = lo + CHUNK < g->m ? lo + CHUNK : g->m;
-        bn_sums(g->a + ch * g->m, g->b ? g->b + ch * g->m : NULL, g->shift[ch],
+        bn_sums(g->a + ch * g->m, g->b ? g->b + ch * g->m : NULL,
+                g->mask ? g->mask + ch * g->m : NULL, g->shift[ch],
                 g->shift_lo ? g->shift_lo[ch] : 0.0f, g->scale ? g->scale[ch] : 1.0f, lo, hi,
                 g->part + 2 * u);
     }
 }
 
 /* Per-channel totals tot[2c], tot[2c+1] of bn_sums over the channel's run. */
-static void bn_reduce(const float *a, const float *b, const float *shift, const float *shift_lo,
-                      const float *scale, int c, size_t m, double *part, double *tot,
-                      int threads)
+static void bn_reduce(const float *a, const float *b, const float *mask, const float *shift,
+                      const float *shift_lo, const float *scale, int c, size_t m, double *part,
+                      double *tot, int threads)
 {
     size_t nch = bn_chunks(m);
     bn_args g = {.a = a, .b = b, .shift = shift, .shift_lo = shift_lo, .scale = scale,
-                 .part = part, .m = m, .nch = nch};
+                 .part = part, .m = m, .nch = nch, .mask = mask};
     parallel_for((size_t)c * nch, 1, (size_t)c * m, threads, reduce_range, &g);
     for (int ch = 0; ch < c; ch++) {
         double t1 = 0.0, t2 = 0.0;
@@ -151,7 +129,9 @@ static void bn_reduce(const float *a, const float *b, const float *shift, const 
     }
 }
 
-/* y = (x - mean[c] - mean_lo[c]) * mul[c] + beta[c]; mean_lo may be NULL. */
+/* y = (x - mean[c] - mean_lo[c]) * mul[c] + beta[c]; mean_lo may be NULL;
+ * then max(0, y) for a fused ReLU (y < 0 ? 0 : y, which lets NaN through
+ * as the ReLU layer does). */
 VECTOR_CLONES static void apply_range(void *arg, size_t u0, size_t u1)
 {
     const bn_args *g = arg;
@@ -162,16 +142,23 @@ VECTOR_CLONES static void apply_range(void *arg, size_t u0, size_t u1)
         float *restrict yc = g->out + ch * g->m;
         float mu = g->shift[ch], mu_lo = g->shift_lo ? g->shift_lo[ch] : 0.0f;
         float a = g->scale[ch], b = g->beta[ch];
-        for (size_t i = lo; i < hi; i++) yc[i] = (xc[i] - mu - mu_lo) * a + b;
+        if (g->relu)
+            for (size_t i = lo; i < hi; i++) {
+                float v = (xc[i] - mu - mu_lo) * a + b;
+                yc[i] = v < 0.0f ? 0.0f : v;
+            }
+        else
+            for (size_t i = lo; i < hi; i++) yc[i] = (xc[i] - mu - mu_lo) * a + b;
     }
 }
 
-static void bn_apply(const float *x, float *y, const float *mean, const float *mean_lo,
-                     const float *mul, const float *beta, int c, size_t m, int threads)
+static void bn_apply(const float *x, float *y, bool relu, const float *mean,
+                     const float *mean_lo, const float *mul, const float *beta, int c, size_t m,
+                     int threads)
 {
     size_t nch = bn_chunks(m);
     bn_args g = {.a = x, .out = y, .shift = mean, .shift_lo = mean_lo, .scale = mul,
-                 .beta = beta, .m = m, .nch = nch};
+                 .beta = beta, .m = m, .nch = nch, .relu = relu};
     parallel_for((size_t)c * nch, 1, (size_t)c * m, threads, apply_range, &g);
 }
 
@@ -181,6 +168,8 @@ static void bn_forward(pcnn_layer *l, const run_ctx *ctx)
     int c = l->out.c;
     size_t C = (size_t)c, m = (size_t)ctx->n * shape_spatial(l->out);
     const float *x = l->inputs[0]->y, *gamma = l->params, *beta = l->params + C;
+    const bool relu = l->fused_relu != NULL;
+    float *out = relu ? l->fused_relu->y : l->y;
     double *part = (double *)ctx->workspace;
     double *tot = part + 2 * C * bn_chunks(m);
     /* Per-channel mean and multiplier, kept in the workspace after tot. */
@@ -190,14 +179,14 @@ static void bn_forward(pcnn_layer *l, const run_ctx *ctx)
             mean[ch] = b->running[ch];
             mul[ch] = (float)(gamma[ch] / sqrt((double)b->running[C + ch] + b->eps));
         }
-        bn_apply(x, l->y, mean, NULL, mul, beta, c, m, ctx->threads);
+        bn_apply(x, out, relu, mean, NULL, mul, beta, c, m, ctx->threads);
         return;
     }
     /* Shifting by each channel's first value keeps the one-pass variance
      * accurate when |mean| >> std. */
     float *shift = mean;
     for (size_t ch = 0; ch < C; ch++) shift[ch] = x[ch * m];
-    bn_reduce(x, NULL, shift, NULL, NULL, c, m, part, tot, ctx->threads);
+    bn_reduce(x, NULL, NULL, shift, NULL, NULL, c, m, part, tot, ctx->threads);
     double mom = b->momentum, unbias = m > 1 ? (double)m / (double)(m - 1) : 1.0;
     for (size_t ch = 0; ch < C; ch++) {
         double dm = tot[2 * ch] / (double)m;
@@ -214,7 +203,7 @@ static void bn_forward(pcnn_layer *l, const run_ctx *ctx)
                 (float)((1.0 - mom) * b->running[C + ch] + mom * var * unbias);
         }
     }
-    bn_apply(x, l->y, b->batch, b->batch + 2 * C, mul, beta, c, m, ctx->threads);
+    bn_apply(x, out, relu, b->batch, b->batch + 2 * C, mul, beta, c, m, ctx->threads);
 }
 
 /* dx = gamma*inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat)), over
@@ -230,7 +219,15 @@ static inline void grad_units(const bn_args *g, size_t u0, size_t u1, bool acc)
         float k = g->beta[ch] * is;
         float mdy = (float)(g->tot[2 * ch] / (double)g->m);
         float mdx = (float)(g->tot[2 * ch + 1] / (double)g->m);
-        if (acc)
+        if (g->mask) { /* fused ReLU: dy where its output is positive */
+            const float *restrict mc = g->mask + ch * g->m;
+            if (acc)
+                for (size_t i = lo; i < hi; i++)
+                    gc[i] += k * (relu_mask(dyc[i], mc[i]) - mdy - (xc[i] - mu - mu_lo) * is * mdx);
+            else
+                for (size_t i = lo; i < hi; i++)
+                    gc[i] = k * (relu_mask(dyc[i], mc[i]) - mdy - (xc[i] - mu - mu_lo) * is * mdx);
+        } else if (acc)
             for (size_t i = lo; i < hi; i++)
                 gc[i] += k * (dyc[i] - mdy - (xc[i] - mu - mu_lo) * is * mdx);
         else
@@ -248,18 +245,21 @@ static void bn_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
     bn_priv *b = l->priv;
     int c = l->out.c;
     size_t C = (size_t)c, m = (size_t)ctx->n * shape_spatial(l->out);
-    const float *x = l->inputs[0]->y, *dy = l->dy, *gamma = l->params;
+    const float *x = l->inputs[0]->y, *gamma = l->params;
+    const float *dy = l->fused_relu ? l->fused_relu->dy : l->dy;
+    const float *mask = l->fused_relu ? l->fused_relu->y : NULL;
     const float *mean = b->batch, *istd = b->batch + C, *mean_lo = b->batch + 2 * C;
     double *part = (double *)ctx->workspace;
     double *tot = part + 2 * C * bn_chunks(m);
-    bn_reduce(x, dy, mean, mean_lo, istd, c, m, part, tot, ctx->threads);
+    bn_reduce(x, dy, mask, mean, mean_lo, istd, c, m, part, tot, ctx->threads);
     for (size_t ch = 0; ch < C; ch++) {
         l->grads[ch] = (float)tot[2 * ch + 1]; /* dgamma = sum dy * x_hat */
         l->grads[C + ch] = (float)tot[2 * ch]; /* dbeta = sum dy */
     }
     if (!dx[0]) return;
     bn_args g = {.a = x, .b = dy, .out = dx[0], .shift = mean, .shift_lo = mean_lo,
-                 .scale = istd, .beta = gamma, .tot = tot, .m = m, .nch = bn_chunks(m)};
+                 .scale = istd, .beta = gamma, .tot = tot, .m = m, .nch = bn_chunks(m),
+                 .mask = mask};
     parallel_for(C * g.nch, 1, C * m, ctx->threads,
                  l->accumulate_dx[0] ? grad_range_acc : grad_range, &g);
 }
@@ -291,6 +291,11 @@ static const layer_ops bn_ops = {
     .destroy = bn_destroy,
     .describe = bn_describe,
 };
+
+bool layer_is_batchnorm(const pcnn_layer *l)
+{
+    return l->ops == &bn_ops;
+}
 
 float *batchnorm_running_stats(pcnn_layer *l, size_t *count)
 {

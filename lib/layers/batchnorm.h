@@ -13,4 +13,6 @@
  * or its network is not finalized yet. */
 float *batchnorm_running_stats(pcnn_layer *l, size_t *count);
 
+bool layer_is_batchnorm(const pcnn_layer *l);
+
 #endif

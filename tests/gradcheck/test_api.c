@@ -9,7 +9,10 @@
  *     checked).
  * Also: compute_gradients / compute_loss leave parameters, the step
  * counter and batch-norm running statistics alone (pcnn.h: "without
- * updating anything", "no update of any state").
+ * updating anything", "no update of any state"); and the batch norm that
+ * computes the ReLU after it (the planner's fusion) trains bit for bit like
+ * a batch norm followed by a separate leaky ReLU of slope 0, which is
+ * never fused.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -51,7 +54,7 @@ static void make_data(void)
  * conv -> dense.  The conv before the batch norm has no bias: its gradient
  * would be zero up to rounding, which Adam would blow up to lr-sized steps
  * and make the 1-vs-2-threads comparison meaningless. */
-static run_out train(double seed, int threads, pcnn_optimizer opt)
+static run_out train_relu(double seed, int threads, pcnn_optimizer opt, bool unfused)
 {
     run_out o = {0};
     pcnn_net *net = NULL;
@@ -60,7 +63,10 @@ static run_out train(double seed, int threads, pcnn_optimizer opt)
     CK(pcnn_net_input(net, C, H, W, &in));
     CK(pcnn_conv2d(net, in, 8, 3, 1, 1, 0, &a));
     CK(pcnn_batchnorm(net, a, 1e-5f, 0.1f, &b));
-    CK(pcnn_relu(net, b, &c));
+    if (unfused)
+        CK(pcnn_leaky_relu(net, b, 0.0f, &c));
+    else
+        CK(pcnn_relu(net, b, &c));
     CK(pcnn_dropout(net, c, 0.25f, &d));
     CK(pcnn_conv2d(net, d, 8, 3, 1, 1, 0, &e));
     CK(pcnn_add(net, c, e, &f));
@@ -86,6 +92,11 @@ static run_out train(double seed, int threads, pcnn_optimizer opt)
 fail:
     pcnn_net_destroy(&net);
     return o;
+}
+
+static run_out train(double seed, int threads, pcnn_optimizer opt)
+{
+    return train_relu(seed, threads, opt, false);
 }
 
 static bool same_bits(const run_out *a, const run_out *b)
@@ -178,7 +189,11 @@ int main(void)
             t2[rep] = train(7, 2, opts[k]);
         }
         other = train(8, 1, opts[k]);
-        bool built = t1[0].ok && t1[1].ok && t2[0].ok && t2[1].ok && other.ok;
+        run_out unfused = train_relu(7, 2, opts[k], true);
+        bool built = t1[0].ok && t1[1].ok && t2[0].ok && t2[1].ok && other.ok && unfused.ok;
+        snprintf(buf, sizeof buf, "%s: batch norm + ReLU fused = unfused, bitwise", names[k]);
+        report(buf, built && same_bits(&t2[0], &unfused), "");
+        free(unfused.params);
         snprintf(buf, sizeof buf, "%s: same seed, 1 thread: bitwise identical", names[k]);
         report(buf, built && same_bits(&t1[0], &t1[1]), "");
         snprintf(buf, sizeof buf, "%s: same seed, 2 threads: bitwise identical", names[k]);

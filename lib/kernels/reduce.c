@@ -1,0 +1,146 @@
+/* Sums for batch normalisation (kernels.h): 16 lanes of double, lane k
+ * taking the elements k, k+16, ... of the run in order, the tail from lane
+ * 0 on, and the lanes added in order at the end.  The AVX-512 version (two
+ * vectors of 8 doubles per sum) and the portable one do the same operations
+ * in the same order, so they give the same bits. */
+#include "kernels.h"
+#include "simd.h"
+
+#define SUM_LANES 16
+
+static void finish(const double *s1, const double *s2, double out[2])
+{
+    double t1 = 0.0, t2 = 0.0;
+    for (int k = 0; k < SUM_LANES; k++) {
+        t1 += s1[k];
+        t2 += s2[k];
+    }
+    out[0] = t1;
+    out[1] = t2;
+}
+
+/* The elements past the last whole group of 16, from lane 0 on. */
+static void tail_shifted(const float *x, size_t i, size_t n, float shift, double *s1,
+                         double *s2)
+{
+    for (int k = 0; i < n; i++, k++) {
+        double d = (double)x[i] - shift;
+        s1[k] += d;
+        s2[k] += d * d;
+    }
+}
+
+static void tail_gradient(const float *x, const float *dy, const float *mask, size_t i,
+                          size_t n, float shift, float shift_lo, float scale, double *s1,
+                          double *s2)
+{
+    for (int k = 0; i < n; i++, k++) {
+        float xh = (x[i] - shift - shift_lo) * scale;
+        float d = mask ? relu_mask(dy[i], mask[i]) : dy[i];
+        s1[k] += d;
+        s2[k] += (double)d * xh;
+    }
+}
+
+#if PCNN_AVX512
+TARGET static void shifted_avx512(const float *x, size_t n, float shift, double out[2])
+{
+    const __m512d sh = _mm512_set1_pd(shift);
+    __m512d a1[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, a2[2] = {a1[0], a1[1]};
+    size_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (int h = 0; h < 2; h++) {
+            const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8 * h)), sh);
+            a1[h] = _mm512_add_pd(a1[h], d);
+            a2[h] = _mm512_add_pd(a2[h], _mm512_mul_pd(d, d));
+        }
+    double s1[SUM_LANES], s2[SUM_LANES];
+    for (int h = 0; h < 2; h++) {
+        _mm512_storeu_pd(s1 + 8 * h, a1[h]);
+        _mm512_storeu_pd(s2 + 8 * h, a2[h]);
+    }
+    tail_shifted(x, i, n, shift, s1, s2);
+    finish(s1, s2, out);
+}
+
+TARGET static void gradient_avx512(const float *x, const float *dy, const float *mask,
+                                   size_t n, float shift, float shift_lo, float scale,
+                                   double out[2])
+{
+    const __m256 sh = _mm256_set1_ps(shift), lo = _mm256_set1_ps(shift_lo);
+    const __m256 sc = _mm256_set1_ps(scale);
+    __m512d a1[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, a2[2] = {a1[0], a1[1]};
+    size_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (int h = 0; h < 2; h++) {
+            const size_t at = i + 8 * (size_t)h;
+            const __m256 xh =
+                _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + at), sh), lo), sc);
+            __m256 d = _mm256_loadu_ps(dy + at);
+            if (mask) /* keep dy where the ReLU's output is > 0 */
+                d = _mm256_and_ps(d, _mm256_cmp_ps(_mm256_loadu_ps(mask + at),
+                                                   _mm256_setzero_ps(), _CMP_GT_OQ));
+            const __m512d dd = _mm512_cvtps_pd(d);
+            a1[h] = _mm512_add_pd(a1[h], dd);
+            a2[h] = _mm512_add_pd(a2[h], _mm512_mul_pd(dd, _mm512_cvtps_pd(xh)));
+        }
+    double s1[SUM_LANES], s2[SUM_LANES];
+    for (int h = 0; h < 2; h++) {
+        _mm512_storeu_pd(s1 + 8 * h, a1[h]);
+        _mm512_storeu_pd(s2 + 8 * h, a2[h]);
+    }
+    tail_gradient(x, dy, mask, i, n, shift, shift_lo, scale, s1, s2);
+    finish(s1, s2, out);
+}
+
+static bool use_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+#else
+static bool use_avx512(void) { return false; }
+#endif
+
+void sums_shifted(const float *x, size_t n, float shift, double out[2])
+{
+#if PCNN_AVX512
+    if (use_avx512()) {
+        shifted_avx512(x, n, shift, out);
+        return;
+    }
+#endif
+    double s1[SUM_LANES] = {0}, s2[SUM_LANES] = {0};
+    size_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (int k = 0; k < SUM_LANES; k++) {
+            double d = (double)x[i + k] - shift;
+            s1[k] += d;
+            s2[k] += d * d;
+        }
+    tail_shifted(x, i, n, shift, s1, s2);
+    finish(s1, s2, out);
+}
+
+void sums_gradient(const float *x, const float *dy, const float *mask, size_t n, float shift,
+                   float shift_lo, float scale, double out[2])
+{
+#if PCNN_AVX512
+    if (use_avx512()) {
+        gradient_avx512(x, dy, mask, n, shift, shift_lo, scale, out);
+        return;
+    }
+#endif
+    double s1[SUM_LANES] = {0}, s2[SUM_LANES] = {0};
+    size_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (int k = 0; k < SUM_LANES; k++) {
+            float xh = (x[i + k] - shift - shift_lo) * scale;
+            float d = mask ? relu_mask(dy[i + k], mask[i + k]) : dy[i + k];
+            s1[k] += d;
+            s2[k] += (double)d * xh;
+        }
+    tail_gradient(x, dy, mask, i, n, shift, shift_lo, scale, s1, s2);
+    finish(s1, s2, out);
+}
+
+float relu_relu_mask(float dy, float relu_out)
+{
+    return relu_mask(dy, relu_out);
+}
