@@ -11,8 +11,6 @@
  * buffer, transposed back to CNHW at the end.  Per thread: a share of the
  * tiles; input channels taken 128 at a time, so that a group's weights
  * stay in L2 while it sweeps the share. */
-#include <string.h>
-
 #include "conv_direct.h"
 #include "kernels.h"
 #include "simd.h"

@@ -74,8 +74,9 @@ static size_t band_floats(const conv_priv *p, int max_batch)
     return (size_t)p->ckk * (size_t)rows * (size_t)p->wo;
 }
 
-/* Direct path: padded input and output planes, then the weight-gradient
- * partials, or the packed weights and the input gradient's planes. */
+/* Direct path: the grid planes of x and y (or dY), then the largest of the
+ * weight gradient's scratch, the packed weights with the input gradient's
+ * planes, and the channel-lane kernel's scratch either way. */
 static size_t direct_workspace(const conv_priv *p, int max_batch, int threads)
 {
     direct_grid g;
@@ -100,8 +101,8 @@ static size_t conv_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const conv_priv *p = l->priv;
     if (p->pointwise) return 0;
-    if (p->direct) return direct_workspace(p, pc->max_batch, l->net->threads > 0 ? l->net->threads : 1);
     size_t threads = (size_t)(l->net->threads > 0 ? l->net->threads : 1);
+    if (p->direct) return direct_workspace(p, pc->max_batch, (int)threads);
     size_t bands = band_floats(p, pc->max_batch), col = col_floats(p, pc->max_batch);
     if (bands > SIZE_MAX / threads) return SIZE_MAX;
     bands *= threads;
@@ -310,8 +311,9 @@ static void bias_grad(const pcnn_layer *l, const run_ctx *ctx)
     parallel_for((size_t)p->cout, 1, (size_t)p->cout * np, ctx->threads, bias_sum, &a);
 }
 
-/* Workspace: padded dY planes, padded x planes, then the weight-gradient
- * partials, or the adjoint's packed weights and the dx planes. */
+/* Workspace: the grid planes of dY and x, then the weight gradient's
+ * scratch, then the adjoint's packed weights and dx planes (or the
+ * channel-lane kernel's scratch). */
 static void direct_backward(const pcnn_layer *l, const run_ctx *ctx, float *dx)
 {
     const conv_priv *p = l->priv;
@@ -319,11 +321,11 @@ static void direct_backward(const pcnn_layer *l, const run_ctx *ctx, float *dx)
     direct_grid_init(&g, ctx->n, p->h, p->w, p->k, p->pad);
     float *dyp = ctx->workspace, *xp = dyp + (size_t)p->cout * g.plane;
     float *rest = xp + (size_t)p->cin * g.plane;
-    direct_place(l->dy, p->cout, p->ho, p->wo, 0, 0, &g, dyp, ctx->threads);
     direct_place(l->inputs[0]->y, p->cin, p->h, p->w, p->pad, p->pad, &g, xp, ctx->threads);
     direct_weight_grad(l->dy, p->cout, xp, p->cin, &g, l->grads, rest, ctx->threads);
     if (p->bias) bias_grad(l, ctx);
     if (!dx) return;
+    direct_place(l->dy, p->cout, p->ho, p->wo, 0, 0, &g, dyp, ctx->threads);
     if (p->dx_channels) {
         direct_conv_channels(dyp, l->params, p->cout, p->cin, true, &g, NULL, dx,
                              l->accumulate_dx[0], rest, ctx->threads);
