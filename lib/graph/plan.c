@@ -8,18 +8,18 @@
 #include "../layers/batchnorm.h"
 #include "net.h"
 
-/* A batch norm feeding only the ReLU right after it computes that ReLU
- * (layer.h).  Right after: no other layer's backward runs between the two,
- * so nothing can reuse the ReLU's gradient buffer before the batch norm
- * reads it. */
+/* A batch norm or residual add feeding only the ReLU right after it
+ * computes that ReLU (layer.h).  Right after: no other layer's backward
+ * runs between the two, so nothing can reuse the ReLU's gradient buffer
+ * before the producer reads it. */
 static void plan_fusion(pcnn_net *net)
 {
     for (int i = 1; i + 1 < net->num_layers; i++) {
         pcnn_layer *l = net->layers[i], *next = net->layers[i + 1];
         l->fused_relu = NULL;
         next->fused_into = NULL;
-        if (layer_is_batchnorm(l) && l->num_consumers == 1 && layer_is_relu(next) &&
-            next->inputs[0] == l && l != net->output) {
+        if ((layer_is_batchnorm(l) || layer_is_add(l)) && l->num_consumers == 1 &&
+            layer_is_relu(next) && next->inputs[0] == l && l != net->output) {
             l->fused_relu = next;
             next->fused_into = l;
         }

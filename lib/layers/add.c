@@ -2,7 +2,11 @@
  *
  * a and b may be the same layer: the planner then gives both inputs the
  * same dx buffer with accumulate_dx[1] set, and backward, which writes
- * input 0 before input 1, sums the two contributions. */
+ * input 0 before input 1, sums the two contributions.
+ *
+ * Fused with the ReLU right after it (layer.h, fused_relu), as residual
+ * blocks end: forward writes max(0, y) into the ReLU's output and backward
+ * reads the ReLU's output gradient where its output is positive. */
 #include <math.h>
 #include <stdio.h>
 
@@ -25,6 +29,55 @@ typedef struct add_args {
     float *out;
     float s;
 } add_args;
+
+/* Forward of an add that computes the ReLU after it: y = max(0, a + s*b),
+ * written as the ReLU layer writes it (NaN passes). */
+VECTOR_CLONES static void sum_relu_range(void *arg, size_t lo, size_t hi)
+{
+    const add_args *p = arg;
+    const float *restrict a = p->a, *restrict b = p->b;
+    float *restrict y = p->out;
+    const float s = p->s;
+    for (size_t i = lo; i < hi; i++) {
+        float v = s == 1.0f ? a[i] + b[i] : a[i] + s * b[i];
+        y[i] = v < 0.0f ? 0.0f : v;
+    }
+}
+
+/* Backward of a fused add, both inputs in one pass: v = relu_mask(dy,
+ * relu output); out (+)= v, out2 (+)= s * v (out2 may be NULL). */
+typedef struct masked_args {
+    const float *dy, *mask;
+    float *out, *out2;
+    float s;
+    bool acc, acc2;
+} masked_args;
+
+VECTOR_CLONES static void masked_range(void *arg, size_t lo, size_t hi)
+{
+    const masked_args *p = arg;
+    const float *restrict dy = p->dy, *restrict m = p->mask;
+    float *restrict g = p->out, *restrict g2 = p->out2;
+    const float s = p->s;
+    /* Each combination its own loop: the vectoriser sees no branch. */
+#define MASKED_LOOP(BODY)                                    \
+    for (size_t i = lo; i < hi; i++) {                       \
+        const float v = relu_mask(dy[i], m[i]);              \
+        BODY;                                                \
+    }
+    if (!g2) {
+        if (p->acc) MASKED_LOOP(g[i] += v) else MASKED_LOOP(g[i] = v)
+    } else if (!g) {
+        if (p->acc2) MASKED_LOOP(g2[i] += s * v) else MASKED_LOOP(g2[i] = s * v)
+    } else if (p->acc) {
+        if (p->acc2) MASKED_LOOP(g[i] += v; g2[i] += s * v)
+        else MASKED_LOOP(g[i] += v; g2[i] = s * v)
+    } else {
+        if (p->acc2) MASKED_LOOP(g[i] = v; g2[i] += s * v)
+        else MASKED_LOOP(g[i] = v; g2[i] = s * v)
+    }
+#undef MASKED_LOOP
+}
 
 VECTOR_CLONES static void sum_range(void *arg, size_t lo, size_t hi)
 {
@@ -60,12 +113,37 @@ static void add_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const add_priv *p = l->priv;
     const size_t total = shape_size(l->out) * (size_t)ctx->n;
-    add_args a = {l->inputs[0]->y, l->inputs[1]->y, l->y, p->scale};
-    parallel_for(total, 16, 2 * total, ctx->threads, sum_range, &a);
+    const bool relu = l->fused_relu != NULL;
+    add_args a = {l->inputs[0]->y, l->inputs[1]->y, relu ? l->fused_relu->y : l->y, p->scale};
+    parallel_for(total, 16, 2 * total, ctx->threads, relu ? sum_relu_range : sum_range, &a);
+}
+
+/* Backward through a fused ReLU: both inputs get the masked gradient.  The
+ * same layer as both inputs gets one buffer: then two passes, so that the
+ * second adds to what the first wrote. */
+static void add_backward_relu(const pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    const add_priv *p = l->priv;
+    const size_t total = shape_size(l->out) * (size_t)ctx->n;
+    masked_args a = {l->fused_relu->dy, l->fused_relu->y, dx[0], dx[1], p->scale,
+                     l->accumulate_dx[0], l->accumulate_dx[1]};
+    if (dx[0] && dx[0] == dx[1]) {
+        masked_args first = a, second = a;
+        first.out2 = NULL;
+        second.out = NULL;
+        parallel_for(total, 16, 3 * total, ctx->threads, masked_range, &first);
+        parallel_for(total, 16, 3 * total, ctx->threads, masked_range, &second);
+        return;
+    }
+    parallel_for(total, 16, 3 * total, ctx->threads, masked_range, &a);
 }
 
 static void add_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 {
+    if (l->fused_relu) {
+        add_backward_relu(l, ctx, dx);
+        return;
+    }
     const add_priv *p = l->priv;
     const size_t total = shape_size(l->out) * (size_t)ctx->n;
     const float s = p->scale;
@@ -95,6 +173,11 @@ static const layer_ops add_ops = {
     .backward = add_backward,
     .describe = add_describe,
 };
+
+bool layer_is_add(const pcnn_layer *l)
+{
+    return l->ops == &add_ops;
+}
 
 static pcnn_status add_new(pcnn_net *net, pcnn_layer *a, pcnn_layer *b, float b_scale,
                            pcnn_layer **out, const char *func)

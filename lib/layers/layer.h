@@ -117,12 +117,12 @@ struct pcnn_layer {
     float *dy;             /* dLoss/dy; the memory is shared between layers
                               whose gradient lifetimes do not overlap */
     bool accumulate_dx[2]; /* set by the planner: add into inputs[i]->dy */
-    /* A batch norm whose only consumer is the ReLU right after it computes
-     * that ReLU too (one pass over memory instead of two, each way): the
-     * planner links them, the batch norm keeps no output of its own, and
-     * the ReLU's forward and backward do nothing. */
-    pcnn_layer *fused_relu; /* batch norm: the ReLU it computes */
-    pcnn_layer *fused_into; /* ReLU: the batch norm that computes it */
+    /* A batch norm or residual add whose only consumer is the ReLU right
+     * after it computes that ReLU too (one pass over memory instead of two,
+     * each way): the planner links them, the producer keeps no output of
+     * its own, and the ReLU's forward and backward do nothing. */
+    pcnn_layer *fused_relu; /* batch norm or add: the ReLU it computes */
+    pcnn_layer *fused_into; /* ReLU: the layer that computes it */
     size_t buffer_bytes;   /* bytes allocated by setup */
 
     void *priv;            /* per-kind configuration and state */
@@ -144,6 +144,7 @@ pcnn_status layer_append(pcnn_net *net, const layer_ops *ops, pcnn_layer *const 
 /* True for the network's input layer (layers/input.c). */
 bool layer_is_input(const pcnn_layer *l);
 bool layer_is_relu(const pcnn_layer *l); /* plain ReLU, not leaky */
+bool layer_is_add(const pcnn_layer *l);  /* residual add, scaled or not */
 
 /* Label for messages: "layer 3 (conv2d)". */
 const char *layer_name(const pcnn_layer *l, char *buf, size_t size);

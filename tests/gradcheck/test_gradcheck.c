@@ -193,19 +193,25 @@ static pcnn_status b_dropout(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcn
     return pcnn_dense(net, b, 4, 1, o);
 }
 
-/* Two convs of x re-joined: x feeds both branches. */
+/* Two convs of x re-joined: x feeds both branches [, then a ReLU, which
+ * the add computes itself]. */
 static pcnn_status b_add_branches(pcnn_net *net, pcnn_layer *x, const gc_case *t,
                                   pcnn_layer **o)
 {
-    pcnn_layer *a, *b;
+    pcnn_layer *a, *b, *sum;
     pcnn_status s;
     if ((s = pcnn_conv2d(net, x, 3, 3, 1, 1, 1, &a))) return s;
     if ((s = pcnn_conv2d(net, x, 3, 1, 1, 0, 0, &b))) return s;
-    if (t->a[0]) return pcnn_add_scaled(net, a, b, t->f, o);
-    return pcnn_add(net, a, b, o);
+    if (t->a[0]) s = pcnn_add_scaled(net, a, b, t->f, &sum);
+    else s = pcnn_add(net, a, b, &sum);
+    if (s || !t->a[1]) {
+        *o = sum;
+        return s;
+    }
+    return pcnn_relu(net, sum, o);
 }
 
-/* add(x, x) (or add_scaled(x, x, f)) then a conv. */
+/* add(x, x) (or add_scaled(x, x, f)) [-> relu] then a conv. */
 static pcnn_status b_add_self(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
 {
     pcnn_layer *a;
@@ -213,6 +219,7 @@ static pcnn_status b_add_self(pcnn_net *net, pcnn_layer *x, const gc_case *t, pc
     if (t->a[0]) s = pcnn_add_scaled(net, x, x, t->f, &a);
     else s = pcnn_add(net, x, x, &a);
     if (s) return s;
+    if (t->a[1] && (s = pcnn_relu(net, a, &a))) return s;
     return pcnn_conv2d(net, a, 2, 3, 1, 1, 1, o);
 }
 
@@ -337,6 +344,11 @@ static const gc_case cases[] = {
     {"add_scaled 0.3 of two branches", 2, 7, 5, 3, 0, MSE, 0, b_add_branches, {1}, 0.3f},
     {"add(x, x) + conv", 2, 7, 5, 3, 0, MSE, 0, b_add_self, {0}, 0},
     {"add_scaled(x, x, -0.7) + conv", 2, 7, 5, 3, 0, MSE, 0, b_add_self, {1}, -0.7f},
+    /* the add computes the ReLU after it (the planner's fusion) */
+    {"add of two branches + relu", 2, 7, 5, 3, 0, MSE, KINKS, b_add_branches, {0, 1}, 0},
+    {"add_scaled 0.3 of branches + relu", 2, 7, 5, 3, 0, MSE, KINKS, b_add_branches, {1, 1}, 0.3f},
+    {"add(x, x) + relu + conv", 2, 7, 5, 3, 0, MSE, KINKS, b_add_self, {0, 1}, 0},
+    {"add_scaled(x, x, -0.7) + relu + conv", 2, 7, 5, 3, 0, MSE, KINKS, b_add_self, {1, 1}, -0.7f},
     {"residual block add", 3, 6, 5, 3, 0, MSE, KINKS, b_resblock, {0}, 0},
     {"residual block add_scaled 0.1", 3, 6, 5, 3, 0, MSE, KINKS, b_resblock, {1}, 0.1f},
     {"conv feeding residual add (linear)", 2, 6, 5, 3, 0, MSE, 0, b_res_feed, {0, 0}, 0},
