@@ -1,6 +1,6 @@
 /* Training-step benchmark of the peers' reference models.
  *
- *   bench_models MODEL [BATCH [THREADS [ITERS]]] [--layers] [--conv-gemm]
+ *   bench_models MODEL [BATCH [THREADS [ITERS]]] [--layers] [--conv-gemm | --conv-direct]
  *
  * Builds MODEL of /work/shared/bench/models.py layer for layer through the
  * public API, trains on one synthetic batch (standard-normal inputs, random
@@ -16,8 +16,8 @@
  * ITERS 10.  Models: lenet, resnet20, vgg11, edsr; cosmoflow (3D) is not
  * supported by libpcnn yet and prints an "unsupported" line.  --layers
  * also prints the library's per-layer timing table of the timed steps to
- * stderr; --conv-gemm sets PCNN_OPT_CONV_ALGORITHM 1 (im2col + GEMM for
- * every convolution). */
+ * stderr; --conv-gemm and --conv-direct set PCNN_OPT_CONV_ALGORITHM 1
+ * (im2col + GEMM for every convolution) or 2 (direct wherever it applies). */
 #include <cblas.h>
 #include <math.h>
 #include <stdbool.h>
@@ -54,11 +54,13 @@ static const char *env_or(const char *name, const char *fallback)
 
 int main(int argc, char **argv)
 {
-    bool layers = false, conv_gemm = false;
+    bool layers = false;
+    int conv_algorithm = 0;
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--layers") || !strcmp(argv[i], "--conv-gemm")) {
+        if (!strcmp(argv[i], "--layers") || !strcmp(argv[i], "--conv-gemm") ||
+            !strcmp(argv[i], "--conv-direct")) {
             if (argv[i][2] == 'l') layers = true;
-            else conv_gemm = true;
+            else conv_algorithm = argv[i][7] == 'g' ? 1 : 2;
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
             argc--;
             i--;
@@ -98,7 +100,7 @@ int main(int argc, char **argv)
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_LEARNING_RATE, 0.01));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_MOMENTUM, 0.9));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_THREADS, threads));
-    CHECK(pcnn_net_set_option(b.net, PCNN_OPT_CONV_ALGORITHM, conv_gemm));
+    CHECK(pcnn_net_set_option(b.net, PCNN_OPT_CONV_ALGORITHM, conv_algorithm));
     CHECK(pcnn_net_finalize(b.net, batch));
 
     size_t in_count = (size_t)batch * m->c * m->h * m->w, out_size, params;
