@@ -1,4 +1,5 @@
 /* Weight gradient of the direct convolution (see conv_direct.h). */
+#include <stdint.h>
 #include <string.h>
 
 #include "conv_direct.h"
@@ -23,12 +24,13 @@ size_t direct_wgrad_floats(int cout, int cin, int k, int n, int ho, int wo, int 
 }
 
 #if PCNN_AVX512
-/* Output rows [r0, r1) (row = sample * ho + i) of one 16-channel block of
- * dY against input channels ci0 .. ci0+R-1; acc at the partial's entry
- * (ci0, tap 0) of the block, entries co_pad floats apart. */
+/* `count` output pixels of one 16-channel block of dY (dt rows, co_pad
+ * floats apart) against input channels ci0 .. ci0+R-1: pixel p's window
+ * starts off[p] floats into x's planes.  acc at the partial's entry (ci0,
+ * tap 0) of the block, entries co_pad floats apart. */
 TARGET static inline __attribute__((always_inline)) void
 wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, size_t plane,
-      const direct_grid *g, long r0, long r1, float *acc_mem)
+      int wp, const size_t *off, int count, float *acc_mem)
 {
     __m512 acc[3][25];
 #pragma GCC unroll 3
@@ -36,28 +38,24 @@ wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, 
 #pragma GCC unroll 25
         for (int t = 0; t < K * K; t++)
             acc[r][t] = _mm512_loadu_ps(acc_mem + (size_t)(r * K * K + t) * co_pad);
-    const size_t image = (size_t)g->hp * g->wp;
-    for (long row = r0; row < r1; row++) {
-        const float *xr = x + (size_t)(row / g->ho) * image + (size_t)(row % g->ho) * g->wp;
-        const float *dr = dt + (size_t)row * g->wo * co_pad;
-        /* One pointer per (channel, kernel row): each x value is then a
-         * base + index load that folds into its FMA as a broadcast. */
-        const float *src[3][5];
+    /* One pointer per (channel, kernel row): each x value is then a base +
+     * index load that folds into its FMA as a broadcast. */
+    const float *src[3][5];
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 5
+        for (int ky = 0; ky < K; ky++) src[r][ky] = x + (size_t)r * plane + (size_t)ky * wp;
+    for (int p = 0; p < count; p++) {
+        const __m512 d = _mm512_loadu_ps(dt + (size_t)p * co_pad);
+        const size_t o = off[p];
 #pragma GCC unroll 3
         for (int r = 0; r < R; r++)
 #pragma GCC unroll 5
-            for (int ky = 0; ky < K; ky++) src[r][ky] = xr + (size_t)r * plane + (size_t)ky * g->wp;
-        for (int j = 0; j < g->wo; j++) {
-            const __m512 d = _mm512_loadu_ps(dr + (size_t)j * co_pad);
-#pragma GCC unroll 3
-            for (int r = 0; r < R; r++)
+            for (int ky = 0; ky < K; ky++)
 #pragma GCC unroll 5
-                for (int ky = 0; ky < K; ky++)
-#pragma GCC unroll 5
-                    for (int kx = 0; kx < K; kx++)
-                        acc[r][ky * K + kx] = _mm512_fmadd_ps(
-                            _mm512_set1_ps(src[r][ky][j + kx]), d, acc[r][ky * K + kx]);
-        }
+                for (int kx = 0; kx < K; kx++)
+                    acc[r][ky * K + kx] = _mm512_fmadd_ps(_mm512_set1_ps(src[r][ky][o + kx]), d,
+                                                          acc[r][ky * K + kx]);
     }
 #pragma GCC unroll 3
     for (int r = 0; r < R; r++)
@@ -66,8 +64,8 @@ wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, 
             _mm512_storeu_ps(acc_mem + (size_t)(r * K * K + t) * co_pad, acc[r][t]);
 }
 
-typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane,
-                         const direct_grid *g, long r0, long r1, float *acc_mem);
+typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane, int wp,
+                         const size_t *off, int count, float *acc_mem);
 
 /* Without GCC's predictive commoning, which would carry the broadcasts of
  * one pixel over to the next (x[j + 1] is the next pixel's x[j]) and spill
@@ -78,11 +76,11 @@ typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t 
 #define KEEP_MEMORY_OPERANDS __attribute__((optimize("no-predictive-commoning")))
 #endif
 #define WTILE_FN(R, K)                                                                       \
-    TARGET KEEP_MEMORY_OPERANDS static void wtile_##R##_##K(const float *dt, size_t co_pad, const float *x,       \
-                                       size_t plane, const direct_grid *g, long r0, long r1, \
-                                       float *acc_mem)                                      \
+    TARGET KEEP_MEMORY_OPERANDS static void wtile_##R##_##K(                                 \
+        const float *dt, size_t co_pad, const float *x, size_t plane, int wp,                \
+        const size_t *off, int count, float *acc_mem)                                        \
     {                                                                                        \
-        wtile(R, K, dt, co_pad, x, plane, g, r0, r1, acc_mem);                               \
+        wtile(R, K, dt, co_pad, x, plane, wp, off, count, acc_mem);                          \
     }
 WTILE_FN(3, 3)
 WTILE_FN(2, 3)
@@ -108,8 +106,8 @@ static int wtile_width(int k, int remaining)
     return remaining;
 }
 
-typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane,
-                         const direct_grid *g, long r0, long r1, float *acc_mem);
+typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane, int wp,
+                         const size_t *off, int count, float *acc_mem);
 static wtile_fn wtile_for(int r, int k)
 {
     (void)r, (void)k;
@@ -139,30 +137,47 @@ static void transpose_pixels(void *arg, size_t lo, size_t hi)
     }
 }
 
+#define CHUNK_PIXELS 256 /* output pixels per chunk: accumulators loaded once */
+
 typedef struct wgrad_args {
     const float *dt, *xp;
     float *partials;
     int cout, cin;
-    long chunk_rows;
+    size_t pixels;
     const direct_grid *g;
 } wgrad_args;
 
+/* Work items [lo, hi): item = (chunk of CHUNK_PIXELS output pixels, block
+ * of 16 output channels), chunk-major, so that small planes with few
+ * chunks still give every thread work.  Per item the window offsets of
+ * the chunk's pixels are tabled once, then every input-channel tile sweeps
+ * the chunk. */
 static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
 {
     const wgrad_args *a = arg;
     const direct_grid *g = a->g;
     const int kk = g->k * g->k;
-    const size_t co_pad = lanes_of(a->cout);
+    const size_t co_pad = lanes_of(a->cout), blocks = co_pad / LANES;
+    const size_t image = (size_t)g->hp * g->wp, per_image = (size_t)g->ho * g->wo;
     float *acc = a->partials + (size_t)part * a->cin * kk * co_pad;
-    for (long r0 = (long)lo; r0 < (long)hi; r0 += a->chunk_rows) {
-        const long r1 = r0 + a->chunk_rows < (long)hi ? r0 + a->chunk_rows : (long)hi;
-        for (size_t cb = 0; cb < co_pad; cb += LANES)
-            for (int ci = 0; ci < a->cin;) {
-                const int r = wtile_width(g->k, a->cin - ci);
-                wtile_for(r, g->k)(a->dt + cb, co_pad, a->xp + g->lead + (size_t)ci * g->plane,
-                                   g->plane, g, r0, r1, acc + (size_t)ci * kk * co_pad + cb);
-                ci += r;
+    size_t off[CHUNK_PIXELS], tabled = SIZE_MAX;
+    for (size_t item = lo; item < hi; item++) {
+        const size_t p0 = item / blocks * CHUNK_PIXELS, cb = item % blocks * LANES;
+        const int count = (int)(a->pixels - p0 < CHUNK_PIXELS ? a->pixels - p0 : CHUNK_PIXELS);
+        if (tabled != p0) {
+            for (int q = 0; q < count; q++) {
+                const size_t p = p0 + (size_t)q, n = p / per_image, i = p % per_image / g->wo;
+                off[q] = n * image + i * g->wp + p % g->wo;
             }
+            tabled = p0;
+        }
+        for (int ci = 0; ci < a->cin;) {
+            const int r = wtile_width(g->k, a->cin - ci);
+            wtile_for(r, g->k)(a->dt + p0 * co_pad + cb, co_pad,
+                               a->xp + g->lead + (size_t)ci * g->plane, g->plane, g->wp, off,
+                               count, acc + (size_t)ci * kk * co_pad + cb);
+            ci += r;
+        }
     }
 }
 
@@ -196,13 +211,9 @@ void direct_weight_grad(const float *dy, int cout, const float *xp, int cin,
     transpose_args t = {dy, dt, cout, pixels, co_pad};
     parallel_for((pixels + LANES - 1) / LANES, 1, pixels * co_pad, threads, transpose_pixels, &t);
     memset(partials, 0, (size_t)parts * cin * kk * co_pad * sizeof(float));
-    /* About 256 output pixels per chunk: the accumulators are loaded and
-     * stored once per chunk. */
-    long chunk_rows = 256 / g->wo;
-    if (chunk_rows < 1) chunk_rows = 1;
-    wgrad_args a = {dt, xp, partials, cout, cin, chunk_rows, g};
-    parallel_parts(rows, (size_t)chunk_rows, (size_t)cout * cin * kk * rows * g->wo / 64, parts,
-                   wgrad_part, &a);
+    wgrad_args a = {dt, xp, partials, cout, cin, pixels, g};
+    const size_t items = (pixels + CHUNK_PIXELS - 1) / CHUNK_PIXELS * (co_pad / LANES);
+    parallel_parts(items, 1, (size_t)cout * cin * kk * pixels / 64, parts, wgrad_part, &a);
     wsum_args s = {partials, dw, cout, cin, kk, parts};
     parallel_for((size_t)cin, 1, (size_t)parts * cin * kk * co_pad, threads, wgrad_sum, &s);
 }
