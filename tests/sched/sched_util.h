@@ -8,9 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../common/expect.h"
 #include "pcnn.h"
-
-static int failures;
 
 /* A library call that must succeed: report and stop the whole job. */
 #define CK(call)                                                                      \
@@ -31,16 +30,6 @@ static int failures;
             failures++;                                                               \
             printf("FAIL %s:%d: %s -> %s (%s), expected %s\n", __FILE__, __LINE__, #call, \
                    pcnn_status_str(ex_s_), pcnn_last_error(), pcnn_status_str(want)); \
-        }                                                                             \
-    } while (0)
-
-#define EXPECT(cond, ...)                                                             \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            failures++;                                                               \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                               \
-            printf(__VA_ARGS__);                                                      \
-            printf("\n");                                                             \
         }                                                                             \
     } while (0)
 

@@ -5,19 +5,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "../common/expect.h"
 #include "sched/sched.h"
-
-static int failures;
-
-#define EXPECT(cond, ...)                                                             \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            failures++;                                                               \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                               \
-            printf(__VA_ARGS__);                                                      \
-            printf("\n");                                                             \
-        }                                                                             \
-    } while (0)
 
 static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(b); }
 

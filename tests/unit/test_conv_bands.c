@@ -18,19 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/expect.h"
 #include "pcnn.h"
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                  \
-    do {                                                  \
-        if (!(cond)) {                                    \
-            failures++;                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);   \
-            printf(__VA_ARGS__);                          \
-            printf("\n");                                 \
-        }                                                 \
-    } while (0)
 
 #define CK(call)                                                                      \
     do {                                                                              \
@@ -159,18 +148,18 @@ static void test_case(const conv_case *t)
     char label[96];
     snprintf(label, sizeof label, "N=%d C=%d %dx%d -> %d k%d s%d p%d", t->n, t->c, t->h, t->w,
              t->cout, t->k, t->stride, t->pad);
-    CHECK(rel_err(r.y, y, ny) < 1e-5, "%s: output rel err %.3g", label, rel_err(r.y, y, ny));
-    CHECK(rel_err(r.dx, dx, nx) < 1e-5, "%s: input grad rel err %.3g", label,
+    EXPECT(rel_err(r.y, y, ny) < 1e-5, "%s: output rel err %.3g", label, rel_err(r.y, y, ny));
+    EXPECT(rel_err(r.dx, dx, nx) < 1e-5, "%s: input grad rel err %.3g", label,
           rel_err(r.dx, dx, nx));
-    CHECK(rel_err(r.grads, dw, nw + t->cout) < 1e-4, "%s: weight grad rel err %.3g", label,
+    EXPECT(rel_err(r.grads, dw, nw + t->cout) < 1e-4, "%s: weight grad rel err %.3g", label,
           rel_err(r.grads, dw, nw + t->cout));
 
     /* Recomputing col gives the same bits; 2 threads agree closely. */
     result q = run(t, x, 1, 0, GEMM), two = run(t, x, 2, 1, GEMM);
-    CHECK(memcmp(q.y, r.y, ny * sizeof *q.y) == 0 && memcmp(q.dx, r.dx, nx * sizeof *q.dx) == 0 &&
+    EXPECT(memcmp(q.y, r.y, ny * sizeof *q.y) == 0 && memcmp(q.dx, r.dx, nx * sizeof *q.dx) == 0 &&
               memcmp(q.grads, r.grads, (nw + t->cout) * sizeof *q.grads) == 0,
           "%s: keep_im2col 0 and 1 differ", label);
-    CHECK(rel_err(two.y, y, ny) < 1e-5 && rel_err(two.dx, dx, nx) < 1e-5 &&
+    EXPECT(rel_err(two.y, y, ny) < 1e-5 && rel_err(two.dx, dx, nx) < 1e-5 &&
               rel_err(two.grads, dw, nw + t->cout) < 1e-4,
           "%s: 2 threads disagree with the reference", label);
     /* The direct kernel (where it applies), 1 and 2 threads, and the
@@ -178,7 +167,7 @@ static void test_case(const conv_case *t)
     result d[3] = {run(t, x, 1, 1, DIRECT), run(t, x, 2, 1, DIRECT), run(t, x, 2, 1, AUTO)};
     const char *how[3] = {"direct, 1 thread", "direct, 2 threads", "automatic, 2 threads"};
     for (int i = 0; i < 3; i++)
-        CHECK(rel_err(d[i].y, y, ny) < 1e-5 && rel_err(d[i].dx, dx, nx) < 1e-5 &&
+        EXPECT(rel_err(d[i].y, y, ny) < 1e-5 && rel_err(d[i].dx, dx, nx) < 1e-5 &&
                   rel_err(d[i].grads, dw, nw + t->cout) < 1e-4,
               "%s: %s: rel err output %.3g input grad %.3g weight grad %.3g", label, how[i],
               rel_err(d[i].y, y, ny), rel_err(d[i].dx, dx, nx),

@@ -7,19 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/expect.h"
 #include "kernels/kernels.h"
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                                              \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            failures++;                                                               \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                               \
-            printf(__VA_ARGS__);                                                      \
-            printf("\n");                                                             \
-        }                                                                             \
-    } while (0)
 
 /* Deterministic test data: small integers (sums stay exact in float) or
  * uniform floats in [-1, 1). */
@@ -117,7 +106,7 @@ static void test_im2col_case(const conv_case *t)
     for (int threads = 1; threads <= 2; threads++) {
         for (size_t i = 0; i < ncol; i++) col[i] = NAN; /* every element must be written */
         im2col_batch(x, t->c, t->n, t->h, t->w, t->k, t->stride, t->pad, ho, wo, col, threads);
-        CHECK(memcmp(col, ref, ncol * sizeof *col) == 0, "im2col %s threads %d differs",
+        EXPECT(memcmp(col, ref, ncol * sizeof *col) == 0, "im2col %s threads %d differs",
               label, threads);
     }
 
@@ -130,7 +119,7 @@ static void test_im2col_case(const conv_case *t)
                      threads);
         size_t bad = 0;
         for (size_t i = 0; i < nx; i++) bad += dx[i] != (float)dref[i];
-        CHECK(bad == 0, "col2im %s threads %d: %zu elements differ", label, threads, bad);
+        EXPECT(bad == 0, "col2im %s threads %d: %zu elements differ", label, threads, bad);
 
         /* accumulate == prior + overwrite */
         fill_int(dx2, nx);
@@ -140,7 +129,7 @@ static void test_im2col_case(const conv_case *t)
                      threads);
         bad = 0;
         for (size_t i = 0; i < nx; i++) bad += dx2[i] != prior[i] + dx[i];
-        CHECK(bad == 0, "col2im accumulate %s threads %d: %zu elements differ", label, threads,
+        EXPECT(bad == 0, "col2im accumulate %s threads %d: %zu elements differ", label, threads,
               bad);
         free(prior);
     }
@@ -156,11 +145,11 @@ static void test_im2col_case(const conv_case *t)
         mag += fabs((double)col[i] * c[i]);
     }
     for (size_t i = 0; i < nx; i++) rhs += (double)x[i] * dx[i];
-    CHECK(fabs(lhs - rhs) <= 1e-6 * (mag + 1), "adjoint %s: %.10g vs %.10g", label, lhs, rhs);
+    EXPECT(fabs(lhs - rhs) <= 1e-6 * (mag + 1), "adjoint %s: %.10g vs %.10g", label, lhs, rhs);
 
     /* Thread count must not change a bit of col2im on real data. */
     col2im_batch(c, t->c, t->n, t->h, t->w, t->k, t->stride, t->pad, ho, wo, dx2, false, 1);
-    CHECK(memcmp(dx, dx2, nx * sizeof *dx) == 0, "col2im %s not thread-deterministic", label);
+    EXPECT(memcmp(dx, dx2, nx * sizeof *dx) == 0, "col2im %s not thread-deterministic", label);
 
     /* Bands of output rows (im2col_rows / col2im_rows), for every band
      * height: im2col_rows writes exactly the band's columns of the whole
@@ -199,9 +188,9 @@ static void test_im2col_case(const conv_case *t)
             bad_dx += dx[i] != (float)dref[i];
             bad_acc += dx2[i] != prior[i] + (float)dref[i];
         }
-        CHECK(bad == 0 && bad_place == 0, "im2col_rows %s band %d: %zu rows differ%s", label,
+        EXPECT(bad == 0 && bad_place == 0, "im2col_rows %s band %d: %zu rows differ%s", label,
               band, bad, bad_place ? ", in place too" : "");
-        CHECK(bad_dx == 0 && bad_acc == 0,
+        EXPECT(bad_dx == 0 && bad_acc == 0,
               "col2im_rows %s band %d: %zu overwritten, %zu accumulated elements differ", label,
               band, bad_dx, bad_acc);
         free(prior), free(buf);
@@ -242,10 +231,10 @@ static void test_layout(void)
                 for (int ic = 0; ic < c; ic++)
                     for (size_t s = 0; s < sp; s++)
                         bad += b[((size_t)ic * n + in) * sp + s] != a[((size_t)in * c + ic) * sp + s];
-            CHECK(bad == 0, "nchw_to_cnhw n=%d c=%d s=%zu threads %d: %zu wrong", n, c, sp,
+            EXPECT(bad == 0, "nchw_to_cnhw n=%d c=%d s=%zu threads %d: %zu wrong", n, c, sp,
                   threads, bad);
             cnhw_to_nchw(b, r, n, c, sp, threads);
-            CHECK(memcmp(a, r, total * sizeof *a) == 0,
+            EXPECT(memcmp(a, r, total * sizeof *a) == 0,
                   "layout round trip n=%d c=%d s=%zu threads %d", n, c, sp, threads);
         }
         free(a), free(b), free(r);
@@ -260,13 +249,13 @@ static void test_layout(void)
         for (int threads = 1; threads <= 2; threads++) {
             memcpy(y, y0, n * sizeof *y);
             copy_or_add(x, y, n, false, threads);
-            CHECK(n == 0 || memcmp(x, y, n * sizeof *y) == 0, "copy n=%zu threads %d", n,
+            EXPECT(n == 0 || memcmp(x, y, n * sizeof *y) == 0, "copy n=%zu threads %d", n,
                   threads);
             memcpy(y, y0, n * sizeof *y);
             copy_or_add(x, y, n, true, threads);
             size_t bad = 0;
             for (size_t i = 0; i < n; i++) bad += y[i] != y0[i] + x[i];
-            CHECK(bad == 0, "add n=%zu threads %d: %zu wrong", n, threads, bad);
+            EXPECT(bad == 0, "add n=%zu threads %d: %zu wrong", n, threads, bad);
         }
         free(x), free(y), free(y0);
     }
@@ -311,9 +300,9 @@ static void test_gemm_case(bool ta, bool tb, int m, int n, int k, float alpha, f
         }
         for (int j = n; j < ldc; j++) pad_bad += c[(size_t)i * ldc + j] != c0[(size_t)i * ldc + j];
     }
-    CHECK(worst <= 1e-5, "gemm ta=%d tb=%d m=%d n=%d k=%d alpha=%g beta=%g threads=%d: error %g",
+    EXPECT(worst <= 1e-5, "gemm ta=%d tb=%d m=%d n=%d k=%d alpha=%g beta=%g threads=%d: error %g",
           ta, tb, m, n, k, alpha, beta, threads, worst);
-    CHECK(pad_bad == 0, "gemm ta=%d tb=%d m=%d n=%d k=%d threads=%d wrote past n", ta, tb, m, n,
+    EXPECT(pad_bad == 0, "gemm ta=%d tb=%d m=%d n=%d k=%d threads=%d wrote past n", ta, tb, m, n,
           k, threads);
     free(a), free(b), free(c), free(c0);
 }
