@@ -96,7 +96,8 @@ int main(int argc, char **argv)
             {16, 64, 48, 48, 256, 3, 1, 1},  {16, 64, 96, 96, 3, 3, 1, 1},
             {64, 1, 28, 28, 6, 5, 1, 2},
         };
-        for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) run(&models[i], threads, iters);
+        for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+            run(&models[i], threads, iters);
         return 0;
     }
     if (argc < 7) {

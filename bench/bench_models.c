@@ -56,15 +56,17 @@ int main(int argc, char **argv)
 {
     bool layers = false;
     int conv_algorithm = 0;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--layers") || !strcmp(argv[i], "--conv-gemm") ||
-            !strcmp(argv[i], "--conv-direct")) {
-            if (argv[i][2] == 'l') layers = true;
-            else conv_algorithm = argv[i][7] == 'g' ? 1 : 2;
+    for (int i = 1; i < argc; i++) {
+        const bool gemm = !strcmp(argv[i], "--conv-gemm");
+        const bool direct = !strcmp(argv[i], "--conv-direct");
+        if (!strcmp(argv[i], "--layers") || gemm || direct) {
+            if (gemm || direct) conv_algorithm = gemm ? 1 : 2;
+            else layers = true;
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
             argc--;
             i--;
         }
+    }
     if (argc < 2) {
         fprintf(stderr, "usage: %s MODEL [BATCH [THREADS [ITERS]]]\n"
                         "MODEL: lenet resnet20 vgg11 edsr (cosmoflow: unsupported)\n", argv[0]);

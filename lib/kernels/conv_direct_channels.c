@@ -53,6 +53,10 @@ typedef struct channels_args {
     const direct_grid *g;
 } channels_args;
 
+typedef void (*ctile_fn)(const float *const *px, size_t plane, int wp, int nin, int ic0,
+                         int ic1, const float *w, size_t wstride, const float *init, float *out,
+                         size_t lanes, int valid, bool load);
+
 #if PCNN_AVX512
 /* One tile: out[r][0 .. 16*OCV) (+)= sum over taps and input channels
  * [ic0, ic1) of w[tap][ic][..] * in[ic][px[r] + tap offset].  Rows past
@@ -100,10 +104,6 @@ ctile(const int OCV, const int K, const float *const *px, size_t plane, int wp, 
             if (r < valid) _mm512_storeu_ps(out + (size_t)r * lanes + v * LANES, acc[r][v]);
 }
 
-typedef void (*ctile_fn)(const float *const *px, size_t plane, int wp, int nin, int ic0,
-                         int ic1, const float *w, size_t wstride, const float *init, float *out,
-                         size_t lanes, int valid, bool load);
-
 #define CTILE_FN(OCV, K)                                                                       \
     TARGET static void ctile_##OCV##_##K(const float *const *px, size_t plane, int wp, int nin, \
                                          int ic0, int ic1, const float *w, size_t wstride,     \
@@ -143,9 +143,6 @@ static void scatter_block(const channels_args *a, float *y, size_t p0, int rows,
     }
 }
 #else
-typedef void (*ctile_fn)(const float *const *px, size_t plane, int wp, int nin, int ic0,
-                         int ic1, const float *w, size_t wstride, const float *init, float *out,
-                         size_t lanes, int valid, bool load);
 static ctile_fn ctile_for(int ocv, int k)
 {
     (void)ocv, (void)k;

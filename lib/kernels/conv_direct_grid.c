@@ -166,10 +166,13 @@ void direct_pack(const float *w, int cout, int cin, int k, bool adjoint, float *
     }
 }
 
+typedef void (*tile_fn)(const float *in, size_t plane, int wp, int ic0, int ic1,
+                        const float *w, float *out, size_t oplane, bool load);
+
 #if PCNN_AVX512
 bool direct_conv_available(void)
 {
-    return __builtin_cpu_supports("avx512f");
+    return cpu_has_avx512();
 }
 
 /* One tile: out[o][0..TILE) (+)= sum over input channels [ic0, ic1) and
@@ -211,9 +214,6 @@ tile(const int OB, const int K, const float *in, size_t plane, int wp, int ic0, 
         for (int v = 0; v < QV; v++) _mm512_storeu_ps(out + o * oplane + v * LANES, acc[o][v]);
 }
 
-typedef void (*tile_fn)(const float *in, size_t plane, int wp, int ic0, int ic1,
-                        const float *w, float *out, size_t oplane, bool load);
-
 #define TILE_FN(OB, K)                                                                       \
     TARGET static void tile_##OB##_##K(const float *in, size_t plane, int wp, int ic0,       \
                                        int ic1, const float *w, float *out, size_t oplane,   \
@@ -239,8 +239,6 @@ bool direct_conv_available(void)
     return false;
 }
 
-typedef void (*tile_fn)(const float *in, size_t plane, int wp, int ic0, int ic1,
-                        const float *w, float *out, size_t oplane, bool load);
 static tile_fn tile_for(int ob, int k)
 {
     (void)ob, (void)k;

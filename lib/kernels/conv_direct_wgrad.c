@@ -23,6 +23,15 @@ size_t direct_wgrad_floats(int cout, int cin, int k, int n, int ho, int wo, int 
     return (size_t)n * ho * wo * co + parts * (size_t)cin * k * k * co;
 }
 
+/* Input channels per tile: 3 (27 accumulators) for k3, 1 (25) for k5. */
+static int wtile_width(int k, int remaining)
+{
+    return k == 5 ? 1 : remaining >= 3 ? 3 : remaining;
+}
+
+typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane, int wp,
+                         const size_t *off, int count, float *acc_mem);
+
 #if PCNN_AVX512
 /* `count` output pixels of one 16-channel block of dY (dt rows, co_pad
  * floats apart) against input channels ci0 .. ci0+R-1: pixel p's window
@@ -64,9 +73,6 @@ wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, 
             _mm512_storeu_ps(acc_mem + (size_t)(r * K * K + t) * co_pad, acc[r][t]);
 }
 
-typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane, int wp,
-                         const size_t *off, int count, float *acc_mem);
-
 /* Without GCC's predictive commoning, which would carry the broadcasts of
  * one pixel over to the next (x[j + 1] is the next pixel's x[j]) and spill
  * them: each x value must stay a memory operand of its FMA. */
@@ -87,27 +93,12 @@ WTILE_FN(2, 3)
 WTILE_FN(1, 3)
 WTILE_FN(1, 5)
 
-/* Input channels per tile and its function. */
-static int wtile_width(int k, int remaining)
-{
-    return k == 5 ? 1 : remaining >= 3 ? 3 : remaining;
-}
-
 static wtile_fn wtile_for(int r, int k)
 {
     if (k == 5) return wtile_1_5;
     return r == 3 ? wtile_3_3 : r == 2 ? wtile_2_3 : wtile_1_3;
 }
 #else
-
-static int wtile_width(int k, int remaining)
-{
-    (void)k;
-    return remaining;
-}
-
-typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane, int wp,
-                         const size_t *off, int count, float *acc_mem);
 static wtile_fn wtile_for(int r, int k)
 {
     (void)r, (void)k;

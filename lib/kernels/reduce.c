@@ -19,31 +19,35 @@ static void finish(const double *s1, const double *s2, double out[2])
     out[1] = t2;
 }
 
-/* The elements past the last whole group of 16, from lane 0 on. */
-static void tail_shifted(const float *x, size_t i, size_t n, float shift, double *s1,
-                         double *s2)
+/* Elements [from, n) into their lanes (element i into lane i % 16): the
+ * whole run without AVX-512, the tail past the vectors' groups with it. */
+static void add_shifted(const float *x, size_t from, size_t n, float shift, double *s1,
+                        double *s2)
 {
-    for (int k = 0; i < n; i++, k++) {
+    for (size_t i = from; i < n; i++) {
         double d = (double)x[i] - shift;
-        s1[k] += d;
-        s2[k] += d * d;
+        s1[i % SUM_LANES] += d;
+        s2[i % SUM_LANES] += d * d;
     }
 }
 
-static void tail_gradient(const float *x, const float *dy, const float *mask, size_t i,
-                          size_t n, float shift, float shift_lo, float scale, double *s1,
-                          double *s2)
+static void add_gradient(const float *x, const float *dy, const float *mask, size_t from,
+                         size_t n, float shift, float shift_lo, float scale, double *s1,
+                         double *s2)
 {
-    for (int k = 0; i < n; i++, k++) {
+    for (size_t i = from; i < n; i++) {
         float xh = (x[i] - shift - shift_lo) * scale;
         float d = mask ? relu_mask(dy[i], mask[i]) : dy[i];
-        s1[k] += d;
-        s2[k] += (double)d * xh;
+        s1[i % SUM_LANES] += d;
+        s2[i % SUM_LANES] += (double)d * xh;
     }
 }
 
 #if PCNN_AVX512
-TARGET static void shifted_avx512(const float *x, size_t n, float shift, double out[2])
+/* The whole groups of 16 into the lanes; returns how many elements that
+ * was. */
+TARGET static size_t shifted_avx512(const float *x, size_t n, float shift, double *s1,
+                                    double *s2)
 {
     const __m512d sh = _mm512_set1_pd(shift);
     __m512d a1[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, a2[2] = {a1[0], a1[1]};
@@ -54,18 +58,16 @@ TARGET static void shifted_avx512(const float *x, size_t n, float shift, double 
             a1[h] = _mm512_add_pd(a1[h], d);
             a2[h] = _mm512_add_pd(a2[h], _mm512_mul_pd(d, d));
         }
-    double s1[SUM_LANES], s2[SUM_LANES];
     for (int h = 0; h < 2; h++) {
         _mm512_storeu_pd(s1 + 8 * h, a1[h]);
         _mm512_storeu_pd(s2 + 8 * h, a2[h]);
     }
-    tail_shifted(x, i, n, shift, s1, s2);
-    finish(s1, s2, out);
+    return i;
 }
 
-TARGET static void gradient_avx512(const float *x, const float *dy, const float *mask,
-                                   size_t n, float shift, float shift_lo, float scale,
-                                   double out[2])
+TARGET static size_t gradient_avx512(const float *x, const float *dy, const float *mask,
+                                     size_t n, float shift, float shift_lo, float scale,
+                                     double *s1, double *s2)
 {
     const __m256 sh = _mm256_set1_ps(shift), lo = _mm256_set1_ps(shift_lo);
     const __m256 sc = _mm256_set1_ps(scale);
@@ -84,63 +86,33 @@ TARGET static void gradient_avx512(const float *x, const float *dy, const float 
             a1[h] = _mm512_add_pd(a1[h], dd);
             a2[h] = _mm512_add_pd(a2[h], _mm512_mul_pd(dd, _mm512_cvtps_pd(xh)));
         }
-    double s1[SUM_LANES], s2[SUM_LANES];
     for (int h = 0; h < 2; h++) {
         _mm512_storeu_pd(s1 + 8 * h, a1[h]);
         _mm512_storeu_pd(s2 + 8 * h, a2[h]);
     }
-    tail_gradient(x, dy, mask, i, n, shift, shift_lo, scale, s1, s2);
-    finish(s1, s2, out);
+    return i;
 }
-
-static bool use_avx512(void) { return __builtin_cpu_supports("avx512f"); }
-#else
-static bool use_avx512(void) { return false; }
 #endif
 
 void sums_shifted(const float *x, size_t n, float shift, double out[2])
 {
-#if PCNN_AVX512
-    if (use_avx512()) {
-        shifted_avx512(x, n, shift, out);
-        return;
-    }
-#endif
     double s1[SUM_LANES] = {0}, s2[SUM_LANES] = {0};
-    size_t i = 0;
-    for (; i + SUM_LANES <= n; i += SUM_LANES)
-        for (int k = 0; k < SUM_LANES; k++) {
-            double d = (double)x[i + k] - shift;
-            s1[k] += d;
-            s2[k] += d * d;
-        }
-    tail_shifted(x, i, n, shift, s1, s2);
+    size_t done = 0;
+#if PCNN_AVX512
+    if (cpu_has_avx512()) done = shifted_avx512(x, n, shift, s1, s2);
+#endif
+    add_shifted(x, done, n, shift, s1, s2);
     finish(s1, s2, out);
 }
 
 void sums_gradient(const float *x, const float *dy, const float *mask, size_t n, float shift,
                    float shift_lo, float scale, double out[2])
 {
-#if PCNN_AVX512
-    if (use_avx512()) {
-        gradient_avx512(x, dy, mask, n, shift, shift_lo, scale, out);
-        return;
-    }
-#endif
     double s1[SUM_LANES] = {0}, s2[SUM_LANES] = {0};
-    size_t i = 0;
-    for (; i + SUM_LANES <= n; i += SUM_LANES)
-        for (int k = 0; k < SUM_LANES; k++) {
-            float xh = (x[i + k] - shift - shift_lo) * scale;
-            float d = mask ? relu_mask(dy[i + k], mask[i + k]) : dy[i + k];
-            s1[k] += d;
-            s2[k] += (double)d * xh;
-        }
-    tail_gradient(x, dy, mask, i, n, shift, shift_lo, scale, s1, s2);
+    size_t done = 0;
+#if PCNN_AVX512
+    if (cpu_has_avx512()) done = gradient_avx512(x, dy, mask, n, shift, shift_lo, scale, s1, s2);
+#endif
+    add_gradient(x, dy, mask, done, n, shift, shift_lo, scale, s1, s2);
     finish(s1, s2, out);
-}
-
-float relu_relu_mask(float dy, float relu_out)
-{
-    return relu_mask(dy, relu_out);
 }

@@ -6,6 +6,7 @@
 #ifndef PCNN_SIMD_H
 #define PCNN_SIMD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define LANES 16 /* floats per vector */
@@ -17,6 +18,9 @@ static inline size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * 
 #include <immintrin.h>
 
 #define TARGET __attribute__((target("avx512f,fma")))
+
+/* CPUID and the OS both allow AVX-512F (GCC's check covers XGETBV). */
+static inline bool cpu_has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 
 /* dst[c][r] = src[r][c] for a block of `rows` rows (ld floats apart) of
  * `cols` floats, both at most 16, as a 16x16 register transpose; rows past

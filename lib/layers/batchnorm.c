@@ -236,8 +236,15 @@ static inline void grad_units(const bn_args *g, size_t u0, size_t u1, bool acc)
     }
 }
 
-VECTOR_CLONES static void grad_range(void *arg, size_t u0, size_t u1) { grad_units(arg, u0, u1, false); }
-VECTOR_CLONES static void grad_range_acc(void *arg, size_t u0, size_t u1) { grad_units(arg, u0, u1, true); }
+VECTOR_CLONES static void grad_range(void *arg, size_t u0, size_t u1)
+{
+    grad_units(arg, u0, u1, false);
+}
+
+VECTOR_CLONES static void grad_range_acc(void *arg, size_t u0, size_t u1)
+{
+    grad_units(arg, u0, u1, true);
+}
 
 /* dx = gamma*inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat)). */
 static void bn_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
