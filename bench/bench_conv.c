@@ -1,13 +1,15 @@
-/* One convolution layer, timed with both algorithms side by side.
+/* One convolution layer, timed with each algorithm side by side.
  *
  *   bench_conv N CIN H W COUT K [STRIDE [PAD [THREADS [ITERS]]]]
  *   bench_conv --models [THREADS [ITERS]]   the 3x3 shapes of the peers' models
  *
  * The layer sits behind a 1x1 convolution, so its backward pass computes
  * the input gradient too.  For each algorithm (PCNN_OPT_CONV_ALGORITHM 2 =
- * direct where it applies, 1 = im2col + GEMM) prints the forward and
- * backward milliseconds per step (pcnn_net_time, best of ITERS rounds) and
- * GFLOP/s (2 per multiply-add; backward counts twice the forward). */
+ * direct, 3 = one GEMM per tap, each where it applies, else im2col + GEMM;
+ * 1 = im2col + GEMM) prints the forward + backward milliseconds per step
+ * (pcnn_net_time, best of ITERS rounds) and the nominal GFLOP/s of both
+ * (2 per multiply-add; backward counts twice the forward, padding taps
+ * included). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,17 +71,19 @@ static void run(const shape *s, int threads, int iters)
     const int ho = (s->h + 2 * s->pad - s->k) / s->stride + 1;
     const int wo = (s->w + 2 * s->pad - s->k) / s->stride + 1;
     const double gflop = 2.0 * s->n * ho * wo * s->cout * s->cin * s->k * s->k * 1e-9;
-    double t[2][2];
-    for (int a = 0; a < 2; a++) {
-        pcnn_net *net = build(s, a ? 1 : 2, threads);
-        time_layer(net, s, iters, t[a]);
+    static const int algorithms[3] = {2, 3, 1};
+    static const char *names[3] = {"direct", "taps", "gemm"};
+    printf("n%-3d %4d -> %-4d %3dx%-3d k%d s%d p%d", s->n, s->cin, s->cout, s->h, s->w, s->k,
+           s->stride, s->pad);
+    for (int a = 0; a < 3; a++) {
+        double t[2];
+        pcnn_net *net = build(s, algorithms[a], threads);
+        time_layer(net, s, iters, t);
         pcnn_net_destroy(&net);
+        printf(" | %s %6.2f + %6.2f ms %4.0f GF/s", names[a], t[0] * 1e3, t[1] * 1e3,
+               3 * gflop / (t[0] + t[1]));
     }
-    printf("n%-3d %4d -> %-4d %3dx%-3d k%d s%d p%d | direct fwd %7.2f ms %5.0f GF/s bwd %7.2f ms "
-           "%5.0f GF/s | gemm fwd %7.2f ms %5.0f GF/s bwd %7.2f ms %5.0f GF/s\n",
-           s->n, s->cin, s->cout, s->h, s->w, s->k, s->stride, s->pad, t[0][0] * 1e3,
-           gflop / t[0][0], t[0][1] * 1e3, 2 * gflop / t[0][1], t[1][0] * 1e3,
-           gflop / t[1][0], t[1][1] * 1e3, 2 * gflop / t[1][1]);
+    printf("\n");
     fflush(stdout);
 }
 

@@ -1,6 +1,7 @@
 /* Training-step benchmark of the peers' reference models.
  *
- *   bench_models MODEL [BATCH [THREADS [ITERS]]] [--layers] [--conv-gemm | --conv-direct]
+ *   bench_models MODEL [BATCH [THREADS [ITERS]]] [--layers]
+ *                [--conv-gemm | --conv-direct | --conv-taps]
  *
  * Builds MODEL of /work/shared/bench/models.py layer for layer through the
  * public API, trains on one synthetic batch (standard-normal inputs, random
@@ -16,8 +17,9 @@
  * ITERS 10.  Models: lenet, resnet20, vgg11, edsr; cosmoflow (3D) is not
  * supported by libpcnn yet and prints an "unsupported" line.  --layers
  * also prints the library's per-layer timing table of the timed steps to
- * stderr; --conv-gemm and --conv-direct set PCNN_OPT_CONV_ALGORITHM 1
- * (im2col + GEMM for every convolution) or 2 (direct wherever it applies). */
+ * stderr; --conv-gemm, --conv-direct and --conv-taps set
+ * PCNN_OPT_CONV_ALGORITHM 1 (im2col + GEMM for every convolution), 2 (direct
+ * wherever it applies) or 3 (one GEMM per tap wherever it applies). */
 #include <cblas.h>
 #include <math.h>
 #include <stdbool.h>
@@ -57,10 +59,12 @@ int main(int argc, char **argv)
     bool layers = false;
     int conv_algorithm = 0;
     for (int i = 1; i < argc; i++) {
-        const bool gemm = !strcmp(argv[i], "--conv-gemm");
-        const bool direct = !strcmp(argv[i], "--conv-direct");
-        if (!strcmp(argv[i], "--layers") || gemm || direct) {
-            if (gemm || direct) conv_algorithm = gemm ? 1 : 2;
+        static const char *const algorithms[] = {"--conv-gemm", "--conv-direct", "--conv-taps"};
+        int algorithm = 0;
+        for (int a = 0; a < 3; a++)
+            if (!strcmp(argv[i], algorithms[a])) algorithm = a + 1;
+        if (!strcmp(argv[i], "--layers") || algorithm) {
+            if (algorithm) conv_algorithm = algorithm;
             else layers = true;
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
             argc--;

@@ -70,8 +70,9 @@ PCNN_API pcnn_status pcnn_net_set_option(pcnn_net *net, pcnn_option option, doub
         return PCNN_OK;
     case PCNN_OPT_CONV_ALGORITHM:
         REQUIRE(!fixed, PCNN_ERR_INVALID_STATE, "conv_algorithm must be set before finalize");
-        REQUIRE(value == 0 || value == 1 || value == 2, PCNN_ERR_INVALID_ARGUMENT,
-                "conv_algorithm %g must be 0 (automatic), 1 (im2col + GEMM) or 2 (direct)",
+        REQUIRE(value == 0 || value == 1 || value == 2 || value == 3, PCNN_ERR_INVALID_ARGUMENT,
+                "conv_algorithm %g must be 0 (automatic), 1 (im2col + GEMM), 2 (direct) "
+                "or 3 (taps)",
                 value);
         o->conv_algorithm = (int)value;
         return PCNN_OK;

@@ -1,7 +1,10 @@
-/* 2D convolution: direct on the padded grid, or im2col + GEMM over the
- * whole local batch.
+/* 2D convolution: one GEMM per kernel tap, direct on the padded grid, or
+ * im2col + GEMM over the whole local batch.
  *
- * Stride-1 convolutions with kernel 3 or 5 run the direct kernel
+ * Stride-1 convolutions on planes so small that many of the kernel's taps
+ * read padding (4x4 and below for 3x3) run one GEMM per tap over the
+ * output pixels it reaches (kernels/conv_taps.h).  Other stride-1
+ * convolutions with kernel 3 or 5 run the direct kernel
  * (kernels/conv_direct.h) when the CPU has it and it is expected to win:
  * no im2col matrix at all, the workspace holds the padded input and output
  * planes.  The rest:
@@ -29,6 +32,7 @@
 #include "../core/memory.h"
 #include "../graph/net.h"
 #include "../kernels/conv_direct.h"
+#include "../kernels/conv_taps.h"
 #include "../kernels/kernels.h"
 #include "layer.h"
 
@@ -36,10 +40,12 @@ typedef struct conv_priv {
     int cout, k, stride, pad;
     bool bias;
     bool pointwise; /* 1x1, stride 1, no padding: col == x */
+    bool taps;      /* one GEMM per tap (conv_taps.h) */
     bool direct;    /* the direct kernel (conv_direct.h) */
     bool forward_channels, dx_channels; /* its kernel with channels in the lanes */
     int cin, h, w, ho, wo, ckk;
     float *col;  /* kept im2col matrix (max_batch columns), or NULL */
+    float *wt;   /* taps: the weights repacked by forward for backward */
 } conv_priv;
 
 /* Floats of a CKK x (max_batch*Ho*Wo) matrix, saturated so that an absurd
@@ -97,16 +103,47 @@ static size_t direct_workspace(const conv_priv *p, int max_batch, int threads)
     return total >= (double)SIZE_MAX / 2 ? SIZE_MAX : (size_t)total;
 }
 
+static taps_shape taps_geometry(const conv_priv *p, int n)
+{
+    taps_shape s = {n, p->cin, p->cout, p->h, p->w, p->k, p->pad, p->ho, p->wo};
+    return s;
+}
+
 static size_t conv_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const conv_priv *p = l->priv;
     if (p->pointwise) return 0;
+    if (p->taps) {
+        const taps_shape s = taps_geometry(p, pc->max_batch);
+        return conv_taps_workspace_floats(&s);
+    }
     size_t threads = (size_t)(l->net->threads > 0 ? l->net->threads : 1);
     if (p->direct) return direct_workspace(p, pc->max_batch, (int)threads);
     size_t bands = band_floats(p, pc->max_batch), col = col_floats(p, pc->max_batch);
     if (bands > SIZE_MAX / threads) return SIZE_MAX;
     bands *= threads;
     return !pc->keep_im2col && col > bands ? col : bands;
+}
+
+/* Does skipping the taps that read padding pay?  It saves the padding's
+ * share of the work and runs OpenBLAS GEMMs one per core; below 32
+ * channels their dot products and rows are too short (bench/bench_conv). */
+static bool taps_preferred(int cin, int cout, int h, int w, int k, int pad)
+{
+    return cin >= 32 && cout >= 32 && conv_taps_useful(h, w, k, pad) <= 0.75;
+}
+
+/* A buffer the layer keeps from finalize to destroy, counted as its own. */
+static pcnn_status conv_buffer(pcnn_layer *l, size_t n, const char *what, float **out)
+{
+    char name[64];
+    *out = n == SIZE_MAX ? NULL : mem_alloc_floats(n);
+    if (*out == NULL)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, "pcnn_net_finalize",
+                         "%s: cannot allocate the %zu-float %s", layer_name(l, name, sizeof name),
+                         n, what);
+    l->buffer_bytes += n * sizeof(float);
+    return PCNN_OK;
 }
 
 static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
@@ -120,7 +157,16 @@ static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
                          "%s: max_batch %d x %dx%d outputs exceeds %d columns",
                          layer_name(l, name, sizeof name), pc->max_batch, p->ho, p->wo,
                          INT_MAX);
-    p->direct = pc->conv_algorithm != 1 && direct_conv_supports(p->k, p->stride, p->pad) &&
+    p->taps = p->stride == 1 && !p->pointwise &&
+              (pc->conv_algorithm == 3 ||
+               (pc->conv_algorithm == 0 && taps_preferred(p->cin, p->cout, p->h, p->w, p->k,
+                                                          p->pad)));
+    if (p->taps) {
+        const taps_shape s = taps_geometry(p, pc->max_batch);
+        return conv_buffer(l, conv_taps_weight_floats(&s), "repacked weights", &p->wt);
+    }
+    p->direct = (pc->conv_algorithm == 0 || pc->conv_algorithm == 2) &&
+                direct_conv_supports(p->k, p->stride, p->pad) &&
                 (pc->conv_algorithm == 2 ||
                  direct_conv_preferred(p->cin, p->h, p->w, p->k, p->pad)) &&
                 direct_conv_available();
@@ -131,14 +177,7 @@ static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
         p->dx_channels = direct_channels_preferred(p->cin, p->h, p->w, &g);
     }
     if (!pc->keep_im2col || p->pointwise || p->direct) return PCNN_OK;
-    size_t n = col_floats(p, pc->max_batch);
-    p->col = n == SIZE_MAX ? NULL : mem_alloc_floats(n);
-    if (p->col == NULL)
-        return error_set(PCNN_ERR_OUT_OF_MEMORY, "pcnn_net_finalize",
-                         "%s: cannot allocate the %zu-float im2col buffer",
-                         layer_name(l, name, sizeof name), n);
-    l->buffer_bytes += n * sizeof(float);
-    return PCNN_OK;
+    return conv_buffer(l, col_floats(p, pc->max_batch), "im2col buffer", &p->col);
 }
 
 static void conv_init(pcnn_layer *l, uint64_t seed)
@@ -240,6 +279,13 @@ static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const conv_priv *p = l->priv;
     const int np = ctx->n * p->ho * p->wo;
+    if (p->taps) {
+        const taps_shape s = taps_geometry(p, ctx->n);
+        conv_taps_forward(&s, l->inputs[0]->y, l->params,
+                          p->bias ? l->params + (size_t)p->cout * p->ckk : NULL, p->wt, l->y,
+                          ctx->workspace, ctx->threads);
+        return;
+    }
     if (p->direct) {
         direct_forward(l, ctx);
         return;
@@ -342,6 +388,13 @@ static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
     const conv_priv *p = l->priv;
     const int np = ctx->n * p->ho * p->wo;
     const float *dy = l->dy;
+    if (p->taps) {
+        const taps_shape s = taps_geometry(p, ctx->n);
+        conv_taps_backward(&s, l->inputs[0]->y, dy, p->wt, l->grads, dx[0],
+                           l->accumulate_dx[0], ctx->workspace, ctx->threads);
+        if (p->bias) bias_grad(l, ctx);
+        return;
+    }
     if (p->direct) {
         direct_backward(l, ctx, dx[0]);
         return;
@@ -376,7 +429,7 @@ static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 static void conv_destroy(pcnn_layer *l)
 {
     conv_priv *p = l->priv;
-    if (p) mem_free(p->col);
+    if (p) mem_free(p->col), mem_free(p->wt);
     mem_free(p);
     l->priv = NULL;
 }

@@ -41,7 +41,7 @@ static inline shape shape_2d(int c, int h, int w)
 typedef struct plan_ctx {
     int max_batch;
     bool keep_im2col; /* PCNN_OPT_KEEP_IM2COL */
-    int conv_algorithm; /* PCNN_OPT_CONV_ALGORITHM: 0 auto, 1 GEMM, 2 direct */
+    int conv_algorithm; /* PCNN_OPT_CONV_ALGORITHM: 0 auto, 1 GEMM, 2 direct, 3 taps */
 } plan_ctx;
 
 /* What a layer may know while it runs. */

@@ -21,7 +21,8 @@
  *
  * Usage: test_gradcheck [--threads N] [--conv A] [--step H] [--seed S] [--verbose]
  *                       [case-substring]
- * --conv sets PCNN_OPT_CONV_ALGORITHM (2: the direct kernel wherever it applies).
+ * --conv sets PCNN_OPT_CONV_ALGORITHM (2: the direct kernel, 3: one GEMM per tap,
+ * wherever it applies).
  */
 #include <float.h>
 #include <math.h>

@@ -338,7 +338,7 @@ static void fresh_and_building(void)
     CASE(E_ARG, "timeout_ms -1", pcnn_net_set_option, net, PCNN_OPT_TIMEOUT_MS, -1.0);
     CASE(E_ARG, "timeout_ms inf", pcnn_net_set_option, net, PCNN_OPT_TIMEOUT_MS, INFINITY);
     CASE(E_ARG, "trace_events 1e+09", pcnn_net_set_option, net, PCNN_OPT_TRACE_EVENTS, 1e9);
-    CASE(E_ARG, "conv_algorithm 3 must be 0", pcnn_net_set_option, net, PCNN_OPT_CONV_ALGORITHM, 3.0);
+    CASE(E_ARG, "conv_algorithm 4 must be 0", pcnn_net_set_option, net, PCNN_OPT_CONV_ALGORITHM, 4.0);
     CASE(E_ARG, "bucket_bytes -1", pcnn_net_set_option, net, PCNN_OPT_BUCKET_BYTES, -1.0);
     CASE(E_ARG, "bucket_bytes 1e+10", pcnn_net_set_option, net, PCNN_OPT_BUCKET_BYTES, 1e10);
     CASE(E_ARG, "net is NULL", pcnn_net_get_option, NULL, PCNN_OPT_SEED, &o_dbl);

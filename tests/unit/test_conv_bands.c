@@ -10,9 +10,11 @@
  * k3/k5 convolutions on AVX-512 CPUs; forced here) runs on 1 and 2
  * threads, with channel counts that leave partial register blocks and
  * split the input channels, and with many channels on small planes, where
- * the kernel with channels in the vector lanes takes over; and the
- * automatic choice per shape (residual blocks, where the input gradient is
- * added to another, are in the gradient checks). */
+ * the kernel with channels in the vector lanes takes over.  The GEMMs per
+ * kernel tap (stride 1, forced here; chosen on small planes) on 1 and 2
+ * threads, including planes smaller than the kernel.  And the automatic
+ * choice per shape (residual blocks, where the input gradient is added to
+ * another, are in the gradient checks). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +55,7 @@ static float *floats(size_t n)
     return p;
 }
 
-enum { AUTO = 0, GEMM = 1, DIRECT = 2 }; /* PCNN_OPT_CONV_ALGORITHM */
+enum { AUTO = 0, GEMM = 1, DIRECT = 2, TAPS = 3 }; /* PCNN_OPT_CONV_ALGORITHM */
 
 static result run(const conv_case *t, const float *x, int threads, int keep, int algorithm)
 {
@@ -162,18 +164,20 @@ static void test_case(const conv_case *t)
     EXPECT(rel_err(two.y, y, ny) < 1e-5 && rel_err(two.dx, dx, nx) < 1e-5 &&
               rel_err(two.grads, dw, nw + t->cout) < 1e-4,
           "%s: 2 threads disagree with the reference", label);
-    /* The direct kernel (where it applies), 1 and 2 threads, and the
-     * automatic choice (which may mix a direct forward with GEMMs). */
-    result d[3] = {run(t, x, 1, 1, DIRECT), run(t, x, 2, 1, DIRECT), run(t, x, 2, 1, AUTO)};
-    const char *how[3] = {"direct, 1 thread", "direct, 2 threads", "automatic, 2 threads"};
-    for (int i = 0; i < 3; i++)
+    /* The direct kernel and the GEMMs per tap (where they apply), 1 and 2
+     * threads, and the automatic choice. */
+    result d[5] = {run(t, x, 1, 1, DIRECT), run(t, x, 2, 1, DIRECT), run(t, x, 1, 1, TAPS),
+                   run(t, x, 2, 1, TAPS), run(t, x, 2, 1, AUTO)};
+    const char *how[5] = {"direct, 1 thread", "direct, 2 threads", "taps, 1 thread",
+                          "taps, 2 threads", "automatic, 2 threads"};
+    for (int i = 0; i < 5; i++)
         EXPECT(rel_err(d[i].y, y, ny) < 1e-5 && rel_err(d[i].dx, dx, nx) < 1e-5 &&
                   rel_err(d[i].grads, dw, nw + t->cout) < 1e-4,
               "%s: %s: rel err output %.3g input grad %.3g weight grad %.3g", label, how[i],
               rel_err(d[i].y, y, ny), rel_err(d[i].dx, dx, nx),
               rel_err(d[i].grads, dw, nw + t->cout));
-    result *all[6] = {&r, &q, &two, &d[0], &d[1], &d[2]};
-    for (int i = 0; i < 6; i++) free(all[i]->y), free(all[i]->dx), free(all[i]->grads),
+    result *all[8] = {&r, &q, &two, &d[0], &d[1], &d[2], &d[3], &d[4]};
+    for (int i = 0; i < 8; i++) free(all[i]->y), free(all[i]->dx), free(all[i]->grads),
                                 free(all[i]->params);
     free(x), free(y), free(dx), free(dw);
 }
@@ -194,7 +198,10 @@ int main(void)
         {2, 3, 6, 9, 5, 5, 1, 4},     /* direct, padding k-1 of k5 */
         {2, 130, 6, 5, 140, 3, 1, 1}, /* direct, channels in the lanes: 3+3+3 vectors, */
         {1, 129, 5, 4, 131, 5, 1, 2}, /* two input blocks, pixel tails */
-        {3, 130, 4, 4, 140, 3, 1, 1}, /* 4x4: channel lanes when forced, else GEMM */
+        {3, 130, 4, 4, 140, 3, 1, 1}, /* 4x4: channel lanes when forced, else taps */
+        {3, 40, 2, 2, 36, 3, 1, 1},   /* 2x2: taps, every block a single pixel */
+        {2, 33, 1, 1, 34, 3, 1, 1},   /* 1x1 plane: only the centre tap reads */
+        {2, 48, 3, 5, 40, 5, 1, 2},   /* taps, k5 wider than the plane */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
     if (failures) {
