@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "simd.h"
+#include "pixel_rows.h"
 
 /* Output rows i0..i1 and columns j0..j1 where tap (ky, kx) reads inside
  * the input, for stride 1. */
@@ -16,7 +16,7 @@ typedef struct tap_range {
 static int max_int(int a, int b) { return a > b ? a : b; }
 static int min_int(int a, int b) { return a < b ? a : b; }
 
-static tap_range tap_range_of(const taps_shape *s, int ky, int kx)
+static tap_range tap_range_of(const pixel_conv *s, int ky, int kx)
 {
     tap_range r;
     r.dy = ky - s->pad, r.dx = kx - s->pad;
@@ -45,198 +45,17 @@ double conv_taps_useful(int h, int w, int k, int pad)
            ((double)valid_pairs(wo, w, k, pad) / ((double)wo * k));
 }
 
-size_t conv_taps_weight_floats(const taps_shape *s)
+size_t conv_taps_weight_floats(const pixel_conv *s)
 {
     return (size_t)s->k * s->k * s->cin * s->cout;
 }
 
-static size_t in_floats(const taps_shape *s) { return (size_t)s->h * s->w * s->n * s->cin; }
-static size_t out_floats(const taps_shape *s) { return (size_t)s->ho * s->wo * s->n * s->cout; }
+static size_t in_floats(const pixel_conv *s) { return (size_t)s->h * s->w * s->n * s->cin; }
+static size_t out_floats(const pixel_conv *s) { return (size_t)s->ho * s->wo * s->n * s->cout; }
 
-size_t conv_taps_workspace_floats(const taps_shape *s)
+size_t conv_taps_workspace_floats(const pixel_conv *s)
 {
     return 2 * in_floats(s) + out_floats(s) + conv_taps_weight_floats(s);
-}
-
-/* ---- layouts ----------------------------------------------------------- */
-
-/* CNHW [C][N][P] <-> pixel-major rows [P][N][C], image by image, 16
- * channels at a time so that both sides move whole cache lines. */
-typedef struct relayout_args {
-    const float *src;
-    float *dst;
-    const float *bias; /* into CNHW: added unless accumulating */
-    int c, n, p;
-    bool into_rows, accumulate;
-} relayout_args;
-
-#define CH_BLOCK 16
-
-static void relayout_images(void *arg, size_t lo, size_t hi)
-{
-    const relayout_args *a = arg;
-    const size_t c_all = (size_t)a->c, n_all = (size_t)a->n, p_all = (size_t)a->p;
-    for (size_t n = lo; n < hi; n++)
-        for (size_t c0 = 0; c0 < c_all; c0 += CH_BLOCK) {
-            const size_t c1 = c0 + CH_BLOCK < c_all ? c0 + CH_BLOCK : c_all;
-            for (size_t p = 0; p < p_all; p++) {
-                const size_t row = (p * n_all + n) * c_all;
-                for (size_t c = c0; c < c1; c++) {
-                    const size_t at = (c * n_all + n) * p_all + p;
-                    if (a->into_rows)
-                        a->dst[row + c] = a->src[at];
-                    else if (a->accumulate)
-                        a->dst[at] += a->src[row + c];
-                    else
-                        a->dst[at] = a->src[row + c] + (a->bias ? a->bias[c] : 0.0f);
-                }
-            }
-        }
-}
-
-static void to_rows(const float *src, float *dst, int c, int n, int p, int threads)
-{
-    relayout_args a = {src, dst, NULL, c, n, p, true, false};
-    parallel_for((size_t)n, 1, (size_t)c * n * p, threads, relayout_images, &a);
-}
-
-static void to_cnhw(const float *src, float *dst, const float *bias, int c, int n, int p,
-                    bool accumulate, int threads)
-{
-    relayout_args a = {src, dst, bias, c, n, p, false, accumulate};
-    parallel_for((size_t)n, 1, (size_t)c * n * p, threads, relayout_images, &a);
-}
-
-/* w [Cout][Cin*KK] <-> wt [KK*Cin][Cout]: a transpose whose rows are
- * renumbered (column ci*KK + t of w is row t*Cin + ci of wt), by 16 x 16
- * tiles through a scratch tile, in vector registers where the CPU has
- * AVX-512; threads take columns of w. */
-typedef struct weights_args {
-    const float *src;
-    float *dst;
-    int cin, cout, kk;
-    bool vector;
-} weights_args;
-
-#define TILE_SIDE 16
-
-/* Rows of wt for the columns j0, j0+1, ... of w (ci*KK + t -> t*Cin + ci),
- * one division per tile. */
-static void taps_rows(size_t j0, int n, size_t cin, size_t kk, size_t *rows)
-{
-    size_t ci = j0 / kk, t = j0 % kk;
-    for (int j = 0; j < n; j++) {
-        rows[j] = t * cin + ci;
-        if (++t == kk) t = 0, ci++;
-    }
-}
-
-/* Column tiles [lo, hi) of w, row tiles of w outermost so that the rows of
- * w are read (pack) or written (unpack) front to back; full tiles with
- * constant sizes, which the vector transpose unrolls. */
-#define WEIGHT_TILES(NAME, ATTR, TRANSPOSE, COPY)                                               \
-    ATTR static void NAME(const weights_args *a, size_t lo, size_t hi, bool pack)                 \
-    {                                                                                            \
-        const size_t cin = (size_t)a->cin, cout = (size_t)a->cout, kk = (size_t)a->kk;           \
-        const size_t cols = cin * kk;                                                            \
-        float tile[TILE_SIDE * TILE_SIDE];                                                       \
-        size_t rows[TILE_SIDE];                                                                  \
-        for (size_t i0 = 0; i0 < cout; i0 += TILE_SIDE) {                                        \
-            const int ni = (int)(cout - i0 < TILE_SIDE ? cout - i0 : TILE_SIDE);                 \
-            for (size_t jt = lo; jt < hi; jt++) {                                                \
-                const size_t j0 = jt * TILE_SIDE;                                                \
-                const int nj = (int)(cols - j0 < TILE_SIDE ? cols - j0 : TILE_SIDE);             \
-                const bool full = ni == TILE_SIDE && nj == TILE_SIDE;                            \
-                taps_rows(j0, nj, cin, kk, rows);                                                \
-                if (pack) {                                                                      \
-                    if (full)                                                                    \
-                        TRANSPOSE(a->src + i0 * cols + j0, cols, TILE_SIDE, TILE_SIDE, tile,     \
-                                  TILE_SIDE);                                                    \
-                    else                                                                         \
-                        TRANSPOSE(a->src + i0 * cols + j0, cols, ni, nj, tile, TILE_SIDE);       \
-                    for (int j = 0; j < nj; j++)                                                 \
-                        COPY(a->dst + rows[j] * cout + i0, tile + j * TILE_SIDE, ni);            \
-                } else {                                                                         \
-                    for (int j = 0; j < nj; j++)                                                 \
-                        COPY(tile + j * TILE_SIDE, a->src + rows[j] * cout + i0, ni);            \
-                    if (full)                                                                    \
-                        TRANSPOSE(tile, TILE_SIDE, TILE_SIDE, TILE_SIDE, a->dst + i0 * cols + j0, \
-                                  cols);                                                         \
-                    else                                                                         \
-                        TRANSPOSE(tile, TILE_SIDE, nj, ni, a->dst + i0 * cols + j0, cols);       \
-                }                                                                                \
-            }                                                                                    \
-        }                                                                                        \
-    }
-
-/* dst[c * ld_dst + r] = src[r * ld + c] for r < rows, c < cols. */
-static inline void transpose_scalar(const float *src, size_t ld, int rows, int cols, float *dst,
-                                    size_t ld_dst)
-{
-    for (int c = 0; c < cols; c++)
-        for (int r = 0; r < rows; r++)
-            dst[(size_t)c * ld_dst + (size_t)r] = src[(size_t)r * ld + (size_t)c];
-}
-
-static inline void copy_scalar(float *dst, const float *src, int n)
-{
-    memcpy(dst, src, (size_t)n * sizeof(float));
-}
-
-WEIGHT_TILES(weight_tiles_scalar, , transpose_scalar, copy_scalar)
-
-#if PCNN_AVX512
-#define TRANSPOSE_VECTOR(src, ld, rows, cols, dst, ld_dst)                                       \
-    transpose16(src, ld, rows, cols, dst, ld_dst, rows)
-
-TARGET static inline void copy_vector(float *dst, const float *src, int n)
-{
-    const __mmask16 m = (__mmask16)((1u << n) - 1u);
-    _mm512_mask_storeu_ps(dst, m, _mm512_maskz_loadu_ps(m, src));
-}
-
-WEIGHT_TILES(weight_tiles_vector, TARGET, TRANSPOSE_VECTOR, copy_vector)
-#endif
-
-static void weight_tiles(void *arg, size_t lo, size_t hi, bool pack)
-{
-    const weights_args *a = arg;
-#if PCNN_AVX512
-    if (a->vector) {
-        weight_tiles_vector(a, lo, hi, pack);
-        return;
-    }
-#endif
-    weight_tiles_scalar(a, lo, hi, pack);
-}
-
-static void pack_weights(void *arg, size_t lo, size_t hi) { weight_tiles(arg, lo, hi, true); }
-static void unpack_weights(void *arg, size_t lo, size_t hi) { weight_tiles(arg, lo, hi, false); }
-
-static void weights(range_fn fn, const taps_shape *s, const float *src, float *dst, int threads)
-{
-    weights_args a = {src, dst, s->cin, s->cout, s->k * s->k, false};
-#if PCNN_AVX512
-    a.vector = cpu_has_avx512();
-#endif
-    const size_t tiles = ((size_t)s->cin * a.kk + TILE_SIDE - 1) / TILE_SIDE;
-    parallel_for(tiles, 1, conv_taps_weight_floats(s), threads, fn, &a);
-}
-
-typedef struct zero_args {
-    float *p;
-} zero_args;
-
-static void zero_range(void *arg, size_t lo, size_t hi)
-{
-    const zero_args *a = arg;
-    memset(a->p + lo, 0, (hi - lo) * sizeof(float));
-}
-
-static void zero(float *p, size_t n, int threads)
-{
-    zero_args a = {p};
-    parallel_for(n, 4096, n, threads, zero_range, &a);
 }
 
 /* ---- the GEMMs ----------------------------------------------------------- */
@@ -244,7 +63,7 @@ static void zero(float *p, size_t n, int threads)
 typedef enum { PASS_FORWARD, PASS_DX, PASS_DW } pass_kind;
 
 typedef struct pass_args {
-    const taps_shape *s;
+    const pixel_conv *s;
     pass_kind kind;
     const float *x_rows;  /* [P][N][Cin] */
     const float *y_rows;  /* forward: unused; else dY [Po][N][Cout] */
@@ -257,7 +76,7 @@ typedef struct pass_args {
 static void block_gemm(const pass_args *a, int t, size_t orow, size_t irow, int m, int lo,
                        int hi, bool first)
 {
-    const taps_shape *s = a->s;
+    const pixel_conv *s = a->s;
     const int cin = s->cin, cout = s->cout, cols = hi - lo;
     const float *w = a->wt + (size_t)t * cin * cout;
     switch (a->kind) {
@@ -280,7 +99,7 @@ static void block_gemm(const pass_args *a, int t, size_t orow, size_t irow, int 
 static void pass_columns(void *arg, size_t lo_, size_t hi_, int part)
 {
     const pass_args *a = arg;
-    const taps_shape *s = a->s;
+    const pixel_conv *s = a->s;
     const int lo = (int)lo_, hi = (int)hi_;
     const size_t n = (size_t)s->n;
     (void)part;
@@ -310,38 +129,38 @@ static void pass_columns(void *arg, size_t lo_, size_t hi_, int part)
 
 static void run_pass(pass_args *a, int columns, int threads)
 {
-    const taps_shape *s = a->s;
+    const pixel_conv *s = a->s;
     const size_t work = (size_t)s->k * s->k * s->cin * s->cout * s->n * s->ho * s->wo;
     parallel_parts((size_t)columns, 16, work, threads, pass_columns, a);
 }
 
 /* ---- the passes ---------------------------------------------------------- */
 
-void conv_taps_forward(const taps_shape *s, const float *x, const float *w, const float *bias,
+void conv_taps_forward(const pixel_conv *s, const float *x, const float *w, const float *bias,
                        float *wt, float *y, float *workspace, int threads)
 {
     float *x_rows = workspace, *y_rows = x_rows + in_floats(s);
-    to_rows(x, x_rows, s->cin, s->n, s->h * s->w, threads);
-    weights(pack_weights, s, w, wt, threads);
-    zero(y_rows, out_floats(s), threads);
+    rows_from_cnhw(x, x_rows, s->cin, s->n, s->h * s->w, threads);
+    taps_pack_weights(w, s->cout, s->cin, s->k * s->k, wt, threads);
+    zero_floats(y_rows, out_floats(s), threads);
     pass_args a = {s, PASS_FORWARD, x_rows, NULL, wt, y_rows};
     run_pass(&a, s->cout, threads);
-    to_cnhw(y_rows, y, bias, s->cout, s->n, s->ho * s->wo, false, threads);
+    rows_to_cnhw(y_rows, y, bias, s->cout, s->n, s->ho * s->wo, false, threads);
 }
 
-void conv_taps_backward(const taps_shape *s, const float *x, const float *dy, const float *wt,
+void conv_taps_backward(const pixel_conv *s, const float *x, const float *dy, const float *wt,
                         float *dw, float *dx, bool accumulate, float *workspace, int threads)
 {
     float *x_rows = workspace, *dy_rows = x_rows + in_floats(s);
     float *dx_rows = dy_rows + out_floats(s), *dw_taps = dx_rows + in_floats(s);
-    to_rows(x, x_rows, s->cin, s->n, s->h * s->w, threads);
-    to_rows(dy, dy_rows, s->cout, s->n, s->ho * s->wo, threads);
+    rows_from_cnhw(x, x_rows, s->cin, s->n, s->h * s->w, threads);
+    rows_from_cnhw(dy, dy_rows, s->cout, s->n, s->ho * s->wo, threads);
     pass_args a = {s, PASS_DW, x_rows, dy_rows, wt, dw_taps};
     run_pass(&a, s->cout, threads);
-    weights(unpack_weights, s, dw_taps, dw, threads);
+    taps_unpack_weights(dw_taps, s->cout, s->cin, s->k * s->k, dw, threads);
     if (!dx) return;
-    zero(dx_rows, in_floats(s), threads);
+    zero_floats(dx_rows, in_floats(s), threads);
     a = (pass_args){s, PASS_DX, x_rows, dy_rows, wt, dx_rows};
     run_pass(&a, s->cin, threads);
-    to_cnhw(dx_rows, dx, NULL, s->cin, s->n, s->h * s->w, accumulate, threads);
+    rows_to_cnhw(dx_rows, dx, NULL, s->cin, s->n, s->h * s->w, accumulate, threads);
 }

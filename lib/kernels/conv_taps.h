@@ -24,11 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef struct taps_shape {
-    int n, cin, cout; /* batch, channels */
-    int h, w, k, pad; /* input plane, kernel, padding (stride 1) */
-    int ho, wo;       /* output plane */
-} taps_shape;
+#include "pixel_rows.h"
 
 /* Share of the kernel's products that read input pixels rather than
  * padding, for an h x w plane: the work this path does relative to the
@@ -37,20 +33,20 @@ double conv_taps_useful(int h, int w, int k, int pad);
 
 /* Floats of the repacked weights [K*K][Cin][Cout], kept by the layer from
  * forward to backward. */
-size_t conv_taps_weight_floats(const taps_shape *s);
+size_t conv_taps_weight_floats(const pixel_conv *s);
 
 /* Floats of workspace either pass needs (the backward's, the larger). */
-size_t conv_taps_workspace_floats(const taps_shape *s);
+size_t conv_taps_workspace_floats(const pixel_conv *s);
 
 /* y (CNHW) = conv(x) + bias (bias may be NULL).  Repacks w
  * [Cout][Cin][K][K] into wt, which conv_taps_backward reads. */
-void conv_taps_forward(const taps_shape *s, const float *x, const float *w, const float *bias,
+void conv_taps_forward(const pixel_conv *s, const float *x, const float *w, const float *bias,
                        float *wt, float *y, float *workspace, int threads);
 
 /* dw [Cout][Cin][K][K] = the weight gradient (overwritten); dx (CNHW, may
  * be NULL) = or += (accumulate) the input gradient.  wt is the forward's
  * repacked weights. */
-void conv_taps_backward(const taps_shape *s, const float *x, const float *dy, const float *wt,
+void conv_taps_backward(const pixel_conv *s, const float *x, const float *dy, const float *wt,
                         float *dw, float *dx, bool accumulate, float *workspace, int threads);
 
 #endif

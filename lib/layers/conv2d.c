@@ -103,20 +103,20 @@ static size_t direct_workspace(const conv_priv *p, int max_batch, int threads)
     return total >= (double)SIZE_MAX / 2 ? SIZE_MAX : (size_t)total;
 }
 
-static taps_shape taps_geometry(const conv_priv *p, int n)
+static pixel_conv pixel_geometry(const conv_priv *p, int n)
 {
-    taps_shape s = {n, p->cin, p->cout, p->h, p->w, p->k, p->pad, p->ho, p->wo};
+    pixel_conv s = {n, p->cin, p->cout, p->h, p->w, p->k, p->stride, p->pad, p->ho, p->wo};
     return s;
 }
 
 static size_t conv_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const conv_priv *p = l->priv;
-    if (p->pointwise) return 0;
     if (p->taps) {
-        const taps_shape s = taps_geometry(p, pc->max_batch);
+        const pixel_conv s = pixel_geometry(p, pc->max_batch);
         return conv_taps_workspace_floats(&s);
     }
+    if (p->pointwise) return 0;
     size_t threads = (size_t)(l->net->threads > 0 ? l->net->threads : 1);
     if (p->direct) return direct_workspace(p, pc->max_batch, (int)threads);
     size_t bands = band_floats(p, pc->max_batch), col = col_floats(p, pc->max_batch);
@@ -162,7 +162,7 @@ static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
                (pc->conv_algorithm == 0 && taps_preferred(p->cin, p->cout, p->h, p->w, p->k,
                                                           p->pad)));
     if (p->taps) {
-        const taps_shape s = taps_geometry(p, pc->max_batch);
+        const pixel_conv s = pixel_geometry(p, pc->max_batch);
         return conv_buffer(l, conv_taps_weight_floats(&s), "repacked weights", &p->wt);
     }
     p->direct = (pc->conv_algorithm == 0 || pc->conv_algorithm == 2) &&
@@ -280,10 +280,10 @@ static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
     const conv_priv *p = l->priv;
     const int np = ctx->n * p->ho * p->wo;
     if (p->taps) {
-        const taps_shape s = taps_geometry(p, ctx->n);
-        conv_taps_forward(&s, l->inputs[0]->y, l->params,
-                          p->bias ? l->params + (size_t)p->cout * p->ckk : NULL, p->wt, l->y,
-                          ctx->workspace, ctx->threads);
+        const pixel_conv s = pixel_geometry(p, ctx->n);
+        const float *bias = p->bias ? l->params + (size_t)p->cout * p->ckk : NULL;
+        conv_taps_forward(&s, l->inputs[0]->y, l->params, bias, p->wt, l->y, ctx->workspace,
+                          ctx->threads);
         return;
     }
     if (p->direct) {
@@ -389,7 +389,7 @@ static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
     const int np = ctx->n * p->ho * p->wo;
     const float *dy = l->dy;
     if (p->taps) {
-        const taps_shape s = taps_geometry(p, ctx->n);
+        const pixel_conv s = pixel_geometry(p, ctx->n);
         conv_taps_backward(&s, l->inputs[0]->y, dy, p->wt, l->grads, dx[0],
                            l->accumulate_dx[0], ctx->workspace, ctx->threads);
         if (p->bias) bias_grad(l, ctx);

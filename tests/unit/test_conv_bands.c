@@ -202,6 +202,9 @@ int main(void)
         {3, 40, 2, 2, 36, 3, 1, 1},   /* 2x2: taps, every block a single pixel */
         {2, 33, 1, 1, 34, 3, 1, 1},   /* 1x1 plane: only the centre tap reads */
         {2, 48, 3, 5, 40, 5, 1, 2},   /* taps, k5 wider than the plane */
+        {3, 16, 9, 8, 20, 3, 2, 1},   /* stride 2, odd height */
+        {2, 20, 8, 8, 12, 1, 2, 0},   /* 1x1 stride 2 */
+        {2, 17, 11, 10, 5, 5, 3, 2},  /* stride 3, k5, windows overlapping unevenly */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
     if (failures) {
