@@ -216,17 +216,18 @@ typedef enum pcnn_option {
      * pcnn_net_write_trace.  Before finalize.  Default 0 (no trace). */
     PCNN_OPT_TRACE_EVENTS = 21,
     /* How convolutions compute.  Three algorithms: im2col + GEMM applies
-     * to all; a direct convolution without im2col to stride-1
-     * convolutions with kernel 3 or 5 on CPUs with AVX-512F (checked at
-     * run time); one GEMM per kernel tap, over only the output pixels
-     * where the tap reads the input rather than padding, to stride-1
-     * convolutions.  0 (default): per convolution the one expected to be
-     * fastest (taps on planes where padding is a quarter or more of the
-     * work, such as 3x3 on 4x4 and smaller, with 32 or more channels;
-     * direct on planes of about 8x8 and larger); 1: im2col + GEMM
-     * everywhere; 2: direct wherever it applies; 3: taps wherever it
-     * applies.  Elsewhere 2 and 3 fall back to im2col + GEMM.  Results
-     * differ between algorithms in float rounding only.  Before
+     * to all; a direct convolution without im2col to convolutions with
+     * kernel 3 or 5 on CPUs with AVX-512F (checked at run time; strided
+     * ones take GEMMs for the input gradient); one GEMM per kernel tap,
+     * over only the output pixels where the tap reads the input rather
+     * than padding, to stride-1 convolutions.  0 (default): per
+     * convolution the one expected to be fastest (taps on planes where
+     * padding is a quarter or more of the work, such as 3x3 on 4x4 and
+     * smaller, with 32 or more channels; direct on planes of about 8x8
+     * and larger, and for strided ones with few input channels);
+     * 1: im2col + GEMM everywhere; 2: direct wherever it applies; 3: taps
+     * wherever it applies.  Elsewhere 2 and 3 fall back to im2col + GEMM.
+     * Results differ between algorithms in float rounding only.  Before
      * finalize. */
     PCNN_OPT_CONV_ALGORITHM = 22
 } pcnn_option;

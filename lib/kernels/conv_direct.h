@@ -28,6 +28,7 @@
 
 typedef struct direct_grid {
     int n, h, w, k, pad; /* batch, input plane, kernel, padding */
+    int stride;          /* 1, or more for the channel-lane forward only */
     int hp, wp;          /* one image of the grid */
     int ho, wo;          /* output plane */
     size_t q;            /* grid positions: n * hp * wp */
@@ -55,7 +56,9 @@ bool direct_conv_preferred(int cin, int h, int w, int k, int pad);
  * grid's border but needs many channels to fill its register tile. */
 bool direct_channels_preferred(int nout, int oh, int ow, const direct_grid *g);
 
-void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int pad);
+/* The grid of x placed at (pad, pad) for a convolution with this kernel,
+ * stride and padding. */
+void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int stride, int pad);
 
 /* Floats of the packed weights (either direction), and of the scratch of
  * direct_weight_grad for a batch of n with ho x wo outputs. */
@@ -87,7 +90,9 @@ void direct_conv(const float *in, int nin, const float *packed, int nout, bool a
  * vector lanes, over the real output pixels only, straight into y (nout x
  * N x Ho x Wo for the forward, nout = cout; nout x N x H x W for the
  * adjoint, nout = cin): y = conv + bias (bias may be NULL), or y += conv
- * when accumulate.  w is the layer's w[cout][cin][k*k]; scratch holds
+ * when accumulate.  The forward also serves strided convolutions (a grid
+ * with stride > 1): each output pixel's window starts stride positions
+ * after its neighbour's.  w is the layer's w[cout][cin][k*k]; scratch holds
  * direct_channels_floats(nout, nin, k, output pixels). */
 size_t direct_channels_floats(int nout, int nin, int k, size_t pixels);
 void direct_conv_channels(const float *in, const float *w, int cout, int cin, bool adjoint,
@@ -95,8 +100,9 @@ void direct_conv_channels(const float *in, const float *w, int cout, int cin, bo
                           float *scratch, int threads);
 
 /* dw[cout][cin][k*k] = sum over output pixels of dY[co] * x[ci] at the
- * pixel shifted by the tap; dy is C x N x Ho x Wo (CNHW), xp the grid
- * planes of x placed at (p, p).  scratch holds direct_wgrad_floats. */
+ * pixel's window (stride positions apart) shifted by the tap; dy is C x N
+ * x Ho x Wo (CNHW), xp the grid planes of x placed at (p, p).  scratch
+ * holds direct_wgrad_floats. */
 void direct_weight_grad(const float *dy, int cout, const float *xp, int cin,
                         const direct_grid *g, float *dw, float *scratch, int threads);
 

@@ -184,7 +184,8 @@ static void channel_tiles(void *arg, size_t lo, size_t hi)
                 for (int r = 0; r < PIXELS; r++) {
                     const size_t p = p0 + (size_t)(r < valid ? r : valid - 1);
                     const size_t n = p / per_image, i = p % per_image / a->ow, j = p % a->ow;
-                    px[r] = a->in + (long)(g->lead + n * image + i * g->wp + j) + a->shift;
+                    const size_t s = (size_t)g->stride;
+                    px[r] = a->in + (long)(g->lead + n * image + (i * g->wp + j) * s) + a->shift;
                 }
                 fn(px, g->plane, g->wp, a->nin, ic0, ic1, w, wstride,
                    a->bias ? a->bias + cb : NULL, a->out + p0 * a->lanes + cb, a->lanes, valid,

@@ -29,7 +29,7 @@ bool direct_conv_supports(int k, int stride, int pad)
 bool direct_conv_preferred(int cin, int h, int w, int k, int pad)
 {
     direct_grid g;
-    direct_grid_init(&g, 1, h, w, k, pad);
+    direct_grid_init(&g, 1, h, w, k, 1, pad);
     const double useful = (double)g.ho * g.wo / ((double)g.hp * g.wp);
     return useful >= 0.75 || (useful >= 0.6 && cin <= 64) ||
            (useful >= 0.45 && cin * k * k <= 256);
@@ -40,10 +40,10 @@ bool direct_channels_preferred(int nout, int oh, int ow, const direct_grid *g)
     return nout >= 128 && (double)oh * ow < 0.85 * (double)g->hp * g->wp;
 }
 
-void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int pad)
+void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int stride, int pad)
 {
-    g->n = n, g->h = h, g->w = w, g->k = k, g->pad = pad;
-    g->ho = h + 2 * pad - k + 1, g->wo = w + 2 * pad - k + 1;
+    g->n = n, g->h = h, g->w = w, g->k = k, g->pad = pad, g->stride = stride;
+    g->ho = (h + 2 * pad - k) / stride + 1, g->wo = (w + 2 * pad - k) / stride + 1;
     /* Neighbouring rows and images share their padding: the left pad of
      * the next row is the right pad of this one. */
     g->hp = h + pad > g->ho ? h + pad : g->ho;

@@ -158,7 +158,7 @@ static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
         if (tabled != p0) {
             for (int q = 0; q < count; q++) {
                 const size_t p = p0 + (size_t)q, n = p / per_image, i = p % per_image / g->wo;
-                off[q] = n * image + i * g->wp + p % g->wo;
+                off[q] = n * image + (i * g->wp + p % g->wo) * (size_t)g->stride;
             }
             tabled = p0;
         }
