@@ -98,11 +98,13 @@ void cnhw_to_nchw(const float *src, float *dst, int n, int c, size_t spatial, in
 /* Sums over a run of n floats for batch normalisation, in an order fixed
  * by n (the same bits on every CPU; reduce.c):
  *   sums_shifted:  out = { sum (x - shift), sum (x - shift)^2 }, in double;
- *   sums_gradient: out = { sum d, sum d * xh } with xh = (x - shift -
- *                  shift_lo) * scale and d = dy, or relu_mask(dy, mask) when
- *                  mask (a fused ReLU's output) is not NULL. */
+ *   sums_gradient: out = { sum d, sum d * xh } with t = x - shift -
+ *                  shift_lo, xh = t * scale and d = dy, or, for a fused
+ *                  ReLU (relu = {mul, beta} not NULL), relu_mask(dy, t * mul
+ *                  + beta): the ReLU's output recomputed bit for bit as batch
+ *                  norm's forward made it. */
 void sums_shifted(const float *x, size_t n, float shift, double out[2]);
-void sums_gradient(const float *x, const float *dy, const float *mask, size_t n, float shift,
+void sums_gradient(const float *x, const float *dy, const float *relu, size_t n, float shift,
                    float shift_lo, float scale, double out[2]);
 
 /* dy where a ReLU's output is positive, else 0 (also for NaN dy, as the

@@ -31,13 +31,13 @@ static void add_shifted(const float *x, size_t from, size_t n, float shift, doub
     }
 }
 
-static void add_gradient(const float *x, const float *dy, const float *mask, size_t from,
+static void add_gradient(const float *x, const float *dy, const float *relu, size_t from,
                          size_t n, float shift, float shift_lo, float scale, double *s1,
                          double *s2)
 {
     for (size_t i = from; i < n; i++) {
-        float xh = (x[i] - shift - shift_lo) * scale;
-        float d = mask ? relu_mask(dy[i], mask[i]) : dy[i];
+        float t = x[i] - shift - shift_lo, xh = t * scale;
+        float d = relu ? relu_mask(dy[i], t * relu[0] + relu[1]) : dy[i];
         s1[i % SUM_LANES] += d;
         s2[i % SUM_LANES] += (double)d * xh;
     }
@@ -65,22 +65,24 @@ TARGET static size_t shifted_avx512(const float *x, size_t n, float shift, doubl
     return i;
 }
 
-TARGET static size_t gradient_avx512(const float *x, const float *dy, const float *mask,
+TARGET static size_t gradient_avx512(const float *x, const float *dy, const float *relu,
                                      size_t n, float shift, float shift_lo, float scale,
                                      double *s1, double *s2)
 {
     const __m256 sh = _mm256_set1_ps(shift), lo = _mm256_set1_ps(shift_lo);
     const __m256 sc = _mm256_set1_ps(scale);
+    const __m256 mul = _mm256_set1_ps(relu ? relu[0] : 0.0f);
+    const __m256 beta = _mm256_set1_ps(relu ? relu[1] : 0.0f);
     __m512d a1[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, a2[2] = {a1[0], a1[1]};
     size_t i = 0;
     for (; i + SUM_LANES <= n; i += SUM_LANES)
         for (int h = 0; h < 2; h++) {
             const size_t at = i + 8 * (size_t)h;
-            const __m256 xh =
-                _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + at), sh), lo), sc);
+            const __m256 t = _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + at), sh), lo);
+            const __m256 xh = _mm256_mul_ps(t, sc);
             __m256 d = _mm256_loadu_ps(dy + at);
-            if (mask) /* keep dy where the ReLU's output is > 0 */
-                d = _mm256_and_ps(d, _mm256_cmp_ps(_mm256_loadu_ps(mask + at),
+            if (relu) /* keep dy where the ReLU's output t * mul + beta is > 0 */
+                d = _mm256_and_ps(d, _mm256_cmp_ps(_mm256_add_ps(_mm256_mul_ps(t, mul), beta),
                                                    _mm256_setzero_ps(), _CMP_GT_OQ));
             const __m512d dd = _mm512_cvtps_pd(d);
             a1[h] = _mm512_add_pd(a1[h], dd);
@@ -105,14 +107,14 @@ void sums_shifted(const float *x, size_t n, float shift, double out[2])
     finish(s1, s2, out);
 }
 
-void sums_gradient(const float *x, const float *dy, const float *mask, size_t n, float shift,
+void sums_gradient(const float *x, const float *dy, const float *relu, size_t n, float shift,
                    float shift_lo, float scale, double out[2])
 {
     double s1[SUM_LANES] = {0}, s2[SUM_LANES] = {0};
     size_t done = 0;
 #if PCNN_AVX512
-    if (cpu_has_avx512()) done = gradient_avx512(x, dy, mask, n, shift, shift_lo, scale, s1, s2);
+    if (cpu_has_avx512()) done = gradient_avx512(x, dy, relu, n, shift, shift_lo, scale, s1, s2);
 #endif
-    add_gradient(x, dy, mask, done, n, shift, shift_lo, scale, s1, s2);
+    add_gradient(x, dy, relu, done, n, shift, shift_lo, scale, s1, s2);
     finish(s1, s2, out);
 }

@@ -11,8 +11,9 @@
  *
  * Fused with the ReLU after it (layer.h, fused_relu): forward writes
  * max(0, y) into the ReLU's output, and backward reads the ReLU's output
- * gradient where the ReLU's output is positive, zero elsewhere: the same
- * values, bit for bit, without the ReLU's own passes. */
+ * gradient where the ReLU's output is positive, zero elsewhere, that
+ * output recomputed from x with the forward's operations rather than
+ * read: the same values, bit for bit, without the ReLU's own passes. */
 #include <math.h>
 #include <stdio.h>
 
@@ -74,14 +75,13 @@ static void bn_init(pcnn_layer *l, uint64_t seed)
 /* Sums of (a[i] - shift) and (a[i] - shift)^2 over [lo, hi), or, with b, of
  * b[i] and b[i] * (a[i] - shift - shift_lo) * scale: the two reductions BN
  * needs. */
-static void bn_sums(const float *a, const float *b, const float *mask, float shift,
+static void bn_sums(const float *a, const float *b, const float *relu, float shift,
                     float shift_lo, float scale, size_t lo, size_t hi, double out[2])
 {
     if (!b)
         sums_shifted(a + lo, hi - lo, shift, out);
     else
-        sums_gradient(a + lo, b + lo, mask ? mask + lo : NULL, hi - lo, shift, shift_lo, scale,
-                      out);
+        sums_gradient(a + lo, b + lo, relu, hi - lo, shift, shift_lo, scale, out);
 }
 
 /* Work units u = (channel, chunk) of the c runs of m values. */
@@ -92,7 +92,11 @@ typedef struct bn_args {
     const double *tot;                  /* backward apply: the reductions */
     double *part;
     size_t m, nch;
-    const float *mask;                  /* fused ReLU: its output; dy counts where > 0 */
+    const float *relu_beta;             /* fused ReLU, backward apply: beta */
+    const float *relu_mul;              /* fused ReLU, backward: gamma * inv_std per
+                                           channel (with beta, the forward's
+                                           multiplier and shift); dy counts where
+                                           the output recomputed from x is > 0 */
     bool relu;                          /* fused ReLU: apply writes max(0, y) */
 } bn_args;
 
@@ -102,21 +106,22 @@ VECTOR_CLONES static void reduce_range(void *arg, size_t u0, size_t u1)
     for (size_t u = u0; u < u1; u++) {
         size_t ch = u / g->nch, lo = u % g->nch * CHUNK;
         size_t hi = lo + CHUNK < g->m ? lo + CHUNK : g->m;
-        bn_sums(g->a + ch * g->m, g->b ? g->b + ch * g->m : NULL,
-                g->mask ? g->mask + ch * g->m : NULL, g->shift[ch],
-                g->shift_lo ? g->shift_lo[ch] : 0.0f, g->scale ? g->scale[ch] : 1.0f, lo, hi,
-                g->part + 2 * u);
+        const float relu[2] = {g->relu_mul ? g->relu_mul[ch] : 0.0f,
+                               g->relu_mul ? g->beta[ch] : 0.0f};
+        bn_sums(g->a + ch * g->m, g->b ? g->b + ch * g->m : NULL, g->relu_mul ? relu : NULL,
+                g->shift[ch], g->shift_lo ? g->shift_lo[ch] : 0.0f,
+                g->scale ? g->scale[ch] : 1.0f, lo, hi, g->part + 2 * u);
     }
 }
 
 /* Per-channel totals tot[2c], tot[2c+1] of bn_sums over the channel's run. */
-static void bn_reduce(const float *a, const float *b, const float *mask, const float *shift,
-                      const float *shift_lo, const float *scale, int c, size_t m, double *part,
-                      double *tot, int threads)
+static void bn_reduce(const float *a, const float *b, const float *relu_mul, const float *beta,
+                      const float *shift, const float *shift_lo, const float *scale, int c,
+                      size_t m, double *part, double *tot, int threads)
 {
     size_t nch = bn_chunks(m);
     bn_args g = {.a = a, .b = b, .shift = shift, .shift_lo = shift_lo, .scale = scale,
-                 .part = part, .m = m, .nch = nch, .mask = mask};
+                 .beta = beta, .part = part, .m = m, .nch = nch, .relu_mul = relu_mul};
     parallel_for((size_t)c * nch, 1, (size_t)c * m, threads, reduce_range, &g);
     for (int ch = 0; ch < c; ch++) {
         double t1 = 0.0, t2 = 0.0;
@@ -186,7 +191,7 @@ static void bn_forward(pcnn_layer *l, const run_ctx *ctx)
      * accurate when |mean| >> std. */
     float *shift = mean;
     for (size_t ch = 0; ch < C; ch++) shift[ch] = x[ch * m];
-    bn_reduce(x, NULL, NULL, shift, NULL, NULL, c, m, part, tot, ctx->threads);
+    bn_reduce(x, NULL, NULL, NULL, shift, NULL, NULL, c, m, part, tot, ctx->threads);
     double mom = b->momentum, unbias = m > 1 ? (double)m / (double)(m - 1) : 1.0;
     for (size_t ch = 0; ch < C; ch++) {
         double dm = tot[2 * ch] / (double)m;
@@ -219,14 +224,18 @@ static inline void grad_units(const bn_args *g, size_t u0, size_t u1, bool acc)
         float k = g->beta[ch] * is;
         float mdy = (float)(g->tot[2 * ch] / (double)g->m);
         float mdx = (float)(g->tot[2 * ch + 1] / (double)g->m);
-        if (g->mask) { /* fused ReLU: dy where its output is positive */
-            const float *restrict mc = g->mask + ch * g->m;
+        if (g->relu_mul) { /* fused ReLU: dy where its output, recomputed, is positive */
+            const float a = g->relu_mul[ch], b = g->relu_beta[ch];
             if (acc)
-                for (size_t i = lo; i < hi; i++)
-                    gc[i] += k * (relu_mask(dyc[i], mc[i]) - mdy - (xc[i] - mu - mu_lo) * is * mdx);
+                for (size_t i = lo; i < hi; i++) {
+                    const float t = xc[i] - mu - mu_lo;
+                    gc[i] += k * (relu_mask(dyc[i], t * a + b) - mdy - t * is * mdx);
+                }
             else
-                for (size_t i = lo; i < hi; i++)
-                    gc[i] = k * (relu_mask(dyc[i], mc[i]) - mdy - (xc[i] - mu - mu_lo) * is * mdx);
+                for (size_t i = lo; i < hi; i++) {
+                    const float t = xc[i] - mu - mu_lo;
+                    gc[i] = k * (relu_mask(dyc[i], t * a + b) - mdy - t * is * mdx);
+                }
         } else if (acc)
             for (size_t i = lo; i < hi; i++)
                 gc[i] += k * (dyc[i] - mdy - (xc[i] - mu - mu_lo) * is * mdx);
@@ -252,13 +261,19 @@ static void bn_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
     bn_priv *b = l->priv;
     int c = l->out.c;
     size_t C = (size_t)c, m = (size_t)ctx->n * shape_spatial(l->out);
-    const float *x = l->inputs[0]->y, *gamma = l->params;
+    const float *x = l->inputs[0]->y, *gamma = l->params, *beta = l->params + C;
     const float *dy = l->fused_relu ? l->fused_relu->dy : l->dy;
-    const float *mask = l->fused_relu ? l->fused_relu->y : NULL;
     const float *mean = b->batch, *istd = b->batch + C, *mean_lo = b->batch + 2 * C;
     double *part = (double *)ctx->workspace;
     double *tot = part + 2 * C * bn_chunks(m);
-    bn_reduce(x, dy, mask, mean, mean_lo, istd, c, m, part, tot, ctx->threads);
+    /* A fused ReLU's mask comes from x and the forward's multiplier, made
+     * the same way (reading x anyway is cheaper than reading its output). */
+    float *relu_mul = NULL;
+    if (l->fused_relu) {
+        relu_mul = (float *)(tot + 2 * C);
+        for (size_t ch = 0; ch < C; ch++) relu_mul[ch] = gamma[ch] * istd[ch];
+    }
+    bn_reduce(x, dy, relu_mul, beta, mean, mean_lo, istd, c, m, part, tot, ctx->threads);
     for (size_t ch = 0; ch < C; ch++) {
         l->grads[ch] = (float)tot[2 * ch + 1]; /* dgamma = sum dy * x_hat */
         l->grads[C + ch] = (float)tot[2 * ch]; /* dbeta = sum dy */
@@ -266,7 +281,7 @@ static void bn_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
     if (!dx[0]) return;
     bn_args g = {.a = x, .b = dy, .out = dx[0], .shift = mean, .shift_lo = mean_lo,
                  .scale = istd, .beta = gamma, .tot = tot, .m = m, .nch = bn_chunks(m),
-                 .mask = mask};
+                 .relu_beta = beta, .relu_mul = relu_mul};
     parallel_for(C * g.nch, 1, C * m, ctx->threads,
                  l->accumulate_dx[0] ? grad_range_acc : grad_range, &g);
 }
