@@ -3,10 +3,11 @@
  * (4x4 images: 16 of 25 positions are real), this kernel visits only the
  * real output pixels.
  *
- * The register tile is 8 output pixels x OCV vectors of 16 output
+ * The register tile is 6 output pixels x OCV vectors of 16 output
  * channels.  For every (tap, input channel) it loads OCV weight vectors
- * and broadcasts the 8 pixels' input values, 8*OCV fused multiply-adds (24
- * accumulators with OCV = 3).  The pixels may lie anywhere on the grid, so
+ * and broadcasts the 6 pixels' input values, 6*OCV fused multiply-adds (24
+ * accumulators with OCV = 4, each broadcast feeding 4 of them; 64, 128
+ * and 256 channels are whole groups of 4).  The pixels may lie anywhere on the grid, so
  * a tile spans rows and images freely.  Results go to a pixel-major
  * buffer, transposed back to CNHW at the end.  Per thread: a share of the
  * tiles; input channels taken 128 at a time, so that a group's weights
@@ -15,8 +16,8 @@
 #include "kernels.h"
 #include "simd.h"
 
-#define PIXELS 8     /* output pixels per tile */
-#define MAX_OCV 3    /* channel vectors per tile */
+#define PIXELS 6     /* output pixels per tile */
+#define MAX_OCV 4    /* channel vectors per tile */
 #define IN_BLOCK 128 /* input channels per pass */
 
 size_t direct_channels_floats(int nout, int nin, int k, size_t pixels)
@@ -70,7 +71,7 @@ ctile(const int OCV, const int K, const float *const *px, size_t plane, int wp, 
     __m512 acc[PIXELS][MAX_OCV];
 #pragma GCC unroll 8
     for (int r = 0; r < PIXELS; r++)
-#pragma GCC unroll 3
+#pragma GCC unroll 4
         for (int v = 0; v < OCV; v++)
             acc[r][v] = load && r < valid ? _mm512_loadu_ps(out + (size_t)r * lanes + v * LANES)
                         : init        ? _mm512_loadu_ps(init + v * LANES)
@@ -87,19 +88,19 @@ ctile(const int OCV, const int K, const float *const *px, size_t plane, int wp, 
             size_t o = (size_t)ic0 * plane;
             for (int ic = ic0; ic < ic1; ic++, o += plane, wt += LANES) {
                 __m512 wv[MAX_OCV];
-#pragma GCC unroll 3
+#pragma GCC unroll 4
                 for (int v = 0; v < OCV; v++) wv[v] = _mm512_loadu_ps(wt + v * wstride);
 #pragma GCC unroll 8
                 for (int r = 0; r < PIXELS; r++) {
                     const __m512 b = _mm512_set1_ps(q[r][o]);
-#pragma GCC unroll 3
+#pragma GCC unroll 4
                     for (int v = 0; v < OCV; v++) acc[r][v] = _mm512_fmadd_ps(b, wv[v], acc[r][v]);
                 }
             }
         }
 #pragma GCC unroll 8
     for (int r = 0; r < PIXELS; r++)
-#pragma GCC unroll 3
+#pragma GCC unroll 4
         for (int v = 0; v < OCV; v++)
             if (r < valid) _mm512_storeu_ps(out + (size_t)r * lanes + v * LANES, acc[r][v]);
 }
@@ -112,17 +113,20 @@ ctile(const int OCV, const int K, const float *const *px, size_t plane, int wp, 
     {                                                                                          \
         ctile(OCV, K, px, plane, wp, nin, ic0, ic1, w, wstride, init, out, lanes, valid, load); \
     }
+CTILE_FN(4, 3)
 CTILE_FN(3, 3)
 CTILE_FN(2, 3)
 CTILE_FN(1, 3)
+CTILE_FN(4, 5)
 CTILE_FN(3, 5)
 CTILE_FN(2, 5)
 CTILE_FN(1, 5)
 
 static ctile_fn ctile_for(int ocv, int k)
 {
-    if (k == 3) return ocv == 3 ? ctile_3_3 : ocv == 2 ? ctile_2_3 : ctile_1_3;
-    return ocv == 3 ? ctile_3_5 : ocv == 2 ? ctile_2_5 : ctile_1_5;
+    static const ctile_fn k3[4] = {ctile_1_3, ctile_2_3, ctile_3_3, ctile_4_3};
+    static const ctile_fn k5[4] = {ctile_1_5, ctile_2_5, ctile_3_5, ctile_4_5};
+    return (k == 3 ? k3 : k5)[ocv - 1];
 }
 
 /* y[c][p] (+)= buf[p][c] for up to 16 pixels from p0 and the 16 channels
@@ -157,7 +161,7 @@ static void scatter_block(const channels_args *a, float *y, size_t p0, int rows,
 #endif
 
 /* Vectors in the group starting at vector `at` of `total`: groups of at
- * most MAX_OCV, as even as possible (64 channels: 2 + 2, not 3 + 1). */
+ * most MAX_OCV, as even as possible (80 channels: 3 + 2, not 4 + 1). */
 static int group_vectors(size_t total, size_t at)
 {
     const size_t groups = (total + MAX_OCV - 1) / MAX_OCV, small = total / groups;

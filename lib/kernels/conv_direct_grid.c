@@ -35,9 +35,11 @@ bool direct_conv_preferred(int cin, int h, int w, int k, int pad)
            (useful >= 0.45 && cin * k * k <= 256);
 }
 
+/* From 64 channels (one register tile's width) on planes where the grid's
+ * border is 15 % or more: 8x8 and smaller for k3 (bench/bench_conv). */
 bool direct_channels_preferred(int nout, int oh, int ow, const direct_grid *g)
 {
-    return nout >= 128 && (double)oh * ow < 0.85 * (double)g->hp * g->wp;
+    return nout >= 64 && (double)oh * ow < 0.85 * (double)g->hp * g->wp;
 }
 
 void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int stride, int pad)
