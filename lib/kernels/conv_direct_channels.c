@@ -124,9 +124,9 @@ CTILE_FN(1, 5)
 
 static ctile_fn ctile_for(int ocv, int k)
 {
-    static const ctile_fn k3[4] = {ctile_1_3, ctile_2_3, ctile_3_3, ctile_4_3};
-    static const ctile_fn k5[4] = {ctile_1_5, ctile_2_5, ctile_3_5, ctile_4_5};
-    return (k == 3 ? k3 : k5)[ocv - 1];
+    if (k == 3)
+        return ocv == 4 ? ctile_4_3 : ocv == 3 ? ctile_3_3 : ocv == 2 ? ctile_2_3 : ctile_1_3;
+    return ocv == 4 ? ctile_4_5 : ocv == 3 ? ctile_3_5 : ocv == 2 ? ctile_2_5 : ctile_1_5;
 }
 
 /* y[c][p] (+)= buf[p][c] for up to 16 pixels from p0 and the 16 channels
