@@ -57,10 +57,10 @@ void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int stride, in
     g->plane = round_up(g->lead + g->q_round + g->reach, LANES);
 }
 
-/* Output channels per block: 4 while there are, then 2, 1. */
+/* Output channels per block: 4 while there are, then the rest (3, 2 or 1). */
 static int block_width(int remaining)
 {
-    return remaining >= MAX_OB ? MAX_OB : remaining >= 2 ? 2 : 1;
+    return remaining >= MAX_OB ? MAX_OB : remaining;
 }
 
 size_t direct_packed_floats(int cout, int cin, int k)
@@ -224,16 +224,18 @@ tile(const int OB, const int K, const float *in, size_t plane, int wp, int ic0, 
         tile(OB, K, in, plane, wp, ic0, ic1, w, out, oplane, load);                          \
     }
 TILE_FN(4, 3)
+TILE_FN(3, 3)
 TILE_FN(2, 3)
 TILE_FN(1, 3)
 TILE_FN(4, 5)
+TILE_FN(3, 5)
 TILE_FN(2, 5)
 TILE_FN(1, 5)
 
 static tile_fn tile_for(int ob, int k)
 {
-    if (k == 3) return ob == 4 ? tile_4_3 : ob == 2 ? tile_2_3 : tile_1_3;
-    return ob == 4 ? tile_4_5 : ob == 2 ? tile_2_5 : tile_1_5;
+    if (k == 3) return ob == 4 ? tile_4_3 : ob == 3 ? tile_3_3 : ob == 2 ? tile_2_3 : tile_1_3;
+    return ob == 4 ? tile_4_5 : ob == 3 ? tile_3_5 : ob == 2 ? tile_2_5 : tile_1_5;
 }
 #else
 bool direct_conv_available(void)
