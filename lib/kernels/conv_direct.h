@@ -76,10 +76,28 @@ void direct_place(const float *x, int c, int hs, int ws, int row0, int col0,
 void direct_take(const float *planes, int c, int hs, int ws, const direct_grid *g,
                  const float *bias, float *y, bool accumulate, int threads);
 
+/* The layer's weights w[cout][cin][k*k] as a pass reads them, for the
+ * kernels' repacking: as they are (forward: output o, input i) or flipped
+ * and transposed (adjoint: output o is an input channel of w). */
+typedef struct direct_weights {
+    const float *w;
+    float *packed;
+    int cout, cin, k;
+    bool adjoint;
+} direct_weights;
+
+static inline float direct_weight(const direct_weights *a, size_t o, size_t i, int tap)
+{
+    const int kk = a->k * a->k;
+    return a->adjoint ? a->w[(i * (size_t)a->cin + o) * kk + (kk - 1 - tap)]
+                      : a->w[(o * (size_t)a->cin + i) * kk + tap];
+}
+
 /* Pack weights w[cout][cin][k*k] for direct_conv: as they are (forward,
  * nout = cout) or flipped and transposed (adjoint, nout = cin: the input
  * gradient). */
-void direct_pack(const float *w, int cout, int cin, int k, bool adjoint, float *packed);
+void direct_pack(const float *w, int cout, int cin, int k, bool adjoint, float *packed,
+                 int threads);
 
 /* out planes (nout) = convolution of in planes (nin) with packed weights,
  * at every grid position; adjoint as in direct_pack (in = dY at (0, 0)). */

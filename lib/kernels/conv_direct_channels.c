@@ -27,22 +27,29 @@ size_t direct_channels_floats(int nout, int nin, int k, size_t pixels)
 }
 
 /* packed[ob][tap][i][16]: output channel ob*16 + lane, input channel i;
- * zero past nout.  The adjoint flips and transposes w[cout][cin][k*k]. */
-static void pack(const float *w, int cout, int cin, int k, bool adjoint, float *packed)
+ * zero past nout.  The adjoint flips and transposes w[cout][cin][k*k].
+ * Output channels [lo, hi) per thread (VGG's 256 x 256 x 9 weights are
+ * repacked twice a step). */
+static void pack_range(void *arg, size_t lo, size_t hi)
 {
-    const int kk = k * k, nout = adjoint ? cin : cout, nin = adjoint ? cout : cin;
-    const size_t lanes = round_up((size_t)nout, LANES);
-    for (size_t o = 0; o < lanes; o++) {
-        float *dst = packed + (o / LANES) * kk * nin * LANES + o % LANES;
+    const direct_weights *a = arg;
+    const int kk = a->k * a->k, nout = a->adjoint ? a->cin : a->cout;
+    const int nin = a->adjoint ? a->cout : a->cin;
+    for (size_t o = lo; o < hi; o++) {
+        float *dst = a->packed + (o / LANES) * kk * nin * LANES + o % LANES;
         for (int t = 0; t < kk; t++)
-            for (int i = 0; i < nin; i++) {
-                float v = 0.0f;
-                if (o < (size_t)nout)
-                    v = adjoint ? w[((size_t)i * cin + o) * kk + (kk - 1 - t)]
-                                : w[(o * cin + i) * kk + t];
-                dst[((size_t)t * nin + i) * LANES] = v;
-            }
+            for (int i = 0; i < nin; i++)
+                dst[((size_t)t * nin + i) * LANES] =
+                    o < (size_t)nout ? direct_weight(a, o, (size_t)i, t) : 0.0f;
     }
+}
+
+static void pack(const float *w, int cout, int cin, int k, bool adjoint, float *packed,
+                 int threads)
+{
+    const size_t lanes = round_up((size_t)(adjoint ? cin : cout), LANES);
+    direct_weights a = {w, packed, cout, cin, k, adjoint};
+    parallel_for(lanes, LANES, lanes * cin * k * k, threads, pack_range, &a);
 }
 
 typedef struct channels_args {
@@ -226,7 +233,7 @@ void direct_conv_channels(const float *in, const float *w, int cout, int cin, bo
     const size_t lanes = round_up((size_t)nout, LANES), pixels = (size_t)g->n * oh * ow;
     float *packed = scratch, *bias_lanes = packed + lanes * nin * g->k * g->k;
     float *out = bias_lanes + lanes;
-    pack(w, cout, cin, g->k, adjoint, packed);
+    pack(w, cout, cin, g->k, adjoint, packed, threads);
     /* The accumulators start from the bias, padded to whole vectors. */
     for (size_t o = 0; o < lanes; o++) bias_lanes[o] = bias && o < (size_t)nout ? bias[o] : 0.0f;
     const long shift = adjoint ? -(long)(g->k - 1 - g->pad) * (g->wp + 1) : 0;

@@ -152,20 +152,30 @@ void direct_take(const float *planes, int c, int hs, int ws, const direct_grid *
     parallel_for((size_t)c, 1, (size_t)c * g->q, threads, take_planes, &a);
 }
 
-void direct_pack(const float *w, int cout, int cin, int k, bool adjoint, float *packed)
+/* Blocks [lo, hi) of MAX_OB output channels (the last one narrower). */
+static void pack_blocks(void *arg, size_t lo, size_t hi)
 {
-    const int kk = k * k, nout = adjoint ? cin : cout, nin = adjoint ? cout : cin;
-    for (int o0 = 0; o0 < nout;) {
-        const int ob = block_width(nout - o0);
-        float *dst = packed + (size_t)o0 * nin * kk;
+    const direct_weights *a = arg;
+    const int kk = a->k * a->k;
+    const int nout = a->adjoint ? a->cin : a->cout, nin = a->adjoint ? a->cout : a->cin;
+    for (size_t b = lo; b < hi; b++) {
+        const int o0 = (int)b * MAX_OB, ob = block_width(nout - o0);
+        float *dst = a->packed + (size_t)o0 * nin * kk;
         for (int i = 0; i < nin; i++)
             for (int t = 0; t < kk; t++)
                 for (int o = 0; o < ob; o++)
                     dst[((size_t)i * kk + t) * ob + o] =
-                        adjoint ? w[((size_t)i * cin + o0 + o) * kk + (kk - 1 - t)]
-                                : w[((size_t)(o0 + o) * cin + i) * kk + t];
-        o0 += ob;
+                        direct_weight(a, (size_t)(o0 + o), (size_t)i, t);
     }
+}
+
+void direct_pack(const float *w, int cout, int cin, int k, bool adjoint, float *packed,
+                 int threads)
+{
+    const int nout = adjoint ? cin : cout;
+    direct_weights a = {w, packed, cout, cin, k, adjoint};
+    parallel_for((size_t)(nout + MAX_OB - 1) / MAX_OB, 1, (size_t)cout * cin * k * k, threads,
+                 pack_blocks, &a);
 }
 
 typedef void (*tile_fn)(const float *in, size_t plane, int wp, int ic0, int ic1,

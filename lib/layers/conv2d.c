@@ -308,7 +308,7 @@ static void direct_forward(const pcnn_layer *l, const run_ctx *ctx)
                              ctx->threads);
         return;
     }
-    direct_pack(l->params, p->cout, p->cin, p->k, false, packed);
+    direct_pack(l->params, p->cout, p->cin, p->k, false, packed, ctx->threads);
     direct_conv(xp, p->cin, packed, p->cout, false, &g, out, ctx->threads);
     direct_take(out, p->cout, p->ho, p->wo, &g, bias, l->y, false, ctx->threads);
 }
@@ -427,7 +427,7 @@ static void direct_backward(const pcnn_layer *l, const run_ctx *ctx, float *dx)
         return;
     }
     float *packed = rest, *dxp = rest + direct_packed_floats(p->cout, p->cin, p->k);
-    direct_pack(l->params, p->cout, p->cin, p->k, true, packed);
+    direct_pack(l->params, p->cout, p->cin, p->k, true, packed, ctx->threads);
     direct_conv(dyp, p->cout, packed, p->cin, true, &g, dxp, ctx->threads);
     direct_take(dxp, p->cin, p->h, p->w, &g, NULL, dx, l->accumulate_dx[0], ctx->threads);
 }
