@@ -70,11 +70,15 @@ size_t direct_wgrad_floats(int cout, int cin, int k, int n, int ho, int wo, int 
 void direct_place(const float *x, int c, int hs, int ws, int row0, int col0,
                   const direct_grid *g, float *planes, int threads);
 
-/* The hs x ws top-left corner of every image of c grid planes back to
- * C x N x hs x ws: y = planes + bias[c] (bias may be NULL), or y += planes
- * when accumulate. */
-void direct_take(const float *planes, int c, int hs, int ws, const direct_grid *g,
-                 const float *bias, float *y, bool accumulate, int threads);
+/* Where a convolution's results go: the hs x ws top-left corner of every
+ * image of the grid, as C x N x hs x ws (CNHW): y = result + bias[c]
+ * (bias may be NULL), or y += result when accumulate. */
+typedef struct direct_output {
+    float *y;
+    const float *bias;
+    int hs, ws;
+    bool accumulate;
+} direct_output;
 
 /* The layer's weights w[cout][cin][k*k] as a pass reads them, for the
  * kernels' repacking: as they are (forward: output o, input i) or flipped
@@ -99,10 +103,12 @@ static inline float direct_weight(const direct_weights *a, size_t o, size_t i, i
 void direct_pack(const float *w, int cout, int cin, int k, bool adjoint, float *packed,
                  int threads);
 
-/* out planes (nout) = convolution of in planes (nin) with packed weights,
- * at every grid position; adjoint as in direct_pack (in = dY at (0, 0)). */
+/* to = convolution of in planes (nin) with packed weights (nout output
+ * channels), computed at every grid position and stored for the real
+ * ones; adjoint as in direct_pack (in = dY at (0, 0)).  out (nout grid
+ * planes) holds partial sums over blocks of input channels. */
 void direct_conv(const float *in, int nin, const float *packed, int nout, bool adjoint,
-                 const direct_grid *g, float *out, int threads);
+                 const direct_grid *g, float *out, const direct_output *to, int threads);
 
 /* The same convolution (or its adjoint) with output channels in the
  * vector lanes, over the real output pixels only, straight into y (nout x

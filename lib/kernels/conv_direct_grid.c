@@ -7,9 +7,12 @@
  * accumulators, and each broadcast feeds 6 FMAs.  Work is cut into panels
  * of tiles; per panel, every block of output channels sweeps the same
  * input panel (kept in L2) with its weights (in L1), input channels taken
- * 64 at a time. */
+ * 64 at a time.  The last block's sums go straight from a tile-sized
+ * scratch to the output's real pixels; the grid's output planes only
+ * carry partial sums between blocks. */
 #include "conv_direct.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -113,45 +116,6 @@ void direct_place(const float *x, int c, int hs, int ws, int row0, int col0,
     parallel_for((size_t)c, 1, (size_t)c * g->plane, threads, place_planes, &a);
 }
 
-typedef struct take_args {
-    const float *planes;
-    const float *bias;
-    float *y;
-    int hs, ws;
-    const direct_grid *g;
-    bool accumulate;
-} take_args;
-
-VECTOR_CLONES static void take_planes(void *arg, size_t lo, size_t hi)
-{
-    const take_args *a = arg;
-    const direct_grid *g = a->g;
-    const int ws = a->ws;
-    const size_t image = (size_t)g->hp * g->wp;
-    for (size_t c = lo; c < hi; c++) {
-        const float b = a->bias ? a->bias[c] : 0.0f;
-        for (int n = 0; n < g->n; n++) {
-            const float *img = a->planes + c * g->plane + g->lead + (size_t)n * image;
-            float *dst = a->y + (c * g->n + n) * (size_t)a->hs * ws;
-            for (int i = 0; i < a->hs; i++) {
-                const float *restrict s = img + (size_t)i * g->wp;
-                float *restrict d = dst + (size_t)i * ws;
-                if (a->accumulate)
-                    for (int j = 0; j < ws; j++) d[j] += s[j];
-                else
-                    for (int j = 0; j < ws; j++) d[j] = s[j] + b;
-            }
-        }
-    }
-}
-
-void direct_take(const float *planes, int c, int hs, int ws, const direct_grid *g,
-                 const float *bias, float *y, bool accumulate, int threads)
-{
-    take_args a = {planes, bias, y, hs, ws, g, accumulate};
-    parallel_for((size_t)c, 1, (size_t)c * g->q, threads, take_planes, &a);
-}
-
 /* Blocks [lo, hi) of MAX_OB output channels (the last one narrower). */
 static void pack_blocks(void *arg, size_t lo, size_t hi)
 {
@@ -242,6 +206,61 @@ TILE_FN(3, 5)
 TILE_FN(2, 5)
 TILE_FN(1, 5)
 
+/* Where the vectors of a panel's tiles land in the output: the lanes on
+ * real pixels (at most hs x ws of every image) and the output index of the
+ * first of them.  Real pixels in grid order are consecutive in CNHW, rows
+ * and images included, so a vector's real lanes are one run. */
+typedef struct vector_target {
+    uint32_t lanes; /* bit l: lane l is a real pixel */
+    size_t at;      /* output index (within a channel) of the first */
+} vector_target;
+
+static void panel_targets(const direct_grid *g, const direct_output *o, size_t u0, int vectors,
+                          vector_target *targets)
+{
+    const size_t image = (size_t)g->hp * g->wp, wp = (size_t)g->wp, hp = (size_t)g->hp;
+    size_t n = u0 / image, i = u0 % image / wp, j = u0 % wp;
+    for (int v = 0; v < vectors; v++) {
+        vector_target t = {0, 0};
+        for (int l = 0; l < LANES; l++) {
+            if (n < (size_t)g->n && i < (size_t)o->hs && j < (size_t)o->ws) {
+                if (!t.lanes) t.at = (n * o->hs + i) * o->ws + j;
+                t.lanes |= 1u << l;
+            }
+            if (++j == wp) {
+                j = 0;
+                if (++i == hp) i = 0, n++;
+            }
+        }
+        targets[v] = t;
+    }
+}
+
+/* A tile's ob channels (rows splane floats apart in src) to the output:
+ * the real lanes of each vector packed together, plus the bias or added
+ * to what is there. */
+TARGET static void store_tile(const float *src, size_t splane, int ob, int o0,
+                              const vector_target *targets, const direct_output *o,
+                              size_t y_plane)
+{
+    for (int v = 0; v < QV; v++) {
+        const vector_target t = targets[v];
+        if (!t.lanes) continue;
+        const __mmask16 real = (__mmask16)t.lanes;
+        const __mmask16 run = (__mmask16)((1u << __builtin_popcount(t.lanes)) - 1u);
+        for (int c = 0; c < ob; c++) {
+            const __m512 sum = _mm512_loadu_ps(src + c * splane + v * LANES);
+            __m512 r = _mm512_maskz_compress_ps(real, sum);
+            float *d = o->y + (size_t)(o0 + c) * y_plane + t.at;
+            if (o->accumulate)
+                r = _mm512_add_ps(_mm512_maskz_loadu_ps(run, d), r);
+            else if (o->bias)
+                r = _mm512_add_ps(r, _mm512_set1_ps(o->bias[o0 + c]));
+            _mm512_mask_storeu_ps(d, run, r);
+        }
+    }
+}
+
 static tile_fn tile_for(int ob, int k)
 {
     if (k == 3) return ob == 4 ? tile_4_3 : ob == 3 ? tile_3_3 : ob == 2 ? tile_2_3 : tile_1_3;
@@ -266,15 +285,24 @@ typedef struct conv_args {
     int nin, nout;
     long shift; /* added to every input position */
     const direct_grid *g;
+    const direct_output *to;
 } conv_args;
 
+/* Per panel of tiles and block of output channels: the input channels in
+ * blocks, partial sums on the grid planes, the last block's sums straight
+ * to the output through a tile-sized scratch. */
 static void conv_tiles(void *arg, size_t lo, size_t hi)
 {
+#if PCNN_AVX512
     const conv_args *a = arg;
     const direct_grid *g = a->g;
     const int kk = g->k * g->k;
+    const size_t y_plane = (size_t)g->n * a->to->hs * a->to->ws;
+    vector_target targets[PANEL_TILES * QV];
+    float scratch[MAX_OB * TILE];
     for (size_t p0 = lo; p0 < hi; p0 += PANEL_TILES) {
         const size_t p1 = p0 + PANEL_TILES < hi ? p0 + PANEL_TILES : hi;
+        panel_targets(g, a->to, p0 * TILE, (int)(p1 - p0) * QV, targets);
         for (int o0 = 0; o0 < a->nout;) {
             const int ob = block_width(a->nout - o0);
             const tile_fn fn = tile_for(ob, g->k);
@@ -282,24 +310,39 @@ static void conv_tiles(void *arg, size_t lo, size_t hi)
             float *out = a->out + (size_t)o0 * g->plane + g->lead;
             for (int ic0 = 0; ic0 < a->nin; ic0 += IN_BLOCK) {
                 const int ic1 = ic0 + IN_BLOCK < a->nin ? ic0 + IN_BLOCK : a->nin;
+                const bool last = ic1 == a->nin;
                 for (size_t t = p0; t < p1; t++) {
                     const size_t u = t * TILE;
-                    fn(a->in + (long)(g->lead + u) + a->shift, g->plane, g->wp, ic0, ic1, w,
-                       out + u, g->plane, ic0 > 0);
+                    const float *in = a->in + (long)(g->lead + u) + a->shift;
+                    if (!last) {
+                        fn(in, g->plane, g->wp, ic0, ic1, w, out + u, g->plane, ic0 > 0);
+                        continue;
+                    }
+                    /* Partial sums (if any) come from the grid; the total
+                     * goes to the scratch, then out. */
+                    if (ic0 > 0)
+                        for (int o = 0; o < ob; o++)
+                            memcpy(scratch + o * TILE, out + (size_t)o * g->plane + u,
+                                   TILE * sizeof(float));
+                    fn(in, g->plane, g->wp, ic0, ic1, w, scratch, TILE, ic0 > 0);
+                    store_tile(scratch, TILE, ob, o0, targets + (t - p0) * QV, a->to, y_plane);
                 }
             }
             o0 += ob;
         }
     }
+#else
+    (void)arg, (void)lo, (void)hi; /* never called: direct_conv_available() is false */
+#endif
 }
 
 void direct_conv(const float *in, int nin, const float *packed, int nout, bool adjoint,
-                 const direct_grid *g, float *out, int threads)
+                 const direct_grid *g, float *out, const direct_output *to, int threads)
 {
     /* The adjoint reads dY placed at the top-left corner as if it sat
      * (k-1-pad) rows and columns further down and right. */
     const long shift = adjoint ? -(long)(g->k - 1 - g->pad) * (g->wp + 1) : 0;
-    conv_args a = {in, packed, out, nin, nout, shift, g};
+    conv_args a = {in, packed, out, nin, nout, shift, g, to};
     const size_t tiles = g->q_round / TILE;
     const size_t work = (size_t)nin * nout * g->k * g->k * g->q_round / 64;
     parallel_for(tiles, 1, work, threads, conv_tiles, &a);

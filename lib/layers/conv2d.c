@@ -309,8 +309,8 @@ static void direct_forward(const pcnn_layer *l, const run_ctx *ctx)
         return;
     }
     direct_pack(l->params, p->cout, p->cin, p->k, false, packed, ctx->threads);
-    direct_conv(xp, p->cin, packed, p->cout, false, &g, out, ctx->threads);
-    direct_take(out, p->cout, p->ho, p->wo, &g, bias, l->y, false, ctx->threads);
+    const direct_output to = {l->y, bias, p->ho, p->wo, false};
+    direct_conv(xp, p->cin, packed, p->cout, false, &g, out, &to, ctx->threads);
 }
 
 static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
@@ -428,8 +428,8 @@ static void direct_backward(const pcnn_layer *l, const run_ctx *ctx, float *dx)
     }
     float *packed = rest, *dxp = rest + direct_packed_floats(p->cout, p->cin, p->k);
     direct_pack(l->params, p->cout, p->cin, p->k, true, packed, ctx->threads);
-    direct_conv(dyp, p->cout, packed, p->cin, true, &g, dxp, ctx->threads);
-    direct_take(dxp, p->cin, p->h, p->w, &g, NULL, dx, l->accumulate_dx[0], ctx->threads);
+    const direct_output to = {dx, NULL, p->h, p->w, l->accumulate_dx[0]};
+    direct_conv(dyp, p->cout, packed, p->cin, true, &g, dxp, &to, ctx->threads);
 }
 
 /* Strided: dW by the direct kernel on the grid of x (the input gradient
