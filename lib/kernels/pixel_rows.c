@@ -6,67 +6,9 @@
 #include "kernels.h"
 #include "simd.h"
 
-/* w [Cout][Cin*KK] <-> wt [KK*Cin][Cout]: a transpose whose rows are
- * renumbered (column ci*KK + t of w is row t*Cin + ci of wt), by 16 x 16
- * tiles through a scratch tile, in vector registers where the CPU has
- * AVX-512; threads take columns of w. */
-typedef struct weights_args {
-    const float *src;
-    float *dst;
-    int cin, cout, kk;
-    bool vector;
-} weights_args;
-
 #define TILE_SIDE 16
 
-/* Rows of wt for the columns j0, j0+1, ... of w (ci*KK + t -> t*Cin + ci),
- * one division per tile. */
-static void taps_rows(size_t j0, int n, size_t cin, size_t kk, size_t *rows)
-{
-    size_t ci = j0 / kk, t = j0 % kk;
-    for (int j = 0; j < n; j++) {
-        rows[j] = t * cin + ci;
-        if (++t == kk) t = 0, ci++;
-    }
-}
-
-/* Column tiles [lo, hi) of w, row tiles of w outermost so that the rows of
- * w are read (pack) or written (unpack) front to back; full tiles with
- * constant sizes, which the vector transpose unrolls. */
-#define WEIGHT_TILES(NAME, ATTR, TRANSPOSE, COPY)                                               \
-    ATTR static void NAME(const weights_args *a, size_t lo, size_t hi, bool pack)                 \
-    {                                                                                            \
-        const size_t cin = (size_t)a->cin, cout = (size_t)a->cout, kk = (size_t)a->kk;           \
-        const size_t cols = cin * kk;                                                            \
-        float tile[TILE_SIDE * TILE_SIDE];                                                       \
-        size_t rows[TILE_SIDE];                                                                  \
-        for (size_t i0 = 0; i0 < cout; i0 += TILE_SIDE) {                                        \
-            const int ni = (int)(cout - i0 < TILE_SIDE ? cout - i0 : TILE_SIDE);                 \
-            for (size_t jt = lo; jt < hi; jt++) {                                                \
-                const size_t j0 = jt * TILE_SIDE;                                                \
-                const int nj = (int)(cols - j0 < TILE_SIDE ? cols - j0 : TILE_SIDE);             \
-                const bool full = ni == TILE_SIDE && nj == TILE_SIDE;                            \
-                taps_rows(j0, nj, cin, kk, rows);                                                \
-                if (pack) {                                                                      \
-                    if (full)                                                                    \
-                        TRANSPOSE(a->src + i0 * cols + j0, cols, TILE_SIDE, TILE_SIDE, tile,     \
-                                  TILE_SIDE);                                                    \
-                    else                                                                         \
-                        TRANSPOSE(a->src + i0 * cols + j0, cols, ni, nj, tile, TILE_SIDE);       \
-                    for (int j = 0; j < nj; j++)                                                 \
-                        COPY(a->dst + rows[j] * cout + i0, tile + j * TILE_SIDE, ni);            \
-                } else {                                                                         \
-                    for (int j = 0; j < nj; j++)                                                 \
-                        COPY(tile + j * TILE_SIDE, a->src + rows[j] * cout + i0, ni);            \
-                    if (full)                                                                    \
-                        TRANSPOSE(tile, TILE_SIDE, TILE_SIDE, TILE_SIDE, a->dst + i0 * cols + j0, \
-                                  cols);                                                         \
-                    else                                                                         \
-                        TRANSPOSE(tile, TILE_SIDE, nj, ni, a->dst + i0 * cols + j0, cols);       \
-                }                                                                                \
-            }                                                                                    \
-        }                                                                                        \
-    }
+/* ---- 16 x 16 tiles ---------------------------------------------------- */
 
 /* dst[c * ld_dst + r] = src[r * ld + c] for r < rows, c < cols. */
 static inline void transpose_scalar(const float *src, size_t ld, int rows, int cols, float *dst,
@@ -81,8 +23,6 @@ static inline void copy_scalar(float *dst, const float *src, int n)
 {
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
-
-WEIGHT_TILES(weight_tiles_scalar, , transpose_scalar, copy_scalar)
 
 #if PCNN_AVX512
 #define TRANSPOSE_VECTOR(src, ld, rows, cols, dst, ld_dst)                                       \
@@ -103,7 +43,6 @@ TARGET static inline void copy_vector(float *dst, const float *src, int n)
     _mm512_mask_storeu_ps(dst, m, _mm512_maskz_loadu_ps(m, src));
 }
 
-WEIGHT_TILES(weight_tiles_vector, TARGET, TRANSPOSE_VECTOR, copy_vector)
 #endif
 
 static bool have_avx512(void)
@@ -129,6 +68,8 @@ static void transpose_tile(bool vector, const float *src, size_t ld, int rows, i
     (void)vector;
     transpose_scalar(src, ld, rows, cols, dst, ld_dst);
 }
+
+/* ---- activations ----------------------------------------------------- */
 
 /* CNHW [C][N][P] <-> pixel-major rows [P][N][C]: per image a transpose of
  * a C x P matrix (rows N*P floats apart) into P x C (rows N*C apart), by
@@ -189,6 +130,74 @@ void rows_to_cnhw(const float *src, float *dst, const float *bias, int c, int n,
     const size_t units = (size_t)n * ((size_t)(c + TILE_SIDE - 1) / TILE_SIDE);
     parallel_for(units, 1, (size_t)c * n * p, threads, relayout_tiles, &a);
 }
+
+/* ---- weights --------------------------------------------------------- */
+
+/* w [Cout][Cin*KK] <-> wt [KK*Cin][Cout]: a transpose whose rows are
+ * renumbered (column ci*KK + t of w is row t*Cin + ci of wt), by 16 x 16
+ * tiles through a scratch tile, in vector registers where the CPU has
+ * AVX-512; threads take columns of w. */
+typedef struct weights_args {
+    const float *src;
+    float *dst;
+    int cin, cout, kk;
+    bool vector;
+} weights_args;
+
+/* Rows of wt for the columns j0, j0+1, ... of w (ci*KK + t -> t*Cin + ci),
+ * one division per tile. */
+static void taps_rows(size_t j0, int n, size_t cin, size_t kk, size_t *rows)
+{
+    size_t ci = j0 / kk, t = j0 % kk;
+    for (int j = 0; j < n; j++) {
+        rows[j] = t * cin + ci;
+        if (++t == kk) t = 0, ci++;
+    }
+}
+
+/* Column tiles [lo, hi) of w, row tiles of w outermost so that the rows of
+ * w are read (pack) or written (unpack) front to back; full tiles with
+ * constant sizes, which the vector transpose unrolls. */
+#define WEIGHT_TILES(NAME, ATTR, TRANSPOSE, COPY)                                               \
+    ATTR static void NAME(const weights_args *a, size_t lo, size_t hi, bool pack)                 \
+    {                                                                                            \
+        const size_t cin = (size_t)a->cin, cout = (size_t)a->cout, kk = (size_t)a->kk;           \
+        const size_t cols = cin * kk;                                                            \
+        float tile[TILE_SIDE * TILE_SIDE];                                                       \
+        size_t rows[TILE_SIDE];                                                                  \
+        for (size_t i0 = 0; i0 < cout; i0 += TILE_SIDE) {                                        \
+            const int ni = (int)(cout - i0 < TILE_SIDE ? cout - i0 : TILE_SIDE);                 \
+            for (size_t jt = lo; jt < hi; jt++) {                                                \
+                const size_t j0 = jt * TILE_SIDE;                                                \
+                const int nj = (int)(cols - j0 < TILE_SIDE ? cols - j0 : TILE_SIDE);             \
+                const bool full = ni == TILE_SIDE && nj == TILE_SIDE;                            \
+                taps_rows(j0, nj, cin, kk, rows);                                                \
+                if (pack) {                                                                      \
+                    if (full)                                                                    \
+                        TRANSPOSE(a->src + i0 * cols + j0, cols, TILE_SIDE, TILE_SIDE, tile,     \
+                                  TILE_SIDE);                                                    \
+                    else                                                                         \
+                        TRANSPOSE(a->src + i0 * cols + j0, cols, ni, nj, tile, TILE_SIDE);       \
+                    for (int j = 0; j < nj; j++)                                                 \
+                        COPY(a->dst + rows[j] * cout + i0, tile + j * TILE_SIDE, ni);            \
+                } else {                                                                         \
+                    for (int j = 0; j < nj; j++)                                                 \
+                        COPY(tile + j * TILE_SIDE, a->src + rows[j] * cout + i0, ni);            \
+                    if (full)                                                                    \
+                        TRANSPOSE(tile, TILE_SIDE, TILE_SIDE, TILE_SIDE, a->dst + i0 * cols + j0, \
+                                  cols);                                                         \
+                    else                                                                         \
+                        TRANSPOSE(tile, TILE_SIDE, nj, ni, a->dst + i0 * cols + j0, cols);       \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+WEIGHT_TILES(weight_tiles_scalar, , transpose_scalar, copy_scalar)
+
+#if PCNN_AVX512
+WEIGHT_TILES(weight_tiles_vector, TARGET, TRANSPOSE_VECTOR, copy_vector)
+#endif
 
 static void weight_tiles(void *arg, size_t lo, size_t hi, bool pack)
 {

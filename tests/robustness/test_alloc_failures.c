@@ -212,6 +212,7 @@ static void scenario(run *r)
     STEP(pcnn_net_set_loss(net2, y2, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
     STEP(pcnn_net_set_optimizer(net2, PCNN_OPTIMIZER_MOMENTUM));
     STEP(pcnn_net_set_option(net2, PCNN_OPT_THREADS, 1));
+    STEP(pcnn_net_set_option(net2, PCNN_OPT_CONV_ALGORITHM, 3)); /* keeps repacked weights */
     STEP(pcnn_net_set_comm(net2, comm));
     FINALIZE(net2, MAXB);
     NO_ALLOC_STEP(pcnn_net_train_epoch(net2, idx, 3, &res->idx_loss));
