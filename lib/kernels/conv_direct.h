@@ -16,7 +16,9 @@
  *   dx        dY placed at (0, 0) is read as if at (k-1-p, k-1-p) and
  *             convolved with the kernel flipped and transposed
  *   dW        over the output pixels only: a vector of 16 output channels
- *             of dY times broadcast x values at every tap
+ *             of dY times broadcast x values at every tap; for 8 or fewer
+ *             output channels, dY placed at (0, 0) times x shifted by the
+ *             tap, grid positions in the lanes
  *
  * The vector kernel needs AVX-512F, checked at run time
  * (direct_conv_available); elsewhere the layer keeps im2col + GEMM. */
@@ -122,6 +124,14 @@ size_t direct_channels_floats(int nout, int nin, int k, size_t pixels);
 void direct_conv_channels(const float *in, const float *w, int cout, int cin, bool adjoint,
                           const direct_grid *g, const float *bias, float *y, bool accumulate,
                           float *scratch, int threads);
+
+/* The same weight gradient for few output channels (direct_wgrad_few_
+ * preferred: 8 or fewer), which would leave most vector lanes of
+ * direct_weight_grad empty: from dY placed on the grid at (0, 0) (dyp) and
+ * x placed at (p, p) (xp), stride 1, no scratch. */
+bool direct_wgrad_few_preferred(int cout);
+void direct_weight_grad_few(const float *dyp, int cout, const float *xp, int cin,
+                            const direct_grid *g, float *dw, int threads);
 
 /* dw[cout][cin][k*k] = sum over output pixels of dY[co] * x[ci] at the
  * pixel's window (stride positions apart) shifted by the tap; dy is C x N

@@ -417,10 +417,14 @@ static void direct_backward(const pcnn_layer *l, const run_ctx *ctx, float *dx)
     float *dyp = ctx->workspace, *xp = dyp + (size_t)p->cout * g.plane;
     float *rest = xp + (size_t)p->cin * g.plane;
     direct_place(l->inputs[0]->y, p->cin, p->h, p->w, p->pad, p->pad, &g, xp, ctx->threads);
-    direct_weight_grad(l->dy, p->cout, xp, p->cin, &g, l->grads, rest, ctx->threads);
+    const bool few = direct_wgrad_few_preferred(p->cout);
+    if (few || dx) direct_place(l->dy, p->cout, p->ho, p->wo, 0, 0, &g, dyp, ctx->threads);
+    if (few)
+        direct_weight_grad_few(dyp, p->cout, xp, p->cin, &g, l->grads, ctx->threads);
+    else
+        direct_weight_grad(l->dy, p->cout, xp, p->cin, &g, l->grads, rest, ctx->threads);
     if (p->bias) bias_grad(l, ctx);
     if (!dx) return;
-    direct_place(l->dy, p->cout, p->ho, p->wo, 0, 0, &g, dyp, ctx->threads);
     if (p->dx_channels) {
         direct_conv_channels(dyp, l->params, p->cout, p->cin, true, &g, NULL, dx,
                              l->accumulate_dx[0], rest, ctx->threads);
