@@ -24,7 +24,7 @@ typedef struct shuffle_args {
 
 /* For output row u = (c, s, oh) of width W*r: the r input rows it
  * interleaves start at in[((c*r*r + i*r + j)*N + s)*H*W + h*W], j = 0..r-1. */
-static void forward_rows(void *arg, size_t u0, size_t u1)
+VECTOR_CLONES static void forward_rows(void *arg, size_t u0, size_t u1)
 {
     const shuffle_args *a = arg;
     const int r = a->r, n = a->n, h = a->h, w = a->w, ow = w * r, rows = h * r;
@@ -36,12 +36,21 @@ static void forward_rows(void *arg, size_t u0, size_t u1)
         float *yr = a->dst + u * (size_t)ow;
         const float *xr = a->src + (ci * r * r + (size_t)i * r) * in_ch + (size_t)s * in_plane +
                           (size_t)ih * w;
+        if (r == 2) { /* the common x2: one interleave the compiler vectorises */
+            const float *restrict x0 = xr, *restrict x1 = xr + in_ch;
+            float *restrict y = yr;
+            for (int iw = 0; iw < w; iw++) {
+                y[2 * iw] = x0[iw];
+                y[2 * iw + 1] = x1[iw];
+            }
+            continue;
+        }
         for (int j = 0; j < r; j++, xr += in_ch)
             for (int iw = 0; iw < w; iw++) yr[(size_t)iw * r + j] = xr[iw];
     }
 }
 
-static void backward_rows(void *arg, size_t u0, size_t u1)
+VECTOR_CLONES static void backward_rows(void *arg, size_t u0, size_t u1)
 {
     const shuffle_args *a = arg;
     const int r = a->r, n = a->n, h = a->h, w = a->w, ow = w * r, rows = h * r;
@@ -53,6 +62,15 @@ static void backward_rows(void *arg, size_t u0, size_t u1)
         const float *gr = a->src + u * (size_t)ow;
         float *dr = a->dst + (ci * r * r + (size_t)i * r) * in_ch + (size_t)s * in_plane +
                     (size_t)ih * w;
+        if (r == 2 && !a->acc) { /* the common x2: one de-interleave */
+            float *restrict d0 = dr, *restrict d1 = dr + in_ch;
+            const float *restrict g = gr;
+            for (int iw = 0; iw < w; iw++) {
+                d0[iw] = g[2 * iw];
+                d1[iw] = g[2 * iw + 1];
+            }
+            continue;
+        }
         for (int j = 0; j < r; j++, dr += in_ch) {
             if (a->acc) {
                 for (int iw = 0; iw < w; iw++) dr[iw] += gr[(size_t)iw * r + j];
