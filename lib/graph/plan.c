@@ -61,7 +61,8 @@ static pcnn_status plan_gradient_slots(pcnn_net *net)
             if (consumer != c) continue;
             iv[count].layer = i;
             iv[count].start = c == L ? -1 : L - 1 - c;
-            /* A fused ReLU's gradient is read by its batch norm's backward. */
+            /* A fused ReLU's gradient is read by the backward of the layer that
+             * computes it. */
             const pcnn_layer *reader = net->layers[i]->fused_into;
             iv[count].end = L - 1 - (reader ? reader->index : i);
             count++;

@@ -58,6 +58,23 @@ size_t conv_taps_workspace_floats(const pixel_conv *s)
     return 2 * in_floats(s) + out_floats(s) + conv_taps_weight_floats(s);
 }
 
+typedef struct zero_args {
+    float *p;
+} zero_args;
+
+static void zero_range(void *arg, size_t lo, size_t hi)
+{
+    const zero_args *a = arg;
+    memset(a->p + lo, 0, (hi - lo) * sizeof(float));
+}
+
+/* p[0 .. n) = 0, on all threads: the GEMMs then only add. */
+static void zero_floats(float *p, size_t n, int threads)
+{
+    zero_args a = {p};
+    parallel_for(n, 4096, n, threads, zero_range, &a);
+}
+
 /* ---- the GEMMs ----------------------------------------------------------- */
 
 typedef enum { PASS_FORWARD, PASS_DX, PASS_DW } pass_kind;

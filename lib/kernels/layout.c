@@ -73,7 +73,7 @@ typedef struct copy_args {
     float *y;
 } copy_args;
 
-VECTOR_CLONES static void copy_range(void *arg, size_t lo, size_t hi)
+static void copy_range(void *arg, size_t lo, size_t hi)
 {
     const copy_args *a = arg;
     memcpy(a->y + lo, a->x + lo, (hi - lo) * sizeof(float));

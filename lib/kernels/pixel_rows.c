@@ -231,19 +231,3 @@ void taps_unpack_weights(const float *wt, int cout, int cin, int kk, float *w, i
 {
     weights(unpack_weights, wt, w, cout, cin, kk, threads);
 }
-
-typedef struct zero_args {
-    float *p;
-} zero_args;
-
-static void zero_range(void *arg, size_t lo, size_t hi)
-{
-    const zero_args *a = arg;
-    memset(a->p + lo, 0, (hi - lo) * sizeof(float));
-}
-
-void zero_floats(float *p, size_t n, int threads)
-{
-    zero_args a = {p};
-    parallel_for(n, 4096, n, threads, zero_range, &a);
-}

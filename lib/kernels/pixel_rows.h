@@ -30,7 +30,4 @@ void rows_to_cnhw(const float *src, float *dst, const float *bias, int c, int n,
 void taps_pack_weights(const float *w, int cout, int cin, int kk, float *wt, int threads);
 void taps_unpack_weights(const float *wt, int cout, int cin, int kk, float *w, int threads);
 
-/* p[0 .. n) = 0. */
-void zero_floats(float *p, size_t n, int threads);
-
 #endif

@@ -9,7 +9,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../graph/net.h"
 #include "layer.h"
 
 typedef struct conv_priv {
