@@ -15,8 +15,8 @@ static uint64_t hash_text(const char *s)
 
 void net_layer_hashes(const pcnn_net *net, uint64_t *out)
 {
-    for (int i = 0; i < net->num_layers; i++) {
-        const pcnn_layer *l = net->layers[i];
+    for (int i = 0; i < net->layers.count; i++) {
+        const pcnn_layer *l = net->layers.items[i];
         char config[128] = "";
         if (l->ops->describe) l->ops->describe(l, config, sizeof config);
         uint64_t h = rng_hash(hash_text(l->ops->kind), hash_text(config),

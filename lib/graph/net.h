@@ -1,11 +1,12 @@
 /* The network graph: layers in order of addition (a topological order of
  * the DAG), the flat parameter/gradient arrays, the planned buffers, and
- * the options.  The graph room offers the others: layer_append (layers),
- * net_forward / net_backward (training and inference drivers). */
+ * the options.  The graph room offers the rooms above it net_forward /
+ * net_backward (training and inference drivers). */
 #ifndef PCNN_GRAPH_NET_H
 #define PCNN_GRAPH_NET_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../layers/layer.h"
@@ -36,8 +37,7 @@ typedef struct net_options {
 } net_options;
 
 struct pcnn_net {
-    pcnn_layer **layers;
-    int num_layers, cap_layers;
+    layer_list layers;    /* frozen once finalized */
 
     pcnn_layer *output;
     pcnn_loss loss;
@@ -76,6 +76,12 @@ struct pcnn_net {
     int last_backward_n;  /* batch size of the last backward (input grad) */
     profile profile;      /* timing breakdown and trace */
 };
+
+/* The network a layer belongs to: its list is that network's `layers`. */
+static inline pcnn_net *net_of_layer(const pcnn_layer *l)
+{
+    return (pcnn_net *)(void *)((char *)l->list - offsetof(pcnn_net, layers));
+}
 
 /* Drivers (graph/run.c).  net_load_input converts n NCHW samples into the
  * input layer; net_forward runs every layer (update_stats: batch norm

@@ -1,6 +1,5 @@
-/* Building the graph: create, append layers, destroy. */
-#include <stdio.h>
-#include <string.h>
+/* Building the graph: create, configure, destroy (layers are added through
+ * graph/layer_api.c). */
 
 #include "../core/error.h"
 #include "../core/memory.h"
@@ -34,101 +33,10 @@ PCNN_API pcnn_status pcnn_net_destroy(pcnn_net **net)
     if (!net || !*net) return PCNN_OK;
     pcnn_net *n = *net;
     net_release_plan(n); /* waits for collectives still in flight */
-    for (int i = 0; i < n->num_layers; i++) {
-        pcnn_layer *l = n->layers[i];
-        if (l->ops->destroy) l->ops->destroy(l);
-        else mem_free(l->priv);
-        mem_free(l);
-    }
-    mem_free(n->layers);
+    layer_list_destroy(&n->layers);
     if (n->comm) n->comm->users--;
     mem_free(n);
     *net = NULL;
-    return PCNN_OK;
-}
-
-const char *layer_name(const pcnn_layer *l, char *buf, size_t size)
-{
-    snprintf(buf, size, "layer %d (%s)", l->index, l->ops->kind);
-    return buf;
-}
-
-static bool net_owns(const pcnn_net *net, const pcnn_layer *l)
-{
-    return l && l->index >= 0 && l->index < net->num_layers && net->layers[l->index] == l;
-}
-
-pcnn_status layer_check_new(pcnn_net *net, pcnn_layer *const *inputs, int num_inputs,
-                            pcnn_layer **out, const char *func)
-{
-    if (!net) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "net is NULL");
-    if (!out) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "out is NULL");
-    if (net->finalized)
-        return error_set(PCNN_ERR_INVALID_STATE, func,
-                         "the network is finalized; layers must be added before");
-    for (int i = 0; i < num_inputs; i++) {
-        if (!inputs[i])
-            return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "input layer %d is NULL", i);
-        if (!net_owns(net, inputs[i]))
-            return error_set(PCNN_ERR_INVALID_ARGUMENT, func,
-                             "input layer %d belongs to another network", i);
-    }
-    return PCNN_OK;
-}
-
-pcnn_status layer_append(pcnn_net *net, const layer_ops *ops, pcnn_layer *const *inputs,
-                         int num_inputs, shape out, size_t num_params, void *priv,
-                         pcnn_layer **out_layer)
-{
-    if (net->num_layers == net->cap_layers) {
-        int cap = net->cap_layers ? 2 * net->cap_layers : 16;
-        pcnn_layer **grown = mem_realloc(net->layers, (size_t)cap * sizeof *grown);
-        if (!grown) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "growing the layer list to %d", cap);
-        net->layers = grown;
-        net->cap_layers = cap;
-    }
-    pcnn_layer *l = mem_calloc(1, sizeof *l);
-    if (!l) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d", net->num_layers);
-    l->ops = ops;
-    l->net = net;
-    l->index = net->num_layers;
-    l->num_inputs = num_inputs;
-    for (int i = 0; i < num_inputs; i++) {
-        l->inputs[i] = inputs[i];
-        inputs[i]->num_consumers++;
-    }
-    l->out = out;
-    l->num_params = num_params;
-    l->init = PCNN_INIT_HE_NORMAL;
-    l->priv = priv;
-    net->layers[net->num_layers++] = l;
-    *out_layer = l;
-    return PCNN_OK;
-}
-
-PCNN_API pcnn_status pcnn_layer_output_shape(const pcnn_layer *layer, int *channels,
-                                             int *height, int *width)
-{
-    REQUIRE_PTR(layer);
-    if (channels) *channels = layer->out.c;
-    if (height) *height = layer->out.h;
-    if (width) *width = layer->out.w;
-    return PCNN_OK;
-}
-
-PCNN_API pcnn_status pcnn_layer_info(const pcnn_layer *layer, int *index, const char **kind)
-{
-    REQUIRE_PTR(layer);
-    if (index) *index = layer->index;
-    if (kind) *kind = layer->ops->kind;
-    return PCNN_OK;
-}
-
-PCNN_API pcnn_status pcnn_layer_num_params(const pcnn_layer *layer, size_t *count)
-{
-    REQUIRE_PTR(layer);
-    REQUIRE_PTR(count);
-    *count = layer->num_params;
     return PCNN_OK;
 }
 
@@ -137,7 +45,7 @@ PCNN_API pcnn_status pcnn_net_set_loss(pcnn_net *net, pcnn_layer *output, pcnn_l
     REQUIRE_PTR(net);
     REQUIRE_PTR(output);
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE, "the network is finalized");
-    REQUIRE(net_owns(net, output), PCNN_ERR_INVALID_ARGUMENT,
+    REQUIRE(layer_list_owns(&net->layers, output), PCNN_ERR_INVALID_ARGUMENT,
             "output layer belongs to another network");
     REQUIRE(loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY || loss == PCNN_LOSS_MSE ||
                 loss == PCNN_LOSS_L1,
@@ -204,7 +112,7 @@ PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange ex
 {
     REQUIRE_PTR(layer);
     char name[64];
-    REQUIRE(!layer->net->finalized, PCNN_ERR_INVALID_STATE,
+    REQUIRE(!layer->list->frozen, PCNN_ERR_INVALID_STATE,
             "the exchange must be set before finalize");
     REQUIRE(valid_exchange(exchange), PCNN_ERR_INVALID_ARGUMENT, "unknown exchange %d",
             (int)exchange);

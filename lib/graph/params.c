@@ -66,8 +66,8 @@ static pcnn_status check_layer_buf(const pcnn_layer *layer, const void *buf, siz
                                    const char *func)
 {
     if (!layer) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "layer is NULL");
-    TRY(net_check_ready(layer->net, func));
-    TRY(settle(layer->net));
+    TRY(net_check_ready(net_of_layer(layer), func));
+    TRY(settle(net_of_layer(layer)));
     if (!buf) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "buf is NULL");
     char name[64];
     if (count != layer->num_params)
@@ -96,11 +96,11 @@ PCNN_API pcnn_status pcnn_net_get_input_grad(const pcnn_net *net, float *buf, si
     REQUIRE_PTR(buf);
     REQUIRE(net->last_backward_n > 0, PCNN_ERR_INVALID_STATE,
             "no input gradient: call pcnn_net_compute_gradients first");
-    const shape s = net->layers[0]->out;
+    const shape s = net->layers.items[0]->out;
     const size_t need = (size_t)net->last_backward_n * shape_size(s);
     REQUIRE(count >= need, PCNN_ERR_SHAPE, "buf holds %zu floats; the input gradient has %zu",
             count, need);
-    cnhw_to_nchw(net->layers[0]->dy, buf, net->last_backward_n, s.c, shape_spatial(s),
+    cnhw_to_nchw(net->layers.items[0]->dy, buf, net->last_backward_n, s.c, shape_spatial(s),
                  net->threads);
     return PCNN_OK;
 }

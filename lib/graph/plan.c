@@ -14,8 +14,8 @@
  * before the producer reads it. */
 static void plan_fusion(pcnn_net *net)
 {
-    for (int i = 1; i + 1 < net->num_layers; i++) {
-        pcnn_layer *l = net->layers[i], *next = net->layers[i + 1];
+    for (int i = 1; i + 1 < net->layers.count; i++) {
+        pcnn_layer *l = net->layers.items[i], *next = net->layers.items[i + 1];
         l->fused_relu = NULL;
         next->fused_into = NULL;
         if ((layer_is_batchnorm(l) || layer_is_add(l)) && l->num_consumers == 1 &&
@@ -37,7 +37,7 @@ typedef struct grad_interval {
 
 static pcnn_status plan_gradient_slots(pcnn_net *net)
 {
-    const int L = net->num_layers;
+    const int L = net->layers.count;
     int *last_consumer = mem_calloc((size_t)L, sizeof *last_consumer);
     grad_interval *iv = mem_calloc((size_t)L, sizeof *iv);
     int *slot_of = mem_calloc((size_t)L, sizeof *slot_of);
@@ -50,8 +50,8 @@ static pcnn_status plan_gradient_slots(pcnn_net *net)
     }
     for (int i = 0; i < L; i++) last_consumer[i] = -1;
     for (int i = 0; i < L; i++)
-        for (int j = 0; j < net->layers[i]->num_inputs; j++)
-            last_consumer[net->layers[i]->inputs[j]->index] = i;
+        for (int j = 0; j < net->layers.items[i]->num_inputs; j++)
+            last_consumer[net->layers.items[i]->inputs[j]->index] = i;
 
     /* Sorted by start time: a layer consumed later starts earlier. */
     int count = 0;
@@ -63,14 +63,14 @@ static pcnn_status plan_gradient_slots(pcnn_net *net)
             iv[count].start = c == L ? -1 : L - 1 - c;
             /* A fused ReLU's gradient is read by the backward of the layer that
              * computes it. */
-            const pcnn_layer *reader = net->layers[i]->fused_into;
+            const pcnn_layer *reader = net->layers.items[i]->fused_into;
             iv[count].end = L - 1 - (reader ? reader->index : i);
             count++;
         }
 
     int slots = 0;
     for (int k = 0; k < count; k++) {
-        size_t need = (size_t)net->max_batch * shape_size(net->layers[iv[k].layer]->out);
+        size_t need = (size_t)net->max_batch * shape_size(net->layers.items[iv[k].layer]->out);
         int best = -1;
         for (int s = 0; s < slots; s++) {
             if (slot_free_after[s] >= iv[k].start) continue; /* still in use */
@@ -101,7 +101,7 @@ static pcnn_status plan_gradient_slots(pcnn_net *net)
         net->memory_bytes += slot_size[s] * sizeof(float);
     }
     for (int k = 0; k < count; k++)
-        net->layers[iv[k].layer]->dy = net->grad_slots[slot_of[iv[k].layer]];
+        net->layers.items[iv[k].layer]->dy = net->grad_slots[slot_of[iv[k].layer]];
 
 done:
     mem_free(last_consumer);
@@ -116,10 +116,10 @@ done:
  * and later ones add to it. */
 static pcnn_status plan_accumulation(pcnn_net *net)
 {
-    bool *written = mem_calloc((size_t)net->num_layers, sizeof *written);
+    bool *written = mem_calloc((size_t)net->layers.count, sizeof *written);
     if (!written) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "accumulation plan");
-    for (int i = net->num_layers - 1; i > 0; i--) {
-        pcnn_layer *l = net->layers[i];
+    for (int i = net->layers.count - 1; i > 0; i--) {
+        pcnn_layer *l = net->layers.items[i];
         for (int j = 0; j < l->num_inputs; j++) {
             int src = l->inputs[j]->index;
             l->accumulate_dx[j] = written[src];
@@ -139,11 +139,11 @@ static pcnn_status plan_accumulation(pcnn_net *net)
 static pcnn_status check_graph(const pcnn_net *net)
 {
     char name[64];
-    FINALIZE_REQUIRE(net->num_layers > 0, PCNN_ERR_INVALID_STATE, "the network has no input");
+    FINALIZE_REQUIRE(net->layers.count > 0, PCNN_ERR_INVALID_STATE, "the network has no input");
     FINALIZE_REQUIRE(net->has_loss, PCNN_ERR_INVALID_STATE,
                      "no loss: call pcnn_net_set_loss before finalize");
-    for (int i = 0; i < net->num_layers; i++) {
-        const pcnn_layer *l = net->layers[i];
+    for (int i = 0; i < net->layers.count; i++) {
+        const pcnn_layer *l = net->layers.items[i];
         FINALIZE_REQUIRE(l == net->output || l->num_consumers > 0, PCNN_ERR_INVALID_STATE,
                          "%s does not lead to the output %s",
                          layer_name(l, name, sizeof name), net->output->ops->kind);
@@ -157,8 +157,8 @@ static pcnn_status check_graph(const pcnn_net *net)
 static pcnn_status check_sizes(const pcnn_net *net, int max_batch)
 {
     char name[64];
-    for (int i = 0; i < net->num_layers; i++) {
-        const pcnn_layer *l = net->layers[i];
+    for (int i = 0; i < net->layers.count; i++) {
+        const pcnn_layer *l = net->layers.items[i];
         FINALIZE_REQUIRE((double)max_batch * (double)shape_size(l->out) < 2147483647.0,
                          PCNN_ERR_SHAPE, "%s: batch %d x %zu values per sample exceeds 2^31",
                          layer_name(l, name, sizeof name), max_batch, shape_size(l->out));
@@ -170,14 +170,16 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
 {
     net->threads = net->opt.threads > 0 ? net->opt.threads : omp_get_max_threads();
     if (net->threads < 1) net->threads = 1;
-    plan_ctx p = {max_batch, net->opt.keep_im2col, net->opt.conv_algorithm};
+    plan_ctx p = {.max_batch = max_batch, .threads = net->threads,
+                  .keep_im2col = net->opt.keep_im2col,
+                  .conv_algorithm = net->opt.conv_algorithm};
     plan_fusion(net);
 
     /* Parameters: one flat array, layer after layer. */
     size_t total = 0;
-    for (int i = 0; i < net->num_layers; i++) {
-        net->layers[i]->param_offset = total;
-        total += net->layers[i]->num_params;
+    for (int i = 0; i < net->layers.count; i++) {
+        net->layers.items[i]->param_offset = total;
+        total += net->layers.items[i]->num_params;
     }
     net->num_params = total;
     net->params = mem_alloc_floats(total);
@@ -185,14 +187,14 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
     if (!net->params || !net->grads)
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "%zu parameters and their gradients", total);
     net->memory_bytes += 2 * total * sizeof(float);
-    for (int i = 0; i < net->num_layers; i++) {
-        pcnn_layer *l = net->layers[i];
+    for (int i = 0; i < net->layers.count; i++) {
+        pcnn_layer *l = net->layers.items[i];
         l->params = net->params + l->param_offset;
         l->grads = net->grads + l->param_offset;
         if (l->ops->init_params) l->ops->init_params(l, net->opt.seed);
     }
-    for (int i = 0; i < net->num_layers; i++)
-        if (!net->layers[i]->exchange_chosen) net->layers[i]->exchange = net->opt.exchange;
+    for (int i = 0; i < net->layers.count; i++)
+        if (!net->layers.items[i]->exchange_chosen) net->layers.items[i]->exchange = net->opt.exchange;
     /* Exchange plan first: it decides which slices this rank updates, and
      * so how much optimizer state it keeps. */
     TRY(exchange_plan_build(net, &net->xplan));
@@ -202,8 +204,8 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
 
     /* Activations: all kept for the backward pass. */
     size_t workspace = 0;
-    for (int i = 0; i < net->num_layers; i++) {
-        pcnn_layer *l = net->layers[i];
+    for (int i = 0; i < net->layers.count; i++) {
+        pcnn_layer *l = net->layers.items[i];
         if (!l->fused_relu) { /* which writes the ReLU's output instead */
             size_t count = (size_t)max_batch * shape_size(l->out);
             l->y = mem_alloc_floats(count);
@@ -229,7 +231,7 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
     net->memory_bytes += scratch * sizeof(double);
 
     /* Staging for batches taken from a dataset. */
-    const size_t in_floats = (size_t)max_batch * shape_size(net->layers[0]->out);
+    const size_t in_floats = (size_t)max_batch * shape_size(net->layers.items[0]->out);
     const size_t out_floats = (size_t)max_batch * shape_size(net->output->out);
     net->stage_x = mem_alloc_floats(in_floats);
     net->stage_labels = mem_alloc((size_t)max_batch * sizeof(int32_t));
@@ -238,7 +240,7 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "staging buffers for %d samples", max_batch);
     net->memory_bytes += (in_floats + out_floats) * sizeof(float);
 
-    TRY(profile_alloc(&net->profile, net->num_layers, net->opt.trace_events));
+    TRY(profile_alloc(&net->profile, net->layers.count, net->opt.trace_events));
     net->memory_bytes += net->opt.trace_events * sizeof(trace_event);
 
     TRY(plan_gradient_slots(net));
@@ -247,11 +249,11 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
 
 static pcnn_status check_same_network(const pcnn_net *net)
 {
-    uint64_t *hashes = mem_calloc((size_t)net->num_layers, sizeof *hashes);
+    uint64_t *hashes = mem_calloc((size_t)net->layers.count, sizeof *hashes);
     pcnn_status st = hashes ? PCNN_OK : FAIL(PCNN_ERR_OUT_OF_MEMORY, "network fingerprint");
     if (hashes) net_layer_hashes(net, hashes);
     st = agree(net->comm, st, "pcnn_net_finalize");
-    if (st == PCNN_OK) st = agree_structure(net->comm, hashes, net->num_layers, "pcnn_net_finalize");
+    if (st == PCNN_OK) st = agree_structure(net->comm, hashes, net->layers.count, "pcnn_net_finalize");
     mem_free(hashes);
     return st;
 }
@@ -293,6 +295,7 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
         return st;
     }
     net->finalized = true;
+    net->layers.frozen = true;
     return PCNN_OK;
 }
 
@@ -301,8 +304,8 @@ void net_release_plan(pcnn_net *net)
     /* First: collectives still in flight (a destroy right after a step)
      * read and write the parameters and gradients freed below. */
     exchange_plan_free(&net->xplan);
-    for (int i = 0; i < net->num_layers; i++) {
-        pcnn_layer *l = net->layers[i];
+    for (int i = 0; i < net->layers.count; i++) {
+        pcnn_layer *l = net->layers.items[i];
         mem_free(l->y);
         l->y = l->dy = l->params = l->grads = NULL;
     }

@@ -28,8 +28,8 @@ static run_ctx make_ctx(const pcnn_net *net, int n, bool train, bool update_stat
 pcnn_status net_forward(pcnn_net *net, int n, bool train, bool update_stats)
 {
     run_ctx ctx = make_ctx(net, n, train, update_stats);
-    for (int i = 1; i < net->num_layers; i++) {
-        pcnn_layer *l = net->layers[i];
+    for (int i = 1; i < net->layers.count; i++) {
+        pcnn_layer *l = net->layers.items[i];
         if (l->num_params) TRY(exchange_wait_layer(net, i));
         const double t0 = engine_now();
         l->ops->forward(l, &ctx);
@@ -49,8 +49,8 @@ pcnn_status net_forward(pcnn_net *net, int n, bool train, bool update_stats)
 void net_backward(pcnn_net *net, int n, bool want_input_grad)
 {
     run_ctx ctx = make_ctx(net, n, true, false);
-    for (int i = net->num_layers - 1; i > 0; i--) {
-        pcnn_layer *l = net->layers[i];
+    for (int i = net->layers.count - 1; i > 0; i--) {
+        pcnn_layer *l = net->layers.items[i];
         float *dx[2] = {NULL, NULL};
         for (int j = 0; j < l->num_inputs; j++)
             if (want_input_grad || !layer_is_input(l->inputs[j])) dx[j] = l->inputs[j]->dy;
@@ -98,7 +98,7 @@ pcnn_status net_check_batch(const pcnn_net *net, const char *func, int n, const 
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "batch of %d samples: must be in [1, %d]",
                          n, net->max_batch);
     if (!x) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "x is NULL");
-    const size_t in_count = (size_t)n * shape_size(net->layers[0]->out);
+    const size_t in_count = (size_t)n * shape_size(net->layers.items[0]->out);
     if (net->opt.check_numerics && !all_finite(x, in_count))
         return error_set(PCNN_ERR_NUMERIC, func, "the input batch contains NaN or Inf");
     if (!need_targets) return PCNN_OK;
@@ -124,8 +124,8 @@ pcnn_status net_check_batch(const pcnn_net *net, const char *func, int n, const 
 
 void net_load_input(pcnn_net *net, int n, const float *x)
 {
-    const shape s = net->layers[0]->out;
-    nchw_to_cnhw(x, net->layers[0]->y, n, s.c, shape_spatial(s), net->threads);
+    const shape s = net->layers.items[0]->out;
+    nchw_to_cnhw(x, net->layers.items[0]->y, n, s.c, shape_spatial(s), net->threads);
 }
 
 double net_loss(pcnn_net *net, int n, const int32_t *labels, const float *targets,
@@ -223,7 +223,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     } else {
         /* No samples here: take part in every collective all the same, in
          * the order the other ranks post them. */
-        for (int i = 1; i < net->num_layers && st == PCNN_OK; i++) {
+        for (int i = 1; i < net->layers.count && st == PCNN_OK; i++) {
             st = exchange_wait_layer(net, i);
             exchange_layer_forward_done(net, i);
         }
@@ -236,7 +236,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
             net_backward(net, n, false);
         } else {
             zero_grads(net);
-            for (int i = net->num_layers - 1; i > 0; i--) {
+            for (int i = net->layers.count - 1; i > 0; i--) {
                 exchange_layer_backward_start(net, i);
                 exchange_layer_done(net, i);
             }
@@ -280,7 +280,7 @@ PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, floa
     REQUIRE(n >= 1, PCNN_ERR_INVALID_ARGUMENT, "n = %d must be >= 1", n);
     REQUIRE_PTR(x);
     REQUIRE_PTR(out);
-    const shape in = net->layers[0]->out, o = net->output->out;
+    const shape in = net->layers.items[0]->out, o = net->output->out;
     REQUIRE(out_count >= (size_t)n * shape_size(o), PCNN_ERR_SHAPE,
             "out holds %zu floats; %d samples need %zu", out_count, n,
             (size_t)n * shape_size(o));

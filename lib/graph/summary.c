@@ -13,8 +13,8 @@ PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t siz
     text_put(&t, "%-5s %-15s %-18s %10s  %-12s %s\n", "layer", "kind", "output (C,H,W)", "params",
         "inputs", "config");
     size_t total = 0;
-    for (int i = 0; i < net->num_layers; i++) {
-        const pcnn_layer *l = net->layers[i];
+    for (int i = 0; i < net->layers.count; i++) {
+        const pcnn_layer *l = net->layers.items[i];
         char shape_txt[40], inputs[24] = "-", config[96] = "";
         snprintf(shape_txt, sizeof shape_txt, "(%d, %d, %d)", l->out.c, l->out.h, l->out.w);
         if (l->num_inputs == 1) snprintf(inputs, sizeof inputs, "%d", l->inputs[0]->index);

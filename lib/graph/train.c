@@ -13,7 +13,7 @@
 static pcnn_status check_dataset(const pcnn_net *net, const pcnn_dataset *d, const char *func)
 {
     if (!d) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "data is NULL");
-    const shape in = net->layers[0]->out;
+    const shape in = net->layers.items[0]->out;
     if (d->c != in.c || d->h != in.h || d->w != in.w)
         return error_set(PCNN_ERR_SHAPE, func,
                          "dataset samples are (%d, %d, %d) but the network input is (%d, %d, %d)",

@@ -70,21 +70,21 @@ static void layer_record(const pcnn_net *net, const pcnn_layer *l, ckpt_layer *r
 static pcnn_status expect_of(pcnn_net *net, ckpt_expect *e, const char *func)
 {
     *e = (ckpt_expect){0};
-    ckpt_layer *layers = mem_calloc((size_t)net->num_layers, sizeof *layers);
+    ckpt_layer *layers = mem_calloc((size_t)net->layers.count, sizeof *layers);
     if (!layers)
         return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "layer table of %d layers",
-                         net->num_layers);
+                         net->layers.count);
     uint64_t h = FNV_BASIS;
-    for (int i = 0; i < net->num_layers; i++) {
-        layer_record(net, net->layers[i], &layers[i]);
+    for (int i = 0; i < net->layers.count; i++) {
+        layer_record(net, net->layers.items[i], &layers[i]);
         h = fnv_u64(h, layers[i].hash);
     }
-    h = fnv_u64(h, (uint64_t)net->num_layers);
+    h = fnv_u64(h, (uint64_t)net->layers.count);
     h = fnv_u64(h, (uint64_t)net->loss);
     h = fnv_u64(h, (uint64_t)net->optimizer);
     *e = (ckpt_expect){.definition_hash = h, .num_params = net->num_params,
                        .seed = net->opt.seed, .bn_floats = state_bn_floats(net),
-                       .num_layers = (uint32_t)net->num_layers,
+                       .num_layers = (uint32_t)net->layers.count,
                        .optimizer = (uint32_t)net->optimizer, .loss = (uint32_t)net->loss,
                        .layers = layers};
     return PCNN_OK;

@@ -40,7 +40,7 @@ static bool is_fc(const pcnn_net *net, const bucket *b)
 /* Rank p's slice, as fc_plan cuts it. */
 static fc_geometry fc_of(const pcnn_net *net, const bucket *b, int p)
 {
-    const dense_shape d = dense_get_shape(net->layers[b->first_layer]);
+    const dense_shape d = dense_get_shape(net->layers.items[b->first_layer]);
     long first;
     const int fp = partition_count(d.features, net->comm->size, p, &first);
     return (fc_geometry){(size_t)d.out, (size_t)d.features, (size_t)fp, (size_t)first, d.bias};
@@ -103,9 +103,9 @@ static pcnn_status gather_fc(pcnn_net *net, const bucket *b, const float *mine, 
 size_t state_bn_floats(pcnn_net *net)
 {
     size_t total = 0;
-    for (int i = 0; i < net->num_layers; i++) {
+    for (int i = 0; i < net->layers.count; i++) {
         size_t count = 0;
-        batchnorm_running_stats(net->layers[i], &count);
+        batchnorm_running_stats(net->layers.items[i], &count);
         total += count;
     }
     return total;
@@ -166,9 +166,9 @@ pcnn_status state_gather_run(pcnn_net *net, state_gather *g, const char *func)
     if (net->optim.v) TRY(gather_vector(net, net->optim.v, g->v, g, func));
     if (!g->bn_floats) return PCNN_OK;
     float *dst = g->bn_mine;
-    for (int i = 0; i < net->num_layers; i++) {
+    for (int i = 0; i < net->layers.count; i++) {
         size_t count = 0;
-        const float *s = batchnorm_running_stats(net->layers[i], &count);
+        const float *s = batchnorm_running_stats(net->layers.items[i], &count);
         if (count) memcpy(dst, s, count * sizeof(float));
         dst += count;
     }
@@ -226,9 +226,9 @@ static void scatter_bn(pcnn_net *net, const ckpt_view *v)
     const uint32_t saved = v->meta.ranks;
     const int P = net->comm ? net->comm->size : 1, r = net->comm ? net->comm->rank : 0;
     size_t at = 0;
-    for (int i = 0; i < net->num_layers; i++) {
+    for (int i = 0; i < net->layers.count; i++) {
         size_t count = 0;
-        float *s = batchnorm_running_stats(net->layers[i], &count);
+        float *s = batchnorm_running_stats(net->layers.items[i], &count);
         if (saved == (uint32_t)P) {
             ckpt_decode_floats(v->bn + 4 * ((size_t)r * per_rank + at), s, count);
             at += count;

@@ -10,9 +10,9 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
 #include "../kernels/kernels.h"
 #include "layer.h"
+#include "layers.h"
 
 typedef struct act_priv {
     float slope; /* 0 for ReLU */
@@ -142,28 +142,28 @@ bool layer_is_relu(const pcnn_layer *l)
     return l->ops == &relu_ops;
 }
 
-PCNN_API pcnn_status pcnn_relu(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
+pcnn_status relu_add(layer_list *list, pcnn_layer *in, pcnn_layer **out, const char *func)
 {
-    TRY(layer_check_new(net, &in, 1, out, __func__));
+    TRY(layer_check_new(list, &in, 1, out, func));
     pcnn_layer *l;
-    TRY(layer_append(net, &relu_ops, &in, 1, in->out, 0, NULL, &l));
+    TRY(layer_append(list, &relu_ops, &in, 1, in->out, 0, NULL, &l));
     *out = l;
     return PCNN_OK;
 }
 
-PCNN_API pcnn_status pcnn_leaky_relu(pcnn_net *net, pcnn_layer *in, float slope,
-                                     pcnn_layer **out)
+pcnn_status leaky_relu_add(layer_list *list, pcnn_layer *in, float slope, pcnn_layer **out,
+                           const char *func)
 {
-    TRY(layer_check_new(net, &in, 1, out, __func__));
-    REQUIRE(isfinite(slope) && slope >= 0.0f, PCNN_ERR_INVALID_ARGUMENT,
-            "layer %d (leaky_relu): slope %g must be finite and >= 0", net->num_layers,
-            (double)slope);
+    TRY(layer_check_new(list, &in, 1, out, func));
+    ADD_REQUIRE(isfinite(slope) && slope >= 0.0f, PCNN_ERR_INVALID_ARGUMENT,
+                "layer %d (leaky_relu): slope %g must be finite and >= 0", list->count,
+                (double)slope);
     act_priv *a = mem_calloc(1, sizeof *a);
-    if (!a) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d (leaky_relu): no memory",
-                        net->num_layers);
+    if (!a) return ADD_FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d (leaky_relu): no memory",
+                            list->count);
     a->slope = slope;
     pcnn_layer *l;
-    pcnn_status st = layer_append(net, &leaky_ops, &in, 1, in->out, 0, a, &l);
+    pcnn_status st = layer_append(list, &leaky_ops, &in, 1, in->out, 0, a, &l);
     if (st != PCNN_OK) {
         mem_free(a);
         return st;

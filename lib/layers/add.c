@@ -12,9 +12,9 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
 #include "../kernels/kernels.h"
 #include "layer.h"
+#include "layers.h"
 
 typedef struct add_priv {
     float scale;
@@ -179,12 +179,12 @@ bool layer_is_add(const pcnn_layer *l)
     return l->ops == &add_ops;
 }
 
-static pcnn_status add_new(pcnn_net *net, pcnn_layer *a, pcnn_layer *b, float b_scale,
-                           pcnn_layer **out, const char *func)
+pcnn_status residual_add(layer_list *list, pcnn_layer *a, pcnn_layer *b, float b_scale,
+                         pcnn_layer **out, const char *func)
 {
     pcnn_layer *ins[2] = {a, b};
-    TRY(layer_check_new(net, ins, 2, out, func));
-    int index = net->num_layers;
+    TRY(layer_check_new(list, ins, 2, out, func));
+    int index = list->count;
     if (!isfinite(b_scale))
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func,
                          "layer %d (add): b_scale %g must be finite", index, (double)b_scale);
@@ -199,22 +199,11 @@ static pcnn_status add_new(pcnn_net *net, pcnn_layer *a, pcnn_layer *b, float b_
     if (!p) return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "layer %d (add): no memory", index);
     p->scale = b_scale;
     pcnn_layer *l;
-    pcnn_status st = layer_append(net, &add_ops, ins, 2, sa, 0, p, &l);
+    pcnn_status st = layer_append(list, &add_ops, ins, 2, sa, 0, p, &l);
     if (st != PCNN_OK) {
         mem_free(p);
         return st;
     }
     *out = l;
     return PCNN_OK;
-}
-
-PCNN_API pcnn_status pcnn_add(pcnn_net *net, pcnn_layer *a, pcnn_layer *b, pcnn_layer **out)
-{
-    return add_new(net, a, b, 1.0f, out, __func__);
-}
-
-PCNN_API pcnn_status pcnn_add_scaled(pcnn_net *net, pcnn_layer *a, pcnn_layer *b,
-                                     float b_scale, pcnn_layer **out)
-{
-    return add_new(net, a, b, b_scale, out, __func__);
 }

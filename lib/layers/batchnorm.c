@@ -19,10 +19,10 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
 #include "../kernels/kernels.h"
 #include "batchnorm.h"
 #include "layer.h"
+#include "layers.h"
 
 #define CHUNK 4096    /* elements per work unit */
 
@@ -327,22 +327,22 @@ float *batchnorm_running_stats(pcnn_layer *l, size_t *count)
     return ready ? b->running : NULL;
 }
 
-PCNN_API pcnn_status pcnn_batchnorm(pcnn_net *net, pcnn_layer *in, float eps, float momentum,
-                                    pcnn_layer **out)
+pcnn_status batchnorm_add(layer_list *list, pcnn_layer *in, float eps, float momentum,
+                          pcnn_layer **out, const char *func)
 {
-    TRY(layer_check_new(net, &in, 1, out, __func__));
-    int index = net->num_layers;
-    REQUIRE(isfinite(eps) && eps > 0.0f, PCNN_ERR_INVALID_ARGUMENT,
-            "layer %d (batchnorm): eps %g must be finite and > 0", index, (double)eps);
-    REQUIRE(momentum >= 0.0f && momentum <= 1.0f, PCNN_ERR_INVALID_ARGUMENT,
-            "layer %d (batchnorm): momentum %g must be in [0, 1]", index, (double)momentum);
+    TRY(layer_check_new(list, &in, 1, out, func));
+    int index = list->count;
+    ADD_REQUIRE(isfinite(eps) && eps > 0.0f, PCNN_ERR_INVALID_ARGUMENT,
+                "layer %d (batchnorm): eps %g must be finite and > 0", index, (double)eps);
+    ADD_REQUIRE(momentum >= 0.0f && momentum <= 1.0f, PCNN_ERR_INVALID_ARGUMENT,
+                "layer %d (batchnorm): momentum %g must be in [0, 1]", index, (double)momentum);
     bn_priv *b = mem_calloc(1, sizeof *b);
-    if (!b) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d (batchnorm): no memory", index);
+    if (!b) return ADD_FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d (batchnorm): no memory", index);
     b->eps = eps;
     b->momentum = momentum;
     pcnn_layer *l;
     pcnn_status st =
-        layer_append(net, &bn_ops, &in, 1, in->out, 2 * (size_t)in->out.c, b, &l);
+        layer_append(list, &bn_ops, &in, 1, in->out, 2 * (size_t)in->out.c, b, &l);
     if (st != PCNN_OK) {
         mem_free(b);
         return st;

@@ -20,10 +20,10 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
 #include "../kernels/conv_direct.h"
 #include "../kernels/conv_taps.h"
 #include "conv2d.h"
+#include "layers.h"
 
 static pixel_conv pixel_geometry(const conv_priv *p, int n)
 {
@@ -34,7 +34,7 @@ static pixel_conv pixel_geometry(const conv_priv *p, int n)
 static size_t conv_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const conv_priv *p = l->priv;
-    const int threads = l->net->threads > 0 ? l->net->threads : 1;
+    const int threads = pc->threads > 0 ? pc->threads : 1;
     if (p->taps) {
         const pixel_conv s = pixel_geometry(p, pc->max_batch);
         return conv_taps_workspace_floats(&s);
@@ -189,48 +189,48 @@ static const layer_ops conv_ops = {
     .describe = conv_describe,
 };
 
-PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
-                                 int stride, int padding, int bias, pcnn_layer **out)
+pcnn_status conv2d_add(layer_list *list, pcnn_layer *in, int out_channels, int kernel,
+                       int stride, int padding, int bias, pcnn_layer **out, const char *func)
 {
-    TRY(layer_check_new(net, &in, 1, out, __func__));
-    const int idx = net->num_layers;
+    TRY(layer_check_new(list, &in, 1, out, func));
+    const int idx = list->count;
     const char *me = "conv2d";
-    REQUIRE(out_channels >= 1, PCNN_ERR_INVALID_ARGUMENT,
-            "layer %d (%s): out_channels %d must be >= 1", idx, me, out_channels);
-    REQUIRE(kernel >= 1, PCNN_ERR_INVALID_ARGUMENT, "layer %d (%s): kernel %d must be >= 1",
-            idx, me, kernel);
-    REQUIRE(stride >= 1, PCNN_ERR_INVALID_ARGUMENT, "layer %d (%s): stride %d must be >= 1",
-            idx, me, stride);
-    REQUIRE(padding >= 0 && padding < kernel, PCNN_ERR_INVALID_ARGUMENT,
-            "layer %d (%s): padding %d must be in [0, kernel %d)", idx, me, padding, kernel);
+    ADD_REQUIRE(out_channels >= 1, PCNN_ERR_INVALID_ARGUMENT,
+                "layer %d (%s): out_channels %d must be >= 1", idx, me, out_channels);
+    ADD_REQUIRE(kernel >= 1, PCNN_ERR_INVALID_ARGUMENT, "layer %d (%s): kernel %d must be >= 1",
+                idx, me, kernel);
+    ADD_REQUIRE(stride >= 1, PCNN_ERR_INVALID_ARGUMENT, "layer %d (%s): stride %d must be >= 1",
+                idx, me, stride);
+    ADD_REQUIRE(padding >= 0 && padding < kernel, PCNN_ERR_INVALID_ARGUMENT,
+                "layer %d (%s): padding %d must be in [0, kernel %d)", idx, me, padding, kernel);
 
     const shape s = in->out;
-    REQUIRE(s.d == 1, PCNN_ERR_SHAPE, "layer %d (%s): input is 3D (depth %d)", idx, me, s.d);
+    ADD_REQUIRE(s.d == 1, PCNN_ERR_SHAPE, "layer %d (%s): input is 3D (depth %d)", idx, me, s.d);
     const long long ph = (long long)s.h + 2LL * padding, pw = (long long)s.w + 2LL * padding;
-    REQUIRE(kernel <= ph && kernel <= pw, PCNN_ERR_SHAPE,
-            "layer %d (%s): kernel %d larger than padded input %lldx%lld", idx, me, kernel, ph,
-            pw);
+    ADD_REQUIRE(kernel <= ph && kernel <= pw, PCNN_ERR_SHAPE,
+                "layer %d (%s): kernel %d larger than padded input %lldx%lld", idx, me, kernel, ph,
+                pw);
     const long long ho = (ph - kernel) / stride + 1, wo = (pw - kernel) / stride + 1;
     const long long ckk = (long long)s.c * kernel * kernel;
     /* Index arithmetic is int: padded extents, CKK and one output plane must fit. */
-    REQUIRE(ph <= INT_MAX && pw <= INT_MAX && ckk <= INT_MAX && ho * wo <= INT_MAX &&
-                out_channels * ho * wo <= INT_MAX,
-            PCNN_ERR_SHAPE,
-            "layer %d (%s): sizes overflow (%d channels x kernel %d, output %d x %lldx%lld)",
-            idx, me, s.c, kernel, out_channels, ho, wo);
+    ADD_REQUIRE(ph <= INT_MAX && pw <= INT_MAX && ckk <= INT_MAX && ho * wo <= INT_MAX &&
+                    out_channels * ho * wo <= INT_MAX,
+                PCNN_ERR_SHAPE,
+                "layer %d (%s): sizes overflow (%d channels x kernel %d, output %d x %lldx%lld)",
+                idx, me, s.c, kernel, out_channels, ho, wo);
     const long long nparams = out_channels * ckk + (bias ? out_channels : 0);
-    REQUIRE(nparams <= INT_MAX, PCNN_ERR_SHAPE,
-            "layer %d (%s): %lld parameters is too many", idx, me, nparams);
+    ADD_REQUIRE(nparams <= INT_MAX, PCNN_ERR_SHAPE,
+                "layer %d (%s): %lld parameters is too many", idx, me, nparams);
 
     conv_priv *p = mem_calloc(1, sizeof *p);
-    REQUIRE(p != NULL, PCNN_ERR_OUT_OF_MEMORY, "layer %d (%s): out of memory", idx, me);
+    ADD_REQUIRE(p != NULL, PCNN_ERR_OUT_OF_MEMORY, "layer %d (%s): out of memory", idx, me);
     *p = (conv_priv){.cout = out_channels, .k = kernel, .stride = stride, .pad = padding,
                      .bias = bias != 0, .cin = s.c, .h = s.h, .w = s.w, .ho = (int)ho,
                      .wo = (int)wo, .ckk = (int)ckk};
     p->pointwise = kernel == 1 && stride == 1 && padding == 0;
 
     pcnn_layer *l = NULL;
-    pcnn_status st = layer_append(net, &conv_ops, &in, 1, shape_2d(out_channels, (int)ho, (int)wo),
+    pcnn_status st = layer_append(list, &conv_ops, &in, 1, shape_2d(out_channels, (int)ho, (int)wo),
                                   (size_t)nparams, p, &l);
     if (st != PCNN_OK) {
         mem_free(p);

@@ -10,11 +10,11 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
 #include "../kernels/kernels.h"
 #include "dense.h"
 #include "flatten.h"
 #include "layer.h"
+#include "layers.h"
 
 typedef struct dense_priv {
     int out;         /* K */
@@ -164,27 +164,27 @@ dense_shape dense_get_shape(const pcnn_layer *l)
 
 const float *dense_input_matrix(const pcnn_layer *l) { return dense_x(l); }
 
-PCNN_API pcnn_status pcnn_dense(pcnn_net *net, pcnn_layer *in, int out_features, int bias,
-                                pcnn_layer **out)
+pcnn_status dense_add(layer_list *list, pcnn_layer *in, int out_features, int bias,
+                      pcnn_layer **out, const char *func)
 {
-    TRY(layer_check_new(net, &in, 1, out, __func__));
-    int index = net->num_layers;
-    REQUIRE(out_features >= 1, PCNN_ERR_INVALID_ARGUMENT,
-            "layer %d (dense): out_features %d must be >= 1", index, out_features);
+    TRY(layer_check_new(list, &in, 1, out, func));
+    int index = list->count;
+    ADD_REQUIRE(out_features >= 1, PCNN_ERR_INVALID_ARGUMENT,
+                "layer %d (dense): out_features %d must be >= 1", index, out_features);
     size_t f = shape_size(in->out), k = (size_t)out_features;
-    REQUIRE(f <= INT_MAX, PCNN_ERR_SHAPE, "layer %d (dense): %zu input features exceed %d",
-            index, f, INT_MAX);
-    REQUIRE(f <= (SIZE_MAX / sizeof(float) - 1) / k - 1, PCNN_ERR_SHAPE,
-            "layer %d (dense): %zu x %zu weights do not fit in memory", index, k, f);
+    ADD_REQUIRE(f <= INT_MAX, PCNN_ERR_SHAPE, "layer %d (dense): %zu input features exceed %d",
+                index, f, INT_MAX);
+    ADD_REQUIRE(f <= (SIZE_MAX / sizeof(float) - 1) / k - 1, PCNN_ERR_SHAPE,
+                "layer %d (dense): %zu x %zu weights do not fit in memory", index, k, f);
     dense_priv *d = mem_calloc(1, sizeof *d);
-    if (!d) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d (dense): no memory", index);
+    if (!d) return ADD_FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d (dense): no memory", index);
     d->out = out_features;
     d->features = (int)f;
     d->spatial = shape_spatial(in->out);
     d->bias = bias != 0;
     size_t num_params = k * f + (d->bias ? k : 0);
     pcnn_layer *l;
-    pcnn_status st = layer_append(net, &dense_ops, &in, 1, shape_2d(out_features, 1, 1),
+    pcnn_status st = layer_append(list, &dense_ops, &in, 1, shape_2d(out_features, 1, 1),
                                   num_params, d, &l);
     if (st != PCNN_OK) {
         mem_free(d);

@@ -10,9 +10,9 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../core/rng.h"
-#include "../graph/net.h"
 #include "../kernels/kernels.h"
 #include "layer.h"
+#include "layers.h"
 
 #define DROPOUT_PURPOSE 0xD809u /* rng key word separating dropout from other streams */
 #define GOLDEN 0x9E3779B97F4A7C15ull
@@ -155,18 +155,19 @@ static const layer_ops dropout_ops = {
     .describe = dropout_describe,
 };
 
-PCNN_API pcnn_status pcnn_dropout(pcnn_net *net, pcnn_layer *in, float p, pcnn_layer **out)
+pcnn_status dropout_add(layer_list *list, pcnn_layer *in, float p, pcnn_layer **out,
+                        const char *func)
 {
-    TRY(layer_check_new(net, &in, 1, out, __func__));
-    REQUIRE(p >= 0.0f && p < 1.0f, PCNN_ERR_INVALID_ARGUMENT,
-            "layer %d (dropout): p %g must be in [0, 1)", net->num_layers, (double)p);
+    TRY(layer_check_new(list, &in, 1, out, func));
+    ADD_REQUIRE(p >= 0.0f && p < 1.0f, PCNN_ERR_INVALID_ARGUMENT,
+                "layer %d (dropout): p %g must be in [0, 1)", list->count, (double)p);
     dropout_priv *d = mem_calloc(1, sizeof *d);
-    if (!d) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d (dropout): no memory",
-                        net->num_layers);
+    if (!d) return ADD_FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d (dropout): no memory",
+                            list->count);
     d->p = p;
     d->scale = 1.0f / (1.0f - p);
     pcnn_layer *l;
-    pcnn_status st = layer_append(net, &dropout_ops, &in, 1, in->out, 0, d, &l);
+    pcnn_status st = layer_append(list, &dropout_ops, &in, 1, in->out, 0, d, &l);
     if (st != PCNN_OK) {
         mem_free(d);
         return st;

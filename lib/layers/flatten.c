@@ -8,10 +8,10 @@
 #include <limits.h>
 
 #include "../core/error.h"
-#include "../graph/net.h"
 #include "../kernels/kernels.h"
 #include "flatten.h"
 #include "layer.h"
+#include "layers.h"
 
 #define TILE 32
 
@@ -104,14 +104,14 @@ static const layer_ops flatten_ops = {
     .backward = flatten_backward,
 };
 
-PCNN_API pcnn_status pcnn_flatten(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
+pcnn_status flatten_add(layer_list *list, pcnn_layer *in, pcnn_layer **out, const char *func)
 {
-    TRY(layer_check_new(net, &in, 1, out, __func__));
+    TRY(layer_check_new(list, &in, 1, out, func));
     size_t features = shape_size(in->out);
-    REQUIRE(features <= INT_MAX, PCNN_ERR_SHAPE,
-            "layer %d (flatten): %zu features exceed %d", net->num_layers, features, INT_MAX);
+    ADD_REQUIRE(features <= INT_MAX, PCNN_ERR_SHAPE,
+                "layer %d (flatten): %zu features exceed %d", list->count, features, INT_MAX);
     pcnn_layer *l;
-    TRY(layer_append(net, &flatten_ops, &in, 1, shape_2d((int)features, 1, 1), 0, NULL, &l));
+    TRY(layer_append(list, &flatten_ops, &in, 1, shape_2d((int)features, 1, 1), 0, NULL, &l));
     *out = l;
     return PCNN_OK;
 }

@@ -4,9 +4,9 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
 #include "../kernels/kernels.h"
 #include "layer.h"
+#include "layers.h"
 
 typedef struct gap_args {
     const float *src;
@@ -66,13 +66,14 @@ static const layer_ops gap_ops = {
     .backward = gap_backward,
 };
 
-PCNN_API pcnn_status pcnn_global_avgpool(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
+pcnn_status global_avgpool_add(layer_list *list, pcnn_layer *in, pcnn_layer **out,
+                               const char *func)
 {
-    TRY(layer_check_new(net, &in, 1, out, __func__));
-    REQUIRE(in->out.d == 1, PCNN_ERR_SHAPE, "layer %d (global_avgpool): input is 3D (depth %d)",
-            net->num_layers, in->out.d);
+    TRY(layer_check_new(list, &in, 1, out, func));
+    ADD_REQUIRE(in->out.d == 1, PCNN_ERR_SHAPE, "layer %d (global_avgpool): input is 3D (depth %d)",
+                list->count, in->out.d);
     pcnn_layer *l = NULL;
-    TRY(layer_append(net, &gap_ops, &in, 1, shape_2d(in->out.c, 1, 1), 0, NULL, &l));
+    TRY(layer_append(list, &gap_ops, &in, 1, shape_2d(in->out.c, 1, 1), 0, NULL, &l));
     *out = l;
     return PCNN_OK;
 }

@@ -1,8 +1,8 @@
 /* The input layer: holds the batch in CNHW, converted from the caller's
  * NCHW by the graph.  Its dy is the gradient w.r.t. the network input. */
 #include "../core/error.h"
-#include "../graph/net.h"
 #include "layer.h"
+#include "layers.h"
 
 static void input_forward(pcnn_layer *l, const run_ctx *ctx)
 {
@@ -25,15 +25,15 @@ static const layer_ops input_ops = {
 
 bool layer_is_input(const pcnn_layer *l) { return l->ops == &input_ops; }
 
-PCNN_API pcnn_status pcnn_net_input(pcnn_net *net, int channels, int height, int width,
-                                    pcnn_layer **out)
+pcnn_status input_add(layer_list *list, int channels, int height, int width, pcnn_layer **out,
+                      const char *func)
 {
-    TRY(layer_check_new(net, NULL, 0, out, __func__));
-    REQUIRE(net->num_layers == 0, PCNN_ERR_INVALID_STATE, "the network already has an input");
-    REQUIRE(channels > 0 && height > 0 && width > 0, PCNN_ERR_INVALID_ARGUMENT,
-            "input shape (%d, %d, %d) must be positive", channels, height, width);
-    REQUIRE((double)channels * height * width < 2147483647.0, PCNN_ERR_INVALID_ARGUMENT,
-            "input shape (%d, %d, %d) has more than 2^31 elements", channels, height, width);
-    return layer_append(net, &input_ops, NULL, 0, shape_2d(channels, height, width), 0, NULL,
+    TRY(layer_check_new(list, NULL, 0, out, func));
+    ADD_REQUIRE(list->count == 0, PCNN_ERR_INVALID_STATE, "the network already has an input");
+    ADD_REQUIRE(channels > 0 && height > 0 && width > 0, PCNN_ERR_INVALID_ARGUMENT,
+                "input shape (%d, %d, %d) must be positive", channels, height, width);
+    ADD_REQUIRE((double)channels * height * width < 2147483647.0, PCNN_ERR_INVALID_ARGUMENT,
+                "input shape (%d, %d, %d) has more than 2^31 elements", channels, height, width);
+    return layer_append(list, &input_ops, NULL, 0, shape_2d(channels, height, width), 0, NULL,
                         out);
 }

@@ -1,8 +1,10 @@
 /* The layer interface: what every layer type offers the network graph.
  *
- * One file per layer type (conv2d.c, relu.c, ...), each holding the public
- * pcnn_<kind>() constructor, its shape checks, and forward/backward functions
- * of the same shape (darknet's make/forward/backward, behind opaque handles).
+ * One file per layer type (conv2d.c, relu.c, ...), each holding the
+ * <kind>_add() adder (layers.h; the public pcnn_<kind>() constructors in
+ * graph/layer_api.c wrap it), its shape checks, and forward/backward
+ * functions of the same shape (darknet's make/forward/backward, behind
+ * opaque handles).
  *
  * Activation layout inside the library is channel-major, "CNHW": element
  * (n, c, h, w) of a batch of N samples of shape (C, H, W) lives at
@@ -40,6 +42,7 @@ static inline shape shape_2d(int c, int h, int w)
 /* What a layer may know when the network is planned. */
 typedef struct plan_ctx {
     int max_batch;
+    int threads;      /* the network's resolved OpenMP thread count */
     bool keep_im2col; /* PCNN_OPT_KEEP_IM2COL */
     int conv_algorithm; /* PCNN_OPT_CONV_ALGORITHM: 0 auto, 1 GEMM, 2 direct, 3 taps */
 } plan_ctx;
@@ -57,6 +60,15 @@ typedef struct run_ctx {
     long sample_base; /* global index of this rank's first sample in the batch */
     float *workspace; /* shared scratch of max over layers' workspace_floats */
 } run_ctx;
+
+/* The layers of one network in order of addition (a topological order of
+ * the DAG); it owns them.  frozen: the owning network is finalized, so no
+ * layer may be added or reconfigured (the graph sets it). */
+typedef struct layer_list {
+    pcnn_layer **items;
+    int count, cap;
+    bool frozen;
+} layer_list;
 
 typedef struct layer_ops {
     const char *kind; /* "conv2d", "relu", ... */
@@ -94,7 +106,7 @@ typedef struct layer_ops {
 
 struct pcnn_layer {
     const layer_ops *ops;
-    pcnn_net *net;
+    layer_list *list;      /* the owner: ownership and finalized checks */
     int index;             /* position in the network; the input is 0 */
     int num_inputs;        /* 0 (the input), 1, or 2 (add) */
     pcnn_layer *inputs[2];
@@ -128,18 +140,24 @@ struct pcnn_layer {
     void *priv;            /* per-kind configuration and state */
 };
 
-/* For layer constructors: validate that `net` can take a new layer fed by
- * `inputs` (non-NULL, of this net, network not finalized) and that `out` is
- * non-NULL.  `func` names the public function in messages. */
-pcnn_status layer_check_new(pcnn_net *net, pcnn_layer *const *inputs, int num_inputs,
+/* For layer adders: validate that `list` can take a new layer fed by
+ * `inputs` (non-NULL, of this list, not frozen) and that `out` is non-NULL.
+ * `func` names the public function in messages. */
+pcnn_status layer_check_new(const layer_list *list, pcnn_layer *const *inputs, int num_inputs,
                             pcnn_layer **out, const char *func);
 
-/* Append a layer to the network.  priv (may be NULL) becomes owned by the
- * layer on success; on failure the caller still owns it.  Constructors of
+/* Append a layer to the list.  priv (may be NULL) becomes owned by the
+ * layer on success; on failure the caller still owns it.  Adders of
  * layers with weights set has_weights on the returned layer. */
-pcnn_status layer_append(pcnn_net *net, const layer_ops *ops, pcnn_layer *const *inputs,
+pcnn_status layer_append(layer_list *list, const layer_ops *ops, pcnn_layer *const *inputs,
                          int num_inputs, shape out, size_t num_params, void *priv,
                          pcnn_layer **out_layer);
+
+/* True when l is a layer of this list. */
+bool layer_list_owns(const layer_list *list, const pcnn_layer *l);
+
+/* Destroy every layer of the list and its storage; the list becomes empty. */
+void layer_list_destroy(layer_list *list);
 
 /* True for the network's input layer (layers/input.c). */
 bool layer_is_input(const pcnn_layer *l);

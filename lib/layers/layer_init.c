@@ -7,7 +7,6 @@
 
 #include "../core/error.h"
 #include "../core/rng.h"
-#include "../graph/net.h"
 #include "layer.h"
 
 #define INIT_PURPOSE 0x1417u /* rng key word separating init from other streams */
@@ -45,7 +44,7 @@ PCNN_API pcnn_status pcnn_layer_set_init(pcnn_layer *layer, pcnn_init init)
     default:
         return FAIL(PCNN_ERR_INVALID_ARGUMENT, "%s: unknown init %d", name, (int)init);
     }
-    REQUIRE(!layer->net->finalized, PCNN_ERR_INVALID_STATE,
+    REQUIRE(!layer->list->frozen, PCNN_ERR_INVALID_STATE,
             "%s: the network is already finalized", name);
     layer->init = init;
     return PCNN_OK;

@@ -7,9 +7,9 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
 #include "../kernels/kernels.h"
 #include "layer.h"
+#include "layers.h"
 
 typedef struct shuffle_priv {
     int r;
@@ -113,29 +113,29 @@ static const layer_ops shuffle_ops = {
     .describe = shuffle_describe,
 };
 
-PCNN_API pcnn_status pcnn_pixel_shuffle(pcnn_net *net, pcnn_layer *in, int upscale,
-                                        pcnn_layer **out)
+pcnn_status pixel_shuffle_add(layer_list *list, pcnn_layer *in, int upscale, pcnn_layer **out,
+                              const char *func)
 {
-    TRY(layer_check_new(net, &in, 1, out, __func__));
-    const int idx = net->num_layers;
-    REQUIRE(upscale >= 1, PCNN_ERR_INVALID_ARGUMENT,
-            "layer %d (pixel_shuffle): upscale %d must be >= 1", idx, upscale);
+    TRY(layer_check_new(list, &in, 1, out, func));
+    const int idx = list->count;
+    ADD_REQUIRE(upscale >= 1, PCNN_ERR_INVALID_ARGUMENT,
+                "layer %d (pixel_shuffle): upscale %d must be >= 1", idx, upscale);
     const shape s = in->out;
-    REQUIRE(s.d == 1, PCNN_ERR_SHAPE, "layer %d (pixel_shuffle): input is 3D (depth %d)", idx,
-            s.d);
+    ADD_REQUIRE(s.d == 1, PCNN_ERR_SHAPE, "layer %d (pixel_shuffle): input is 3D (depth %d)", idx,
+                s.d);
     const long long rr = (long long)upscale * upscale;
-    REQUIRE(s.c % rr == 0, PCNN_ERR_SHAPE,
-            "layer %d (pixel_shuffle): %d channels do not divide by upscale^2 = %lld", idx, s.c,
-            rr);
+    ADD_REQUIRE(s.c % rr == 0, PCNN_ERR_SHAPE,
+                "layer %d (pixel_shuffle): %d channels do not divide by upscale^2 = %lld", idx, s.c,
+                rr);
     const long long oh = (long long)s.h * upscale, ow = (long long)s.w * upscale;
-    REQUIRE(oh <= INT_MAX && ow <= INT_MAX && oh * ow <= INT_MAX, PCNN_ERR_SHAPE,
-            "layer %d (pixel_shuffle): output %lldx%lld too large", idx, oh, ow);
+    ADD_REQUIRE(oh <= INT_MAX && ow <= INT_MAX && oh * ow <= INT_MAX, PCNN_ERR_SHAPE,
+                "layer %d (pixel_shuffle): output %lldx%lld too large", idx, oh, ow);
 
     shuffle_priv *p = mem_calloc(1, sizeof *p);
-    REQUIRE(p != NULL, PCNN_ERR_OUT_OF_MEMORY, "layer %d (pixel_shuffle): out of memory", idx);
+    ADD_REQUIRE(p != NULL, PCNN_ERR_OUT_OF_MEMORY, "layer %d (pixel_shuffle): out of memory", idx);
     p->r = upscale;
     pcnn_layer *l = NULL;
-    pcnn_status st = layer_append(net, &shuffle_ops, &in, 1,
+    pcnn_status st = layer_append(list, &shuffle_ops, &in, 1,
                                   shape_2d((int)(s.c / rr), (int)oh, (int)ow), 0, p, &l);
     if (st != PCNN_OK) {
         mem_free(p);

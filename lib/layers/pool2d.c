@@ -15,9 +15,9 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
 #include "../kernels/kernels.h"
 #include "layer.h"
+#include "layers.h"
 
 typedef struct pool_priv {
     int k, stride, pad;
@@ -324,13 +324,13 @@ static const layer_ops avgpool_ops = {
     .describe = pool_describe,
 };
 
-/* Shared constructor; `func` names the public function in messages. */
-static pcnn_status pool_new(const layer_ops *ops, const char *func, pcnn_net *net,
+/* Shared adder; `func` names the public function in messages. */
+static pcnn_status pool_add(const layer_ops *ops, const char *func, layer_list *list,
                             pcnn_layer *in, int kernel, int stride, int padding,
                             pcnn_layer **out)
 {
-    TRY(layer_check_new(net, &in, 1, out, func));
-    const int idx = net->num_layers;
+    TRY(layer_check_new(list, &in, 1, out, func));
+    const int idx = list->count;
     const char *me = ops->kind;
     if (kernel < 1)
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "layer %d (%s): kernel %d must be >= 1",
@@ -363,7 +363,7 @@ static pcnn_status pool_new(const layer_ops *ops, const char *func, pcnn_net *ne
     *p = (pool_priv){.k = kernel, .stride = stride, .pad = padding, .c = s.c, .h = s.h,
                      .w = s.w, .ho = (int)ho, .wo = (int)wo};
     pcnn_layer *l = NULL;
-    pcnn_status st = layer_append(net, ops, &in, 1, shape_2d(s.c, (int)ho, (int)wo), 0, p, &l);
+    pcnn_status st = layer_append(list, ops, &in, 1, shape_2d(s.c, (int)ho, (int)wo), 0, p, &l);
     if (st != PCNN_OK) {
         mem_free(p);
         return st;
@@ -372,14 +372,14 @@ static pcnn_status pool_new(const layer_ops *ops, const char *func, pcnn_net *ne
     return PCNN_OK;
 }
 
-PCNN_API pcnn_status pcnn_maxpool2d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
-                                    int padding, pcnn_layer **out)
+pcnn_status maxpool2d_add(layer_list *list, pcnn_layer *in, int kernel, int stride, int padding,
+                          pcnn_layer **out, const char *func)
 {
-    return pool_new(&maxpool_ops, __func__, net, in, kernel, stride, padding, out);
+    return pool_add(&maxpool_ops, func, list, in, kernel, stride, padding, out);
 }
 
-PCNN_API pcnn_status pcnn_avgpool2d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
-                                    int padding, pcnn_layer **out)
+pcnn_status avgpool2d_add(layer_list *list, pcnn_layer *in, int kernel, int stride, int padding,
+                          pcnn_layer **out, const char *func)
 {
-    return pool_new(&avgpool_ops, __func__, net, in, kernel, stride, padding, out);
+    return pool_add(&avgpool_ops, func, list, in, kernel, stride, padding, out);
 }

@@ -79,14 +79,14 @@ pcnn_status exchange_plan_build(pcnn_net *net, exchange_plan *plan)
 {
     *plan = (exchange_plan){0};
     plan->overlap = net->opt.overlap;
-    plan->bucket_of_layer = mem_calloc((size_t)net->num_layers, sizeof(int));
+    plan->bucket_of_layer = mem_calloc((size_t)net->layers.count, sizeof(int));
     if (!plan->bucket_of_layer) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "bucket table");
     int cap = 0;
     const size_t bucket_floats = net->opt.bucket_bytes / sizeof(float);
     const bool parallel = net->comm && net->comm->size > 1;
     bucket *open = NULL;
-    for (int i = 0; i < net->num_layers; i++) {
-        pcnn_layer *l = net->layers[i];
+    for (int i = 0; i < net->layers.count; i++) {
+        pcnn_layer *l = net->layers.items[i];
         if (l->num_params == 0) continue;
         if (parallel && !l->exchange_chosen && fc_saves_bytes(net, l))
             l->exchange = PCNN_EXCHANGE_FC_GRADIENT;
@@ -103,7 +103,7 @@ pcnn_status exchange_plan_build(pcnn_net *net, exchange_plan *plan)
         open->count += l->num_params;
         open->last_layer = i;
     }
-    for (int i = 0; i < net->num_layers; i++) plan->bucket_of_layer[i] = -1;
+    for (int i = 0; i < net->layers.count; i++) plan->bucket_of_layer[i] = -1;
     for (int k = 0; k < plan->num_buckets; k++) {
         bucket *b = &plan->buckets[k];
         if (b->kind == PCNN_EXCHANGE_FC_GRADIENT) TRY(fc_plan(net, b, plan));

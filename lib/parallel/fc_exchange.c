@@ -32,7 +32,7 @@ static int *ints(int n, size_t *bytes)
 
 pcnn_status fc_plan(pcnn_net *net, bucket *b, exchange_plan *plan)
 {
-    const pcnn_layer *l = net->layers[b->first_layer];
+    const pcnn_layer *l = net->layers.items[b->first_layer];
     const dense_shape d = dense_get_shape(l);
     const int P = net->comm->size, r = net->comm->rank;
     fc_exchange *fc = mem_calloc(1, sizeof *fc);
@@ -145,7 +145,7 @@ void fc_post_activations(pcnn_net *net, bucket *b, engine *e)
 {
     /* The input matrix is F x b (rows are features): rank p's rows are one
      * contiguous block.  It stays untouched until the next forward pass. */
-    b->reduce.send = (float *)dense_input_matrix(net->layers[b->first_layer]);
+    b->reduce.send = (float *)dense_input_matrix(net->layers.items[b->first_layer]);
     engine_post(e, &b->reduce);
 }
 
@@ -154,7 +154,7 @@ void fc_capture_errors(pcnn_net *net, bucket *b)
     /* dy lives in a gradient buffer that lower layers reuse: copy this
      * rank's K x b block into place for the in-place all-gather. */
     fc_exchange *fc = b->fc;
-    const pcnn_layer *l = net->layers[b->first_layer];
+    const pcnn_layer *l = net->layers.items[b->first_layer];
     const size_t count = (size_t)fc->out * (size_t)fc->batch[fc->rank];
     memcpy(fc->err_all + fc->err_displs[fc->rank], l->dy, count * sizeof(float));
 }
@@ -164,7 +164,7 @@ void fc_post_errors(bucket *b, engine *e) { engine_post(e, &b->errors); }
 void fc_update(pcnn_net *net, bucket *b)
 {
     fc_exchange *fc = b->fc;
-    pcnn_layer *l = net->layers[b->first_layer];
+    pcnn_layer *l = net->layers.items[b->first_layer];
     const int k = fc->out, f = fc->features, fr = fc->feat_counts[fc->rank];
     const int lo = fc->feat_displs[fc->rank];
     /* dW[:, F_r] = sum over source ranks of E_q A_q^T, in rank order. */
@@ -206,7 +206,7 @@ void fc_update(pcnn_net *net, bucket *b)
 void fc_unpack_weights(pcnn_net *net, const bucket *b)
 {
     const fc_exchange *fc = b->fc;
-    pcnn_layer *l = net->layers[b->first_layer];
+    pcnn_layer *l = net->layers.items[b->first_layer];
     const int k = fc->out, f = fc->features;
     for (int p = 0; p < fc->ranks; p++) {
         const int fp = fc->feat_counts[p], lo = fc->feat_displs[p];

@@ -52,7 +52,7 @@ void timing_bucket(pcnn_net *net, const struct bucket *b, timing_kind kind, doub
     }
     for (int i = b->first_layer; i <= b->last_layer; i++)
         net->profile.layer[i][kind] +=
-            seconds * (double)net->layers[i]->num_params / (double)b->count;
+            seconds * (double)net->layers.items[i]->num_params / (double)b->count;
 }
 
 void trace_span(pcnn_net *net, int layer, trace_kind kind, double t0, double t1)
@@ -77,8 +77,8 @@ PCNN_API pcnn_status pcnn_net_time(const pcnn_net *net, int layer, pcnn_time wha
 {
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(seconds_per_step);
-    REQUIRE(layer >= -1 && layer < net->num_layers, PCNN_ERR_INVALID_ARGUMENT,
-            "layer %d: must be -1 (all) or in [0, %d)", layer, net->num_layers);
+    REQUIRE(layer >= -1 && layer < net->layers.count, PCNN_ERR_INVALID_ARGUMENT,
+            "layer %d: must be -1 (all) or in [0, %d)", layer, net->layers.count);
     REQUIRE(what >= PCNN_TIME_FORWARD && what <= PCNN_TIME_STEP, PCNN_ERR_INVALID_ARGUMENT,
             "unknown timing %d", (int)what);
     const profile *p = &net->profile;
@@ -88,7 +88,7 @@ PCNN_API pcnn_status pcnn_net_time(const pcnn_net *net, int layer, pcnn_time wha
         return PCNN_OK;
     }
     double total = 0.0;
-    for (int i = 0; i < net->num_layers; i++)
+    for (int i = 0; i < net->layers.count; i++)
         if (layer < 0 || layer == i) total += p->layer[i][public_kind[what]];
     *seconds_per_step = total / steps;
     return PCNN_OK;
@@ -110,7 +110,7 @@ PCNN_API pcnn_status pcnn_net_overlap_ratio(const pcnn_net *net, double *percent
 {
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(percent);
-    *percent = overlap_ratio(&net->profile, net->num_layers);
+    *percent = overlap_ratio(&net->profile, net->layers.count);
     return PCNN_OK;
 }
 
@@ -133,10 +133,10 @@ PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size
     text_put(&t, "%-5s %-15s %9s %9s %9s %9s %9s\n", "layer", "kind", "forward", "backward", "update",
         "comm", "exposed");
     double sum[TIMING_KINDS] = {0};
-    for (int i = 1; i < net->num_layers; i++) {
+    for (int i = 1; i < net->layers.count; i++) {
         const double *v = p->layer[i];
         for (int k = 0; k < TIMING_KINDS; k++) sum[k] += v[k];
-        text_put(&t, "%-5d %-15s %9.3f %9.3f %9.3f %9.3f %9.3f\n", i, net->layers[i]->ops->kind,
+        text_put(&t, "%-5d %-15s %9.3f %9.3f %9.3f %9.3f %9.3f\n", i, net->layers.items[i]->ops->kind,
             v[TIMING_FORWARD] * ms, v[TIMING_BACKWARD] * ms, v[TIMING_UPDATE] * ms,
             v[TIMING_COMM] * ms, v[TIMING_EXPOSED] * ms);
     }
@@ -152,7 +152,7 @@ PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size
                  "%.3f ms (%.1f%% of the step); ",
              step, other > 0 ? other : 0.0, sum[TIMING_EXPOSED] * ms,
              step > 0 ? 100.0 * sum[TIMING_EXPOSED] * ms / step : 0.0);
-    const double r = overlap_ratio(p, net->num_layers);
+    const double r = overlap_ratio(p, net->layers.count);
     if (isnan(r)) text_put(&t, "overlap ratio R: n/a (no communication)\n");
     else text_put(&t, "overlap ratio R = %.1f%%\n", r);
     if (needed) *needed = t.len;

@@ -38,7 +38,7 @@ PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path)
         fprintf(f.stream,
                 ",\n{\"name\":\"%s %d %s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,"
                 "\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
-                span_names[e->kind], e->layer, net->layers[e->layer]->ops->kind,
+                span_names[e->kind], e->layer, net->layers.items[e->layer]->ops->kind,
                 comm ? "comm" : "compute", (e->t0 - origin) * 1e6, (e->t1 - e->t0) * 1e6, rank,
                 comm ? 1 : 0);
     }

@@ -172,10 +172,10 @@ static int same_state(pcnn_net *a, pcnn_net *b, char *why, size_t size)
         else if (sa[k] && memcmp(sa[k], sb[k], a->optim.count * sizeof(float)) != 0) ok = 0;
         if (!ok) snprintf(why, size, "optimizer state %s differs", k ? "v" : "m");
     }
-    for (int i = 0; i < a->num_layers && ok; i++) {
+    for (int i = 0; i < a->layers.count && ok; i++) {
         size_t ca, cb;
-        const float *ra = batchnorm_running_stats(a->layers[i], &ca);
-        const float *rb = batchnorm_running_stats(b->layers[i], &cb);
+        const float *ra = batchnorm_running_stats(a->layers.items[i], &ca);
+        const float *rb = batchnorm_running_stats(b->layers.items[i], &cb);
         if (ca != cb || (ca && memcmp(ra, rb, ca * sizeof(float)) != 0)) {
             ok = 0;
             snprintf(why, size, "batch-norm statistics of layer %d differ", i);
@@ -303,9 +303,9 @@ static void test_bn_mean(void)
     pcnn_status st = pcnn_net_load(resumed, crafted);
     int ok = written && st == PCNN_OK;
     size_t at = 0;
-    for (int i = 0; i < resumed->num_layers && ok; i++) {
+    for (int i = 0; i < resumed->layers.count && ok; i++) {
         size_t count;
-        const float *s = batchnorm_running_stats(resumed->layers[i], &count);
+        const float *s = batchnorm_running_stats(resumed->layers.items[i], &count);
         for (size_t j = 0; j < count; j++, at++)
             ok = ok && s[j] == (float)(((double)stats[at] + (double)stats[bn + at]) / 2);
     }

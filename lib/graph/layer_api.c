@@ -1,0 +1,100 @@
+/* The public layer constructors: each checks the network handle and lets
+ * its kind's adder (layers/layers.h) append the layer to the network's
+ * list, under the constructor's own name in messages. */
+#include "../core/error.h"
+#include "../layers/layers.h"
+#include "net.h"
+
+PCNN_API pcnn_status pcnn_net_input(pcnn_net *net, int channels, int height, int width,
+                                    pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return input_add(&net->layers, channels, height, width, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
+                                 int stride, int padding, int bias, pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return conv2d_add(&net->layers, in, out_channels, kernel, stride, padding, bias, out,
+                      __func__);
+}
+
+PCNN_API pcnn_status pcnn_maxpool2d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
+                                    int padding, pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return maxpool2d_add(&net->layers, in, kernel, stride, padding, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_avgpool2d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
+                                    int padding, pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return avgpool2d_add(&net->layers, in, kernel, stride, padding, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_global_avgpool(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return global_avgpool_add(&net->layers, in, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_dense(pcnn_net *net, pcnn_layer *in, int out_features, int bias,
+                                pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return dense_add(&net->layers, in, out_features, bias, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_flatten(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return flatten_add(&net->layers, in, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_relu(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return relu_add(&net->layers, in, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_leaky_relu(pcnn_net *net, pcnn_layer *in, float slope,
+                                     pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return leaky_relu_add(&net->layers, in, slope, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_batchnorm(pcnn_net *net, pcnn_layer *in, float eps, float momentum,
+                                    pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return batchnorm_add(&net->layers, in, eps, momentum, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_dropout(pcnn_net *net, pcnn_layer *in, float p, pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return dropout_add(&net->layers, in, p, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_add(pcnn_net *net, pcnn_layer *a, pcnn_layer *b, pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return residual_add(&net->layers, a, b, 1.0f, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_add_scaled(pcnn_net *net, pcnn_layer *a, pcnn_layer *b,
+                                     float b_scale, pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return residual_add(&net->layers, a, b, b_scale, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_pixel_shuffle(pcnn_net *net, pcnn_layer *in, int upscale,
+                                        pcnn_layer **out)
+{
+    REQUIRE_PTR(net);
+    return pixel_shuffle_add(&net->layers, in, upscale, out, __func__);
+}
