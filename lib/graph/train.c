@@ -3,7 +3,7 @@
 #include <math.h>
 
 #include "../core/error.h"
-#include "../io/dataset.h"
+#include "../data/dataset.h"
 #include "../kernels/kernels.h"
 #include "../parallel/parallel.h"
 #include "../sched/sched.h"

@@ -6,14 +6,14 @@
  * Any crash, sanitizer report or broken invariant (trap) is a bug.
  *
  * clang -g -O1 -fsanitize=fuzzer,address,undefined -I/usr/include/x86_64-linux-gnu/mpich \
- *   -Iinclude -Ilib tests/io/fuzz_idx.c lib/io/idx.c lib/io/dataset.c lib/core/[a-z]*.c -lz -lm \
+ *   -Iinclude -Ilib tests/io/fuzz_idx.c lib/data/idx.c lib/data/dataset.c lib/core/[a-z]*.c -lz -lm \
  *   -o fuzz_idx && ./fuzz_idx -max_total_time=20 tests/io/corpus */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "core/memory.h"
-#include "io/dataset.h"
+#include "data/dataset.h"
 #include "pcnn.h"
 
 #define EXPECT(cond)                          \

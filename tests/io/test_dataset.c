@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/dataset.h"
+#include "data/dataset.h"
 #include "pcnn.h"
 
 static int failures;

@@ -18,7 +18,7 @@
 #include <zlib.h>
 
 #include "core/memory.h"
-#include "io/dataset.h"
+#include "data/dataset.h"
 #include "pcnn.h"
 
 #define SKIP 77

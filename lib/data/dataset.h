@@ -2,8 +2,8 @@
  * pcnn_dataset_load_idx.  The network trains and evaluates straight from a
  * dataset through dataset_copy_batch / dataset_sample_x, without copying the
  * whole dataset again. */
-#ifndef PCNN_IO_DATASET_H
-#define PCNN_IO_DATASET_H
+#ifndef PCNN_DATA_DATASET_H
+#define PCNN_DATA_DATASET_H
 
 #include <stddef.h>
 #include <stdint.h>
