@@ -194,7 +194,8 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
         if (l->ops->init_params) l->ops->init_params(l, net->opt.seed);
     }
     for (int i = 0; i < net->layers.count; i++)
-        if (!net->layers.items[i]->exchange_chosen) net->layers.items[i]->exchange = net->opt.exchange;
+        if (!net->layers.items[i]->exchange_chosen)
+            net->layers.items[i]->exchange = net->opt.exchange;
     /* Exchange plan first: it decides which slices this rank updates, and
      * so how much optimizer state it keeps. */
     TRY(exchange_plan_build(net, &net->xplan));
@@ -240,7 +241,7 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "staging buffers for %d samples", max_batch);
     net->memory_bytes += (in_floats + out_floats) * sizeof(float);
 
-    TRY(profile_alloc(&net->profile, net->layers.count, net->opt.trace_events));
+    TRY(profile_alloc(&net->profile, &net->layers, net->opt.trace_events));
     net->memory_bytes += net->opt.trace_events * sizeof(trace_event);
 
     TRY(plan_gradient_slots(net));
@@ -253,7 +254,8 @@ static pcnn_status check_same_network(const pcnn_net *net)
     pcnn_status st = hashes ? PCNN_OK : FAIL(PCNN_ERR_OUT_OF_MEMORY, "network fingerprint");
     if (hashes) net_layer_hashes(net, hashes);
     st = agree(net->comm, st, "pcnn_net_finalize");
-    if (st == PCNN_OK) st = agree_structure(net->comm, hashes, net->layers.count, "pcnn_net_finalize");
+    if (st == PCNN_OK)
+        st = agree_structure(net->comm, hashes, net->layers.count, "pcnn_net_finalize");
     mem_free(hashes);
     return st;
 }

@@ -35,8 +35,8 @@ pcnn_status net_forward(pcnn_net *net, int n, bool train, bool update_stats)
         l->ops->forward(l, &ctx);
         const double t1 = engine_now();
         if (train) {
-            timing_layer(net, i, TIMING_FORWARD, t1 - t0);
-            trace_span(net, i, TRACE_FORWARD, t0, t1);
+            timing_layer(&net->profile, i, TIMING_FORWARD, t1 - t0);
+            trace_span(&net->profile, i, TRACE_FORWARD, t0, t1);
         }
         exchange_layer_forward_done(net, i);
         exchange_poll(net);
@@ -58,8 +58,8 @@ void net_backward(pcnn_net *net, int n, bool want_input_grad)
         const double t0 = engine_now();
         l->ops->backward(l, &ctx, dx);
         const double t1 = engine_now();
-        timing_layer(net, i, TIMING_BACKWARD, t1 - t0);
-        trace_span(net, i, TRACE_BACKWARD, t0, t1);
+        timing_layer(&net->profile, i, TIMING_BACKWARD, t1 - t0);
+        trace_span(&net->profile, i, TRACE_BACKWARD, t0, t1);
         exchange_layer_done(net, i);
         exchange_poll(net);
     }

@@ -14,10 +14,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../core/atomic_file.h"
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
-#include "atomic_file.h"
 #include "checkpoint_format.h"
 #include "checkpoint_state.h"
 

@@ -231,8 +231,8 @@ static void update_bucket(pcnn_net *net, bucket *b)
         fc_update(net, b);
         b->updated = true;
         const double t1 = engine_now();
-        timing_bucket(net, b, TIMING_UPDATE, t1 - t0);
-        trace_span(net, b->first_layer, TRACE_UPDATE, t0, t1);
+        timing_range(&net->profile, b->first_layer, b->last_layer, TIMING_UPDATE, t1 - t0);
+        trace_span(&net->profile, b->first_layer, TRACE_UPDATE, t0, t1);
         return;
     }
     const int P = net->comm ? net->comm->size : 1;
@@ -246,15 +246,15 @@ static void update_bucket(pcnn_net *net, bucket *b)
                  net->threads);
     b->updated = true;
     const double t1 = engine_now();
-    timing_bucket(net, b, TIMING_UPDATE, t1 - t0);
-    trace_span(net, b->first_layer, TRACE_UPDATE, t0, t1);
+    timing_range(&net->profile, b->first_layer, b->last_layer, TIMING_UPDATE, t1 - t0);
+    trace_span(&net->profile, b->first_layer, TRACE_UPDATE, t0, t1);
 }
 
 /* A collective finished: account its time on the communication side. */
 static void account(pcnn_net *net, const bucket *b, const request *r)
 {
-    timing_bucket(net, b, TIMING_COMM, r->t_end - r->t_start);
-    trace_span(net, b->first_layer,
+    timing_range(&net->profile, b->first_layer, b->last_layer, TIMING_COMM, r->t_end - r->t_start);
+    trace_span(&net->profile, b->first_layer,
                r->kind == REQ_ALLREDUCE   ? TRACE_ALLREDUCE
                : r->kind == REQ_ALLTOALLV ? TRACE_ALLTOALL
                                           : TRACE_ALLGATHER,
@@ -270,8 +270,8 @@ static pcnn_status wait_for(pcnn_net *net, bucket *b, request *r)
     const double t1 = engine_now();
     r->posted = false;
     if (st != PCNN_OK) return st;
-    timing_bucket(net, b, TIMING_EXPOSED, t1 - t0);
-    trace_span(net, b->first_layer, TRACE_WAIT, t0, t1);
+    timing_range(&net->profile, b->first_layer, b->last_layer, TIMING_EXPOSED, t1 - t0);
+    trace_span(&net->profile, b->first_layer, TRACE_WAIT, t0, t1);
     account(net, b, r);
     return PCNN_OK;
 }

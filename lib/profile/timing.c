@@ -1,4 +1,4 @@
-/* Timing breakdown: accumulation and the public queries. */
+/* Timing breakdown: accumulation, the per-step means and the report. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -6,19 +6,21 @@
 #include "../core/error.h"
 #include "../core/text.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
 #include "profile.h"
 
-pcnn_status profile_alloc(profile *p, int num_layers, size_t trace_events)
+pcnn_status profile_alloc(profile *p, const layer_list *layers, size_t trace_events)
 {
+    const int num_layers = layers->count;
     *p = (profile){0};
     p->layer = mem_calloc((size_t)num_layers, sizeof *p->layer);
+    p->layer_params = mem_calloc((size_t)num_layers, sizeof *p->layer_params);
     p->num_layers = num_layers;
     if (trace_events) p->events = mem_calloc(trace_events, sizeof *p->events);
-    if (!p->layer || (trace_events && !p->events)) {
+    if (!p->layer || !p->layer_params || (trace_events && !p->events)) {
         profile_free(p);
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "timing tables (%zu trace events)", trace_events);
     }
+    for (int i = 0; i < num_layers; i++) p->layer_params[i] = layers->items[i]->num_params;
     p->capacity = trace_events;
     return PCNN_OK;
 }
@@ -26,6 +28,7 @@ pcnn_status profile_alloc(profile *p, int num_layers, size_t trace_events)
 void profile_free(profile *p)
 {
     mem_free(p->layer);
+    mem_free(p->layer_params);
     mem_free(p->events);
     *p = (profile){0};
 }
@@ -39,25 +42,26 @@ void profile_reset(profile *p)
     p->wrapped = false;
 }
 
-void timing_layer(pcnn_net *net, int layer, timing_kind kind, double seconds)
+void timing_layer(profile *p, int layer, timing_kind kind, double seconds)
 {
-    net->profile.layer[layer][kind] += seconds;
+    p->layer[layer][kind] += seconds;
 }
 
-void timing_bucket(pcnn_net *net, const struct bucket *b, timing_kind kind, double seconds)
+void timing_range(profile *p, int first_layer, int last_layer, timing_kind kind,
+                  double seconds)
 {
-    if (b->first_layer == b->last_layer) {
-        net->profile.layer[b->first_layer][kind] += seconds;
+    if (first_layer == last_layer) {
+        p->layer[first_layer][kind] += seconds;
         return;
     }
-    for (int i = b->first_layer; i <= b->last_layer; i++)
-        net->profile.layer[i][kind] +=
-            seconds * (double)net->layers.items[i]->num_params / (double)b->count;
+    size_t count = 0;
+    for (int i = first_layer; i <= last_layer; i++) count += p->layer_params[i];
+    for (int i = first_layer; i <= last_layer; i++)
+        p->layer[i][kind] += seconds * (double)p->layer_params[i] / (double)count;
 }
 
-void trace_span(pcnn_net *net, int layer, trace_kind kind, double t0, double t1)
+void trace_span(profile *p, int layer, trace_kind kind, double t0, double t1)
 {
-    profile *p = &net->profile;
     if (!p->capacity) return;
     p->events[p->next] = (trace_event){layer, kind, t0, t1};
     if (++p->next == p->capacity) {
@@ -72,32 +76,20 @@ static const timing_kind public_kind[] = {
     [PCNN_TIME_EXPOSED] = TIMING_EXPOSED,
 };
 
-PCNN_API pcnn_status pcnn_net_time(const pcnn_net *net, int layer, pcnn_time what,
-                                   double *seconds_per_step)
+double profile_per_step(const profile *p, int layer, pcnn_time what)
 {
-    TRY(net_check_ready(net, __func__));
-    REQUIRE_PTR(seconds_per_step);
-    REQUIRE(layer >= -1 && layer < net->layers.count, PCNN_ERR_INVALID_ARGUMENT,
-            "layer %d: must be -1 (all) or in [0, %d)", layer, net->layers.count);
-    REQUIRE(what >= PCNN_TIME_FORWARD && what <= PCNN_TIME_STEP, PCNN_ERR_INVALID_ARGUMENT,
-            "unknown timing %d", (int)what);
-    const profile *p = &net->profile;
     const double steps = p->steps > 0 ? (double)p->steps : 1.0;
-    if (what == PCNN_TIME_STEP) {
-        *seconds_per_step = p->step_seconds / steps;
-        return PCNN_OK;
-    }
+    if (what == PCNN_TIME_STEP) return p->step_seconds / steps;
     double total = 0.0;
-    for (int i = 0; i < net->layers.count; i++)
+    for (int i = 0; i < p->num_layers; i++)
         if (layer < 0 || layer == i) total += p->layer[i][public_kind[what]];
-    *seconds_per_step = total / steps;
-    return PCNN_OK;
+    return total / steps;
 }
 
-static double overlap_ratio(const profile *p, int num_layers)
+double profile_overlap_ratio(const profile *p)
 {
     double comm = 0.0, exposed = 0.0;
-    for (int i = 0; i < num_layers; i++) {
+    for (int i = 0; i < p->num_layers; i++) {
         comm += p->layer[i][TIMING_COMM];
         exposed += p->layer[i][TIMING_EXPOSED];
     }
@@ -106,37 +98,18 @@ static double overlap_ratio(const profile *p, int num_layers)
     return r < 0.0 ? 0.0 : r;
 }
 
-PCNN_API pcnn_status pcnn_net_overlap_ratio(const pcnn_net *net, double *percent)
+size_t profile_report(const profile *p, const layer_list *layers, char *buf, size_t size)
 {
-    TRY(net_check_ready(net, __func__));
-    REQUIRE_PTR(percent);
-    *percent = overlap_ratio(&net->profile, net->layers.count);
-    return PCNN_OK;
-}
-
-PCNN_API pcnn_status pcnn_net_reset_timing(pcnn_net *net)
-{
-    TRY(net_check_ready(net, __func__));
-    profile_reset(&net->profile);
-    return PCNN_OK;
-}
-
-PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size_t size,
-                                            size_t *needed)
-{
-    TRY(net_check_ready(net, __func__));
-    REQUIRE(buf || size == 0, PCNN_ERR_INVALID_ARGUMENT, "buf is NULL but size is %zu", size);
-    const profile *p = &net->profile;
     const double ms = 1e3 / (p->steps > 0 ? (double)p->steps : 1.0);
     text t = text_start(buf, size);
     text_put(&t, "timing per step over %ld steps (ms)\n", p->steps);
     text_put(&t, "%-5s %-15s %9s %9s %9s %9s %9s\n", "layer", "kind", "forward", "backward", "update",
         "comm", "exposed");
     double sum[TIMING_KINDS] = {0};
-    for (int i = 1; i < net->layers.count; i++) {
+    for (int i = 1; i < p->num_layers; i++) {
         const double *v = p->layer[i];
         for (int k = 0; k < TIMING_KINDS; k++) sum[k] += v[k];
-        text_put(&t, "%-5d %-15s %9.3f %9.3f %9.3f %9.3f %9.3f\n", i, net->layers.items[i]->ops->kind,
+        text_put(&t, "%-5d %-15s %9.3f %9.3f %9.3f %9.3f %9.3f\n", i, layers->items[i]->ops->kind,
             v[TIMING_FORWARD] * ms, v[TIMING_BACKWARD] * ms, v[TIMING_UPDATE] * ms,
             v[TIMING_COMM] * ms, v[TIMING_EXPOSED] * ms);
     }
@@ -152,9 +125,8 @@ PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size
                  "%.3f ms (%.1f%% of the step); ",
              step, other > 0 ? other : 0.0, sum[TIMING_EXPOSED] * ms,
              step > 0 ? 100.0 * sum[TIMING_EXPOSED] * ms / step : 0.0);
-    const double r = overlap_ratio(p, net->layers.count);
+    const double r = profile_overlap_ratio(p);
     if (isnan(r)) text_put(&t, "overlap ratio R: n/a (no communication)\n");
     else text_put(&t, "overlap ratio R = %.1f%%\n", r);
-    if (needed) *needed = t.len;
-    return PCNN_OK;
+    return t.len;
 }

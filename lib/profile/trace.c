@@ -2,25 +2,18 @@
  * with the most recent compute and communication spans of this rank. */
 #include <stdio.h>
 
+#include "../core/atomic_file.h"
 #include "../core/error.h"
-#include "../graph/net.h"
-#include "../io/atomic_file.h"
 #include "profile.h"
 
 static const char *const span_names[TRACE_KINDS] = {
     "forward", "backward", "update", "allreduce", "alltoall", "allgather", "wait",
 };
 
-PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path)
+pcnn_status trace_write(const profile *p, const layer_list *layers, int rank, const char *path)
 {
-    TRY(net_check_ready(net, __func__));
-    REQUIRE_PTR(path);
-    const profile *p = &net->profile;
-    REQUIRE(p->capacity > 0, PCNN_ERR_INVALID_STATE,
-            "tracing is off: set PCNN_OPT_TRACE_EVENTS before finalize");
     atomic_file f;
     TRY(atomic_file_open(&f, path));
-    const int rank = net->comm ? net->comm->rank : 0;
     const size_t count = p->wrapped ? p->capacity : p->next;
     const size_t first = p->wrapped ? p->next : 0;
     double origin = count ? p->events[first].t0 : 0.0;
@@ -38,7 +31,7 @@ PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path)
         fprintf(f.stream,
                 ",\n{\"name\":\"%s %d %s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,"
                 "\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
-                span_names[e->kind], e->layer, net->layers.items[e->layer]->ops->kind,
+                span_names[e->kind], e->layer, layers->items[e->layer]->ops->kind,
                 comm ? "comm" : "compute", (e->t0 - origin) * 1e6, (e->t1 - e->t0) * 1e6, rank,
                 comm ? 1 : 0);
     }

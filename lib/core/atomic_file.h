@@ -1,8 +1,8 @@
 /* Files written atomically: a temporary file in the same directory,
  * fsync, rename over the target, fsync of the directory.  A crash at any
  * moment leaves either the old file or the new one, never a mix. */
-#ifndef PCNN_IO_ATOMIC_FILE_H
-#define PCNN_IO_ATOMIC_FILE_H
+#ifndef PCNN_CORE_ATOMIC_FILE_H
+#define PCNN_CORE_ATOMIC_FILE_H
 
 #include <stdio.h>
 

@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/error.h"
-#include "../core/memory.h"
+#include "error.h"
+#include "memory.h"
 
 /* A fresh temporary name next to the target, created with O_EXCL and mode
  * 0666 so the final file gets the permissions the umask gives (mkstemp
