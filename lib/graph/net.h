@@ -57,9 +57,10 @@ struct pcnn_net {
     optim_state optim;    /* for this rank's owned slices only */
 
     /* Data parallelism: the communicator (NULL: one process), the
-     * exchange plan, and where this rank's samples start in the batch. */
+     * exchange, and where this rank's samples start in the batch. */
     pcnn_comm *comm;
-    exchange_plan xplan;
+    exchange *exchange;
+    double step_lr;       /* learning rate of the step in progress */
     long sample_base;
     int global_max_batch; /* as given to finalize; max_batch is this rank's share */
 

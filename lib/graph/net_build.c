@@ -130,6 +130,6 @@ PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *byte
 {
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(bytes_per_step);
-    *bytes_per_step = net->xplan.bytes_per_step;
+    *bytes_per_step = exchange_bytes_per_step(net->exchange);
     return PCNN_OK;
 }

@@ -162,7 +162,7 @@ PCNN_API pcnn_status pcnn_net_get_option(const pcnn_net *net, pcnn_option option
     case PCNN_OPT_OVERLAP: v = o->overlap; break;
     case PCNN_OPT_ENGINE: v = o->engine; break;
     case PCNN_OPT_ACTIVE_ENGINE:
-        v = net->xplan.engine ? (double)engine_get_kind(net->xplan.engine) : 0.0;
+        v = net->exchange ? exchange_active_engine(net->exchange) : 0.0;
         break;
     case PCNN_OPT_COMM_CORE: v = o->comm_core; break;
     case PCNN_OPT_TIMEOUT_MS: v = (double)o->timeout_ms; break;

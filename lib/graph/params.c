@@ -32,7 +32,7 @@ PCNN_API pcnn_status pcnn_net_memory_bytes(const pcnn_net *net, size_t *bytes)
 /* Parameters may still be in flight from the last overlapped step: wait
  * for them before anyone reads or writes them.  (The schedule state is not
  * part of the network's value, hence the cast.) */
-static pcnn_status settle(const pcnn_net *net) { return exchange_flush((pcnn_net *)net); }
+static pcnn_status settle(const pcnn_net *net) { return exchange_flush(net->exchange); }
 
 static pcnn_status copy_flat(const pcnn_net *net, const char *func, float *dst,
                              const float *src, size_t count)

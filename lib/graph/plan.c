@@ -6,6 +6,7 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../layers/batchnorm.h"
+#include "../layers/dense.h"
 #include "net.h"
 
 /* A batch norm or residual add feeding only the ReLU right after it
@@ -166,6 +167,79 @@ static pcnn_status check_sizes(const pcnn_net *net, int max_batch)
     return PCNN_OK;
 }
 
+/* Eq. 4.8 of seed 001: the FC exchange moves fewer bytes than reducing the
+ * gradient when F*B/P + K*B < K*F (B the global batch).  Chosen by default
+ * only under the network default all-to-all + all-gather strategy. */
+static bool fc_saves_bytes(const pcnn_net *net, const pcnn_layer *l)
+{
+    if (!layer_is_dense(l) || net->opt.exchange != PCNN_EXCHANGE_ALLTOALL_ALLGATHER) return false;
+    const dense_shape d = dense_get_shape(l);
+    const double B = net->global_max_batch, P = net->comm->size;
+    return (double)d.features * B / P + (double)d.out * B < (double)d.out * d.features;
+}
+
+/* Each layer's exchange: its own choice, else the network's, where a dense
+ * layer takes the FC gradient when it moves fewer bytes. */
+static void decide_exchanges(pcnn_net *net)
+{
+    const bool parallel = net->comm && net->comm->size > 1;
+    for (int i = 0; i < net->layers.count; i++) {
+        pcnn_layer *l = net->layers.items[i];
+        if (l->exchange_chosen) continue;
+        l->exchange = parallel && l->num_params && fc_saves_bytes(net, l) ? PCNN_EXCHANGE_FC_GRADIENT
+                                                         : net->opt.exchange;
+    }
+}
+
+/* The optimizer on one run of this rank's parameters, with the learning
+ * rate and step of the step in progress (both owned here, not by the
+ * exchange). */
+static void apply_update(void *arg, float *params, const float *grads, size_t state_offset,
+                         size_t count)
+{
+    pcnn_net *net = arg;
+    float *m = net->optim.m ? net->optim.m + state_offset : NULL;
+    float *v = net->optim.v ? net->optim.v + state_offset : NULL;
+    optim_update(net->optimizer, &net->opt.hyper, net->step_lr, net->opt.weight_decay,
+                 net->step + 1, params, grads, m, v, count, net->threads);
+}
+
+static pcnn_status plan_exchange(pcnn_net *net)
+{
+    int count = 0;
+    for (int i = 0; i < net->layers.count; i++) count += net->layers.items[i]->num_params > 0;
+    exchange_layer *layers = mem_calloc(count ? (size_t)count : 1, sizeof *layers);
+    if (!layers) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "exchange layer table");
+    for (int i = 0, k = 0; i < net->layers.count; i++) {
+        const pcnn_layer *l = net->layers.items[i];
+        if (l->num_params == 0) continue;
+        layers[k++] = (exchange_layer){.index = i, .param_offset = l->param_offset,
+                                       .num_params = l->num_params, .kind = l->exchange,
+                                       .layer = l};
+    }
+    const exchange_setup setup = {
+        .comm = net->comm,
+        .params = net->params,
+        .grads = net->grads,
+        .num_layers = net->layers.count,
+        .layers = layers,
+        .num_param_layers = count,
+        .max_batch = net->max_batch,
+        .bucket_bytes = net->opt.bucket_bytes,
+        .overlap = net->opt.overlap,
+        .engine = net->opt.engine,
+        .comm_core = net->opt.comm_core,
+        .timeout_ms = &net->opt.timeout_ms,
+        .threads = net->threads,
+        .profile = &net->profile,
+        .update = apply_update,
+        .update_arg = net,
+    };
+    pcnn_status st = exchange_create(&setup, &net->exchange);
+    mem_free(layers);
+    return st;
+}
+
 static pcnn_status plan(pcnn_net *net, int max_batch)
 {
     net->threads = net->opt.threads > 0 ? net->opt.threads : omp_get_max_threads();
@@ -193,14 +267,12 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
         l->grads = net->grads + l->param_offset;
         if (l->ops->init_params) l->ops->init_params(l, net->opt.seed);
     }
-    for (int i = 0; i < net->layers.count; i++)
-        if (!net->layers.items[i]->exchange_chosen)
-            net->layers.items[i]->exchange = net->opt.exchange;
+    decide_exchanges(net);
     /* Exchange plan first: it decides which slices this rank updates, and
      * so how much optimizer state it keeps. */
-    TRY(exchange_plan_build(net, &net->xplan));
-    net->memory_bytes += net->xplan.memory_bytes;
-    TRY(optim_state_alloc(&net->optim, net->optimizer, net->xplan.state_count));
+    TRY(plan_exchange(net));
+    net->memory_bytes += exchange_memory_bytes(net->exchange);
+    TRY(optim_state_alloc(&net->optim, net->optimizer, exchange_state_count(net->exchange)));
     net->memory_bytes += optim_state_bytes(&net->optim);
 
     /* Activations: all kept for the backward pass. */
@@ -287,7 +359,7 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
     if (net->comm) {
         st = agree(net->comm, st, __func__);
         if (st == PCNN_OK) st = check_same_network(net);
-        if (st == PCNN_OK) st = agree(net->comm, exchange_start(net), __func__);
+        if (st == PCNN_OK) st = agree(net->comm, exchange_start(net->exchange), __func__);
     }
     if (st != PCNN_OK) {
         net_release_plan(net);
@@ -305,7 +377,8 @@ void net_release_plan(pcnn_net *net)
 {
     /* First: collectives still in flight (a destroy right after a step)
      * read and write the parameters and gradients freed below. */
-    exchange_plan_free(&net->xplan);
+    exchange_destroy(net->exchange);
+    net->exchange = NULL;
     for (int i = 0; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
         mem_free(l->y);

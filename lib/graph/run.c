@@ -2,6 +2,7 @@
  * that train on or infer from one batch. */
 #include <math.h>
 
+#include "../core/clock.h"
 #include "../core/error.h"
 #include "../kernels/kernels.h"
 #include "loss.h"
@@ -17,7 +18,7 @@ static run_ctx make_ctx(const pcnn_net *net, int n, bool train, bool update_stat
         .seed = net->opt.seed,
         .step = net->step,
         .sample_base = net->sample_base,
-        .fc_exchange = net->xplan.step_active,
+        .exchange_step = exchange_step_active(net->exchange),
         .workspace = net->workspace,
     };
     return ctx;
@@ -30,16 +31,16 @@ pcnn_status net_forward(pcnn_net *net, int n, bool train, bool update_stats)
     run_ctx ctx = make_ctx(net, n, train, update_stats);
     for (int i = 1; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
-        if (l->num_params) TRY(exchange_wait_layer(net, i));
-        const double t0 = engine_now();
+        TRY(exchange_before_forward(net->exchange, i));
+        const double t0 = clock_now();
         l->ops->forward(l, &ctx);
-        const double t1 = engine_now();
+        const double t1 = clock_now();
         if (train) {
             timing_layer(&net->profile, i, TIMING_FORWARD, t1 - t0);
             trace_span(&net->profile, i, TRACE_FORWARD, t0, t1);
         }
-        exchange_layer_forward_done(net, i);
-        exchange_poll(net);
+        exchange_after_forward(net->exchange, i);
+        exchange_poll(net->exchange);
     }
     return PCNN_OK;
 }
@@ -54,14 +55,14 @@ void net_backward(pcnn_net *net, int n, bool want_input_grad)
         float *dx[2] = {NULL, NULL};
         for (int j = 0; j < l->num_inputs; j++)
             if (want_input_grad || !layer_is_input(l->inputs[j])) dx[j] = l->inputs[j]->dy;
-        exchange_layer_backward_start(net, i);
-        const double t0 = engine_now();
+        exchange_before_backward(net->exchange, i);
+        const double t0 = clock_now();
         l->ops->backward(l, &ctx, dx);
-        const double t1 = engine_now();
+        const double t1 = clock_now();
         timing_layer(&net->profile, i, TIMING_BACKWARD, t1 - t0);
         trace_span(&net->profile, i, TRACE_BACKWARD, t0, t1);
-        exchange_layer_done(net, i);
-        exchange_poll(net);
+        exchange_after_backward(net->exchange, i);
+        exchange_poll(net->exchange);
     }
     net->last_backward_n = want_input_grad ? n : 0;
 }
@@ -145,6 +146,22 @@ double net_loss(pcnn_net *net, int n, const int32_t *labels, const float *target
     return loss_compute(&a, want_grad ? net->output->dy : NULL);
 }
 
+/* A training step's update: the graph owns the learning rate and the step
+ * counter; the exchange applies the optimizer to the runs this rank owns
+ * (graph/plan.c apply_update). */
+static void begin_step(pcnn_net *net)
+{
+    net->step_lr = net_effective_lr(net);
+    exchange_begin_step(net->exchange);
+}
+
+static pcnn_status end_step(pcnn_net *net)
+{
+    pcnn_status st = exchange_end_step(net->exchange);
+    if (st == PCNN_OK) net->step++;
+    return st;
+}
+
 typedef enum run_mode { RUN_LOSS, RUN_GRADIENTS, RUN_TRAIN } run_mode;
 
 /* Zero gradients: what a rank without samples contributes to a step. */
@@ -168,21 +185,21 @@ static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int
                              float *loss_out)
 {
     TRY(net_check_batch(net, func, n, x, labels, targets, true));
-    TRY(exchange_flush(net)); /* a parallel network's parameters may be in flight */
+    TRY(exchange_flush(net->exchange)); /* a parallel network's parameters may be in flight */
     int saved = blas_threads_enter();
-    const double t0 = engine_now();
+    const double t0 = clock_now();
     net->sample_base = 0;
     net_load_input(net, n, x);
     pcnn_status st = net_forward(net, n, true, mode == RUN_TRAIN);
     double loss = st == PCNN_OK ? net_loss(net, n, labels, targets, n, mode != RUN_LOSS) : 0;
     if (st == PCNN_OK) st = numeric_check(net, func, loss);
     if (st == PCNN_OK && mode != RUN_LOSS) {
-        if (mode == RUN_TRAIN) exchange_begin(net);
+        if (mode == RUN_TRAIN) begin_step(net);
         net_backward(net, n, mode == RUN_GRADIENTS);
         if (mode == RUN_TRAIN) {
-            st = exchange_end(net);
+            st = end_step(net);
             net->profile.steps++;
-            net->profile.step_seconds += engine_now() - t0;
+            net->profile.step_seconds += clock_now() - t0;
         }
     }
     blas_threads_leave(saved);
@@ -199,7 +216,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
                                 const int32_t *labels, const float *targets, float *loss_out)
 {
     const pcnn_comm *c = net->comm;
-    const double t0 = engine_now();
+    const double t0 = clock_now();
     pcnn_status st = n == 0 ? PCNN_OK : net_check_batch(net, func, n, x, labels, targets, true);
     if (n < 0 || n > net->max_batch)
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func,
@@ -213,7 +230,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     net->sample_base = (long)sizes[1];
 
     int saved = blas_threads_enter();
-    exchange_begin(net);
+    begin_step(net);
     double loss = 0.0;
     if (n > 0) {
         net_load_input(net, n, x);
@@ -224,26 +241,26 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
         /* No samples here: take part in every collective all the same, in
          * the order the other ranks post them. */
         for (int i = 1; i < net->layers.count && st == PCNN_OK; i++) {
-            st = exchange_wait_layer(net, i);
-            exchange_layer_forward_done(net, i);
+            st = exchange_before_forward(net->exchange, i);
+            exchange_after_forward(net->exchange, i);
         }
     }
     st = agree_sum(c, st, &loss, 1, func);
     if (st != PCNN_OK) {
-        exchange_flush(net); /* drain what the aborted step posted */
+        exchange_flush(net->exchange); /* drain what the aborted step posted */
     } else {
         if (n > 0) {
             net_backward(net, n, false);
         } else {
             zero_grads(net);
             for (int i = net->layers.count - 1; i > 0; i--) {
-                exchange_layer_backward_start(net, i);
-                exchange_layer_done(net, i);
+                exchange_before_backward(net->exchange, i);
+                exchange_after_backward(net->exchange, i);
             }
         }
-        st = exchange_end(net);
+        st = end_step(net);
         net->profile.steps++;
-        net->profile.step_seconds += engine_now() - t0;
+        net->profile.step_seconds += clock_now() - t0;
     }
     blas_threads_leave(saved);
     if (st == PCNN_OK && loss_out) *loss_out = (float)loss;
@@ -290,7 +307,7 @@ PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, floa
         REQUIRE(all_finite(x + (size_t)start * shape_size(in), (size_t)count * shape_size(in)),
                 PCNN_ERR_NUMERIC, "samples %d..%d contain NaN or Inf", start, start + count - 1);
     }
-    TRY(exchange_flush(net));
+    TRY(exchange_flush(net->exchange));
     int saved = blas_threads_enter();
     for (int start = 0; start < n; start += net->max_batch) {
         int count = n - start < net->max_batch ? n - start : net->max_batch;

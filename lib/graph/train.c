@@ -6,7 +6,7 @@
 #include "../data/dataset.h"
 #include "../kernels/kernels.h"
 #include "../parallel/parallel.h"
-#include "../sched/sched.h"
+#include "../parallel/decomp.h"
 #include "loss.h"
 #include "net.h"
 
@@ -43,11 +43,8 @@ static void stage(pcnn_net *net, const pcnn_dataset *d, int start, int count)
 /* This rank's share of the whole dataset: [*first, *first + return). */
 static int my_share(const pcnn_net *net, int n, long *first)
 {
-    if (!net->comm) {
-        *first = 0;
-        return n;
-    }
-    return partition_count(n, net->comm->size, net->comm->rank, first);
+    return decomp_share(n, net->comm ? net->comm->size : 1, net->comm ? net->comm->rank : 0,
+                        first);
 }
 
 PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, double *loss,
@@ -55,7 +52,7 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
 {
     TRY(net_check_ready(net, __func__));
     pcnn_status st = check_dataset(net, data, __func__);
-    if (st == PCNN_OK) st = exchange_flush(net);
+    if (st == PCNN_OK) st = exchange_flush(net->exchange);
     if (net->comm) TRY(agree(net->comm, st, __func__));
     TRY(st);
     const bool classify = net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
@@ -103,7 +100,7 @@ pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, 
     for (int start = 0; start < data->n; start += batch) {
         const int total = data->n - start < batch ? data->n - start : batch;
         long first;
-        const int count = sched_share(total, ranks, rank, min_local, &first);
+        const int count = decomp_active_share(total, ranks, rank, min_local, &first);
         stage(net, data, start + (int)first, count);
         float loss;
         TRY(pcnn_net_train_step(net, count, net->stage_x, net->stage_labels,

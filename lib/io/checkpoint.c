@@ -209,7 +209,7 @@ pcnn_status checkpoint_save(pcnn_net *net, const char *path, const void *extra,
     if (st == PCNN_OK && !extra && extra_bytes)
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func, "extra is NULL");
     if (!net || !net->finalized) return st; /* no communicator to agree on yet */
-    if (st == PCNN_OK) st = exchange_flush(net);
+    if (st == PCNN_OK) st = exchange_flush(net->exchange);
     TRY(agree_if(net, st, func));
 
     const bool root = rank_of(net) == 0;
@@ -324,7 +324,7 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func, "extra is NULL with size %zu",
                        extra_size);
     if (!net || !net->finalized) return st;
-    if (st == PCNN_OK) st = exchange_flush(net);
+    if (st == PCNN_OK) st = exchange_flush(net->exchange);
     ckpt_expect e = {0};
     if (st == PCNN_OK) st = expect_of(net, &e, func);
     st = agree_if(net, st, func);

@@ -1,12 +1,9 @@
 /* Optimizer state and batch-norm statistics between ranks and a
  * checkpoint (see checkpoint_state.h).
  *
- * Where each rank keeps optimizer state, bucket by bucket:
- *   - one rank, or the allreduce exchange: all of the bucket, on every rank;
- *   - all-to-all + all-gather: slice [displs[p], +counts[p]) on rank p;
- *   - the FC gradient exchange (parallel/fc_exchange.h), for a dense layer
- *     of K outputs and F features: weight columns [first_p, +F_p) of every
- *     row, packed row by row (K x F_p), then the whole bias, on rank p.
+ * Where each rank keeps optimizer state is its exchange's business: the
+ * exchange lists any rank's owned runs (parallel/exchange.h), pairs of a
+ * range of that rank's state and the flat parameters it belongs to.
  * Saving gathers these into flat parameter order on rank 0; loading takes
  * this rank's part for the plan it has now, which may differ in ranks,
  * strategies and buckets from the one that saved. */
@@ -18,82 +15,34 @@
 #include "../core/memory.h"
 #include "../graph/net.h"
 #include "../layers/batchnorm.h"
-#include "../layers/dense.h"
+#include "../parallel/exchange.h"
 
 static bool collective(const pcnn_net *net) { return net->comm && net->comm->size > 1; }
 static bool is_root(const pcnn_net *net) { return !net->comm || net->comm->rank == 0; }
 
-/* ------------------------------------------------------------------ */
-/* The FC exchange's packed slices                                      */
-/* ------------------------------------------------------------------ */
+/* Where a rank's optimizer state goes in flat parameter order: the owned
+ * runs of its exchange strategies (parallel/exchange.h). */
+typedef struct state_copy {
+    const float *state;
+    float *full;
+} state_copy;
 
-typedef struct fc_geometry {
-    size_t k, f, fp, first;
-    bool bias;
-} fc_geometry;
-
-static bool is_fc(const pcnn_net *net, const bucket *b)
+static void copy_run_out(void *arg, owned_run run)
 {
-    return collective(net) && b->kind == PCNN_EXCHANGE_FC_GRADIENT;
+    const state_copy *c = arg;
+    memcpy(c->full + run.param_index, c->state + run.state_offset, run.count * sizeof(float));
 }
 
-/* Rank p's slice, as fc_plan cuts it. */
-static fc_geometry fc_of(const pcnn_net *net, const bucket *b, int p)
+/* The largest optimizer state any rank keeps. */
+static size_t largest_state(const pcnn_net *net)
 {
-    const dense_shape d = dense_get_shape(net->layers.items[b->first_layer]);
-    long first;
-    const int fp = partition_count(d.features, net->comm->size, p, &first);
-    return (fc_geometry){(size_t)d.out, (size_t)d.features, (size_t)fp, (size_t)first, d.bias};
-}
-
-static size_t fc_state(const fc_geometry *g) { return g->k * g->fp + (g->bias ? g->k : 0); }
-
-/* The largest FC bucket's state summed over the ranks (0: none). */
-static size_t fc_scratch_floats(const pcnn_net *net)
-{
+    const int P = net->comm ? net->comm->size : 1;
     size_t most = 0;
-    for (int k = 0; k < net->xplan.num_buckets; k++) {
-        const bucket *b = &net->xplan.buckets[k];
-        if (!is_fc(net, b)) continue;
-        size_t total = 0;
-        for (int p = 0; p < net->comm->size; p++) {
-            fc_geometry g = fc_of(net, b, p);
-            total += fc_state(&g);
-        }
-        if (total > most) most = total;
+    for (int p = 0; p < P; p++) {
+        const size_t count = exchange_state_count_of(net->exchange, p);
+        if (count > most) most = count;
     }
     return most;
-}
-
-/* Gather every rank's packed FC state on rank 0 and unpack it into full
- * (the bucket's part of the flat state). */
-static pcnn_status gather_fc(pcnn_net *net, const bucket *b, const float *mine, float *full,
-                             const state_gather *g, const char *func)
-{
-    const int P = net->comm->size;
-    const fc_geometry own = fc_of(net, b, net->comm->rank);
-    if (full) {
-        int at = 0;
-        for (int p = 0; p < P; p++) {
-            fc_geometry q = fc_of(net, b, p);
-            g->counts[p] = (int)fc_state(&q);
-            g->displs[p] = at;
-            at += g->counts[p];
-        }
-    }
-    int code = MPI_Gatherv(mine, (int)fc_state(&own), MPI_FLOAT, g->fc, g->counts, g->displs,
-                           MPI_FLOAT, 0, net->comm->comm);
-    if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Gatherv (FC optimizer state)");
-    if (!full) return PCNN_OK;
-    for (int p = 0; p < P; p++) {
-        const fc_geometry q = fc_of(net, b, p);
-        const float *src = g->fc + g->displs[p];
-        for (size_t row = 0; row < q.k; row++)
-            memcpy(full + row * q.f + q.first, src + row * q.fp, q.fp * sizeof(float));
-        if (q.bias && p == 0) /* every rank holds the same bias state */
-            memcpy(full + q.k * q.f, src + q.k * q.fp, q.k * sizeof(float));
-    }
-    return PCNN_OK;
 }
 
 /* ------------------------------------------------------------------ */
@@ -126,12 +75,11 @@ pcnn_status state_gather_alloc(pcnn_net *net, state_gather *g, const char *func)
         ok = ok && (g->bn_mine = mem_alloc_floats(g->bn_floats));
         if (root) ok = ok && (g->bn = mem_alloc_floats(g->bn_floats * P));
     }
-    const size_t fc = root && net->optim.m ? fc_scratch_floats(net) : 0;
-    if (fc) {
-        ok = ok && (g->fc = mem_alloc_floats(fc));
-        ok = ok && (g->counts = mem_calloc(P, sizeof(int)));
-        ok = ok && (g->displs = mem_calloc(P, sizeof(int)));
-    }
+    const size_t largest = collective(net) && net->optim.m ? largest_state(net) : 0;
+    if (collective(net) && largest > (size_t)INT32_MAX)
+        return error_set(PCNN_ERR_UNSUPPORTED, func, "%zu optimizer state values on one rank "
+                         "exceed one MPI message", largest);
+    if (root && largest) ok = ok && (g->received = mem_alloc_floats(largest));
     if (!ok)
         return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "optimizer state and statistics of %zu "
                          "parameters to gather", n);
@@ -139,23 +87,33 @@ pcnn_status state_gather_alloc(pcnn_net *net, state_gather *g, const char *func)
 }
 
 /* One optimizer state vector into flat order on rank 0 (full; NULL on the
- * other ranks). */
+ * other ranks): rank by rank, so rank 0 holds one other rank's state at a
+ * time. */
 static pcnn_status gather_vector(pcnn_net *net, const float *state, float *full,
                                  const state_gather *g, const char *func)
 {
-    for (int k = 0; k < net->xplan.num_buckets; k++) {
-        const bucket *b = &net->xplan.buckets[k];
-        const float *mine = state + b->state_offset;
-        if (is_fc(net, b)) {
-            TRY(gather_fc(net, b, mine, full ? full + b->lo : NULL, g, func));
-        } else if (collective(net) && b->kind == PCNN_EXCHANGE_ALLTOALL_ALLGATHER) {
-            int code = MPI_Gatherv(mine, (int)b->owned_count, MPI_FLOAT,
-                                   full ? full + b->lo : NULL, b->counts, b->displs, MPI_FLOAT,
-                                   0, net->comm->comm);
-            if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Gatherv (optimizer state)");
-        } else if (full) {
-            memcpy(full + b->lo + b->owned_lo, mine, b->owned_count * sizeof(float));
+    if (!collective(net)) {
+        state_copy c = {state, full};
+        exchange_owned_runs(net->exchange, 0, copy_run_out, &c);
+        return PCNN_OK;
+    }
+    const pcnn_comm *comm = net->comm;
+    if (comm->rank != 0) {
+        const int count = (int)exchange_state_count(net->exchange);
+        int code = MPI_Send(state, count, MPI_FLOAT, 0, 0, comm->comm);
+        if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Send (optimizer state)");
+        return PCNN_OK;
+    }
+    for (int p = 0; p < comm->size; p++) {
+        state_copy c = {state, full};
+        if (p > 0) {
+            const int count = (int)exchange_state_count_of(net->exchange, p);
+            int code = MPI_Recv(g->received, count, MPI_FLOAT, p, 0, comm->comm,
+                                MPI_STATUS_IGNORE);
+            if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Recv (optimizer state)");
+            c.state = g->received;
         }
+        exchange_owned_runs(net->exchange, p, copy_run_out, &c);
     }
     return PCNN_OK;
 }
@@ -188,9 +146,7 @@ void state_gather_free(state_gather *g)
     mem_free(g->v);
     mem_free(g->bn);
     mem_free(g->bn_mine);
-    mem_free(g->fc);
-    mem_free(g->counts);
-    mem_free(g->displs);
+    mem_free(g->received);
     *g = (state_gather){0};
 }
 
@@ -198,22 +154,22 @@ void state_gather_free(state_gather *g)
 /* Loading                                                              */
 /* ------------------------------------------------------------------ */
 
+typedef struct state_load {
+    const unsigned char *file;
+    float *state;
+} state_load;
+
+static void load_run(void *arg, owned_run run)
+{
+    const state_load *l = arg;
+    ckpt_decode_floats(l->file + 4 * run.param_index, l->state + run.state_offset, run.count);
+}
+
 /* This rank's part of one flat state vector of the file. */
 static void scatter_vector(const pcnn_net *net, const unsigned char *file, float *state)
 {
-    for (int k = 0; k < net->xplan.num_buckets; k++) {
-        const bucket *b = &net->xplan.buckets[k];
-        float *mine = state + b->state_offset;
-        if (is_fc(net, b)) {
-            const fc_geometry g = fc_of(net, b, net->comm->rank);
-            const unsigned char *src = file + 4 * b->lo;
-            for (size_t row = 0; row < g.k; row++)
-                ckpt_decode_floats(src + 4 * (row * g.f + g.first), mine + row * g.fp, g.fp);
-            if (g.bias) ckpt_decode_floats(src + 4 * g.k * g.f, mine + g.k * g.fp, g.k);
-        } else {
-            ckpt_decode_floats(file + 4 * (b->lo + b->owned_lo), mine, b->owned_count);
-        }
-    }
+    state_load l = {file, state};
+    exchange_owned_runs(net->exchange, net->comm ? net->comm->rank : 0, load_run, &l);
 }
 
 /* Batch normalisation keeps per-rank statistics: with as many ranks as

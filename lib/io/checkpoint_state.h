@@ -18,8 +18,7 @@ typedef struct state_gather {
     float *bn;           /* ranks x bn_floats, rank after rank */
     float *bn_mine;      /* this rank's statistics (every rank) */
     size_t bn_floats;    /* per rank */
-    float *fc;           /* scratch for the FC exchange's packed state */
-    int *counts, *displs;
+    float *received;     /* rank 0: one other rank's optimizer state */
 } state_gather;
 
 /* Running statistics of all batch-norm layers of one rank, in floats. */

@@ -107,8 +107,9 @@ static void dense_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2]
     const pcnn_layer *in = l->inputs[0];
     int n = ctx->n, k = d->out, f = d->features;
     const float *dy = l->dy;
-    /* dW = dY X^T, unless the FC exchange computes it from the whole batch. */
-    const bool exchange_owns_dw = ctx->fc_exchange && l->exchange == PCNN_EXCHANGE_FC_GRADIENT;
+    /* dW = dY X^T, unless the FC exchange computes it from the whole batch
+     * (dense_slice_gradient). */
+    const bool exchange_owns_dw = ctx->exchange_step && l->exchange == PCNN_EXCHANGE_FC_GRADIENT;
     if (!exchange_owns_dw)
         gemm(false, true, k, f, n, 1.0f, dy, n, dense_x(l), n, 0.0f, l->grads, f, ctx->threads);
     if (d->bias && !exchange_owns_dw) {
@@ -163,6 +164,30 @@ dense_shape dense_get_shape(const pcnn_layer *l)
 }
 
 const float *dense_input_matrix(const pcnn_layer *l) { return dense_x(l); }
+
+void dense_slice_gradient(const pcnn_layer *l, const dense_blocks *b, float *dw_slice, float *db,
+                          int threads)
+{
+    const dense_priv *d = l->priv;
+    const int k = d->out, fr = b->features;
+    bool first = true;
+    for (int q = 0; q < b->ranks; q++) {
+        const int bq = b->batch[q];
+        if (bq == 0) continue;
+        gemm(false, true, k, fr, bq, 1.0f, b->errors + b->err_displs[q], bq,
+             b->acts + b->act_displs[q], bq, first ? 0.0f : 1.0f, dw_slice, fr, threads);
+        first = false;
+    }
+    if (!db) return;
+    for (int row = 0; row < k; row++) {
+        double s = 0.0;
+        for (int q = 0; q < b->ranks; q++) {
+            const float *e = b->errors + b->err_displs[q] + (size_t)row * b->batch[q];
+            for (int j = 0; j < b->batch[q]; j++) s += e[j];
+        }
+        db[row] = (float)s;
+    }
+}
 
 pcnn_status dense_add(layer_list *list, pcnn_layer *in, int out_features, int bias,
                       pcnn_layer **out, const char *func)

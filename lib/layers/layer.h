@@ -52,8 +52,9 @@ typedef struct run_ctx {
     int n;            /* samples in this batch, 1..max_batch */
     bool train;       /* training mode: batch statistics, dropout on */
     bool update_stats; /* training mode only: update running statistics */
-    bool fc_exchange;  /* a parallel step: dense layers whose exchange is
-                          PCNN_EXCHANGE_FC_GRADIENT leave dW to the exchange */
+    bool exchange_step; /* a parallel training step: a layer whose exchange
+                           computes its weight gradient from gathered data
+                           (PCNN_EXCHANGE_FC_GRADIENT) leaves it alone */
     int threads;      /* OpenMP threads (GEMMs are partitioned over them) */
     uint64_t seed;    /* PCNN_OPT_SEED: dropout masks */
     uint64_t step;    /* the step counter: dropout masks */

@@ -109,10 +109,3 @@ PCNN_API pcnn_status pcnn_comm_info(const pcnn_comm *comm, int *rank, int *size,
     if (thread_level) *thread_level = comm->thread_level;
     return PCNN_OK;
 }
-
-int partition_count(long total, int size, int rank, long *offset)
-{
-    long base = total / size, extra = total % size;
-    if (offset) *offset = rank * base + (rank < extra ? rank : extra);
-    return (int)(base + (rank < extra ? 1 : 0));
-}

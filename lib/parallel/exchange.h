@@ -1,98 +1,124 @@
 /* Gradient exchange: how the gradients of each step become identical
- * parameter updates on every rank (seed 001 chapter 4).
+ * parameter updates on every rank (seed 001 chapter 4).  The graph's door
+ * into the parallel room for training steps.
  *
  * Parameters and gradients live in flat arrays, layer after layer, so an
  * exchange works on contiguous ranges: a bucket is a run of consecutive
- * layers with the same strategy, fused up to PCNN_OPT_BUCKET_BYTES.  With
- * the all-to-all + all-gather strategy each bucket is cut into P slices,
- * rank r owning slice r: it sums the P pieces of that slice, updates it with
- * optimizer state kept for that slice only, and all-gathers the result. */
+ * layers with the same strategy, fused up to PCNN_OPT_BUCKET_BYTES.  Each
+ * bucket is handled by one strategy (exchange_strategy.h): allreduce,
+ * all-to-all + all-gather, or the FC gradient.  A strategy decides which
+ * part of the bucket this rank updates (its owned runs); the graph applies
+ * the optimizer to exactly those runs, through exchange_setup.update.
+ *
+ * The exchange never sees pcnn_net: the graph describes what it needs in
+ * an exchange_setup. */
 #ifndef PCNN_PARALLEL_EXCHANGE_H
 #define PCNN_PARALLEL_EXCHANGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine.h"
+#include "../layers/layer.h"
+#include "../profile/profile.h"
 #include "pcnn.h"
 
-typedef struct fc_exchange fc_exchange; /* fc_exchange.c */
+typedef struct exchange exchange;
 
-typedef struct bucket {
-    size_t lo, count;       /* range of the flat parameter array */
-    pcnn_exchange kind;
-    int first_layer, last_layer;
-    /* All-to-all + all-gather: rank p's slice is [displs[p], +counts[p])
-     * relative to lo; recv holds the P pieces of this rank's slice. */
-    int *counts, *displs, *recv_counts, *recv_displs;
-    float *recv;
-    size_t owned_lo, owned_count; /* this rank's slice, relative to lo */
-    size_t state_offset;    /* of the owned elements in the optimizer state */
+/* A layer with parameters, as the exchange sees it. */
+typedef struct exchange_layer {
+    int index;                /* position in the network (timing, traces) */
+    size_t param_offset, num_params;
+    pcnn_exchange kind;       /* decided before planning (strategy room) */
+    const pcnn_layer *layer;  /* the dense layer, for PCNN_EXCHANGE_FC_GRADIENT */
+} exchange_layer;
 
-    /* Schedule state of the current step. */
-    request reduce;         /* allreduce, or the all-to-all of the gradients */
-    request gather;         /* all-gather of the updated parameters */
-    request errors;         /* FC exchange: all-gather of the output errors */
-    bool reduce_posted, updated, gather_pending;
-    fc_exchange *fc;        /* PCNN_EXCHANGE_FC_GRADIENT: its buffers */
-} bucket;
+/* One run of a rank's optimizer state: state[state_offset, +count) belongs
+ * to the flat parameters [param_index, +count). */
+typedef struct owned_run {
+    size_t state_offset, param_index, count;
+} owned_run;
 
-typedef struct exchange_plan {
-    bucket *buckets;
-    int num_buckets;
-    int *bucket_of_layer;   /* -1 for layers without parameters */
-    MPI_Comm comm;          /* this network's own duplicate, when has_comm */
-    bool has_comm;          /* (a zeroed MPI_Comm is not MPI_COMM_NULL in MPICH) */
-    engine *engine;         /* NULL on one rank */
+typedef void (*owned_run_fn)(void *arg, owned_run run);
+
+/* The optimizer step on one owned run: params -= f(grads, state).  The
+ * graph owns the learning rate and the step counter; grads may be a
+ * strategy's own buffer (a summed slice, a packed FC slice). */
+typedef void (*exchange_update_fn)(void *arg, float *params, const float *grads,
+                                   size_t state_offset, size_t count);
+
+typedef struct exchange_setup {
+    const pcnn_comm *comm;     /* NULL, or one rank: local updates only */
+    float *params, *grads;     /* the flat arrays */
+    int num_layers;            /* of the network, for per-layer tables */
+    const exchange_layer *layers; /* layers with parameters, in order */
+    int num_param_layers;
+    int max_batch;             /* this rank's largest batch */
+    size_t bucket_bytes;
     bool overlap;
-    bool step_active;       /* a parallel training step is in progress */
-    double lr;              /* learning rate of the step in progress */
-    size_t state_count;     /* optimizer state elements this rank keeps */
-    uint64_t bytes_per_step;
-    size_t memory_bytes;
-} exchange_plan;
+    int engine;                /* PCNN_OPT_ENGINE: 0 auto, 1 thread, 2 nonblocking */
+    int comm_core;             /* -1: not pinned */
+    const long *timeout_ms;    /* PCNN_OPT_TIMEOUT_MS, read at each wait */
+    int threads;
+    profile *profile;
+    exchange_update_fn update;
+    void *update_arg;
+} exchange_setup;
 
-/* Plan buckets, slices and receive buffers for the network's communicator
- * (or one local bucket without one).  Sets plan->state_count for the
- * optimizer state the caller then allocates. */
-pcnn_status exchange_plan_build(pcnn_net *net, exchange_plan *plan);
-void exchange_plan_free(exchange_plan *plan);
+/* Plan buckets, slices and buffers (local; no MPI call).  The setup's
+ * arrays are copied. */
+pcnn_status exchange_create(const exchange_setup *setup, exchange **out);
+/* Start the progress engine on a private duplicate of the communicator
+ * (collective); called at the end of finalize.  Every rank learns the
+ * same engine. */
+pcnn_status exchange_start(exchange *x);
+/* Stop the engine (waiting for anything in flight) and free.  NULL: no-op. */
+void exchange_destroy(exchange *x);
+
+/* What planning found. */
+size_t exchange_state_count(const exchange *x);   /* optimizer state of this rank */
+uint64_t exchange_bytes_per_step(const exchange *x); /* sent by this rank (§4.2) */
+size_t exchange_memory_bytes(const exchange *x);
+int exchange_active_engine(const exchange *x);     /* 0 none, 1 thread, 2 nonblocking */
+/* The exchange PCNN_EXCHANGE_* a layer's bucket uses, or -1 without parameters. */
+int exchange_kind_of_layer(const exchange *x, int layer);
+/* Visit rank's owned runs, bucket by bucket (state order).  Runs of
+ * different ranks may overlap where the state is replicated. */
+void exchange_owned_runs(const exchange *x, int rank, owned_run_fn fn, void *arg);
+size_t exchange_state_count_of(const exchange *x, int rank);
 
 /*
- * The schedule of one training step (seed 001 section 4.4):
- *   exchange_begin        before the forward pass of a training step: fixes
- *                         the step's learning rate and batch split.
- *   exchange_layer_forward_done, exchange_layer_backward_start
- *                         the FC exchange's activation all-to-all (after
- *                         the dense layer's forward) and error all-gather
- *                         (when its output gradient is ready).
- *   exchange_layer_done   after each layer's backward: once a bucket's
- *                         gradient is complete, post its reduction (the
- *                         all-to-all, or the allreduce) — in backward order.
- *   exchange_poll         between layers: sum and update the slices whose
- *                         reduction has arrived, while back-propagation
- *                         goes on.
- *   exchange_end          after the backward pass: finish the remaining
- *                         reductions and updates, then post the all-gathers
- *                         in forward order; advances the step counter.
- *   exchange_wait_layer   before a layer's next forward pass: wait for that
- *                         layer's parameters only.
- *   exchange_flush        before anything else reads the parameters.
- * Without overlap (PCNN_OPT_OVERLAP 0) exchange_end does everything, each
- * collective posted and waited in turn: the same arithmetic, so the same
- * bits.  On one rank exchange_end just runs the optimizer.
+ * The hooks of one training step (seed 001 section 4.4), the same for every
+ * strategy:
+ *   exchange_begin_step     before the forward pass of a parallel step,
+ *                           after the batch agreement (the split of the
+ *                           batch is in the communicator).
+ *   exchange_before_forward before a layer's forward pass: wait for that
+ *                           layer's parameters from the previous step.
+ *   exchange_after_forward  after a layer's forward pass (the FC gradient
+ *                           posts its activations).
+ *   exchange_before_backward, exchange_after_backward
+ *                           around a layer's backward pass; once a
+ *                           bucket's gradient is complete its reduction is
+ *                           posted — in backward order.
+ *   exchange_poll           between layers: update the slices whose
+ *                           reduction has arrived.
+ *   exchange_end_step       after the backward pass: finish reductions and
+ *                           updates, post the all-gathers in forward order.
+ *   exchange_flush          before anything else reads the parameters.
+ * Without overlap (PCNN_OPT_OVERLAP 0) exchange_end_step does everything,
+ * each collective posted and waited in turn: the same arithmetic, so the
+ * same bits.  Outside a step (compute_gradients, evaluation) the hooks do
+ * nothing.  On one rank exchange_end_step just applies the updates.
  */
-void exchange_begin(pcnn_net *net);
-void exchange_layer_forward_done(pcnn_net *net, int layer);
-void exchange_layer_backward_start(pcnn_net *net, int layer);
-void exchange_layer_done(pcnn_net *net, int layer);
-void exchange_poll(pcnn_net *net);
-pcnn_status exchange_end(pcnn_net *net);
-pcnn_status exchange_wait_layer(pcnn_net *net, int layer);
-pcnn_status exchange_flush(pcnn_net *net);
-
-/* Start the progress engine and the network's exchange communicator
- * (collective); called at the end of finalize. */
-pcnn_status exchange_start(pcnn_net *net);
+void exchange_begin_step(exchange *x);
+bool exchange_step_active(const exchange *x);
+pcnn_status exchange_before_forward(exchange *x, int layer);
+void exchange_after_forward(exchange *x, int layer);
+void exchange_before_backward(exchange *x, int layer);
+void exchange_after_backward(exchange *x, int layer);
+void exchange_poll(exchange *x);
+pcnn_status exchange_end_step(exchange *x);
+pcnn_status exchange_flush(exchange *x);
 
 #endif

@@ -25,9 +25,8 @@ pcnn_status mpi_status(int code, const char *func, const char *what);
         if (mpi_code_ != MPI_SUCCESS) return mpi_status(mpi_code_, __func__, what); \
     } while (0)
 
-/* Share of a global batch (or of any count) owned by `rank`: ranks below
- * total % size get one more.  *offset receives the first index. */
-int partition_count(long total, int size, int rank, long *offset);
+/* This step's batch on rank q, from the last agree_batch. */
+static inline int comm_batch_of(const pcnn_comm *c, int q) { return (int)c->gather[2 * q + 1]; }
 
 /* Agreement: every rank contributes its local status; if any rank failed,
  * the ranks that did not return PCNN_ERR_REMOTE (naming the failed ranks'

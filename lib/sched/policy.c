@@ -151,35 +151,3 @@ double sched_epoch_lr(const sched_config *c, const sched_state *s)
         return s->lr * (double)next / (double)c->warmup_epochs;
     return s->lr;
 }
-
-int sched_active_ranks(int count, int ranks, int min_local)
-{
-    if (min_local <= 0) return ranks;
-    const int active = count / min_local;
-    return active < 1 ? 1 : active > ranks ? ranks : active;
-}
-
-int sched_share(int count, int ranks, int rank, int min_local, long *first)
-{
-    const int active = sched_active_ranks(count, ranks, min_local);
-    if (rank >= active) {
-        *first = count;
-        return 0;
-    }
-    return partition_count(count, active, rank, first);
-}
-
-int sched_largest_local(int max_batch, int ranks, int min_local)
-{
-    /* From min_local * ranks samples on every rank computes and the share
-     * grows with the batch, so only small batches need a look. */
-    int largest = (max_batch + ranks - 1) / ranks;
-    if (min_local <= 0) return largest;
-    const long last = (long)min_local * ranks < max_batch ? (long)min_local * ranks : max_batch;
-    for (int count = 1; count <= last; count++) {
-        const int active = sched_active_ranks(count, ranks, min_local);
-        const int local = (count + active - 1) / active;
-        if (local > largest) largest = local;
-    }
-    return largest;
-}

@@ -65,18 +65,8 @@ pcnn_status sched_end_epoch(const sched_config *c, sched_state *s, double loss, 
 /* The learning rate of the next epoch, warm-up included. */
 double sched_epoch_lr(const sched_config *c, const sched_state *s);
 
-/* Ranks that compute on a batch of `count` samples among P (section
- * 5.2.1): as many as give each at least min_local samples, at least 1. */
-int sched_active_ranks(int count, int ranks, int min_local);
-
-/* This rank's share of a batch of `count` among the active ranks: the
- * first `active` ranks split it as partition_count does, the others get
- * nothing.  *first receives the offset in the batch. */
-int sched_share(int count, int ranks, int rank, int min_local, long *first);
-
-/* The largest local batch any batch of up to max_batch samples gives one
- * rank under the rule above: what the network must be planned for. */
-int sched_largest_local(int max_batch, int ranks, int min_local);
+/* Which ranks compute on a batch (section 5.2.1: as many as give each at
+ * least min_local samples) is parallel/decomp.h's decomp_active_*. */
 
 /* The handle. */
 struct pcnn_scheduler {

@@ -5,6 +5,7 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
+#include "../parallel/decomp.h"
 #include "../parallel/parallel.h"
 #include "sched.h"
 
@@ -42,7 +43,7 @@ PCNN_API pcnn_status pcnn_scheduler_create(pcnn_net *net, int start_batch, int m
         sched_config_default(&s->cfg, start_batch, max_batch, initial_lr);
         sched_state_init(&s->cfg, &s->st);
     }
-    pcnn_status flushed = exchange_flush(net); /* w_0 must be the settled parameters */
+    pcnn_status flushed = exchange_flush(net->exchange); /* w_0 must be the settled parameters */
     if (st == PCNN_OK) st = flushed;
     if (st == PCNN_OK) st = sched_keep_initial(s);
     if (net->comm) st = agree(net->comm, st, __func__);
@@ -161,7 +162,7 @@ PCNN_API pcnn_status pcnn_scheduler_get_option(const pcnn_scheduler *sched,
     case PCNN_SCHED_THETA: v = s->epoch > 0 ? s->theta[s->epoch - 1] : NAN; break;
     case PCNN_SCHED_DECAYS: v = (double)s->decays; break;
     case PCNN_SCHED_ACTIVE_RANKS:
-        v = sched_active_ranks(s->batch, ranks_of(sched), c->min_local);
+        v = decomp_active_ranks(s->batch, ranks_of(sched), c->min_local);
         break;
     case PCNN_SCHED_EVENTS: v = s->events; break;
     default: return FAIL(PCNN_ERR_INVALID_ARGUMENT, "unknown scheduler option %d", (int)option);
@@ -202,7 +203,7 @@ static pcnn_status begin(pcnn_scheduler *s, int *batch, double *lr, const char *
 {
     pcnn_net *net = s->net;
     const double rate = sched_epoch_lr(&s->cfg, &s->st);
-    const int largest = sched_largest_local(s->cfg.max_batch, ranks_of(s), s->cfg.min_local);
+    const int largest = decomp_largest_share(s->cfg.max_batch, ranks_of(s), s->cfg.min_local);
     pcnn_status st = PCNN_OK;
     if (s->in_epoch)
         st = error_set(PCNN_ERR_INVALID_STATE, func, "epoch %ld has begun and not ended",
@@ -236,7 +237,7 @@ static pcnn_status end(pcnn_scheduler *s, double loss, const char *func)
     /* Reserve before agreeing, so that the policy below cannot fail on one
      * rank only. */
     if (st == PCNN_OK) st = sched_state_reserve(&s->st, s->st.epoch + 1, func);
-    pcnn_status flushed = exchange_flush(s->net);
+    pcnn_status flushed = exchange_flush(s->net->exchange);
     if (st == PCNN_OK) st = flushed;
     const bool known = !isnan(s->st.initial_loss);
     double v[4] = {st == PCNN_OK ? sched_local_sq_distance(s) : 0.0, loss,
@@ -295,7 +296,7 @@ PCNN_API pcnn_status pcnn_scheduler_share(const pcnn_scheduler *sched, int count
     REQUIRE_PTR(n);
     REQUIRE(count >= 0, PCNN_ERR_INVALID_ARGUMENT, "count %d must be >= 0", count);
     long at;
-    const int mine = sched_share(count, ranks_of(sched), rank_of(sched), sched->cfg.min_local, &at);
+    const int mine = decomp_active_share(count, ranks_of(sched), rank_of(sched), sched->cfg.min_local, &at);
     *first = (int)at;
     *n = mine;
     return PCNN_OK;

@@ -8,6 +8,7 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
+#include "../parallel/decomp.h"
 #include "../parallel/parallel.h"
 #include "sched.h"
 
@@ -81,7 +82,7 @@ static pcnn_status gather_w0(const pcnn_scheduler *s, float *all, int *counts, i
     }
     for (int p = 0; p < c->size; p++) {
         long off;
-        counts[p] = partition_count((long)s->num_params, c->size, p, &off);
+        counts[p] = decomp_share((long)s->num_params, c->size, p, &off);
         displs[p] = (int)off;
     }
     MPI_TRY(MPI_Allgatherv(s->w0, (int)s->w0_count, MPI_FLOAT, all, counts, displs, MPI_FLOAT,

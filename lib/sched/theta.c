@@ -1,6 +1,6 @@
 /* theta's denominator ||w_0 - w_i|| (eq. 5.4) without a copy of w_0 on
  * every rank: rank r keeps the r-th contiguous 1/P of the flat parameter
- * array (partition_count), whatever each layer's exchange strategy, so no
+ * array (decomp_share), whatever each layer's exchange strategy, so no
  * element is counted twice; the squared partial norms are summed across
  * ranks by the caller in the agreement it already makes. */
 #include <string.h>
@@ -8,6 +8,7 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
+#include "../parallel/decomp.h"
 #include "../parallel/parallel.h"
 #include "sched.h"
 
@@ -16,7 +17,7 @@ pcnn_status sched_keep_initial(pcnn_scheduler *s)
     const pcnn_net *net = s->net;
     const int P = net->comm ? net->comm->size : 1, r = net->comm ? net->comm->rank : 0;
     long lo;
-    const size_t count = (size_t)partition_count((long)net->num_params, P, r, &lo);
+    const size_t count = (size_t)decomp_share((long)net->num_params, P, r, &lo);
     float *w0 = mem_alloc_floats(count);
     if (!w0) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "w_0 slice of %zu parameters", count);
     memcpy(w0, net->params + lo, count * sizeof *w0);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "../common/expect.h"
+#include "parallel/decomp.h"
 #include "sched/sched.h"
 
 static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(b); }
@@ -229,9 +230,9 @@ static void degree_of_parallelism(void)
                             {8, 4, 2, 4}, {100, 4, 2, 4}, {5, 4, 0, 4}, {9, 3, 3, 3},
                             {8, 3, 3, 2}, {1, 1, 2, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        EXPECT(sched_active_ranks(cases[i][0], cases[i][1], cases[i][2]) == cases[i][3],
+        EXPECT(decomp_active_ranks(cases[i][0], cases[i][1], cases[i][2]) == cases[i][3],
                "active ranks of %d samples, P %d, m %d: %d, expected %d", cases[i][0],
-               cases[i][1], cases[i][2], sched_active_ranks(cases[i][0], cases[i][1], cases[i][2]),
+               cases[i][1], cases[i][2], decomp_active_ranks(cases[i][0], cases[i][1], cases[i][2]),
                cases[i][3]);
     /* Shares tile the batch in rank order; idle ranks get nothing. */
     for (int count = 1; count <= 40; count++)
@@ -240,7 +241,7 @@ static void degree_of_parallelism(void)
             int idle = 0;
             for (int r = 0; r < P; r++) {
                 long first;
-                int n = sched_share(count, P, r, 2, &first);
+                int n = decomp_active_share(count, P, r, 2, &first);
                 if (n == 0) {
                     idle++;
                     continue;
@@ -252,15 +253,15 @@ static void degree_of_parallelism(void)
                 next = first + n;
             }
             EXPECT(next == count, "shares of %d samples over %d ranks sum to %ld", count, P, next);
-            EXPECT(idle == P - sched_active_ranks(count, P, 2), "idle ranks for %d over %d",
+            EXPECT(idle == P - decomp_active_ranks(count, P, 2), "idle ranks for %d over %d",
                    count, P);
         }
-    EXPECT(sched_largest_local(16, 4, 2) == 4, "largest local (16, 4, 2) = %d",
-           sched_largest_local(16, 4, 2));
-    EXPECT(sched_largest_local(4, 4, 2) == 3, "largest local (4, 4, 2) = %d",
-           sched_largest_local(4, 4, 2));
-    EXPECT(sched_largest_local(1024, 2, 2) == 512, "largest local (1024, 2, 2)");
-    EXPECT(sched_largest_local(5, 4, 0) == 2, "largest local with m = 0");
+    EXPECT(decomp_largest_share(16, 4, 2) == 4, "largest local (16, 4, 2) = %d",
+           decomp_largest_share(16, 4, 2));
+    EXPECT(decomp_largest_share(4, 4, 2) == 3, "largest local (4, 4, 2) = %d",
+           decomp_largest_share(4, 4, 2));
+    EXPECT(decomp_largest_share(1024, 2, 2) == 512, "largest local (1024, 2, 2)");
+    EXPECT(decomp_largest_share(5, 4, 0) == 2, "largest local with m = 0");
     printf("%s degree_of_parallelism\n", failures == before ? "PASS" : "FAIL");
 }
 
