@@ -355,6 +355,20 @@ PCNN_API pcnn_status pcnn_net_set_option(pcnn_net *net, pcnn_option option, doub
 PCNN_API pcnn_status pcnn_net_get_option(const pcnn_net *net, pcnn_option option,
                                          double *value);
 
+/* Describe an option of this library, without a network.  *min and *max
+ * receive the smallest and largest values pcnn_net_set_option accepts, both
+ * inclusive: an open bound (momentum's 1, the learning rate's 0) is given
+ * as the nearest double inside it, an unbounded one as DBL_MAX; for a
+ * read-only option, the range of the values it takes.  *is_integer
+ * receives 1 when values must be integral (flags are integers in [0, 1]),
+ * else 0.  *name receives the option's name, the enum member's without
+ * PCNN_OPT_ in lower case ("learning_rate"), a static string.  Any output
+ * may be NULL.  Options are numbered from 0 without gaps, so calling this
+ * with 0, 1, 2, ... until it fails lists every option the library knows.
+ * Errors: INVALID_ARGUMENT (unknown option). */
+PCNN_API pcnn_status pcnn_net_option_info(pcnn_option option, double *min, double *max,
+                                          int *is_integer, const char **name);
+
 /* Plan and allocate everything: shapes, parameters (initialised from the
  * seed), gradients, activations, im2col workspaces and optimizer state, for
  * batches of up to max_batch samples.  After this, training steps allocate

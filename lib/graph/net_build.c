@@ -5,6 +5,7 @@
 #include "../core/memory.h"
 #include "../layers/dense.h"
 #include "net.h"
+#include "option_table.h"
 
 PCNN_API pcnn_status pcnn_net_create(pcnn_net **out)
 {
@@ -12,18 +13,7 @@ PCNN_API pcnn_status pcnn_net_create(pcnn_net **out)
     pcnn_net *net = mem_calloc(1, sizeof *net);
     if (!net) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "network handle");
     net->optimizer = PCNN_OPTIMIZER_SGD;
-    net->opt.learning_rate = 0.01;
-    net->opt.hyper.momentum = 0.9;
-    net->opt.hyper.beta1 = 0.9;
-    net->opt.hyper.beta2 = 0.999;
-    net->opt.hyper.epsilon = 1e-8;
-    net->opt.decay_factor = 0.1;
-    net->opt.keep_im2col = true;
-    net->opt.check_numerics = true;
-    net->opt.bucket_bytes = 1u << 20;
-    net->opt.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
-    net->opt.overlap = true;
-    net->opt.comm_core = -1;
+    net_options_defaults(&net->opt);
     *out = net;
     return PCNN_OK;
 }

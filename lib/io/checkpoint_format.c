@@ -4,11 +4,11 @@
  * on every host, and no struct is ever dumped raw. */
 #include "checkpoint_format.h"
 
-#include <math.h>
 #include <string.h>
 #include <zlib.h>
 
 #include "../core/error.h"
+#include "../graph/option_table.h"
 
 void ckpt_put_u32(unsigned char *p, uint32_t v)
 {
@@ -258,20 +258,26 @@ void ckpt_layer_at(const ckpt_view *v, uint32_t i, ckpt_layer *out)
     out->kind[CKPT_KIND_BYTES] = '\0';
 }
 
-/* The same ranges as pcnn_net_set_option enforces. */
+/* The ranges pcnn_net_set_option enforces (graph/option_table.c).  Counts
+ * must also be exact doubles, as every count the library sets is. */
+static bool count_ok(pcnn_option option, uint64_t v)
+{
+    return option_value_ok(option, (double)v) && (uint64_t)(double)v == v;
+}
+
 static const char *bad_option(const ckpt_meta *m)
 {
-    if (!(isfinite(m->learning_rate) && m->learning_rate > 0)) return "learning rate";
-    if (!(m->momentum >= 0 && m->momentum < 1)) return "momentum";
-    if (!(isfinite(m->weight_decay) && m->weight_decay >= 0)) return "weight decay";
-    if (!(m->beta1 >= 0 && m->beta1 < 1)) return "Adam beta1";
-    if (!(m->beta2 >= 0 && m->beta2 < 1)) return "Adam beta2";
-    if (!(isfinite(m->epsilon) && m->epsilon > 0)) return "Adam epsilon";
-    if (!(m->decay_factor > 0 && m->decay_factor <= 1)) return "decay factor";
-    if (m->warmup_steps > 4000000000000000000ull) return "warm-up steps";
-    if (m->decay_every_steps > 4000000000000000000ull) return "decay interval";
-    if (m->seed > (1ull << 53)) return "seed";
-    if (m->step > (1ull << 53)) return "step";
+    if (!option_value_ok(PCNN_OPT_LEARNING_RATE, m->learning_rate)) return "learning rate";
+    if (!option_value_ok(PCNN_OPT_MOMENTUM, m->momentum)) return "momentum";
+    if (!option_value_ok(PCNN_OPT_WEIGHT_DECAY, m->weight_decay)) return "weight decay";
+    if (!option_value_ok(PCNN_OPT_ADAM_BETA1, m->beta1)) return "Adam beta1";
+    if (!option_value_ok(PCNN_OPT_ADAM_BETA2, m->beta2)) return "Adam beta2";
+    if (!option_value_ok(PCNN_OPT_ADAM_EPSILON, m->epsilon)) return "Adam epsilon";
+    if (!option_value_ok(PCNN_OPT_DECAY_FACTOR, m->decay_factor)) return "decay factor";
+    if (!count_ok(PCNN_OPT_WARMUP_STEPS, m->warmup_steps)) return "warm-up steps";
+    if (!count_ok(PCNN_OPT_DECAY_EVERY_STEPS, m->decay_every_steps)) return "decay interval";
+    if (!count_ok(PCNN_OPT_SEED, m->seed)) return "seed";
+    if (!count_ok(PCNN_OPT_STEP, m->step)) return "step";
     return NULL;
 }
 

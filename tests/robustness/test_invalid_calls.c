@@ -344,6 +344,12 @@ static void fresh_and_building(void)
     CASE(E_ARG, "net is NULL", pcnn_net_get_option, NULL, PCNN_OPT_SEED, &o_dbl);
     CASE(E_ARG, "value is NULL", pcnn_net_get_option, net, PCNN_OPT_SEED, NULL);
     CASE(E_ARG, "unknown option 23", pcnn_net_get_option, net, (pcnn_option)23, &o_dbl);
+    CASE(E_ARG, "unknown option 99", pcnn_net_option_info, (pcnn_option)99, &o_dbl, &o_dbl,
+         &o_int, &o_str);
+    CASE(E_ARG, "unknown option -1", pcnn_net_option_info, (pcnn_option)-1, &o_dbl, NULL, &o_int,
+         &o_str);
+    CASE(E_ARG, "unknown option -2147483648", pcnn_net_option_info, (pcnn_option)INT32_MIN, NULL,
+         NULL, NULL, NULL);
 
     /* Everything that needs a finalized network, before finalize. */
     CASE(E_STATE, "not finalized", pcnn_net_train_step, net, 1, g_x, g_lab, NULL, &o_flt);

@@ -64,6 +64,7 @@ PROTOTYPES = [
     ("pcnn_net_set_optimizer", STATUS, (H, E)),
     ("pcnn_net_set_option", STATUS, (H, E, D)),
     ("pcnn_net_get_option", STATUS, (H, E, pD)),
+    ("pcnn_net_option_info", STATUS, (E, pD, pD, pI, pSTR)),
     ("pcnn_net_finalize", STATUS, (H, I)),
     ("pcnn_net_train_step", STATUS, (H, I, H, H, H, H)),
     ("pcnn_net_compute_gradients", STATUS, (H, I, H, H, H, H)),

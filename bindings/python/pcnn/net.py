@@ -8,6 +8,7 @@ from ctypes import byref, c_double, c_float, c_int, c_size_t, c_uint64, c_void_p
 
 import numpy as np
 
+from . import _options
 from ._arrays import F32, I32, addr, floats_in, floats_out, labels_in, samples
 from ._handle import Handle, new_handle
 from .comm import Comm, share
@@ -21,11 +22,6 @@ Evaluation.__doc__ = "Mean loss and accuracy in [0, 1] (NaN for regression) over
 StepInfo = collections.namedtuple("StepInfo", "step steps samples total loss")
 StepInfo.__doc__ = ("Progress of Net.train_epoch: step of steps, samples done of total "
                     "(global counts), and the step's global mean loss.")
-
-_INT_OPTIONS = {Option.SEED, Option.WARMUP_STEPS, Option.DECAY_EVERY_STEPS, Option.THREADS,
-                Option.KEEP_IM2COL, Option.CHECK_NUMERICS, Option.STEP, Option.BUCKET_BYTES,
-                Option.OVERLAP, Option.ENGINE, Option.ACTIVE_ENGINE, Option.COMM_CORE,
-                Option.TIMEOUT_MS, Option.TRACE_EVENTS, Option.CONV_ALGORITHM}
 
 
 def _text(fn, h):
@@ -239,15 +235,16 @@ class Net(Handle):
                                          coerce(optimizer, Optimizer, "Net.set_optimizer"))
 
     def set_option(self, option, value):
-        self._lib.pcnn_net_set_option(self._handle(), coerce(option, Option, "Net.set_option"),
+        self._lib.pcnn_net_set_option(self._handle(),
+                                      _options.resolve(self._lib, option, "Net.set_option"),
                                       float(value))
 
     def get_option(self, option):
         """An option's value: int for integral options, float otherwise."""
-        option = coerce(option, Option, "Net.get_option")
+        option = _options.resolve(self._lib, option, "Net.get_option")
         v = c_double()
         self._lib.pcnn_net_get_option(self._handle(), option, byref(v))
-        return int(v.value) if option in _INT_OPTIONS else v.value
+        return int(v.value) if _options.is_integer(self._lib, option) else v.value
 
     def configure(self, **options):
         """Set several options by name: configure(learning_rate=0.05, seed=1)."""
