@@ -3,15 +3,11 @@
  * silently training garbage. */
 #include <string.h>
 
+#include "../core/hash.h"
 #include "../core/rng.h"
 #include "net.h"
 
-static uint64_t hash_text(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
+static uint64_t hash_text(const char *s) { return hash_fnv1a(HASH_FNV1A_BASIS, s, strlen(s)); }
 
 void net_layer_hashes(const pcnn_net *net, uint64_t *out)
 {

@@ -16,6 +16,8 @@
 
 #include "../core/atomic_file.h"
 #include "../core/error.h"
+#include "../core/hash.h"
+#include "../core/le.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
 #include "checkpoint_format.h"
@@ -25,48 +27,52 @@
 /* The network's side of the file                                       */
 /* ------------------------------------------------------------------ */
 
-/* FNV-1a over bytes; numbers are fed little-endian so the hash is the
- * same on every host. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
-static uint64_t fnv_u64(uint64_t h, uint64_t v)
-{
-    unsigned char b[8];
-    ckpt_put_u64(b, v);
-    return fnv(h, b, sizeof b);
-}
-
-#define FNV_BASIS 1469598103934665603ull
-
 /* A layer's record: kind, output shape, parameter count, and a hash of its
  * structure alone (kind, configuration, shape, inputs, parameter count,
  * whether it is the output).  Unlike net_layer_hashes it leaves out what a
  * resume may change: the exchange strategy, batch size and bucket size. */
-static void layer_record(const pcnn_net *net, const pcnn_layer *l, ckpt_layer *r)
+static void layer_record(const pcnn_net *net, const pcnn_layer *l, uint64_t basis,
+                         ckpt_layer *r)
 {
     char config[128] = "";
     if (l->ops->describe) l->ops->describe(l, config, sizeof config);
-    uint64_t h = fnv(FNV_BASIS, l->ops->kind, strlen(l->ops->kind) + 1);
-    h = fnv(h, config, strlen(config) + 1);
-    h = fnv_u64(h, (uint64_t)l->out.c);
-    h = fnv_u64(h, (uint64_t)l->out.d);
-    h = fnv_u64(h, (uint64_t)l->out.h);
-    h = fnv_u64(h, (uint64_t)l->out.w);
-    h = fnv_u64(h, (uint64_t)l->num_inputs);
-    for (int j = 0; j < l->num_inputs; j++) h = fnv_u64(h, (uint64_t)l->inputs[j]->index);
-    h = fnv_u64(h, l->num_params);
-    h = fnv_u64(h, l == net->output);
+    uint64_t h = hash_fnv1a(basis, l->ops->kind, strlen(l->ops->kind) + 1);
+    h = hash_fnv1a(h, config, strlen(config) + 1);
+    h = hash_fnv1a_u64(h, (uint64_t)l->out.c);
+    h = hash_fnv1a_u64(h, (uint64_t)l->out.d);
+    h = hash_fnv1a_u64(h, (uint64_t)l->out.h);
+    h = hash_fnv1a_u64(h, (uint64_t)l->out.w);
+    h = hash_fnv1a_u64(h, (uint64_t)l->num_inputs);
+    for (int j = 0; j < l->num_inputs; j++) h = hash_fnv1a_u64(h, (uint64_t)l->inputs[j]->index);
+    h = hash_fnv1a_u64(h, l->num_params);
+    h = hash_fnv1a_u64(h, l == net->output);
     *r = (ckpt_layer){.hash = h, .num_params = l->num_params, .c = (uint32_t)l->out.c,
                       .h = (uint32_t)l->out.h, .w = (uint32_t)l->out.w};
     strncpy(r->kind, l->ops->kind, CKPT_KIND_BYTES);
 }
 
-/* The network's expectations; e->layers is allocated (mem_free it). */
+/* The network's expectations in the hashes of format `version`, into
+ * `layers` (num_layers records). */
+static void describe(pcnn_net *net, uint32_t version, ckpt_layer *layers, ckpt_expect *e)
+{
+    const uint64_t basis = ckpt_hash_basis(version);
+    uint64_t h = basis;
+    for (int i = 0; i < net->layers.count; i++) {
+        layer_record(net, net->layers.items[i], basis, &layers[i]);
+        h = hash_fnv1a_u64(h, layers[i].hash);
+    }
+    h = hash_fnv1a_u64(h, (uint64_t)net->layers.count);
+    h = hash_fnv1a_u64(h, (uint64_t)net->loss);
+    h = hash_fnv1a_u64(h, (uint64_t)net->optimizer);
+    *e = (ckpt_expect){.definition_hash = h, .num_params = net->num_params,
+                       .seed = net->opt.seed, .bn_floats = state_bn_floats(net),
+                       .num_layers = (uint32_t)net->layers.count,
+                       .optimizer = (uint32_t)net->optimizer, .loss = (uint32_t)net->loss,
+                       .layers = layers};
+}
+
+/* The network's expectations for the version written; e->layers is
+ * allocated (mem_free it). */
 static pcnn_status expect_of(pcnn_net *net, ckpt_expect *e, const char *func)
 {
     *e = (ckpt_expect){0};
@@ -74,20 +80,18 @@ static pcnn_status expect_of(pcnn_net *net, ckpt_expect *e, const char *func)
     if (!layers)
         return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "layer table of %d layers",
                          net->layers.count);
-    uint64_t h = FNV_BASIS;
-    for (int i = 0; i < net->layers.count; i++) {
-        layer_record(net, net->layers.items[i], &layers[i]);
-        h = fnv_u64(h, layers[i].hash);
-    }
-    h = fnv_u64(h, (uint64_t)net->layers.count);
-    h = fnv_u64(h, (uint64_t)net->loss);
-    h = fnv_u64(h, (uint64_t)net->optimizer);
-    *e = (ckpt_expect){.definition_hash = h, .num_params = net->num_params,
-                       .seed = net->opt.seed, .bn_floats = state_bn_floats(net),
-                       .num_layers = (uint32_t)net->layers.count,
-                       .optimizer = (uint32_t)net->optimizer, .loss = (uint32_t)net->loss,
-                       .layers = layers};
+    describe(net, CKPT_VERSION, layers, e);
     return PCNN_OK;
+}
+
+/* Does a parsed file fit the network?  An older file's hashes are compared
+ * with the network's in that version's hashes, recomputed into e's own
+ * table (nothing allocated: no failure after the ranks agreed). */
+static pcnn_status verify_file(pcnn_net *net, const ckpt_view *v, ckpt_expect *e,
+                               const char *func)
+{
+    if (v->version != CKPT_VERSION) describe(net, v->version, (ckpt_layer *)e->layers, e);
+    return ckpt_verify(v, e, func);
 }
 
 static int ranks_of(const pcnn_net *net) { return net->comm ? net->comm->size : 1; }
@@ -106,8 +110,8 @@ static pcnn_status share_root(const pcnn_comm *c, pcnn_status st, uint64_t *valu
 {
     unsigned char msg[12 + 512] = {0};
     if (c->rank == 0) {
-        ckpt_put_u32(msg, (uint32_t)st);
-        ckpt_put_u64(msg + 4, *value);
+        le_put_u32(msg, (uint32_t)st);
+        le_put_u64(msg + 4, *value);
         if (st != PCNN_OK) {
             const char *text = pcnn_last_error();
             size_t skip = strlen(func);
@@ -119,8 +123,8 @@ static pcnn_status share_root(const pcnn_comm *c, pcnn_status st, uint64_t *valu
     int code = MPI_Bcast(msg, (int)sizeof msg, MPI_BYTE, 0, c->comm);
     if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Bcast (outcome of rank 0)");
     if (c->rank == 0 || st != PCNN_OK) return st; /* a local failure keeps its message */
-    st = (pcnn_status)ckpt_get_u32(msg);
-    *value = ckpt_get_u64(msg + 4);
+    st = (pcnn_status)le_get_u32(msg);
+    *value = le_get_u64(msg + 4);
     if (st == PCNN_OK) return PCNN_OK;
     msg[sizeof msg - 1] = '\0';
     return error_set(st, func, "%s (reported by rank 0)", (const char *)msg + 12);
@@ -340,7 +344,7 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
     if (root) {
         st = read_file(path, &buf, &len, func);
         if (st == PCNN_OK) st = ckpt_parse(buf, len, func, &view);
-        if (st == PCNN_OK) st = ckpt_verify(&view, &e, func);
+        if (st == PCNN_OK) st = verify_file(net, &view, &e, func);
     }
     if (collective(net)) { /* rank 0 decides; then everyone gets its bytes */
         uint64_t shared = len;
@@ -354,7 +358,7 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
         if (st == PCNN_OK) st = broadcast_bytes(net->comm, buf, len, func);
         if (st == PCNN_OK && !root) { /* the same bytes verify the same way */
             st = ckpt_parse(buf, len, func, &view);
-            if (st == PCNN_OK) st = ckpt_verify(&view, &e, func);
+            if (st == PCNN_OK) st = verify_file(net, &view, &e, func);
             if (st != PCNN_OK) st = restate(PCNN_ERR_INTERNAL, func);
         }
     }

@@ -9,45 +9,8 @@
 
 #include "../core/error.h"
 #include "../graph/option_table.h"
-
-void ckpt_put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-void ckpt_put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-uint32_t ckpt_get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
-uint64_t ckpt_get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
-static void put_f64(unsigned char *p, double d)
-{
-    uint64_t v;
-    memcpy(&v, &d, sizeof v);
-    ckpt_put_u64(p, v);
-}
-
-static double get_f64(const unsigned char *p)
-{
-    uint64_t v = ckpt_get_u64(p);
-    double d;
-    memcpy(&d, &v, sizeof d);
-    return d;
-}
+#include "../core/hash.h"
+#include "../core/le.h"
 
 uint32_t ckpt_crc32(uint32_t crc, const unsigned char *p, size_t len)
 {
@@ -63,10 +26,12 @@ uint32_t ckpt_crc32(uint32_t crc, const unsigned char *p, size_t len)
 
 void ckpt_decode_floats(const unsigned char *src, float *dst, size_t count)
 {
-    for (size_t i = 0; i < count; i++) {
-        uint32_t v = ckpt_get_u32(src + 4 * i);
-        memcpy(&dst[i], &v, sizeof v);
-    }
+    for (size_t i = 0; i < count; i++) dst[i] = le_get_f32(src + 4 * i);
+}
+
+uint64_t ckpt_hash_basis(uint32_t version)
+{
+    return version == 1 ? 1469598103934665603ull : HASH_FNV1A_BASIS;
 }
 
 /* ------------------------------------------------------------------ */
@@ -131,11 +96,7 @@ void ckpt_put_floats(ckpt_writer *w, const float *x, size_t count)
     unsigned char buf[4096];
     while (count > 0) {
         size_t n = count < sizeof buf / 4 ? count : sizeof buf / 4;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t v;
-            memcpy(&v, &x[i], sizeof v);
-            ckpt_put_u32(buf + 4 * i, v);
-        }
+        for (size_t i = 0; i < n; i++) le_put_f32(buf + 4 * i, x[i]);
         ckpt_put_bytes(w, buf, 4 * n);
         x += n;
         count -= n;
@@ -145,35 +106,35 @@ void ckpt_put_floats(ckpt_writer *w, const float *x, size_t count)
 void ckpt_put_meta(ckpt_writer *w, const ckpt_meta *m)
 {
     unsigned char b[CKPT_META_BYTES];
-    ckpt_put_u64(b + 0, m->definition_hash);
-    ckpt_put_u32(b + 8, m->num_layers);
-    ckpt_put_u32(b + 12, m->optimizer);
-    ckpt_put_u32(b + 16, m->loss);
-    ckpt_put_u32(b + 20, m->ranks);
-    ckpt_put_u64(b + 24, m->num_params);
-    ckpt_put_u64(b + 32, m->seed);
-    ckpt_put_u64(b + 40, m->step);
-    ckpt_put_u64(b + 48, m->bn_floats);
-    put_f64(b + 56, m->learning_rate);
-    put_f64(b + 64, m->momentum);
-    put_f64(b + 72, m->weight_decay);
-    put_f64(b + 80, m->beta1);
-    put_f64(b + 88, m->beta2);
-    put_f64(b + 96, m->epsilon);
-    ckpt_put_u64(b + 104, m->warmup_steps);
-    ckpt_put_u64(b + 112, m->decay_every_steps);
-    put_f64(b + 120, m->decay_factor);
+    le_put_u64(b + 0, m->definition_hash);
+    le_put_u32(b + 8, m->num_layers);
+    le_put_u32(b + 12, m->optimizer);
+    le_put_u32(b + 16, m->loss);
+    le_put_u32(b + 20, m->ranks);
+    le_put_u64(b + 24, m->num_params);
+    le_put_u64(b + 32, m->seed);
+    le_put_u64(b + 40, m->step);
+    le_put_u64(b + 48, m->bn_floats);
+    le_put_f64(b + 56, m->learning_rate);
+    le_put_f64(b + 64, m->momentum);
+    le_put_f64(b + 72, m->weight_decay);
+    le_put_f64(b + 80, m->beta1);
+    le_put_f64(b + 88, m->beta2);
+    le_put_f64(b + 96, m->epsilon);
+    le_put_u64(b + 104, m->warmup_steps);
+    le_put_u64(b + 112, m->decay_every_steps);
+    le_put_f64(b + 120, m->decay_factor);
     ckpt_put_bytes(w, b, sizeof b);
 }
 
 void ckpt_put_layer(ckpt_writer *w, const ckpt_layer *l)
 {
     unsigned char b[CKPT_LAYER_BYTES] = {0};
-    ckpt_put_u64(b + 0, l->hash);
-    ckpt_put_u64(b + 8, l->num_params);
-    ckpt_put_u32(b + 16, l->c);
-    ckpt_put_u32(b + 20, l->h);
-    ckpt_put_u32(b + 24, l->w);
+    le_put_u64(b + 0, l->hash);
+    le_put_u64(b + 8, l->num_params);
+    le_put_u32(b + 16, l->c);
+    le_put_u32(b + 20, l->h);
+    le_put_u32(b + 24, l->w);
     /* b + 28: reserved, zero */
     size_t n = strnlen(l->kind, CKPT_KIND_BYTES);
     memcpy(b + 32, l->kind, n);
@@ -186,21 +147,21 @@ bool ckpt_finish(ckpt_writer *w)
     unsigned char h[CKPT_HEADER_FIXED + CKPT_MAX_SECTIONS * CKPT_ENTRY_BYTES + 4] = {0};
     const uint64_t hb = header_bytes(w->count);
     memcpy(h, CKPT_MAGIC, 8);
-    ckpt_put_u32(h + 8, CKPT_VERSION);
-    ckpt_put_u32(h + 12, (uint32_t)hb);
-    ckpt_put_u32(h + 16, (uint32_t)w->count);
-    ckpt_put_u32(h + 20, 0); /* flags: none defined */
-    ckpt_put_u64(h + 24, w->pos);
+    le_put_u32(h + 8, CKPT_VERSION);
+    le_put_u32(h + 12, (uint32_t)hb);
+    le_put_u32(h + 16, (uint32_t)w->count);
+    le_put_u32(h + 20, 0); /* flags: none defined */
+    le_put_u64(h + 24, w->pos);
     for (int i = 0; i < w->count; i++) {
         unsigned char *e = h + CKPT_HEADER_FIXED + (size_t)i * CKPT_ENTRY_BYTES;
-        ckpt_put_u32(e + 0, w->sec[i].id);
-        ckpt_put_u32(e + 4, w->sec[i].flags);
-        ckpt_put_u64(e + 8, w->sec[i].offset);
-        ckpt_put_u64(e + 16, w->sec[i].length);
-        ckpt_put_u32(e + 24, w->sec[i].crc);
+        le_put_u32(e + 0, w->sec[i].id);
+        le_put_u32(e + 4, w->sec[i].flags);
+        le_put_u64(e + 8, w->sec[i].offset);
+        le_put_u64(e + 16, w->sec[i].length);
+        le_put_u32(e + 24, w->sec[i].crc);
         /* e + 28: reserved, zero */
     }
-    ckpt_put_u32(h + hb - 4, ckpt_crc32(0, h, (size_t)hb - 4));
+    le_put_u32(h + hb - 4, ckpt_crc32(0, h, (size_t)hb - 4));
     if (fseek(w->f, 0, SEEK_SET) != 0) return false;
     if (fwrite(h, 1, (size_t)hb, w->f) != hb) return false;
     return fseek(w->f, 0, SEEK_END) == 0;
@@ -226,34 +187,34 @@ static const char *section_name(uint32_t id)
 
 static void decode_meta(const unsigned char *b, ckpt_meta *m)
 {
-    m->definition_hash = ckpt_get_u64(b + 0);
-    m->num_layers = ckpt_get_u32(b + 8);
-    m->optimizer = ckpt_get_u32(b + 12);
-    m->loss = ckpt_get_u32(b + 16);
-    m->ranks = ckpt_get_u32(b + 20);
-    m->num_params = ckpt_get_u64(b + 24);
-    m->seed = ckpt_get_u64(b + 32);
-    m->step = ckpt_get_u64(b + 40);
-    m->bn_floats = ckpt_get_u64(b + 48);
-    m->learning_rate = get_f64(b + 56);
-    m->momentum = get_f64(b + 64);
-    m->weight_decay = get_f64(b + 72);
-    m->beta1 = get_f64(b + 80);
-    m->beta2 = get_f64(b + 88);
-    m->epsilon = get_f64(b + 96);
-    m->warmup_steps = ckpt_get_u64(b + 104);
-    m->decay_every_steps = ckpt_get_u64(b + 112);
-    m->decay_factor = get_f64(b + 120);
+    m->definition_hash = le_get_u64(b + 0);
+    m->num_layers = le_get_u32(b + 8);
+    m->optimizer = le_get_u32(b + 12);
+    m->loss = le_get_u32(b + 16);
+    m->ranks = le_get_u32(b + 20);
+    m->num_params = le_get_u64(b + 24);
+    m->seed = le_get_u64(b + 32);
+    m->step = le_get_u64(b + 40);
+    m->bn_floats = le_get_u64(b + 48);
+    m->learning_rate = le_get_f64(b + 56);
+    m->momentum = le_get_f64(b + 64);
+    m->weight_decay = le_get_f64(b + 72);
+    m->beta1 = le_get_f64(b + 80);
+    m->beta2 = le_get_f64(b + 88);
+    m->epsilon = le_get_f64(b + 96);
+    m->warmup_steps = le_get_u64(b + 104);
+    m->decay_every_steps = le_get_u64(b + 112);
+    m->decay_factor = le_get_f64(b + 120);
 }
 
 void ckpt_layer_at(const ckpt_view *v, uint32_t i, ckpt_layer *out)
 {
     const unsigned char *b = v->layers + (size_t)i * CKPT_LAYER_BYTES;
-    out->hash = ckpt_get_u64(b + 0);
-    out->num_params = ckpt_get_u64(b + 8);
-    out->c = ckpt_get_u32(b + 16);
-    out->h = ckpt_get_u32(b + 20);
-    out->w = ckpt_get_u32(b + 24);
+    out->hash = le_get_u64(b + 0);
+    out->num_params = le_get_u64(b + 8);
+    out->c = le_get_u32(b + 16);
+    out->h = le_get_u32(b + 20);
+    out->w = le_get_u32(b + 24);
     memcpy(out->kind, b + 32, CKPT_KIND_BYTES);
     out->kind[CKPT_KIND_BYTES] = '\0';
 }
@@ -342,7 +303,7 @@ static pcnn_status check_sections(const ckpt_view *v, const size_t *lens, const 
         for (int k = 0; k < CKPT_KIND_BYTES && l.kind[k]; k++)
             text = text && l.kind[k] >= 0x21 && l.kind[k] <= 0x7e;
         for (size_t k = strlen(l.kind); k < CKPT_KIND_BYTES; k++) text = text && !l.kind[k];
-        if (!text || ckpt_get_u32(rec + 28) != 0 || l.num_params > m->num_params - total)
+        if (!text || le_get_u32(rec + 28) != 0 || l.num_params > m->num_params - total)
             return error_set(PCNN_ERR_CORRUPT, func, "layers section: record %u is malformed", i);
         total += l.num_params;
     }
@@ -360,22 +321,22 @@ pcnn_status ckpt_parse(const unsigned char *buf, size_t len, const char *func, c
                          "%d-byte header prefix", len, CKPT_PREFIX_BYTES);
     if (memcmp(buf, CKPT_MAGIC, 8) != 0)
         return error_set(PCNN_ERR_CORRUPT, func, "not a libpcnn checkpoint (bad magic)");
-    const uint32_t version = ckpt_get_u32(buf + 8), hb = ckpt_get_u32(buf + 12);
+    const uint32_t version = le_get_u32(buf + 8), hb = le_get_u32(buf + 12);
     if (hb < CKPT_PREFIX_BYTES + 4 || hb > len)
         return error_set(PCNN_ERR_CORRUPT, func, "truncated or damaged header: %u header "
                          "bytes in a %zu-byte file", hb, len);
-    if (ckpt_get_u32(buf + hb - 4) != ckpt_crc32(0, buf, hb - 4))
+    if (le_get_u32(buf + hb - 4) != ckpt_crc32(0, buf, hb - 4))
         return error_set(PCNN_ERR_CORRUPT, func, "header checksum mismatch");
     /* The header is intact: an unknown version is a newer file, not damage. */
-    if (version != CKPT_VERSION)
+    if (version < 1 || version > CKPT_VERSION)
         return error_set(PCNN_ERR_UNSUPPORTED, func, "format version %u; this libpcnn reads "
-                         "version %u", version, CKPT_VERSION);
-    const uint32_t sections = hb >= CKPT_HEADER_FIXED ? ckpt_get_u32(buf + 16) : 0;
+                         "versions 1 to %u", version, CKPT_VERSION);
+    const uint32_t sections = hb >= CKPT_HEADER_FIXED ? le_get_u32(buf + 16) : 0;
     if (sections == 0 || sections > CKPT_MAX_SECTIONS ||
         hb != CKPT_HEADER_FIXED + sections * CKPT_ENTRY_BYTES + 4)
         return error_set(PCNN_ERR_CORRUPT, func, "section table: %u sections in a %u-byte "
                          "header", sections, hb);
-    const uint64_t file_bytes = ckpt_get_u64(buf + 24);
+    const uint64_t file_bytes = le_get_u64(buf + 24);
     if (file_bytes > len)
         return error_set(PCNN_ERR_CORRUPT, func, "truncated: %zu of %llu bytes", len,
                          (unsigned long long)file_bytes);
@@ -387,13 +348,13 @@ pcnn_status ckpt_parse(const unsigned char *buf, size_t len, const char *func, c
     uint64_t pos = hb;
     for (uint32_t i = 0; i < sections; i++) {
         const unsigned char *e = buf + CKPT_HEADER_FIXED + (size_t)i * CKPT_ENTRY_BYTES;
-        const uint32_t id = ckpt_get_u32(e), flags = ckpt_get_u32(e + 4);
-        const uint64_t offset = ckpt_get_u64(e + 8), length = ckpt_get_u64(e + 16);
-        if (offset != pos || length > len - pos || ckpt_get_u32(e + 28) != 0)
+        const uint32_t id = le_get_u32(e), flags = le_get_u32(e + 4);
+        const uint64_t offset = le_get_u64(e + 8), length = le_get_u64(e + 16);
+        if (offset != pos || length > len - pos || le_get_u32(e + 28) != 0)
             return error_set(PCNN_ERR_CORRUPT, func, "section table entry %u (%s): offset "
                              "%llu, %llu bytes in a %zu-byte file", i, section_name(id),
                              (unsigned long long)offset, (unsigned long long)length, len);
-        if (ckpt_get_u32(e + 24) != ckpt_crc32(0, buf + pos, (size_t)length))
+        if (le_get_u32(e + 24) != ckpt_crc32(0, buf + pos, (size_t)length))
             return error_set(PCNN_ERR_CORRUPT, func, "section %u (%s): checksum mismatch", i,
                              section_name(id));
         pos += length;
@@ -418,7 +379,7 @@ pcnn_status ckpt_parse(const unsigned char *buf, size_t len, const char *func, c
     if (lens[CKPT_SEC_META] != CKPT_META_BYTES)
         return error_set(PCNN_ERR_CORRUPT, func, "meta section of %zu bytes, not %d",
                          lens[CKPT_SEC_META], CKPT_META_BYTES);
-    ckpt_view v = {0};
+    ckpt_view v = {.version = version};
     decode_meta(where[CKPT_SEC_META], &v.meta);
     v.layers = where[CKPT_SEC_LAYERS];
     v.params = where[CKPT_SEC_PARAMS];

@@ -18,7 +18,7 @@
 #include "pcnn.h"
 
 #define CKPT_MAGIC "PCNNCKPT"
-#define CKPT_VERSION 1u
+#define CKPT_VERSION 2u        /* written; every version from 1 is read */
 #define CKPT_PREFIX_BYTES 16   /* magic, version, header size */
 #define CKPT_HEADER_FIXED 32   /* prefix, section count, flags, file size */
 #define CKPT_ENTRY_BYTES 32    /* id, flags, offset, length, crc, reserved */
@@ -59,10 +59,18 @@ typedef struct ckpt_layer {
  * sections have passed their checksums and size checks.  NULL (and
  * extra_bytes 0) for absent optional sections. */
 typedef struct ckpt_view {
+    uint32_t version;
     ckpt_meta meta;
     const unsigned char *layers, *params, *m, *v, *bn, *extra;
     size_t extra_bytes;
 } ckpt_view;
+
+/* The FNV-1a offset basis of the layer and definition hashes in a file of
+ * `version` (1 ... CKPT_VERSION).  Version 1 was written with a basis that
+ * lost a digit (1469598103934665603 instead of 14695981039346656037);
+ * version 2, of identical layout, uses the standard one.  Readers hash the
+ * network with the file's basis to compare. */
+uint64_t ckpt_hash_basis(uint32_t version);
 
 /* Validate an image of len bytes: magic, version, header and section
  * checksums, table consistency, section sizes against the META counts,
@@ -88,17 +96,11 @@ pcnn_status ckpt_verify(const ckpt_view *v, const ckpt_expect *e, const char *fu
 /* Record i (< meta.num_layers) of the LAYERS section. */
 void ckpt_layer_at(const ckpt_view *v, uint32_t i, ckpt_layer *out);
 
-/* count little-endian float32 values from src. */
+/* count little-endian float32 values from src (lib/core/le.h encoding). */
 void ckpt_decode_floats(const unsigned char *src, float *dst, size_t count);
 
 /* CRC-32 (zlib's, ISO-HDLC polynomial) of any length. */
 uint32_t ckpt_crc32(uint32_t crc, const unsigned char *p, size_t len);
-
-/* Little-endian stores and loads. */
-void ckpt_put_u32(unsigned char *p, uint32_t v);
-void ckpt_put_u64(unsigned char *p, uint64_t v);
-uint32_t ckpt_get_u32(const unsigned char *p);
-uint64_t ckpt_get_u64(const unsigned char *p);
 
 /* Streaming writer: header space first, sections appended with their
  * checksums computed on the way, the header filled in by ckpt_finish. */

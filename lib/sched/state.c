@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "../core/error.h"
+#include "../core/hash.h"
+#include "../core/le.h"
 #include "../core/memory.h"
 #include "../graph/net.h"
 #include "../parallel/decomp.h"
@@ -15,47 +17,6 @@
 #define STATE_MAGIC "PCNNSCHD"
 #define STATE_VERSION 1u
 #define STATE_HEADER 120u
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static void put_f64(unsigned char *p, double d)
-{
-    uint64_t v;
-    memcpy(&v, &d, sizeof v);
-    put_u64(p, v);
-}
-static double get_f64(const unsigned char *p)
-{
-    uint64_t v = get_u64(p);
-    double d;
-    memcpy(&d, &v, sizeof d);
-    return d;
-}
-
-static uint64_t fnv1a(const unsigned char *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
 
 static size_t bytes_for(long epochs, size_t num_params)
 {
@@ -96,29 +57,25 @@ static void encode(const pcnn_scheduler *s, const float *w0, unsigned char *out)
     const sched_config *c = &s->cfg;
     const sched_state *t = &s->st;
     memcpy(out, STATE_MAGIC, 8);
-    put_u32(out + 8, STATE_VERSION);
-    put_u32(out + 12, STATE_HEADER);
-    put_u64(out + 16, (uint64_t)c->start_batch);
-    put_u64(out + 24, (uint64_t)c->max_batch);
-    put_f64(out + 32, c->initial_lr);
-    put_u64(out + 40, (uint64_t)t->epoch);
-    put_u64(out + 48, (uint64_t)t->batch);
-    put_f64(out + 56, t->lr);
-    put_u64(out + 64, (uint64_t)t->interval);
-    put_f64(out + 72, t->initial_loss);
-    put_f64(out + 80, t->best_loss);
-    put_u64(out + 88, (uint64_t)t->stale_epochs);
-    put_u64(out + 96, (uint64_t)t->decays);
-    put_u64(out + 104, t->events);
-    put_u64(out + 112, (uint64_t)s->num_params);
+    le_put_u32(out + 8, STATE_VERSION);
+    le_put_u32(out + 12, STATE_HEADER);
+    le_put_i64(out + 16, c->start_batch);
+    le_put_i64(out + 24, c->max_batch);
+    le_put_f64(out + 32, c->initial_lr);
+    le_put_i64(out + 40, t->epoch);
+    le_put_i64(out + 48, t->batch);
+    le_put_f64(out + 56, t->lr);
+    le_put_i64(out + 64, t->interval);
+    le_put_f64(out + 72, t->initial_loss);
+    le_put_f64(out + 80, t->best_loss);
+    le_put_i64(out + 88, t->stale_epochs);
+    le_put_i64(out + 96, t->decays);
+    le_put_u64(out + 104, t->events);
+    le_put_u64(out + 112, (uint64_t)s->num_params);
     unsigned char *p = out + STATE_HEADER;
-    for (long e = 0; e < t->epoch; e++, p += 8) put_f64(p, t->theta[e]);
-    for (size_t i = 0; i < s->num_params; i++, p += 4) {
-        uint32_t v;
-        memcpy(&v, &w0[i], sizeof v);
-        put_u32(p, v);
-    }
-    put_u64(p, fnv1a(out, (size_t)(p - out)));
+    for (long e = 0; e < t->epoch; e++, p += 8) le_put_f64(p, t->theta[e]);
+    for (size_t i = 0; i < s->num_params; i++, p += 4) le_put_f32(p, w0[i]);
+    le_put_u64(p, hash_fnv1a(HASH_FNV1A_BASIS, out, (size_t)(p - out)));
 }
 
 PCNN_API pcnn_status pcnn_scheduler_save_state(const pcnn_scheduler *sched, void *buf,
@@ -160,34 +117,34 @@ static pcnn_status check_image(const pcnn_scheduler *s, const unsigned char *b, 
     if (size < STATE_HEADER + 8 || memcmp(b, STATE_MAGIC, 8) != 0)
         return error_set(PCNN_ERR_CORRUPT, func, "not a scheduler state (%zu bytes, bad magic "
                          "or too short)", size);
-    const uint32_t version = get_u32(b + 8);
+    const uint32_t version = le_get_u32(b + 8);
     if (version > STATE_VERSION)
         return error_set(PCNN_ERR_UNSUPPORTED, func,
                          "scheduler state format %u is newer than this library's (%u)", version,
                          STATE_VERSION);
-    const uint64_t epochs = get_u64(b + 40), params = get_u64(b + 112);
-    if (version == 0 || get_u32(b + 12) != STATE_HEADER || epochs > (1u << 30) ||
+    const uint64_t epochs = le_get_u64(b + 40), params = le_get_u64(b + 112);
+    if (version == 0 || le_get_u32(b + 12) != STATE_HEADER || epochs > (1u << 30) ||
         params > ((uint64_t)1 << 40) || bytes_for((long)epochs, (size_t)params) != size)
         return error_set(PCNN_ERR_CORRUPT, func, "scheduler state: header and size (%zu bytes) "
                          "disagree", size);
-    if (fnv1a(b, size - 8) != get_u64(b + size - 8))
+    if (hash_fnv1a(HASH_FNV1A_BASIS, b, size - 8) != le_get_u64(b + size - 8))
         return error_set(PCNN_ERR_CORRUPT, func, "scheduler state: checksum mismatch");
     const sched_config *c = &s->cfg;
-    if ((int64_t)get_u64(b + 16) != c->start_batch || (int64_t)get_u64(b + 24) != c->max_batch ||
-        get_f64(b + 32) != c->initial_lr)
+    if (le_get_i64(b + 16) != c->start_batch || le_get_i64(b + 24) != c->max_batch ||
+        le_get_f64(b + 32) != c->initial_lr)
         return error_set(PCNN_ERR_MISMATCH, func,
                          "the state is for B_s %lld, B_m %lld, mu_0 %g; this scheduler has %d, "
-                         "%d, %g", (long long)get_u64(b + 16), (long long)get_u64(b + 24),
-                         get_f64(b + 32), c->start_batch, c->max_batch, c->initial_lr);
+                         "%d, %g", (long long)le_get_i64(b + 16), (long long)le_get_i64(b + 24),
+                         le_get_f64(b + 32), c->start_batch, c->max_batch, c->initial_lr);
     if (params != s->num_params)
         return error_set(PCNN_ERR_MISMATCH, func,
                          "the state holds w_0 of %llu parameters; the network has %zu",
                          (unsigned long long)params, s->num_params);
-    const int64_t batch = (int64_t)get_u64(b + 48), interval = (int64_t)get_u64(b + 64);
-    const int64_t stale = (int64_t)get_u64(b + 88), decays = (int64_t)get_u64(b + 96);
-    const double lr = get_f64(b + 56);
+    const int64_t batch = le_get_i64(b + 48), interval = le_get_i64(b + 64);
+    const int64_t stale = le_get_i64(b + 88), decays = le_get_i64(b + 96);
+    const double lr = le_get_f64(b + 56);
     if (batch < c->start_batch || batch > c->max_batch || !(lr >= 0) || !isfinite(lr) ||
-        interval < 0 || stale < 0 || decays < 0 || get_u64(b + 104) > 7)
+        interval < 0 || stale < 0 || decays < 0 || le_get_u64(b + 104) > 7)
         return error_set(PCNN_ERR_CORRUPT, func, "scheduler state: values out of range "
                          "(batch %lld, lr %g, K %lld)", (long long)batch, lr, (long long)interval);
     return PCNN_OK;
@@ -203,25 +160,22 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
     else if (sched->in_epoch)
         st = FAIL(PCNN_ERR_INVALID_STATE, "load the state between epochs, not inside one");
     else st = check_image(sched, b, size, __func__);
-    if (st == PCNN_OK) st = sched_state_reserve(&sched->st, (long)get_u64(b + 40), __func__);
+    if (st == PCNN_OK) st = sched_state_reserve(&sched->st, (long)le_get_u64(b + 40), __func__);
     if (sched->net->comm) st = agree(sched->net->comm, st, __func__);
     TRY(st);
     sched_state *t = &sched->st;
-    t->epoch = (long)get_u64(b + 40);
-    t->batch = (int)get_u64(b + 48);
-    t->lr = get_f64(b + 56);
-    t->interval = (long)get_u64(b + 64);
-    t->initial_loss = get_f64(b + 72);
-    t->best_loss = get_f64(b + 80);
-    t->stale_epochs = (long)get_u64(b + 88);
-    t->decays = (long)get_u64(b + 96);
-    t->events = (unsigned)get_u64(b + 104);
+    t->epoch = (long)le_get_u64(b + 40);
+    t->batch = (int)le_get_i64(b + 48);
+    t->lr = le_get_f64(b + 56);
+    t->interval = (long)le_get_i64(b + 64);
+    t->initial_loss = le_get_f64(b + 72);
+    t->best_loss = le_get_f64(b + 80);
+    t->stale_epochs = (long)le_get_i64(b + 88);
+    t->decays = (long)le_get_i64(b + 96);
+    t->events = (unsigned)le_get_u64(b + 104);
     const unsigned char *p = b + STATE_HEADER;
-    for (long e = 0; e < t->epoch; e++, p += 8) t->theta[e] = get_f64(p);
+    for (long e = 0; e < t->epoch; e++, p += 8) t->theta[e] = le_get_f64(p);
     p += 4 * sched->w0_lo;
-    for (size_t i = 0; i < sched->w0_count; i++, p += 4) {
-        const uint32_t v = get_u32(p);
-        memcpy(&sched->w0[i], &v, sizeof v);
-    }
+    for (size_t i = 0; i < sched->w0_count; i++, p += 4) sched->w0[i] = le_get_f32(p);
     return PCNN_OK;
 }

@@ -7,7 +7,8 @@
  * and a different one), so the mismatch paths run too.  Any crash,
  * sanitizer report, over-read or broken invariant (trap) is a bug.
  *
- * Seeds: tests/checkpoint/corpus (test_checkpoint corpus DIR rewrites them).
+ * Seeds: tests/checkpoint/corpus, one pair of files per format version
+ * (test_checkpoint corpus DIR writes the current version's).
  *
  * clang -g -O1 -fsanitize=fuzzer,address,undefined -I/usr/include/x86_64-linux-gnu/mpich \
  *   -Iinclude -Ilib tests/checkpoint/fuzz_checkpoint.c lib/io/checkpoint_format.c \
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/le.h"
 #include "io/checkpoint_format.h"
 #include "pcnn.h"
 
@@ -35,16 +37,16 @@ static int inside(const unsigned char *p, size_t n, const unsigned char *buf, si
 static void fix_checksums(unsigned char *buf, size_t len)
 {
     if (len < CKPT_HEADER_FIXED) return;
-    uint32_t hb = ckpt_get_u32(buf + 12), n = ckpt_get_u32(buf + 16);
+    uint32_t hb = le_get_u32(buf + 12), n = le_get_u32(buf + 16);
     if (hb < CKPT_PREFIX_BYTES + 4 || hb > len) return;
     for (uint32_t i = 0; i < n && i < CKPT_MAX_SECTIONS; i++) {
         size_t at = CKPT_HEADER_FIXED + (size_t)i * CKPT_ENTRY_BYTES;
         if (at + CKPT_ENTRY_BYTES > hb - 4) break;
-        uint64_t off = ckpt_get_u64(buf + at + 8), length = ckpt_get_u64(buf + at + 16);
+        uint64_t off = le_get_u64(buf + at + 8), length = le_get_u64(buf + at + 16);
         if (off <= len && length <= len - off)
-            ckpt_put_u32(buf + at + 24, ckpt_crc32(0, buf + off, (size_t)length));
+            le_put_u32(buf + at + 24, ckpt_crc32(0, buf + off, (size_t)length));
     }
-    ckpt_put_u32(buf + hb - 4, ckpt_crc32(0, buf, hb - 4));
+    le_put_u32(buf + hb - 4, ckpt_crc32(0, buf, hb - 4));
 }
 
 static void one(unsigned char *buf, size_t size);
@@ -70,6 +72,7 @@ static void one(unsigned char *buf, size_t size)
     EXPECT(st == PCNN_OK || st == PCNN_ERR_CORRUPT || st == PCNN_ERR_UNSUPPORTED);
     if (st != PCNN_OK) return;
     const ckpt_meta *m = &v.meta;
+    EXPECT(v.version >= 1 && v.version <= CKPT_VERSION && v.version == le_get_u32(buf + 8));
     /* Every section lies inside the buffer, sized as META says. */
     EXPECT(inside(v.layers, (size_t)m->num_layers * CKPT_LAYER_BYTES, buf, size));
     EXPECT(m->num_params <= size / 4 && inside(v.params, 4 * m->num_params, buf, size));

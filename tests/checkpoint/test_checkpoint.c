@@ -10,11 +10,21 @@
  *   test_checkpoint corrupt   every truncation and many bit flips: CORRUPT,
  *                             crafted newer files: UNSUPPORTED, I/O errors
  *                             and out of memory at every allocation
+ *   test_checkpoint format    a saved file, read field by field with the
+ *                             test's own decoding, CRC-32 and FNV-1a, agrees
+ *                             with docs/checkpoint-format.md
+ *   test_checkpoint v1 CORPUS version-1 files (tests/checkpoint/corpus/v1_*)
+ *                             load, hash as documented for version 1, and
+ *                             saved again are the committed v2_* files
  *   test_checkpoint kill      a child saving in a loop is SIGKILLed at random
  *                             moments: the file always loads, and is one of
  *                             the versions written
  * The child modes (child-save, kill-child) are run by the tests above;
- * `test_checkpoint corpus DIR` writes the fuzzer's seed files. */
+ * `test_checkpoint corpus DIR` writes the fuzzer's seed files of the
+ * current version (v2_*); the v1_* seeds were written by version 1 and are
+ * kept as they are.  `v1` compares the v1_* files, loaded and saved again,
+ * with the v2_* files: rewrite those only with a build whose training step
+ * still gives the v1_* parameters. */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -30,6 +40,7 @@
 
 #include "core/memory.h"
 #include "graph/net.h"
+#include "core/le.h"
 #include "io/checkpoint_format.h"
 #include "layers/batchnorm.h"
 #include "pcnn.h"
@@ -490,17 +501,17 @@ static void train_tiny(pcnn_net *net)
 /* Set the header CRC after an edit of the header. */
 static void fix_header_crc(unsigned char *buf)
 {
-    uint32_t hb = ckpt_get_u32(buf + 12);
-    ckpt_put_u32(buf + hb - 4, ckpt_crc32(0, buf, hb - 4));
+    uint32_t hb = le_get_u32(buf + 12);
+    le_put_u32(buf + hb - 4, ckpt_crc32(0, buf, hb - 4));
 }
 
 /* Entry of section id in the table (NULL if none). */
 static unsigned char *entry_of(unsigned char *buf, uint32_t id)
 {
-    uint32_t n = ckpt_get_u32(buf + 16);
+    uint32_t n = le_get_u32(buf + 16);
     for (uint32_t i = 0; i < n; i++) {
         unsigned char *e = buf + CKPT_HEADER_FIXED + (size_t)i * CKPT_ENTRY_BYTES;
-        if (ckpt_get_u32(e) == id) return e;
+        if (le_get_u32(e) == id) return e;
     }
     return NULL;
 }
@@ -578,25 +589,32 @@ static void test_corrupt(void)
 
     /* Intact files that this reader must refuse or accept. */
     memcpy(work, img, len);
-    ckpt_put_u32(work + 8, 2);
+    le_put_u32(work + 8, CKPT_VERSION + 1);
     fix_header_crc(work);
     pcnn_status st = load_bytes(dst, bad, work, len);
     expect(st == PCNN_ERR_UNSUPPORTED && params_equal(dst, ref),
-           "intact file of format version 2: %s (%s)", pcnn_status_str(st), pcnn_last_error());
+           "intact file of format version %u: %s (%s)", CKPT_VERSION + 1, pcnn_status_str(st),
+           pcnn_last_error());
     memcpy(work, img, len);
-    ckpt_put_u32(work + 8, 2);
+    le_put_u32(work + 8, 0);
+    fix_header_crc(work);
+    st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_ERR_UNSUPPORTED && params_equal(dst, ref),
+           "intact file of format version 0: %s", pcnn_status_str(st));
+    memcpy(work, img, len);
+    le_put_u32(work + 8, CKPT_VERSION + 1);
     st = load_bytes(dst, bad, work, len);
     expect(st == PCNN_ERR_CORRUPT, "version field damaged (header CRC fails): %s",
            pcnn_status_str(st));
     memcpy(work, img, len);
     unsigned char *e = entry_of(work, CKPT_SEC_EXTRA);
-    ckpt_put_u32(e, 99);
-    ckpt_put_u32(e + 4, CKPT_FLAG_REQUIRED);
+    le_put_u32(e, 99);
+    le_put_u32(e + 4, CKPT_FLAG_REQUIRED);
     fix_header_crc(work);
     st = load_bytes(dst, bad, work, len);
     expect(st == PCNN_ERR_UNSUPPORTED, "unknown required section: %s (%s)", pcnn_status_str(st),
            pcnn_last_error());
-    ckpt_put_u32(e + 4, 0);
+    le_put_u32(e + 4, 0);
     fix_header_crc(work);
     st = load_bytes(dst, bad, work, len);
     expect(st == PCNN_OK && dst->step == 1, "unknown optional section is skipped: %s",
@@ -608,22 +626,22 @@ static void test_corrupt(void)
      * allocated (the run would die or crawl otherwise). */
     memcpy(work, img, len);
     e = entry_of(work, CKPT_SEC_PARAMS);
-    ckpt_put_u64(e + 16, 1ull << 62);
+    le_put_u64(e + 16, 1ull << 62);
     fix_header_crc(work);
     st = load_bytes(dst, bad, work, len);
     expect(st == PCNN_ERR_CORRUPT, "section length 2^62: %s (%s)", pcnn_status_str(st),
            pcnn_last_error());
     memcpy(work, img, len);
     e = entry_of(work, CKPT_SEC_META);
-    unsigned char *meta = work + ckpt_get_u64(e + 8);
-    ckpt_put_u64(meta + 24, (1ull << 61) + 5); /* num_params */
-    ckpt_put_u32(e + 24, ckpt_crc32(0, meta, CKPT_META_BYTES));
+    unsigned char *meta = work + le_get_u64(e + 8);
+    le_put_u64(meta + 24, (1ull << 61) + 5); /* num_params */
+    le_put_u32(e + 24, ckpt_crc32(0, meta, CKPT_META_BYTES));
     fix_header_crc(work);
     st = load_bytes(dst, bad, work, len);
     expect(st == PCNN_ERR_CORRUPT, "parameter count 2^61+5 (checksums valid): %s (%s)",
            pcnn_status_str(st), pcnn_last_error());
     memcpy(work, img, len);
-    ckpt_put_u32(work + 12, 0xfffffff0u); /* header size */
+    le_put_u32(work + 12, 0xfffffff0u); /* header size */
     st = load_bytes(dst, bad, work, len);
     expect(st == PCNN_ERR_CORRUPT, "header size 2^32-16: %s", pcnn_status_str(st));
 
@@ -763,6 +781,301 @@ static void test_out_of_memory(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* format, v1: the bytes against docs/checkpoint-format.md              */
+/* ------------------------------------------------------------------ */
+
+/* Everything below reads the file with code written from the document
+ * alone (its own byte decoding, CRC and FNV-1a), so a file that passes
+ * proves that the document and the writer agree. */
+
+#define DOC_V1_BASIS 1469598103934665603ull  /* version 1's offset basis */
+#define DOC_V2_BASIS 0xcbf29ce484222325ull   /* the standard one, from version 2 */
+
+static uint64_t doc_uint(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--) v = v * 256 + p[i];
+    return v;
+}
+
+/* CRC-32/ISO-HDLC bit by bit: reflected polynomial 0xEDB88320, initial
+ * value and final xor 0xFFFFFFFF. */
+static uint32_t doc_crc32(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xedb88320u : c >> 1;
+    }
+    return c ^ 0xffffffffu;
+}
+
+static uint64_t doc_fnv(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* "every number is fed as 8 little-endian bytes" */
+static uint64_t doc_fnv_number(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8) h = (h ^ (v & 0xff)) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t doc_layer_hash(const pcnn_net *net, const pcnn_layer *l, uint64_t basis)
+{
+    char config[128] = "";
+    if (l->ops->describe) l->ops->describe(l, config, sizeof config);
+    uint64_t h = doc_fnv(basis, l->ops->kind, strlen(l->ops->kind) + 1);
+    h = doc_fnv(h, config, strlen(config) + 1);
+    const int64_t shape[4] = {l->out.c, l->out.d, l->out.h, l->out.w};
+    for (int k = 0; k < 4; k++) h = doc_fnv_number(h, (uint64_t)shape[k]);
+    h = doc_fnv_number(h, (uint64_t)l->num_inputs);
+    for (int j = 0; j < l->num_inputs; j++) h = doc_fnv_number(h, (uint64_t)l->inputs[j]->index);
+    h = doc_fnv_number(h, l->num_params);
+    return doc_fnv_number(h, l == net->output ? 1 : 0);
+}
+
+/* The file img[0, len) of format `version`, hashed with `basis`, checked
+ * field by field against the document and the network it was saved from
+ * (or loaded into).  Returns the number of disagreements, naming each
+ * on stderr unless `what` is NULL. */
+static int check_against_doc(const unsigned char *img, size_t len, pcnn_net *net,
+                             uint32_t version, uint64_t basis, const char *what)
+{
+    int bad = 0;
+#define DOC(cond, ...)                                               \
+    do {                                                             \
+        if (!(cond)) {                                               \
+            bad++;                                                   \
+            if (what) {                                              \
+                fprintf(stderr, "  %s: ", what);                     \
+                fprintf(stderr, __VA_ARGS__);                        \
+                fprintf(stderr, "\n");                               \
+            }                                                        \
+        }                                                            \
+    } while (0)
+    if (len < 36 || memcmp(img, "PCNNCKPT", 8) != 0) {
+        DOC(0, "no magic");
+        return bad;
+    }
+    DOC(doc_uint(img + 8, 4) == version, "version field %llu, want %u",
+        (unsigned long long)doc_uint(img + 8, 4), version);
+    const uint64_t S = doc_uint(img + 16, 4), H = doc_uint(img + 12, 4);
+    if (S < 1 || S > 64 || H != 36 + 32 * S || H > len) {
+        DOC(0, "header size %llu for %llu sections", (unsigned long long)H, (unsigned long long)S);
+        return bad;
+    }
+    DOC(doc_uint(img + 20, 4) == 0, "header flags not 0");
+    DOC(doc_uint(img + 24, 8) == len, "file size field %llu, file %zu bytes",
+        (unsigned long long)doc_uint(img + 24, 8), len);
+    DOC(doc_uint(img + H - 4, 4) == doc_crc32(img, H - 4), "header CRC-32");
+
+    const unsigned char *sec[8] = {0};
+    uint64_t sec_len[8] = {0}, at = H, last_id = 0;
+    for (uint64_t i = 0; i < S; i++) {
+        const unsigned char *e = img + 32 + 32 * i;
+        const uint64_t id = doc_uint(e, 4), off = doc_uint(e + 8, 8), n = doc_uint(e + 16, 8);
+        if (off != at || n > len - at) {
+            DOC(0, "section %llu: offset %llu, %llu bytes", (unsigned long long)i,
+                (unsigned long long)off, (unsigned long long)n);
+            return bad;
+        }
+        DOC(id > last_id && id <= 7, "section %llu has id %llu after %llu", (unsigned long long)i,
+            (unsigned long long)id, (unsigned long long)last_id);
+        DOC(doc_uint(e + 4, 4) == (id == 7 ? 0u : 1u), "section id %llu flags %llu",
+            (unsigned long long)id, (unsigned long long)doc_uint(e + 4, 4));
+        DOC(doc_uint(e + 24, 4) == doc_crc32(img + off, (size_t)n), "section id %llu CRC-32",
+            (unsigned long long)id);
+        DOC(doc_uint(e + 28, 4) == 0, "section id %llu reserved field", (unsigned long long)id);
+        if (id <= 7) {
+            sec[id] = img + off;
+            sec_len[id] = n;
+        }
+        last_id = id;
+        at = off + n;
+    }
+    DOC(at == len, "the last section ends at %llu of %zu", (unsigned long long)at, len);
+    const uint64_t L = (uint64_t)net->layers.count;
+    if (!sec[1] || sec_len[1] != 128 || !sec[2] || sec_len[2] != 48 * L || !sec[3] ||
+        sec_len[3] != 4 * (uint64_t)net->num_params) {
+        DOC(0, "META, LAYERS or PARAMS missing or of the wrong size");
+        return bad;
+    }
+
+    /* LAYERS: each record's hash recomputed from the network. */
+    uint64_t def = basis;
+    for (uint64_t i = 0; i < L; i++) {
+        const pcnn_layer *l = net->layers.items[i];
+        const unsigned char *r = sec[2] + 48 * i;
+        const uint64_t h = doc_layer_hash(net, l, basis);
+        DOC(doc_uint(r, 8) == h, "layer %llu hash %016llx, the document says %016llx",
+            (unsigned long long)i, (unsigned long long)doc_uint(r, 8), (unsigned long long)h);
+        DOC(doc_uint(r + 8, 8) == l->num_params && doc_uint(r + 16, 4) == (uint64_t)l->out.c &&
+                doc_uint(r + 20, 4) == (uint64_t)l->out.h &&
+                doc_uint(r + 24, 4) == (uint64_t)l->out.w && doc_uint(r + 28, 4) == 0,
+            "layer %llu: parameters, shape or reserved field", (unsigned long long)i);
+        char kind[17] = {0};
+        memcpy(kind, r + 32, 16);
+        DOC(strcmp(kind, l->ops->kind) == 0, "layer %llu kind '%s'", (unsigned long long)i, kind);
+        def = doc_fnv_number(def, h);
+    }
+    /* META: the definition hash over the layer hashes, L, loss, optimizer. */
+    def = doc_fnv_number(doc_fnv_number(doc_fnv_number(def, L), (uint64_t)net->loss),
+                         (uint64_t)net->optimizer);
+    const unsigned char *m = sec[1];
+    DOC(doc_uint(m, 8) == def, "definition hash %016llx, the document says %016llx",
+        (unsigned long long)doc_uint(m, 8), (unsigned long long)def);
+    DOC(doc_uint(m + 8, 4) == L && doc_uint(m + 12, 4) == (uint64_t)net->optimizer &&
+            doc_uint(m + 16, 4) == (uint64_t)net->loss && doc_uint(m + 20, 4) == 1 &&
+            doc_uint(m + 24, 8) == net->num_params && doc_uint(m + 32, 8) == net->opt.seed &&
+            doc_uint(m + 40, 8) == net->step,
+        "META counts, kinds, seed or step");
+    uint64_t lr_bits;
+    memcpy(&lr_bits, &net->opt.learning_rate, 8);
+    DOC(doc_uint(m + 56, 8) == lr_bits, "META learning rate");
+    /* PARAMS: the parameters' float32 bit patterns. */
+    int params_differ = 0;
+    for (size_t i = 0; i < net->num_params; i++) {
+        uint32_t bits;
+        memcpy(&bits, &net->params[i], 4);
+        params_differ += doc_uint(sec[3] + 4 * i, 4) != bits;
+    }
+    DOC(params_differ == 0, "%d parameters differ", params_differ);
+    DOC((sec[4] != NULL) == (net->optimizer != PCNN_OPTIMIZER_SGD) &&
+            (sec[5] != NULL) == (net->optimizer == PCNN_OPTIMIZER_ADAM),
+        "optimizer sections present as the optimizer needs");
+#undef DOC
+    return bad;
+}
+
+/* A checkpoint written now matches the document field by field, hashed
+ * with the standard FNV-1a basis, and carries version 2. */
+static void test_format(void)
+{
+    expect(doc_crc32("123456789", 9) == 0xcbf43926u && doc_fnv(DOC_V2_BASIS, "a", 1) ==
+               0xaf63dc4c8601ec8cull && doc_fnv(DOC_V2_BASIS, "foobar", 6) ==
+               0x85944171f73967e8ull,
+           "the test's own CRC-32 and FNV-1a give the published check values");
+    char path[300];
+    path_in_dir(path, sizeof path, "format.ckpt");
+    pcnn_net *net = tiny();
+    train_tiny(net);
+    CK(pcnn_net_save_extra(net, path, "scheduler", 9));
+    size_t len = 0;
+    unsigned char *img = slurp(path, &len);
+    if (!img) {
+        fprintf(stderr, "cannot read %s\n", path);
+        exit(2);
+    }
+    int bad = check_against_doc(img, len, net, 2, DOC_V2_BASIS, "version 2 file");
+    expect(bad == 0, "a saved file (%zu bytes) is version 2 and agrees with "
+           "docs/checkpoint-format.md in every header, table, META and LAYERS field, both "
+           "CRCs and both hashes (standard FNV-1a basis) (%d disagreements)", len, bad);
+    int v1_bad = check_against_doc(img, len, net, 2, DOC_V1_BASIS, NULL);
+    expect(v1_bad >= 2, "its hashes are not version 1's (%d fields differ)", v1_bad);
+    free(img);
+    pcnn_net_destroy(&net);
+    remove(path);
+}
+
+static void read_corpus(const char *corpus, const char *name, unsigned char **img, size_t *len)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", corpus, name);
+    *img = slurp(path, len);
+    if (!*img) {
+        fprintf(stderr, "cannot read %s\n", path);
+        exit(2);
+    }
+}
+
+/* Files written by version 1 (tests/checkpoint/corpus/v1_*, hashed with
+ * the basis that lost a digit) still load and hash as the document says
+ * for version 1; saved again they are, byte for byte, the committed
+ * version-2 files (v2_*, written from the same network and state). */
+static void test_v1(const char *corpus)
+{
+    char path[300], relabelled[300];
+    path_in_dir(path, sizeof path, "upgraded.ckpt");
+    path_in_dir(relabelled, sizeof relabelled, "relabelled.ckpt");
+    static const char *names[2][2] = {
+        {"v1_tiny_adam_untrained.ckpt", "v2_tiny_adam_untrained.ckpt"},
+        {"v1_tiny_adam_bn_extra.ckpt", "v2_tiny_adam_bn_extra.ckpt"}};
+    for (int k = 0; k < 2; k++) {
+        const char *name = names[k][0];
+        size_t len = 0, len2 = 0, len_v2 = 0;
+        unsigned char *img, *v2;
+        read_corpus(corpus, name, &img, &len);
+        read_corpus(corpus, names[k][1], &v2, &len_v2);
+        pcnn_net *net = tiny();
+        unsigned char extra[16] = {0};
+        size_t extra_bytes = 0;
+        spill(path, img, len);
+        pcnn_status st = pcnn_net_load_extra(net, path, extra, sizeof extra, &extra_bytes);
+        const int want_step = k; /* untrained: step 0; the other after one step */
+        expect(st == PCNN_OK && le_get_u32(img + 8) == 1 && net->step == (uint64_t)want_step &&
+                   extra_bytes == (k ? 9u : 0u) && (!k || memcmp(extra, "scheduler", 9) == 0),
+               "%s: version-1 file loads (%s%s%s), step %llu, %zu extra bytes", name,
+               pcnn_status_str(st), st ? ": " : "", st ? pcnn_last_error() : "",
+               (unsigned long long)net->step, extra_bytes);
+        if (k == 0) { /* untrained: the parameters a fresh network starts from */
+            pcnn_net *fresh = tiny();
+            expect(memcmp(fresh->params, net->params, net->num_params * sizeof(float)) == 0,
+                   "%s holds the initial parameters of the same network", name);
+            pcnn_net_destroy(&fresh);
+        }
+        int bad = check_against_doc(img, len, net, 1, DOC_V1_BASIS, name);
+        expect(bad == 0, "%s agrees with the document's version 1 (basis 1469598103934665603) "
+               "(%d disagreements)", name, bad);
+
+        /* Saved again: the version-2 file. */
+        CK(pcnn_net_save_extra(net, path, extra, extra_bytes));
+        unsigned char *img2 = slurp(path, &len2);
+        if (!img2) {
+            fprintf(stderr, "cannot read %s\n", path);
+            exit(2);
+        }
+        bad = check_against_doc(img2, len2, net, 2, DOC_V2_BASIS, "re-saved");
+        expect(bad == 0 && len2 == len_v2 && memcmp(img2, v2, len2) == 0,
+               "%s re-saved: version 2 with the standard basis as documented (%d "
+               "disagreements), identical to the committed %s", name, bad, names[k][1]);
+        pcnn_net *other = tiny();
+        st = pcnn_net_load(other, path);
+        expect(st == PCNN_OK && memcmp(other->params, net->params,
+                                       net->num_params * sizeof(float)) == 0,
+               "the re-saved file loads with the same parameters: %s", pcnn_status_str(st));
+        pcnn_net_destroy(&other);
+
+        /* The version field decides the basis: relabelled, neither fits. */
+        const unsigned char *files[2] = {img, img2};
+        const size_t lens[2] = {len, len2};
+        for (int f = 0; f < 2; f++) {
+            unsigned char *work = malloc(lens[f]);
+            memcpy(work, files[f], lens[f]);
+            le_put_u32(work + 8, f ? 1 : 2);
+            fix_header_crc(work);
+            other = tiny();
+            st = load_bytes(other, relabelled, work, lens[f]);
+            expect(st == PCNN_ERR_MISMATCH && other->step == 0,
+                   "%s relabelled version %d (hashes still version %d's): %s",
+                   f ? "the re-saved file" : name, f ? 1 : 2, f ? 2 : 1, pcnn_status_str(st));
+            pcnn_net_destroy(&other);
+            free(work);
+        }
+        free(img2);
+        free(img);
+        free(v2);
+        pcnn_net_destroy(&net);
+    }
+    remove(path);
+    remove(relabelled);
+}
+
+/* ------------------------------------------------------------------ */
 /* kill: SIGKILL during saves                                           */
 /* ------------------------------------------------------------------ */
 
@@ -899,16 +1212,17 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[1], "corpus") == 0) { /* seeds for fuzz_checkpoint.c */
         char path[600];
         pcnn_net *net = tiny();
-        snprintf(path, sizeof path, "%s/tiny_adam_untrained.ckpt", argv[2]);
+        snprintf(path, sizeof path, "%s/v%u_tiny_adam_untrained.ckpt", argv[2], CKPT_VERSION);
         CK(pcnn_net_save(net, path));
         train_tiny(net);
-        snprintf(path, sizeof path, "%s/tiny_adam_bn_extra.ckpt", argv[2]);
+        snprintf(path, sizeof path, "%s/v%u_tiny_adam_bn_extra.ckpt", argv[2], CKPT_VERSION);
         CK(pcnn_net_save_extra(net, path, "scheduler", 9));
         pcnn_net_destroy(&net);
         return 0;
     }
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s resume|process|mismatch|corrupt|kill | corpus DIR\n", argv[0]);
+    if (argc < 2 || (strcmp(argv[1], "v1") == 0 && argc < 3)) {
+        fprintf(stderr, "usage: %s resume|process|mismatch|corrupt|format|kill | v1 CORPUS | "
+                "corpus DIR\n", argv[0]);
         return 2;
     }
     make_dir();
@@ -922,6 +1236,8 @@ int main(int argc, char **argv)
         test_corrupt();
         test_out_of_memory();
     }
+    else if (strcmp(argv[1], "format") == 0) test_format();
+    else if (strcmp(argv[1], "v1") == 0) test_v1(argv[2]);
     else if (strcmp(argv[1], "kill") == 0) test_kill(argv[0]);
     else {
         fprintf(stderr, "unknown test %s\n", argv[1]);
