@@ -172,6 +172,9 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
     if (net->threads < 1) net->threads = 1;
     plan_ctx p = {max_batch, net->opt.keep_im2col, net->opt.conv_algorithm};
     plan_fusion(net);
+    /* Decide first (pure, see layer.h), then allocate what was decided. */
+    for (int i = 0; i < net->num_layers; i++)
+        if (net->layers[i]->ops->decide) net->layers[i]->ops->decide(net->layers[i], &p);
 
     /* Parameters: one flat array, layer after layer. */
     size_t total = 0;
@@ -210,7 +213,7 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
             if (!l->y) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "activations of layer %d", i);
             net->memory_bytes += count * sizeof(float);
         }
-        if (l->ops->setup) TRY(l->ops->setup(l, &p)); /* may choose an algorithm */
+        if (l->ops->setup) TRY(l->ops->setup(l, &p));
         if (l->ops->workspace_floats) {
             size_t w = l->ops->workspace_floats(l, &p);
             if (w > workspace) workspace = w;
