@@ -258,8 +258,10 @@ PCNN_API pcnn_status pcnn_net_input(pcnn_net *net, int channels, int height, int
 
 /* 2D convolution: out_channels filters of kernel x kernel, applied with the
  * given stride and zero padding on each side; bias != 0 adds a per-channel
- * bias.  Computed over the whole local batch as one im2col + GEMM (seed 001
- * section 3.1).  Output (out_channels, (H+2p-k)/s+1, (W+2p-k)/s+1).
+ * bias.  Computed over the whole local batch by the algorithm chosen at
+ * finalize (PCNN_OPT_CONV_ALGORITHM; pcnn_net_summary shows which and why):
+ * im2col + GEMM (seed 001 section 3.1), the direct kernels or one GEMM per
+ * kernel tap.  Output (out_channels, (H+2p-k)/s+1, (W+2p-k)/s+1).
  * 0 <= padding < kernel, so that every window sees at least one pixel. */
 PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
                                  int stride, int padding, int bias, pcnn_layer **out);
@@ -459,7 +461,8 @@ PCNN_API pcnn_status pcnn_layer_set_params(pcnn_layer *layer, const float *buf, 
 PCNN_API pcnn_status pcnn_net_get_input_grad(const pcnn_net *net, float *buf, size_t count);
 
 /* A printable summary: one line per layer (index, kind, output shape,
- * parameters, inputs) and totals.  Writes at most `size` bytes including
+ * parameters, inputs, configuration and, once finalized, the algorithm
+ * chosen and why, e.g. "[direct (grid 79 % useful) ...]") and totals.  Writes at most `size` bytes including
  * the terminating NUL into buf (buf may be NULL when size is 0) and the
  * full length (without NUL) into *needed (may be NULL), like snprintf.
  * Callable before finalize (memory then reads "not planned"). */

@@ -2,11 +2,14 @@
  * and workspaces once, so that training steps allocate nothing. */
 #include <omp.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../layers/batchnorm.h"
 #include "../layers/dense.h"
+#include "../strategy/exchange_choice.h"
 #include "net.h"
 
 /* A batch norm or residual add feeding only the ReLU right after it
@@ -167,27 +170,32 @@ static pcnn_status check_sizes(const pcnn_net *net, int max_batch)
     return PCNN_OK;
 }
 
-/* Eq. 4.8 of seed 001: the FC exchange moves fewer bytes than reducing the
- * gradient when F*B/P + K*B < K*F (B the global batch).  Chosen by default
- * only under the network default all-to-all + all-gather strategy. */
-static bool fc_saves_bytes(const pcnn_net *net, const pcnn_layer *l)
-{
-    if (!layer_is_dense(l) || net->opt.exchange != PCNN_EXCHANGE_ALLTOALL_ALLGATHER) return false;
-    const dense_shape d = dense_get_shape(l);
-    const double B = net->global_max_batch, P = net->comm->size;
-    return (double)d.features * B / P + (double)d.out * B < (double)d.out * d.features;
-}
-
 /* Each layer's exchange: its own choice, else the network's, where a dense
- * layer takes the FC gradient when it moves fewer bytes. */
+ * layer takes the FC gradient when it moves fewer bytes (strategy room).
+ * On several ranks the layer's summary shows what was chosen and why. */
 static void decide_exchanges(pcnn_net *net)
 {
     const bool parallel = net->comm && net->comm->size > 1;
     for (int i = 0; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
-        if (l->exchange_chosen) continue;
-        l->exchange = parallel && l->num_params && fc_saves_bytes(net, l) ? PCNN_EXCHANGE_FC_GRADIENT
-                                                         : net->opt.exchange;
+        char why[96] = "";
+        if (!l->exchange_chosen) {
+            l->exchange = net->opt.exchange;
+            if (parallel && layer_is_dense(l)) {
+                const dense_shape d = dense_get_shape(l);
+                if (exchange_fc_preferred(d.features, d.out, net->global_max_batch,
+                                          net->comm->size, net->opt.exchange, why, sizeof why))
+                    l->exchange = PCNN_EXCHANGE_FC_GRADIENT;
+            }
+        }
+        if (!parallel || l->num_params == 0) continue;
+        const char *name = l->exchange == PCNN_EXCHANGE_ALLREDUCE ? "allreduce"
+                           : l->exchange == PCNN_EXCHANGE_FC_GRADIENT ? "FC gradient"
+                                                                      : "all-to-all + all-gather";
+        const size_t used = strlen(l->choice);
+        snprintf(l->choice + used, sizeof l->choice - used, "%sexchange %s%s%s%s",
+                 used ? "; " : "", name, l->exchange_chosen ? " (set by the user)" : "",
+                 why[0] ? ": " : "", why);
     }
 }
 
@@ -248,6 +256,10 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
                   .keep_im2col = net->opt.keep_im2col,
                   .conv_algorithm = net->opt.conv_algorithm};
     plan_fusion(net);
+    /* Decide first (pure, see layer.h), then allocate what was decided. */
+    for (int i = 0; i < net->layers.count; i++)
+        if (net->layers.items[i]->ops->decide)
+            net->layers.items[i]->ops->decide(net->layers.items[i], &p);
 
     /* Parameters: one flat array, layer after layer. */
     size_t total = 0;
@@ -285,7 +297,7 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
             if (!l->y) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "activations of layer %d", i);
             net->memory_bytes += count * sizeof(float);
         }
-        if (l->ops->setup) TRY(l->ops->setup(l, &p)); /* may choose an algorithm */
+        if (l->ops->setup) TRY(l->ops->setup(l, &p));
         if (l->ops->workspace_floats) {
             size_t w = l->ops->workspace_floats(l, &p);
             if (w > workspace) workspace = w;

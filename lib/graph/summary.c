@@ -21,8 +21,11 @@ PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t siz
         if (l->num_inputs == 2)
             snprintf(inputs, sizeof inputs, "%d, %d", l->inputs[0]->index, l->inputs[1]->index);
         if (l->ops->describe) l->ops->describe(l, config, sizeof config);
-        text_put(&t, "%-5d %-15s %-18s %10zu  %-12s %s%s\n", i, l->ops->kind, shape_txt,
-            l->num_params, inputs, config, l == net->output ? "  <- output" : "");
+        /* What finalize decided for the layer, and why (layer.h's decide). */
+        const bool chose = net->finalized && l->choice[0] != '\0';
+        text_put(&t, "%-5d %-15s %-18s %10zu  %-12s %s%s%s%s%s\n", i, l->ops->kind, shape_txt,
+            l->num_params, inputs, config, chose ? "  [" : "", chose ? l->choice : "",
+            chose ? "]" : "", l == net->output ? "  <- output" : "");
         total += l->num_params;
     }
     static const char *const losses[] = {"softmax cross entropy", "MSE", "L1"};

@@ -1,5 +1,6 @@
-/* Direct convolution for stride-1 convolutions with kernel 3 or 5 and any
- * padding below the kernel, without im2col.
+/* Direct convolution for convolutions with kernel 3 or 5 and any padding
+ * below the kernel, without im2col: stride 1, and for the channel-lane
+ * forward and the weight gradient any stride.
  *
  * Every channel plane of a batch is laid out on a grid of N images of
  * Hp x Wp floats, flattened, with zero margins on both sides: each row is
@@ -16,11 +17,12 @@
  *   dx        dY placed at (0, 0) is read as if at (k-1-p, k-1-p) and
  *             convolved with the kernel flipped and transposed
  *   dW        over the output pixels only: a vector of 16 output channels
- *             of dY times broadcast x values at every tap; for 8 or fewer
- *             output channels, dY placed at (0, 0) times x shifted by the
- *             tap, grid positions in the lanes
+ *             of dY times broadcast x values at every tap; for few output
+ *             channels, dY placed at (0, 0) times x shifted by the tap,
+ *             grid positions in the lanes
  *
- * The vector kernel needs AVX-512F, checked at run time
+ * Which kernel runs for which layer is decided in strategy/conv_choice.h.
+ * The vector kernels need AVX-512F, checked at run time
  * (direct_conv_available); elsewhere the layer keeps im2col + GEMM. */
 #ifndef PCNN_CONV_DIRECT_H
 #define PCNN_CONV_DIRECT_H
@@ -44,19 +46,6 @@ typedef struct direct_grid {
  * padding? */
 bool direct_conv_available(void);
 bool direct_conv_supports(int k, int stride, int pad);
-
-/* Is the direct kernel expected to beat im2col + GEMM here?  It runs near
- * the FMA peak on every grid position, but only Ho*Wo of each image's
- * Hp*Wp positions are useful (0.79 for 8x8 "same", 0.64 for 4x4), while
- * OpenBLAS's GEMM only falls below that rate for few channels or short
- * dot products (bench/bench_conv measures both). */
-bool direct_conv_preferred(int cin, int h, int w, int k, int pad);
-
-/* And of its two kernels, is the one with channels in the vector lanes
- * (direct_conv_channels) the faster for a pass with nout output channels
- * and a output plane of oh x ow on the grid g?  It wastes no work on the
- * grid's border but needs many channels to fill its register tile. */
-bool direct_channels_preferred(int nout, int oh, int ow, const direct_grid *g);
 
 /* The grid of x placed at (pad, pad) for a convolution with this kernel,
  * stride and padding. */
@@ -125,11 +114,10 @@ void direct_conv_channels(const float *in, const float *w, int cout, int cin, bo
                           const direct_grid *g, const float *bias, float *y, bool accumulate,
                           float *scratch, int threads);
 
-/* The same weight gradient for few output channels (direct_wgrad_few_
- * preferred: 8 or fewer), which would leave most vector lanes of
- * direct_weight_grad empty: from dY placed on the grid at (0, 0) (dyp) and
- * x placed at (p, p) (xp), stride 1, no scratch. */
-bool direct_wgrad_few_preferred(int cout);
+/* The same weight gradient for few output channels, which would leave
+ * most vector lanes of direct_weight_grad empty: from dY placed on the
+ * grid at (0, 0) (dyp) and x placed at (p, p) (xp), stride 1, no
+ * scratch. */
 void direct_weight_grad_few(const float *dyp, int cout, const float *xp, int cin,
                             const direct_grid *g, float *dw, int threads);
 

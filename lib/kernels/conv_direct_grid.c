@@ -29,22 +29,6 @@ bool direct_conv_supports(int k, int stride, int pad)
     return stride == 1 && (k == 3 || k == 5) && pad >= 0 && pad < k;
 }
 
-bool direct_conv_preferred(int cin, int h, int w, int k, int pad)
-{
-    direct_grid g;
-    direct_grid_init(&g, 1, h, w, k, 1, pad);
-    const double useful = (double)g.ho * g.wo / ((double)g.hp * g.wp);
-    return useful >= 0.75 || (useful >= 0.6 && cin <= 64) ||
-           (useful >= 0.45 && cin * k * k <= 256);
-}
-
-/* From 64 channels (one register tile's width) on planes where the grid's
- * border is 15 % or more: 8x8 and smaller for k3 (bench/bench_conv). */
-bool direct_channels_preferred(int nout, int oh, int ow, const direct_grid *g)
-{
-    return nout >= 64 && (double)oh * ow < 0.85 * (double)g->hp * g->wp;
-}
-
 void direct_grid_init(direct_grid *g, int n, int h, int w, int k, int stride, int pad)
 {
     g->n = n, g->h = h, g->w = w, g->k = k, g->pad = pad, g->stride = stride;

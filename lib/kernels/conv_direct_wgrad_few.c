@@ -17,8 +17,6 @@
 #define FEW_CB 3         /* output channels per register tile */
 #define FEW_CHUNK 4096   /* grid positions per float partial sum */
 
-bool direct_wgrad_few_preferred(int cout) { return cout <= 8; }
-
 typedef struct few_args {
     const float *dyp, *xp;
     float *dw;

@@ -1,16 +1,13 @@
 /* 2D convolution: one GEMM per kernel tap, direct kernels on a padded
- * grid, or im2col + GEMM over the whole local batch, chosen per layer at
- * finalize (PCNN_OPT_CONV_ALGORITHM, conv2d.h).
+ * grid, or im2col + GEMM over the whole local batch, in bands or on a kept
+ * im2col matrix.
  *
- * Stride-1 convolutions on planes so small that many of the kernel's taps
- * read padding (4x4 and below for 3x3) run one GEMM per tap over the
- * output pixels it reaches (kernels/conv_taps.h).  Other stride-1
- * convolutions with kernel 3 or 5 run the direct kernels (conv2d_direct.c)
- * when the CPU has them and they are expected to win: no im2col matrix at
- * all.  Strided 3x3 and 5x5 convolutions with few input channels run the
- * direct forward with channels in the lanes and the direct weight
- * gradient, and GEMMs for the input gradient.  The rest run im2col + GEMM
- * (conv2d_gemm.c).
+ * At finalize each layer first decides (conv_decide: the rules and their
+ * thresholds are in strategy/, PCNN_OPT_CONV_ALGORITHM may force one),
+ * then allocates what that decision needs: the repacked weights of the
+ * per-tap GEMMs (kernels/conv_taps.h), the kept im2col matrix
+ * (conv2d_gemm.c), and a workspace for the direct kernels
+ * (conv2d_direct.c) or the GEMM bands.
  *
  * Padding must be smaller than the kernel, so every window covers at least
  * one input pixel (PyTorch is laxer; a window of pure padding is useless). */
@@ -31,41 +28,43 @@ static pixel_conv pixel_geometry(const conv_priv *p, int n)
     return s;
 }
 
+/* The direct algorithm with a stride: the channel-lane forward and the
+ * direct dW on a strided grid, GEMM bands for dx. */
+static bool strided_direct(const conv_priv *p)
+{
+    return p->choice.algorithm == CONV_ALGO_DIRECT && p->stride > 1;
+}
+
 static size_t conv_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const conv_priv *p = l->priv;
     const int threads = pc->threads > 0 ? pc->threads : 1;
-    if (p->taps) {
+    if (p->choice.algorithm == CONV_ALGO_TAPS) {
         const pixel_conv s = pixel_geometry(p, pc->max_batch);
         return conv_taps_workspace_floats(&s);
     }
     if (p->pointwise) return 0;
-    if (p->direct) return conv_direct_workspace(p, pc->max_batch, threads);
-    if (p->strided) {
+    if (strided_direct(p)) {
         /* The direct forward and dW, then dx in GEMM bands (no col kept). */
         const size_t direct = conv_strided_workspace(p, pc->max_batch, threads);
         const size_t bands = conv_gemm_workspace(p, pc->max_batch, true, threads);
         return direct > bands ? direct : bands;
     }
-    return conv_gemm_workspace(p, pc->max_batch, pc->keep_im2col, threads);
+    if (p->choice.algorithm == CONV_ALGO_DIRECT)
+        return conv_direct_workspace(p, pc->max_batch, threads);
+    return conv_gemm_workspace(p, pc->max_batch, p->choice.keep_col, threads);
 }
 
-/* Does skipping the taps that read padding pay?  It saves the padding's
- * share of the work and runs OpenBLAS GEMMs one per core; below 32
- * channels their dot products and rows are too short (bench/bench_conv). */
-static bool taps_preferred(int cin, int cout, int h, int w, int k, int pad)
+/* Decide the algorithm from the layer's geometry alone (allocates nothing). */
+static void conv_decide_layer(pcnn_layer *l, const plan_ctx *pc)
 {
-    return cin >= 32 && cout >= 32 && conv_taps_useful(h, w, k, pad) <= 0.75;
-}
-
-/* Strided 3x3 and 5x5 convolutions with short windows: the channel-lane
- * kernel reads the input at the stride straight from the grid, where
- * CNHW im2col gathers single floats for GEMMs with short dot products
- * (bench/bench_conv: 16 -> 32 channels 1.3x faster, 32 -> 64 even).  Its
- * register tile needs 32 or more output channels. */
-static bool strided_preferred(int cin, int cout, int k)
-{
-    return cout >= 32 && cin * k * k <= 160;
+    conv_priv *p = l->priv;
+    const conv_geometry g = {.cin = p->cin, .cout = p->cout, .k = p->k, .stride = p->stride,
+                             .pad = p->pad, .h = p->h, .w = p->w, .batch = pc->max_batch,
+                             .threads = pc->threads > 0 ? pc->threads : 1, .keep_im2col = pc->keep_im2col,
+                             .direct_available = direct_conv_available()};
+    conv_decide(&g, (conv_algorithm)pc->conv_algorithm, &p->choice);
+    conv_choice_describe(&p->choice, l->choice, sizeof l->choice);
 }
 
 /* A buffer the layer keeps from finalize to destroy, counted as its own. */
@@ -81,6 +80,8 @@ static pcnn_status conv_buffer(pcnn_layer *l, size_t n, const char *what, float 
     return PCNN_OK;
 }
 
+/* Allocate what the decided algorithm keeps: the per-tap GEMMs' repacked
+ * weights, or the kept im2col matrix. */
 static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
 {
     conv_priv *p = l->priv;
@@ -92,31 +93,11 @@ static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
                          "%s: max_batch %d x %dx%d outputs exceeds %d columns",
                          layer_name(l, name, sizeof name), pc->max_batch, p->ho, p->wo,
                          INT_MAX);
-    p->taps = p->stride == 1 && !p->pointwise &&
-              (pc->conv_algorithm == 3 ||
-               (pc->conv_algorithm == 0 && taps_preferred(p->cin, p->cout, p->h, p->w, p->k,
-                                                          p->pad)));
-    if (p->taps) {
+    if (p->choice.algorithm == CONV_ALGO_TAPS) {
         const pixel_conv s = pixel_geometry(p, pc->max_batch);
         return conv_buffer(l, conv_taps_weight_floats(&s), "repacked weights", &p->wt);
     }
-    p->direct = (pc->conv_algorithm == 0 || pc->conv_algorithm == 2) &&
-                direct_conv_supports(p->k, p->stride, p->pad) &&
-                (pc->conv_algorithm == 2 ||
-                 direct_conv_preferred(p->cin, p->h, p->w, p->k, p->pad)) &&
-                direct_conv_available();
-    if (p->direct) {
-        direct_grid g;
-        direct_grid_init(&g, 1, p->h, p->w, p->k, 1, p->pad);
-        p->forward_channels = direct_channels_preferred(p->cout, p->ho, p->wo, &g);
-        p->dx_channels = direct_channels_preferred(p->cin, p->h, p->w, &g);
-    }
-    p->strided = p->stride > 1 && (p->k == 3 || p->k == 5) &&
-                 (pc->conv_algorithm == 2 ||
-                  (pc->conv_algorithm == 0 && strided_preferred(p->cin, p->cout, p->k))) &&
-                 direct_conv_available();
-    /* The strided direct passes need no col. */
-    if (!pc->keep_im2col || p->pointwise || p->direct || p->strided) return PCNN_OK;
+    if (!p->choice.keep_col) return PCNN_OK;
     return conv_buffer(l, conv_col_floats(p, pc->max_batch), "im2col buffer", &p->col);
 }
 
@@ -132,14 +113,14 @@ static void conv_init(pcnn_layer *l, uint64_t seed)
 static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const conv_priv *p = l->priv;
-    if (p->taps) {
+    if (p->choice.algorithm == CONV_ALGO_TAPS) {
         const pixel_conv s = pixel_geometry(p, ctx->n);
         conv_taps_forward(&s, l->inputs[0]->y, l->params, conv_bias(l), p->wt, l->y,
                           ctx->workspace, ctx->threads);
-    } else if (p->direct) {
-        conv_direct_forward(l, ctx);
-    } else if (p->strided) {
+    } else if (strided_direct(p)) {
         conv_strided_forward(l, ctx);
+    } else if (p->choice.algorithm == CONV_ALGO_DIRECT) {
+        conv_direct_forward(l, ctx);
     } else {
         conv_gemm_forward(l, ctx);
     }
@@ -148,14 +129,14 @@ static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
 static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 {
     const conv_priv *p = l->priv;
-    if (p->taps) {
+    if (p->choice.algorithm == CONV_ALGO_TAPS) {
         const pixel_conv s = pixel_geometry(p, ctx->n);
         conv_taps_backward(&s, l->inputs[0]->y, l->dy, p->wt, l->grads, dx[0],
                            l->accumulate_dx[0], ctx->workspace, ctx->threads);
-    } else if (p->direct) {
+    } else if (p->choice.algorithm == CONV_ALGO_DIRECT && !strided_direct(p)) {
         conv_direct_backward(l, ctx, dx[0]);
     } else {
-        if (p->strided)
+        if (strided_direct(p))
             conv_strided_weight_grad(l, ctx);
         else
             conv_gemm_weight_grad(l, ctx);
@@ -181,6 +162,7 @@ static void conv_describe(const pcnn_layer *l, char *buf, size_t size)
 static const layer_ops conv_ops = {
     .kind = "conv2d",
     .workspace_floats = conv_workspace,
+    .decide = conv_decide_layer,
     .setup = conv_setup,
     .init_params = conv_init,
     .forward = conv_forward,

@@ -1,7 +1,8 @@
 /* The convolution layer's state and its algorithms, shared by the files
- * of the layer: conv2d.c (the layer: algorithm choice per layer at
- * finalize, and one GEMM per tap, kernels/conv_taps.h), conv2d_gemm.c
- * (im2col + GEMM in bands) and conv2d_direct.c (the direct kernels of
+ * of the layer: conv2d.c (the layer: the algorithm decided per layer at
+ * finalize by strategy/conv_choice.h, buffers sized from that decision,
+ * and one GEMM per tap, kernels/conv_taps.h), conv2d_gemm.c (im2col +
+ * GEMM in bands) and conv2d_direct.c (the direct kernels of
  * kernels/conv_direct.h).  Layout CNHW throughout (layer.h). */
 #ifndef PCNN_LAYERS_CONV2D_H
 #define PCNN_LAYERS_CONV2D_H
@@ -9,16 +10,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../strategy/conv_choice.h"
 #include "layer.h"
 
 typedef struct conv_priv {
     int cout, k, stride, pad;
     bool bias;
     bool pointwise; /* 1x1, stride 1, no padding: col == x */
-    bool taps;      /* one GEMM per tap (conv_taps.h) */
-    bool direct;    /* the direct kernel (conv_direct.h) */
-    bool strided; /* stride > 1, direct: channel-lane forward, direct dW, GEMM dx */
-    bool forward_channels, dx_channels; /* its kernel with channels in the lanes */
+    conv_choice choice; /* the algorithm and each pass's kernel (decide) */
     int cin, h, w, ho, wo, ckk;
     float *col;  /* kept im2col matrix (max_batch columns), or NULL */
     float *wt;   /* taps: the weights repacked by forward for backward */

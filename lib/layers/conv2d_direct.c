@@ -55,7 +55,7 @@ void conv_direct_forward(const pcnn_layer *l, const run_ctx *ctx)
     float *packed = out + (size_t)p->cout * g.plane;
     const float *bias = conv_bias(l);
     direct_place(l->inputs[0]->y, p->cin, p->h, p->w, p->pad, p->pad, &g, xp, ctx->threads);
-    if (p->forward_channels) {
+    if (p->choice.forward == CONV_KERNEL_DIRECT_CHANNELS) {
         direct_conv_channels(xp, l->params, p->cout, p->cin, false, &g, bias, l->y, false, out,
                              ctx->threads);
         return;
@@ -98,14 +98,14 @@ void conv_direct_backward(const pcnn_layer *l, const run_ctx *ctx, float *dx)
     float *dyp = ctx->workspace, *xp = dyp + (size_t)p->cout * g.plane;
     float *rest = xp + (size_t)p->cin * g.plane;
     direct_place(l->inputs[0]->y, p->cin, p->h, p->w, p->pad, p->pad, &g, xp, ctx->threads);
-    const bool few = direct_wgrad_few_preferred(p->cout);
+    const bool few = p->choice.weight_grad == CONV_KERNEL_DIRECT_GRID;
     if (few || dx) direct_place(l->dy, p->cout, p->ho, p->wo, 0, 0, &g, dyp, ctx->threads);
     if (few)
         direct_weight_grad_few(dyp, p->cout, xp, p->cin, &g, l->grads, ctx->threads);
     else
         direct_weight_grad(l->dy, p->cout, xp, p->cin, &g, l->grads, rest, ctx->threads);
     if (!dx) return;
-    if (p->dx_channels) {
+    if (p->choice.input_grad == CONV_KERNEL_DIRECT_CHANNELS) {
         direct_conv_channels(dyp, l->params, p->cout, p->cin, true, &g, NULL, dx,
                              l->accumulate_dx[0], rest, ctx->threads);
         return;

@@ -78,6 +78,13 @@ typedef struct layer_ops {
      * every layer, contents not preserved between calls).  NULL: none. */
     size_t (*workspace_floats)(const pcnn_layer *l, const plan_ctx *p);
 
+    /* Decide how the layer will run (its algorithm) from its shape and the
+     * plan, storing the decision in l->priv and a short line in l->choice
+     * for the summary.  Allocates nothing, cannot fail; called for every
+     * layer before any setup, and setup and workspace_floats size buffers
+     * from the decision.  NULL: nothing to decide. */
+    void (*decide)(pcnn_layer *l, const plan_ctx *p);
+
     /* Allocate the layer's own persistent buffers (kept im2col matrix, pool
      * argmax, batch-norm statistics, ...) with mem_alloc, adding their size
      * to l->buffer_bytes.  NULL: none.  Called once, at finalize. */
@@ -137,6 +144,7 @@ struct pcnn_layer {
     pcnn_layer *fused_relu; /* batch norm or add: the ReLU it computes */
     pcnn_layer *fused_into; /* ReLU: the layer that computes it */
     size_t buffer_bytes;   /* bytes allocated by setup */
+    char choice[96];       /* what decide chose and why; "" when nothing */
 
     void *priv;            /* per-kind configuration and state */
 };

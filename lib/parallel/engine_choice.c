@@ -4,13 +4,12 @@
 #include <sched.h>
 
 #include "../core/error.h"
+#include "../strategy/exchange_choice.h"
 #include "parallel.h"
 
-/* MPICH's blocking collectives busy-poll: a communication thread without a
- * core of its own steals cycles from compute.  The automatic choice takes
- * the thread only when the ranks on this node, each with its compute
- * threads and one communication thread, fit on the cores we may use. */
-static bool spare_core_per_rank(MPI_Comm comm, int threads)
+/* Ranks sharing this node (MPI_Comm_split_type is collective: every rank
+ * asks, whatever it will choose). */
+static int ranks_on_node(MPI_Comm comm)
 {
     int local = 1;
     MPI_Comm node;
@@ -19,16 +18,21 @@ static bool spare_core_per_rank(MPI_Comm comm, int threads)
         MPI_Comm_size(node, &local);
         MPI_Comm_free(&node);
     }
-    cpu_set_t set;
-    const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    return (long)local * (threads + 1) <= cores;
+    return local;
 }
 
 pcnn_status engine_choose(MPI_Comm comm, int thread_level, int requested, int threads,
                           engine_kind *out)
 {
-    int thread_ok = requested != 2 && thread_level >= MPI_THREAD_MULTIPLE &&
-                    (requested == 1 || spare_core_per_rank(comm, threads));
+    cpu_set_t set;
+    const engine_inputs in = {
+        .requested = requested,
+        .thread_multiple = thread_level >= MPI_THREAD_MULTIPLE,
+        .ranks_on_node = ranks_on_node(comm),
+        .compute_threads = threads,
+        .usable_cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1,
+    };
+    int thread_ok = exchange_engine_choose(&in, NULL, 0) == EXCHANGE_ENGINE_THREAD;
     MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &thread_ok, 1, MPI_INT, MPI_MIN, comm),
             "MPI_Allreduce (engine choice)");
     *out = thread_ok ? ENGINE_THREAD : ENGINE_NONBLOCKING;

@@ -7,6 +7,7 @@
 #include "../core/clock.h"
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../strategy/exchange_choice.h"
 #include "engine_choice.h"
 #include "exchange_strategy.h"
 
@@ -46,32 +47,42 @@ static pcnn_status add_bucket(exchange *x, int *cap)
     return PCNN_OK;
 }
 
-/* Consecutive layers of one strategy share a bucket up to bucket_bytes; an
- * FC-gradient layer is always alone.  On one process everything is one
- * local bucket per strategy run (nothing is sent). */
+/* Buckets as the strategy room groups them (exchange_group_buckets). */
 static pcnn_status group_buckets(exchange *x)
 {
-    const bool parallel = x->ranks > 1;
-    const size_t bucket_floats = x->setup.bucket_bytes / sizeof(float);
-    int cap = 0;
-    bucket *open = NULL;
-    for (int i = 0; i < x->setup.num_param_layers; i++) {
+    const int L = x->setup.num_layers;
+    size_t *counts = mem_calloc((size_t)L, sizeof *counts);
+    pcnn_exchange *kinds = mem_calloc((size_t)L, sizeof *kinds);
+    size_t *offsets = mem_calloc((size_t)L, sizeof *offsets);
+    bucket_span *spans = mem_calloc((size_t)L, sizeof *spans);
+    pcnn_status st = PCNN_OK;
+    if (!counts || !kinds || !offsets || !spans) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "bucket plan");
+    for (int i = 0; st == PCNN_OK && i < x->setup.num_param_layers; i++) {
         const exchange_layer *l = &x->layers[i];
-        const pcnn_exchange kind = parallel ? l->kind : PCNN_EXCHANGE_ALLREDUCE;
-        const bool fits = open && open->kind == kind && kind != PCNN_EXCHANGE_FC_GRADIENT &&
-                          (open->count + l->num_params <= bucket_floats || !parallel);
-        if (!fits) {
-            TRY(add_bucket(x, &cap));
-            open = &x->buckets[x->num_buckets - 1];
-            open->lo = l->param_offset;
-            open->kind = kind;
-            open->ops = ops_of(kind);
-            open->first_layer = l->index;
-        }
-        open->count += l->num_params;
-        open->last_layer = l->index;
+        counts[l->index] = l->num_params;
+        kinds[l->index] = l->kind;
+        offsets[l->index] = l->param_offset;
     }
-    return PCNN_OK;
+    const int n = st == PCNN_OK ? exchange_group_buckets(counts, kinds, L, x->setup.bucket_bytes,
+                                                         x->ranks > 1, spans)
+                                : 0;
+    int cap = 0;
+    for (int k = 0; st == PCNN_OK && k < n; k++) {
+        st = add_bucket(x, &cap);
+        if (st != PCNN_OK) break;
+        bucket *b = &x->buckets[x->num_buckets - 1];
+        b->lo = offsets[spans[k].first_layer];
+        b->count = spans[k].count;
+        b->kind = spans[k].kind;
+        b->ops = ops_of(spans[k].kind);
+        b->first_layer = spans[k].first_layer;
+        b->last_layer = spans[k].last_layer;
+    }
+    mem_free(counts);
+    mem_free(kinds);
+    mem_free(offsets);
+    mem_free(spans);
+    return st;
 }
 
 static pcnn_status plan_buckets(exchange *x)

@@ -1,0 +1,179 @@
+/* The convolution's algorithm per layer (conv_choice.h).  In this order:
+ *
+ *   per tap   stride 1, not 1x1: forced, or on planes so small that a
+ *             quarter or more of the kernel's products read padding, with
+ *             32 or more channels each side
+ *   direct    stride 1, k3/k5: forced, or when enough of the grid is
+ *             output pixels for the channel count (direct_preferred)
+ *   strided   stride > 1, k3/k5: forced, or with short windows and enough
+ *             output channels; the channel-lane forward, the direct dW and
+ *             GEMMs for dx
+ *   GEMM      everything else, and 1x1 convolutions always
+ *
+ * Both direct kinds need AVX-512F. */
+#include "conv_choice.h"
+
+#include <stdio.h>
+
+#include "../kernels/conv_direct.h"
+#include "../kernels/conv_taps.h"
+#include "thresholds.h"
+
+static const char forced[] = "forced by PCNN_OPT_CONV_ALGORITHM";
+
+static int percent(double share) { return (int)(share * 100.0 + 0.5); }
+
+/* Share of the stride-1 grid's positions that are output pixels. */
+static double grid_useful(const conv_geometry *g)
+{
+    direct_grid grid;
+    direct_grid_init(&grid, 1, g->h, g->w, g->k, 1, g->pad);
+    return (double)grid.ho * grid.wo / ((double)grid.hp * grid.wp);
+}
+
+static bool taps_preferred(const conv_geometry *g, const strategy_thresholds *t)
+{
+    return g->cin >= t->taps_min_channels && g->cout >= t->taps_min_channels &&
+           conv_taps_useful(g->h, g->w, g->k, g->pad) <= t->taps_max_useful;
+}
+
+static bool direct_preferred(const conv_geometry *g, const strategy_thresholds *t)
+{
+    const double useful = grid_useful(g);
+    return useful >= t->direct_useful ||
+           (useful >= t->direct_useful_few_channels && g->cin <= t->direct_few_channels) ||
+           (useful >= t->direct_useful_short_window &&
+            g->cin * g->k * g->k <= t->direct_short_window);
+}
+
+static bool strided_preferred(const conv_geometry *g, const strategy_thresholds *t)
+{
+    return g->cout >= t->strided_min_out && g->cin * g->k * g->k <= t->strided_max_window;
+}
+
+/* The channel-lane kernel for a stride-1 pass with nout output channels
+ * onto an oh x ow plane of the layer's grid. */
+static bool channels_preferred(int nout, int oh, int ow, const conv_geometry *g,
+                               const strategy_thresholds *t)
+{
+    direct_grid grid;
+    direct_grid_init(&grid, 1, g->h, g->w, g->k, 1, g->pad);
+    return nout >= t->channels_min_out &&
+           (double)oh * ow < t->channels_max_useful * (double)grid.hp * grid.wp;
+}
+
+static void choose(conv_choice *c, conv_algorithm algorithm, conv_kernel forward,
+                   conv_kernel input_grad, conv_kernel weight_grad)
+{
+    c->algorithm = algorithm;
+    c->forward = forward, c->input_grad = input_grad, c->weight_grad = weight_grad;
+}
+
+static void choose_direct(const conv_geometry *g, bool auto_chosen, conv_choice *c)
+{
+    const strategy_thresholds *t = &strategy_table;
+    const int ho = g->h + 2 * g->pad - g->k + 1, wo = g->w + 2 * g->pad - g->k + 1;
+    const conv_kernel lanes[2] = {CONV_KERNEL_DIRECT_GRID, CONV_KERNEL_DIRECT_CHANNELS};
+    choose(c, CONV_ALGO_DIRECT, lanes[channels_preferred(g->cout, ho, wo, g, t)],
+           lanes[channels_preferred(g->cin, g->h, g->w, g, t)],
+           g->cout <= t->wgrad_few_max_out ? CONV_KERNEL_DIRECT_GRID
+                                           : CONV_KERNEL_DIRECT_CHANNELS);
+    if (!auto_chosen) {
+        snprintf(c->reason, sizeof c->reason, "direct (%s)", forced);
+        return;
+    }
+    const double useful = grid_useful(g);
+    if (useful >= t->direct_useful)
+        snprintf(c->reason, sizeof c->reason, "direct (grid %d %% useful)", percent(useful));
+    else if (useful >= t->direct_useful_few_channels && g->cin <= t->direct_few_channels)
+        snprintf(c->reason, sizeof c->reason, "direct (grid %d %% useful, Cin %d)",
+                 percent(useful), g->cin);
+    else
+        snprintf(c->reason, sizeof c->reason, "direct (grid %d %% useful, Cin*K*K %d)",
+                 percent(useful), g->cin * g->k * g->k);
+}
+
+static void choose_strided(const conv_geometry *g, bool auto_chosen, conv_choice *c)
+{
+    choose(c, CONV_ALGO_DIRECT, CONV_KERNEL_DIRECT_CHANNELS, CONV_KERNEL_GEMM,
+           CONV_KERNEL_DIRECT_CHANNELS);
+    if (auto_chosen)
+        snprintf(c->reason, sizeof c->reason, "direct strided (Cin*K*K %d, Cout %d)",
+                 g->cin * g->k * g->k, g->cout);
+    else
+        snprintf(c->reason, sizeof c->reason, "direct strided (%s)", forced);
+}
+
+/* Why GEMM, when no rule above took the layer. */
+static void gemm_reason(const conv_geometry *g, conv_algorithm requested, conv_choice *c)
+{
+    const bool pointwise = g->k == 1 && g->stride == 1 && g->pad == 0;
+    const bool direct_kernel = g->k == 3 || g->k == 5;
+    if (requested == CONV_ALGO_GEMM)
+        snprintf(c->reason, sizeof c->reason, "gemm (%s)", forced);
+    else if (pointwise)
+        snprintf(c->reason, sizeof c->reason, "gemm (1x1: x is the im2col matrix)");
+    else if (requested == CONV_ALGO_TAPS)
+        snprintf(c->reason, sizeof c->reason, "gemm (taps need stride 1)");
+    else if (!direct_kernel)
+        snprintf(c->reason, sizeof c->reason, "gemm (no direct kernel for k=%d)", g->k);
+    else if (!g->direct_available)
+        snprintf(c->reason, sizeof c->reason, "gemm (direct needs AVX-512)");
+    else if (g->stride == 1)
+        snprintf(c->reason, sizeof c->reason, "gemm (grid %d %% useful, Cin %d)",
+                 percent(grid_useful(g)), g->cin);
+    else
+        snprintf(c->reason, sizeof c->reason, "gemm (strided, Cin*K*K %d, Cout %d)",
+                 g->cin * g->k * g->k, g->cout);
+}
+
+void conv_decide(const conv_geometry *g, conv_algorithm requested, conv_choice *c)
+{
+    const strategy_thresholds *t = &strategy_table;
+    const bool pointwise = g->k == 1 && g->stride == 1 && g->pad == 0;
+    const bool automatic = requested == CONV_ALGO_AUTO;
+    *c = (conv_choice){.algorithm = CONV_ALGO_GEMM};
+    if (g->stride == 1 && !pointwise &&
+        (requested == CONV_ALGO_TAPS || (automatic && taps_preferred(g, t)))) {
+        choose(c, CONV_ALGO_TAPS, CONV_KERNEL_TAPS, CONV_KERNEL_TAPS, CONV_KERNEL_TAPS);
+        if (automatic)
+            snprintf(c->reason, sizeof c->reason, "taps (padding %d %% of work)",
+                     percent(1.0 - conv_taps_useful(g->h, g->w, g->k, g->pad)));
+        else
+            snprintf(c->reason, sizeof c->reason, "taps (%s)", forced);
+        return;
+    }
+    const bool direct_asked = automatic || requested == CONV_ALGO_DIRECT;
+    if (direct_asked && g->direct_available && direct_conv_supports(g->k, g->stride, g->pad) &&
+        (!automatic || direct_preferred(g, t))) {
+        choose_direct(g, automatic, c);
+        return;
+    }
+    if (direct_asked && g->direct_available && g->stride > 1 && (g->k == 3 || g->k == 5) &&
+        (!automatic || strided_preferred(g, t))) {
+        choose_strided(g, automatic, c);
+        return;
+    }
+    choose(c, CONV_ALGO_GEMM, CONV_KERNEL_GEMM, CONV_KERNEL_GEMM, CONV_KERNEL_GEMM);
+    c->keep_col = g->keep_im2col && !pointwise;
+    gemm_reason(g, requested, c);
+}
+
+const char *conv_kernel_name(conv_kernel k)
+{
+    switch (k) {
+    case CONV_KERNEL_GEMM: return "gemm";
+    case CONV_KERNEL_TAPS: return "taps";
+    case CONV_KERNEL_DIRECT_GRID: return "grid";
+    case CONV_KERNEL_DIRECT_CHANNELS: return "channels";
+    }
+    return "?";
+}
+
+int conv_choice_describe(const conv_choice *c, char *buf, size_t size)
+{
+    if (c->algorithm != CONV_ALGO_DIRECT) return snprintf(buf, size, "%s", c->reason);
+    return snprintf(buf, size, "%s fwd %s, dx %s, dW %s", c->reason,
+                    conv_kernel_name(c->forward), conv_kernel_name(c->input_grad),
+                    conv_kernel_name(c->weight_grad));
+}

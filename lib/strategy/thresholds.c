@@ -1,0 +1,47 @@
+/* The values of the tuning thresholds (thresholds.h), each with the
+ * measurement that set it. */
+#include "thresholds.h"
+
+const strategy_thresholds strategy_table = {
+    /* bench/bench_conv (commit 8c23d93): on small planes the taps save the
+     * padding's share of the work and win from a quarter of it; below 32
+     * channels their one-core OpenBLAS GEMMs have too short dot products
+     * and rows. */
+    .taps_min_channels = 32,
+    .taps_max_useful = 0.75,
+
+    /* bench/bench_conv (commits bc33069, d6aec0d): the direct kernel runs
+     * near the FMA peak on every grid position, so it wins where most
+     * positions are useful (0.79 for 8x8 "same", 0.64 for 4x4), and with
+     * less where OpenBLAS's GEMM is slow too: few channels or short dot
+     * products (LeNet's valid 5x5 on 28x28 runs direct). */
+    .direct_useful = 0.75,
+    .direct_useful_few_channels = 0.6,
+    .direct_few_channels = 64,
+    .direct_useful_short_window = 0.45,
+    .direct_short_window = 256,
+
+    /* bench/bench_conv (commits eb488a1, bcac141): one register tile of the
+     * channel-lane kernel is 64 channels wide; it wastes nothing on the
+     * grid's border, which is 15 % or more on 8x8 and smaller planes
+     * for k3. */
+    .channels_min_out = 64,
+    .channels_max_useful = 0.85,
+
+    /* bench/bench_models (commit 4c2e5f5): with output channels in the
+     * lanes, 3 channels fill 3 of 16 lanes; grid positions in the lanes
+     * took EDSR's 64 -> 3 layer from 15 to 7 ms. */
+    .wgrad_few_max_out = 8,
+
+    /* bench/bench_conv (commit 334c24a): CNHW im2col gathers single floats
+     * at the stride for GEMMs with short dot products; the channel-lane
+     * kernel reads the grid directly (16 -> 32 channels 1.3x faster,
+     * 32 -> 64 even).  Its register tile needs 32 or more output channels. */
+    .strided_min_out = 32,
+    .strided_max_window = 160,
+
+    /* MPICH's blocking collectives busy-poll (commit 6ca50f9): a
+     * communication thread without a core of its own steals cycles from
+     * compute. */
+    .engine_thread_cores = 1,
+};
