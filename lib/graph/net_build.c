@@ -33,6 +33,10 @@ PCNN_API pcnn_status pcnn_net_destroy(pcnn_net **net)
 {
     if (!net || !*net) return PCNN_OK;
     pcnn_net *n = *net;
+    if (net_destroy_abandoned(n)) { /* aborted: collectives left in flight */
+        *net = NULL;
+        return PCNN_OK;
+    }
     net_release_plan(n); /* waits for collectives still in flight */
     for (int i = 0; i < n->num_layers; i++) {
         pcnn_layer *l = n->layers[i];
@@ -62,6 +66,7 @@ pcnn_status layer_check_new(pcnn_net *net, pcnn_layer *const *inputs, int num_in
                             pcnn_layer **out, const char *func)
 {
     if (!net) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "net is NULL");
+    TRY(net_check_alive(net, func));
     if (!out) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "out is NULL");
     if (net->finalized)
         return error_set(PCNN_ERR_INVALID_STATE, func,
@@ -135,6 +140,7 @@ PCNN_API pcnn_status pcnn_layer_num_params(const pcnn_layer *layer, size_t *coun
 PCNN_API pcnn_status pcnn_net_set_loss(pcnn_net *net, pcnn_layer *output, pcnn_loss loss)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE_PTR(output);
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE, "the network is finalized");
     REQUIRE(net_owns(net, output), PCNN_ERR_INVALID_ARGUMENT,
@@ -161,6 +167,7 @@ PCNN_API pcnn_status pcnn_net_set_loss(pcnn_net *net, pcnn_layer *output, pcnn_l
 PCNN_API pcnn_status pcnn_net_set_optimizer(pcnn_net *net, pcnn_optimizer optimizer)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE,
             "the optimizer must be chosen before finalize");
     REQUIRE(optimizer == PCNN_OPTIMIZER_SGD || optimizer == PCNN_OPTIMIZER_MOMENTUM ||
@@ -179,6 +186,7 @@ static bool valid_exchange(pcnn_exchange e)
 PCNN_API pcnn_status pcnn_net_set_comm(pcnn_net *net, pcnn_comm *comm)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE_PTR(comm);
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE,
             "the communicator must be set before finalize");
@@ -191,6 +199,7 @@ PCNN_API pcnn_status pcnn_net_set_comm(pcnn_net *net, pcnn_comm *comm)
 PCNN_API pcnn_status pcnn_net_set_exchange(pcnn_net *net, pcnn_exchange exchange)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE, "the exchange must be set before finalize");
     REQUIRE(valid_exchange(exchange), PCNN_ERR_INVALID_ARGUMENT, "unknown exchange %d",
             (int)exchange);
@@ -203,6 +212,7 @@ PCNN_API pcnn_status pcnn_net_set_exchange(pcnn_net *net, pcnn_exchange exchange
 PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange exchange)
 {
     REQUIRE_PTR(layer);
+    TRY(net_check_alive(layer->net, __func__));
     char name[64];
     REQUIRE(!layer->net->finalized, PCNN_ERR_INVALID_STATE,
             "the exchange must be set before finalize");

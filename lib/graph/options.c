@@ -13,6 +13,7 @@ static bool is_count(double v)
 PCNN_API pcnn_status pcnn_net_set_option(pcnn_net *net, pcnn_option option, double value)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE(!isnan(value), PCNN_ERR_INVALID_ARGUMENT, "option %d: value is NaN", (int)option);
     const bool fixed = net->finalized;
     net_options *o = &net->opt;
@@ -138,6 +139,7 @@ PCNN_API pcnn_status pcnn_net_set_option(pcnn_net *net, pcnn_option option, doub
 PCNN_API pcnn_status pcnn_net_get_option(const pcnn_net *net, pcnn_option option, double *value)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE_PTR(value);
     const net_options *o = &net->opt;
     double v;
