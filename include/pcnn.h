@@ -619,6 +619,50 @@ PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange ex
  * K * F/P * (P-1), b = max_batch / P.  After finalize; 0 on a single rank. */
 PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *bytes_per_step);
 
+/*
+ * Giving up on collectives (as NCCL's ncclCommAbort / ncclCommGetAsyncError).
+ * With PCNN_OPT_TIMEOUT_MS set, a training step whose collective (the
+ * step's agreements or the gradient exchange) does not complete in time --
+ * another rank stopped, hangs or died -- returns PCNN_ERR_TIMEOUT on the
+ * ranks still waiting, and the network is then aborted: as after
+ * pcnn_net_abort, every later call on it but the three below returns
+ * PCNN_ERR_INVALID_STATE ("the network was aborted").  A timeout in an
+ * agreement also makes the communicator unusable (for every network on it):
+ * later collective calls on it return PCNN_ERR_INVALID_STATE.  The host can
+ * always destroy the network and the communicator and carry on, or call
+ * MPI_Finalize, without hanging.
+ *
+ * MPI cannot cancel a collective, so one left in flight keeps its buffers:
+ * destroying an aborted network that had collectives in flight frees only
+ * the handle and leaks the rest (about what pcnn_net_memory_bytes reported:
+ * parameters, gradients, optimizer state, activations, exchange buffers,
+ * plus the layers' bookkeeping); destroying a communicator whose agreement
+ * timed out leaks 16 * size + 88 bytes.  Nothing leaks when nothing was in
+ * flight.  (pcnn_net_destroy of a healthy network, by contrast, waits for
+ * its collectives in flight: the last step's all-gathers.)  With MPICH over
+ * UCX, MPI_Finalize may then warn on stderr about unmatched messages.
+ */
+
+/* Abandon the network's collectives in flight and stop its progress
+ * engine.  Local, never blocks, idempotent; also valid before finalize.
+ * Afterwards every call on the network except pcnn_net_destroy,
+ * pcnn_net_abort and pcnn_net_async_error returns PCNN_ERR_INVALID_STATE;
+ * destroy then waits for nothing (and leaks as said above if collectives
+ * were in flight).  Use it on a rank that will not take part in the
+ * network's collectives any more, or when pcnn_net_async_error reports a
+ * failure.  The other ranks are not told: their next collective on the
+ * network times out (with PCNN_OPT_TIMEOUT_MS) or waits.  Call it from
+ * the thread that uses the network.  Errors: INVALID_ARGUMENT (net NULL). */
+PCNN_API pcnn_status pcnn_net_abort(pcnn_net *net);
+
+/* *status receives PCNN_OK, or the status of the first collective of this
+ * network, or agreement on its communicator, that failed or timed out
+ * (PCNN_ERR_TIMEOUT, PCNN_ERR_MPI); the network is then aborted.  An
+ * explicit pcnn_net_abort alone leaves it PCNN_OK.  Local, never blocks,
+ * valid in every state, also after pcnn_net_abort.  Errors:
+ * INVALID_ARGUMENT (net or status NULL). */
+PCNN_API pcnn_status pcnn_net_async_error(const pcnn_net *net, pcnn_status *status);
+
 /* ------------------------------------------------------------------------ */
 /* 6. Timing breakdown                                                       */
 /* ------------------------------------------------------------------------ */

@@ -9,6 +9,7 @@ PCNN_API pcnn_status pcnn_net_input(pcnn_net *net, int channels, int height, int
                                     pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return input_add(&net->layers, channels, height, width, out, __func__);
 }
 
@@ -16,6 +17,7 @@ PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels
                                  int stride, int padding, int bias, pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return conv2d_add(&net->layers, in, out_channels, kernel, stride, padding, bias, out,
                       __func__);
 }
@@ -24,6 +26,7 @@ PCNN_API pcnn_status pcnn_maxpool2d(pcnn_net *net, pcnn_layer *in, int kernel, i
                                     int padding, pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return maxpool2d_add(&net->layers, in, kernel, stride, padding, out, __func__);
 }
 
@@ -31,12 +34,14 @@ PCNN_API pcnn_status pcnn_avgpool2d(pcnn_net *net, pcnn_layer *in, int kernel, i
                                     int padding, pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return avgpool2d_add(&net->layers, in, kernel, stride, padding, out, __func__);
 }
 
 PCNN_API pcnn_status pcnn_global_avgpool(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return global_avgpool_add(&net->layers, in, out, __func__);
 }
 
@@ -44,18 +49,21 @@ PCNN_API pcnn_status pcnn_dense(pcnn_net *net, pcnn_layer *in, int out_features,
                                 pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return dense_add(&net->layers, in, out_features, bias, out, __func__);
 }
 
 PCNN_API pcnn_status pcnn_flatten(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return flatten_add(&net->layers, in, out, __func__);
 }
 
 PCNN_API pcnn_status pcnn_relu(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return relu_add(&net->layers, in, out, __func__);
 }
 
@@ -63,6 +71,7 @@ PCNN_API pcnn_status pcnn_leaky_relu(pcnn_net *net, pcnn_layer *in, float slope,
                                      pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return leaky_relu_add(&net->layers, in, slope, out, __func__);
 }
 
@@ -70,18 +79,21 @@ PCNN_API pcnn_status pcnn_batchnorm(pcnn_net *net, pcnn_layer *in, float eps, fl
                                     pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return batchnorm_add(&net->layers, in, eps, momentum, out, __func__);
 }
 
 PCNN_API pcnn_status pcnn_dropout(pcnn_net *net, pcnn_layer *in, float p, pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return dropout_add(&net->layers, in, p, out, __func__);
 }
 
 PCNN_API pcnn_status pcnn_add(pcnn_net *net, pcnn_layer *a, pcnn_layer *b, pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return residual_add(&net->layers, a, b, 1.0f, out, __func__);
 }
 
@@ -89,6 +101,7 @@ PCNN_API pcnn_status pcnn_add_scaled(pcnn_net *net, pcnn_layer *a, pcnn_layer *b
                                      float b_scale, pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return residual_add(&net->layers, a, b, b_scale, out, __func__);
 }
 
@@ -96,5 +109,6 @@ PCNN_API pcnn_status pcnn_pixel_shuffle(pcnn_net *net, pcnn_layer *in, int upsca
                                         pcnn_layer **out)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     return pixel_shuffle_add(&net->layers, in, upscale, out, __func__);
 }

@@ -47,6 +47,7 @@ struct pcnn_net {
 
     bool finalized;
     bool plan_failed;     /* a finalize failed: the network must be rebuilt */
+    bool aborted;         /* pcnn_net_abort: only destroy and the error query */
     int max_batch;
     int threads;          /* resolved thread count */
     uint64_t step;        /* completed training steps */
@@ -110,6 +111,28 @@ void net_layer_hashes(const pcnn_net *net, uint64_t *out);
 pcnn_status net_check_ready(const pcnn_net *net, const char *func);
 pcnn_status net_check_batch(const pcnn_net *net, const char *func, int n, const float *x,
                             const int32_t *labels, const float *targets, bool need_targets);
+
+/* Giving up on collectives (graph/net_abort.c).
+ *   net_check_alive      every public call but destroy, abort and the error
+ *                        query: INVALID_STATE once the network was aborted,
+ *                        or once one of its collectives (or an agreement on
+ *                        its communicator) failed or timed out.
+ *   net_async_status     that failure: PCNN_OK, PCNN_ERR_TIMEOUT, ...
+ *   net_agree_batch, net_agree_sum
+ *                        the agreements of a training step, given up after
+ *                        PCNN_OPT_TIMEOUT_MS; giving up aborts the engine.
+ *   net_destroy_abandoned
+ *                        destroy's first step: stops an aborted or failed
+ *                        network's engine without waiting; returns true
+ *                        when collectives were left in flight, having then
+ *                        freed the handle and leaked the rest (MPI may still
+ *                        use any planned buffer): destroy must stop there. */
+pcnn_status net_check_alive(const pcnn_net *net, const char *func);
+pcnn_status net_async_status(const pcnn_net *net);
+pcnn_status net_agree_batch(pcnn_net *net, pcnn_status local, double *sizes, const char *func);
+pcnn_status net_agree_sum(pcnn_net *net, pcnn_status local, double *values, int count,
+                          const char *func);
+bool net_destroy_abandoned(pcnn_net *net);
 
 /* The learning rate of the next step, schedule included. */
 double net_effective_lr(const pcnn_net *net);

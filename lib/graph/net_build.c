@@ -22,6 +22,10 @@ PCNN_API pcnn_status pcnn_net_destroy(pcnn_net **net)
 {
     if (!net || !*net) return PCNN_OK;
     pcnn_net *n = *net;
+    if (net_destroy_abandoned(n)) { /* aborted: collectives left in flight */
+        *net = NULL;
+        return PCNN_OK;
+    }
     net_release_plan(n); /* waits for collectives still in flight */
     layer_list_destroy(&n->layers);
     if (n->comm) n->comm->users--;
@@ -33,6 +37,7 @@ PCNN_API pcnn_status pcnn_net_destroy(pcnn_net **net)
 PCNN_API pcnn_status pcnn_net_set_loss(pcnn_net *net, pcnn_layer *output, pcnn_loss loss)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE_PTR(output);
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE, "the network is finalized");
     REQUIRE(layer_list_owns(&net->layers, output), PCNN_ERR_INVALID_ARGUMENT,
@@ -59,6 +64,7 @@ PCNN_API pcnn_status pcnn_net_set_loss(pcnn_net *net, pcnn_layer *output, pcnn_l
 PCNN_API pcnn_status pcnn_net_set_optimizer(pcnn_net *net, pcnn_optimizer optimizer)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE,
             "the optimizer must be chosen before finalize");
     REQUIRE(optimizer == PCNN_OPTIMIZER_SGD || optimizer == PCNN_OPTIMIZER_MOMENTUM ||
@@ -77,6 +83,7 @@ static bool valid_exchange(pcnn_exchange e)
 PCNN_API pcnn_status pcnn_net_set_comm(pcnn_net *net, pcnn_comm *comm)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE_PTR(comm);
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE,
             "the communicator must be set before finalize");
@@ -89,6 +96,7 @@ PCNN_API pcnn_status pcnn_net_set_comm(pcnn_net *net, pcnn_comm *comm)
 PCNN_API pcnn_status pcnn_net_set_exchange(pcnn_net *net, pcnn_exchange exchange)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE, "the exchange must be set before finalize");
     REQUIRE(valid_exchange(exchange), PCNN_ERR_INVALID_ARGUMENT, "unknown exchange %d",
             (int)exchange);
@@ -101,6 +109,7 @@ PCNN_API pcnn_status pcnn_net_set_exchange(pcnn_net *net, pcnn_exchange exchange
 PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange exchange)
 {
     REQUIRE_PTR(layer);
+    TRY(net_check_alive(net_of_layer(layer), __func__));
     char name[64];
     REQUIRE(!layer->list->frozen, PCNN_ERR_INVALID_STATE,
             "the exchange must be set before finalize");

@@ -10,6 +10,7 @@
 PCNN_API pcnn_status pcnn_net_set_option(pcnn_net *net, pcnn_option option, double value)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     const option_row *r = option_row_of(option);
     REQUIRE(r, PCNN_ERR_INVALID_ARGUMENT, "unknown option %d", (int)option);
     REQUIRE(r->when != OPTION_READ_ONLY, PCNN_ERR_INVALID_STATE, "the %s is read-only", r->label);
@@ -24,6 +25,7 @@ PCNN_API pcnn_status pcnn_net_set_option(pcnn_net *net, pcnn_option option, doub
 PCNN_API pcnn_status pcnn_net_get_option(const pcnn_net *net, pcnn_option option, double *value)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE_PTR(value);
     const option_row *r = option_row_of(option);
     REQUIRE(r, PCNN_ERR_INVALID_ARGUMENT, "unknown option %d", (int)option);

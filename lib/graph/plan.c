@@ -347,6 +347,7 @@ static pcnn_status check_same_network(const pcnn_net *net)
 PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE, "the network is already finalized");
     REQUIRE(!net->plan_failed, PCNN_ERR_INVALID_STATE,
             "a previous finalize failed; destroy the network and build it again");

@@ -70,6 +70,7 @@ void net_backward(pcnn_net *net, int n, bool want_input_grad)
 pcnn_status net_check_ready(const pcnn_net *net, const char *func)
 {
     if (!net) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "net is NULL");
+    TRY(net_check_alive(net, func));
     if (!net->finalized)
         return error_set(PCNN_ERR_INVALID_STATE, func,
                          "the network is not finalized: call pcnn_net_finalize first");
@@ -215,7 +216,7 @@ static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int
 static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const float *x,
                                 const int32_t *labels, const float *targets, float *loss_out)
 {
-    const pcnn_comm *c = net->comm;
+    TRY(net_check_alive(net, func)); /* n == 0 skips the batch check */
     const double t0 = clock_now();
     pcnn_status st = n == 0 ? PCNN_OK : net_check_batch(net, func, n, x, labels, targets, true);
     if (n < 0 || n > net->max_batch)
@@ -223,7 +224,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
                        "local batch of %d samples: must be in [0, %d] on each rank", n,
                        net->max_batch);
     double sizes[2] = {n, 0};
-    TRY(agree_batch(c, st, sizes, func));
+    TRY(net_agree_batch(net, st, sizes, func));
     const double global = sizes[0];
     if (global < 1)
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "no rank passed any sample");
@@ -245,7 +246,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
             exchange_after_forward(net->exchange, i);
         }
     }
-    st = agree_sum(c, st, &loss, 1, func);
+    st = net_agree_sum(net, st, &loss, 1, func);
     if (st != PCNN_OK) {
         exchange_flush(net->exchange); /* drain what the aborted step posted */
     } else {

@@ -8,6 +8,7 @@
 PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t size, size_t *needed)
 {
     REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
     REQUIRE(buf || size == 0, PCNN_ERR_INVALID_ARGUMENT, "buf is NULL but size is %zu", size);
     text t = text_start(buf, size);
     text_put(&t, "%-5s %-15s %-18s %10s  %-12s %s\n", "layer", "kind", "output (C,H,W)", "params",

@@ -27,7 +27,7 @@ static pcnn_status wrap(MPI_Comm host, bool owns_mpi, pcnn_comm **out)
     MPI_Comm_size(c->comm, &c->size);
     MPI_Query_thread(&c->thread_level);
     c->owns_mpi = owns_mpi;
-    c->gather = mem_calloc((size_t)c->size * 2, sizeof(double));
+    c->gather = mem_calloc((size_t)c->size * 2 + AGREE_SCRATCH, sizeof(double));
     if (!c->gather) {
         const int size = c->size;
         MPI_Comm_free(&c->comm);
@@ -92,9 +92,12 @@ PCNN_API pcnn_status pcnn_comm_destroy(pcnn_comm **comm)
     pcnn_comm *c = *comm;
     REQUIRE(c->users == 0, PCNN_ERR_INVALID_STATE,
             "%d network(s) still use this communicator: destroy them first", c->users);
+    /* Freeing a communicator with a given-up agreement in flight is legal
+     * (MPI frees it once idle), and MPI_Finalize still returns (MPICH
+     * 4.0.2); but MPI may write that agreement's buffer until then. */
     MPI_Comm_free(&c->comm);
     if (c->owns_mpi) MPI_Finalize();
-    mem_free(c->gather);
+    if (c->failed == PCNN_OK) mem_free(c->gather);
     mem_free(c);
     *comm = NULL;
     return PCNN_OK;

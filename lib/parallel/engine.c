@@ -5,6 +5,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "../core/error.h"
@@ -23,8 +24,13 @@ struct engine {
     pthread_t thread;
     bool thread_started, stopping;
     pthread_mutex_t lock;
-    pthread_cond_t work;  /* the queue has requests, or stop */
+    pthread_cond_t work;  /* the queue has requests, or stop, or abort */
     pthread_cond_t done;  /* some request completed */
+
+    /* Abort: read by the communication thread between two MPI_Test. */
+    atomic_bool aborted;
+    bool abandoned;       /* the thread left a started collective behind */
+    pcnn_status error;    /* first failed or timed-out wait (main thread) */
 };
 
 double engine_now(void)
@@ -35,21 +41,6 @@ double engine_now(void)
 }
 
 engine_kind engine_get_kind(const engine *e) { return e->kind; }
-
-static int run_blocking(MPI_Comm comm, request *r)
-{
-    switch (r->kind) {
-    case REQ_ALLREDUCE:
-        return MPI_Allreduce(MPI_IN_PLACE, r->send, r->count, MPI_FLOAT, MPI_SUM, comm);
-    case REQ_ALLTOALLV:
-        return MPI_Alltoallv(r->send, r->scounts, r->sdispls, MPI_FLOAT, r->recv, r->rcounts,
-                             r->rdispls, MPI_FLOAT, comm);
-    case REQ_ALLGATHERV:
-        return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->recv, r->rcounts,
-                              r->rdispls, MPI_FLOAT, comm);
-    }
-    return MPI_ERR_OTHER;
-}
 
 static int start_nonblocking(MPI_Comm comm, request *r)
 {
@@ -67,24 +58,47 @@ static int start_nonblocking(MPI_Comm comm, request *r)
     return MPI_ERR_OTHER;
 }
 
-/* The communication thread: take requests in posting order and run them. */
+/* Start r and poll it until it completes or the engine is aborted.  Returns
+ * the MPI code; *left is set when r was abandoned in flight. */
+static int run_polled(engine *e, request *r, bool *left)
+{
+    int code = start_nonblocking(e->comm, r), flag = 0;
+    while (code == MPI_SUCCESS && !flag) {
+        code = MPI_Test(&r->handle, &flag, MPI_STATUS_IGNORE);
+        if (code == MPI_SUCCESS && !flag &&
+            atomic_load_explicit(&e->aborted, memory_order_relaxed)) {
+            *left = true;
+            break;
+        }
+    }
+    return code;
+}
+
+/* The communication thread: take requests in posting order and run them.
+ * It never holds the lock inside MPI, so abort and post never wait long. */
 static void *comm_thread(void *arg)
 {
     engine *e = arg;
     pthread_mutex_lock(&e->lock);
     for (;;) {
-        while (e->count == 0 && !e->stopping) pthread_cond_wait(&e->work, &e->lock);
-        if (e->count == 0) break; /* stopping, and everything posted has run */
+        while (e->count == 0 && !e->stopping && !atomic_load(&e->aborted))
+            pthread_cond_wait(&e->work, &e->lock);
+        if (atomic_load(&e->aborted) || e->count == 0) break; /* queued requests never start */
         request *r = e->queue[e->head];
         e->head = (e->head + 1) % e->capacity;
         e->count--;
         pthread_mutex_unlock(&e->lock);
 
+        bool left = false;
         double t0 = engine_now();
-        int code = run_blocking(e->comm, r);
+        int code = run_polled(e, r, &left);
         double t1 = engine_now();
 
         pthread_mutex_lock(&e->lock);
+        if (left) {
+            e->abandoned = true;
+            break;
+        }
         r->t_start = t0;
         r->t_end = t1;
         r->mpi_code = code;
@@ -101,6 +115,7 @@ pcnn_status engine_create(engine **out, engine_kind kind, MPI_Comm comm, int cap
     if (!e) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "progress engine");
     e->kind = kind;
     e->comm = comm;
+    atomic_init(&e->aborted, false);
     e->capacity = capacity > 0 ? capacity : 1;
     e->queue = mem_calloc((size_t)e->capacity, sizeof *e->queue);
     if (!e->queue) {
@@ -138,15 +153,22 @@ pcnn_status engine_create(engine **out, engine_kind kind, MPI_Comm comm, int cap
     return PCNN_OK;
 }
 
-void engine_destroy(engine *e)
+bool engine_destroy(engine *e)
 {
-    if (!e) return;
+    if (!e) return false;
+    bool abandoned = false;
     if (e->thread_started) {
         pthread_mutex_lock(&e->lock);
         e->stopping = true;
         pthread_cond_broadcast(&e->work);
         pthread_mutex_unlock(&e->lock);
+        /* Healthy: the thread runs what is queued.  Aborted: it leaves
+         * within one MPI_Test. */
         pthread_join(e->thread, NULL);
+        abandoned = e->abandoned;
+    } else if (atomic_load(&e->aborted)) {
+        engine_progress(e); /* one last look: what completed need not leak */
+        abandoned = e->count > 0;
     } else {
         for (int k = 0; k < e->count; k++) {
             request *r = e->queue[(e->head + k) % e->capacity];
@@ -158,7 +180,20 @@ void engine_destroy(engine *e)
     pthread_mutex_destroy(&e->lock);
     mem_free(e->queue);
     mem_free(e);
+    return abandoned;
 }
+
+void engine_abort(engine *e)
+{
+    if (!e || atomic_exchange(&e->aborted, true)) return;
+    if (e->kind != ENGINE_THREAD) return; /* nothing polls but the caller */
+    pthread_mutex_lock(&e->lock); /* held only briefly, never across MPI */
+    pthread_cond_broadcast(&e->work);
+    pthread_cond_broadcast(&e->done);
+    pthread_mutex_unlock(&e->lock);
+}
+
+pcnn_status engine_error(const engine *e) { return e ? e->error : PCNN_OK; }
 
 /* Test every request in flight (nonblocking engine) and keep only the
  * unfinished ones, in posting order. */
@@ -185,6 +220,11 @@ void engine_post(engine *e, request *r)
     r->posted = true;
     r->done = false;
     r->mpi_code = MPI_SUCCESS;
+    if (atomic_load(&e->aborted)) { /* a collective the other ranks may never match */
+        r->done = true;
+        r->mpi_code = MPI_ERR_OTHER;
+        return;
+    }
     if (e->kind == ENGINE_NONBLOCKING) {
         r->t_start = engine_now();
         r->mpi_code = start_nonblocking(e->comm, r);
@@ -216,28 +256,50 @@ bool engine_test(engine *e, request *r)
     return done;
 }
 
-static pcnn_status finished(const request *r)
+static pcnn_status finished(engine *e, const request *r)
 {
     if (r->mpi_code == MPI_SUCCESS) return PCNN_OK;
     static const char *const names[] = {"MPI_Allreduce", "MPI_Alltoallv", "MPI_Allgatherv"};
-    return mpi_status(r->mpi_code, "engine_wait", names[r->kind]);
+    pcnn_status st = mpi_status(r->mpi_code, "engine_wait", names[r->kind]);
+    if (e->error == PCNN_OK) e->error = st;
+    engine_abort(e);
+    return st;
+}
+
+static pcnn_status timed_out(engine *e, long timeout_ms)
+{
+    e->error = PCNN_ERR_TIMEOUT;
+    engine_abort(e);
+    return error_set(PCNN_ERR_TIMEOUT, "engine_wait", "a collective did not complete within "
+                     "%ld ms (another rank may have stopped); the network is now aborted",
+                     timeout_ms);
+}
+
+static pcnn_status refused(const engine *e)
+{
+    if (e->error != PCNN_OK)
+        return error_set(e->error, "engine_wait", "an earlier collective %s; the network is "
+                         "aborted", e->error == PCNN_ERR_TIMEOUT ? "timed out" : "failed");
+    return error_set(PCNN_ERR_INVALID_STATE, "engine_wait", "the network was aborted");
 }
 
 pcnn_status engine_wait(engine *e, request *r, long timeout_ms)
 {
     if (!r->posted) return PCNN_OK;
+    if (atomic_load(&e->aborted)) return refused(e);
     const double deadline = timeout_ms > 0 ? engine_now() + timeout_ms * 1e-3 : 0.0;
     if (e->kind == ENGINE_NONBLOCKING) {
         while (!r->done) {
             engine_progress(e);
+            if (!r->done && atomic_load_explicit(&e->aborted, memory_order_relaxed))
+                return refused(e);
             if (!r->done && deadline > 0 && engine_now() > deadline)
-                return FAIL(PCNN_ERR_TIMEOUT, "a collective did not complete within %ld ms "
-                            "(another rank may have stopped)", timeout_ms);
+                return timed_out(e, timeout_ms);
         }
-        return finished(r);
+        return finished(e, r);
     }
     pthread_mutex_lock(&e->lock);
-    while (!r->done) {
+    while (!r->done && !atomic_load(&e->aborted)) {
         if (deadline <= 0) {
             pthread_cond_wait(&e->done, &e->lock);
             continue;
@@ -249,10 +311,10 @@ pcnn_status engine_wait(engine *e, request *r, long timeout_ms)
         ts.tv_nsec = (long)(frac * 1e9);
         if (pthread_cond_timedwait(&e->done, &e->lock, &ts) == ETIMEDOUT && !r->done) {
             pthread_mutex_unlock(&e->lock);
-            return FAIL(PCNN_ERR_TIMEOUT, "a collective did not complete within %ld ms "
-                        "(another rank may have stopped)", timeout_ms);
+            return timed_out(e, timeout_ms);
         }
     }
+    const bool done = r->done;
     pthread_mutex_unlock(&e->lock);
-    return finished(r);
+    return done ? finished(e, r) : refused(e);
 }

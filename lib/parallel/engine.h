@@ -4,14 +4,22 @@
  *
  * Two kinds:
  *   - thread: a dedicated POSIX thread, fed through a mutex/condition
- *     variable queue, makes blocking MPI calls on the network's own
- *     exchange communicator.  Needs MPI_THREAD_MULTIPLE, because the main
- *     thread keeps calling MPI (agreements) on another communicator.
+ *     variable queue, runs the collectives one after the other on the
+ *     network's own exchange communicator.  Needs MPI_THREAD_MULTIPLE,
+ *     because the main thread keeps calling MPI (agreements) on another
+ *     communicator.
  *   - nonblocking: the main thread posts MPI_Iallreduce / MPI_Ialltoallv /
  *     MPI_Iallgatherv and drives progress with MPI_Test between layers.
  *     Works at any thread level.
  * Requests are posted in the same order on every rank (the schedule is
- * deterministic); completion order does not matter. */
+ * deterministic); completion order does not matter.
+ *
+ * Both kinds start nonblocking collectives and poll them (the thread as
+ * well), so that nothing ever sits inside MPI for good: MPI cannot cancel a
+ * collective, and a thread blocked in one when the host calls MPI_Finalize
+ * crashes the process (MPICH 4.0.2).  Abort therefore only stops polling;
+ * collectives left in flight keep their buffers, which the owner must then
+ * leak (engine_destroy says so). */
 #ifndef PCNN_PARALLEL_ENGINE_H
 #define PCNN_PARALLEL_ENGINE_H
 
@@ -44,17 +52,32 @@ typedef struct engine engine;
  * communication thread to that core.  capacity bounds the requests in
  * flight at once. */
 pcnn_status engine_create(engine **out, engine_kind kind, MPI_Comm comm, int capacity, int core);
-/* Wait for everything posted, stop the thread, free.  NULL is a no-op. */
-void engine_destroy(engine *e);
+/* Stop the thread and free.  A healthy engine first waits for everything
+ * posted; an aborted one (engine_abort, or a collective that failed or
+ * timed out) waits for nothing.  Returns true when collectives were left in
+ * flight: MPI may still read or write their buffers (and count arrays), so
+ * the caller must never free those.  NULL is a no-op (false). */
+bool engine_destroy(engine *e);
 engine_kind engine_get_kind(const engine *e);
 
-/* Queue a request (never blocks). */
+/* Stop progressing: collectives in flight are abandoned, queued ones never
+ * start, later posts and waits fail at once.  Never blocks.  Idempotent. */
+void engine_abort(engine *e);
+/* PCNN_OK, or the status of the first collective that failed or timed out
+ * (after which the engine is aborted).  NULL gives PCNN_OK. */
+pcnn_status engine_error(const engine *e);
+
+/* Queue a request (never blocks).  On an aborted engine the request is
+ * marked done with MPI_ERR_OTHER and never started. */
 void engine_post(engine *e, request *r);
 /* Has it completed?  Never blocks; drives progress (nonblocking engine). */
 bool engine_test(engine *e, request *r);
 /* Block until it completes or timeout_ms passes (0: no limit).  Returns
  * PCNN_ERR_MPI (with MPI's message) if the collective failed and
- * PCNN_ERR_TIMEOUT if the limit passed. */
+ * PCNN_ERR_TIMEOUT if the limit passed; either aborts the engine (a rank
+ * gave up on a collective: the ranks no longer agree on what comes next).
+ * On an aborted engine, returns at once (the first error, or
+ * PCNN_ERR_INVALID_STATE). */
 pcnn_status engine_wait(engine *e, request *r, long timeout_ms);
 /* Let posted nonblocking collectives progress (no-op for the thread). */
 void engine_progress(engine *e);

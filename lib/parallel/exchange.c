@@ -140,6 +140,27 @@ void exchange_destroy(exchange *x)
     mem_free(x);
 }
 
+void exchange_abort(exchange *x)
+{
+    if (x) engine_abort(x->engine);
+}
+
+pcnn_status exchange_error(const exchange *x) { return x ? engine_error(x->engine) : PCNN_OK; }
+
+bool exchange_abandon(exchange *x)
+{
+    if (!x) return false;
+    engine_abort(x->engine);
+    const bool abandoned = engine_destroy(x->engine); /* joins a thread outside MPI */
+    x->engine = NULL;
+    if (abandoned && x->has_mpi) {
+        /* A communicator with collectives pending may be freed. */
+        MPI_Comm_free(&x->mpi);
+        x->has_mpi = false;
+    }
+    return abandoned;
+}
+
 pcnn_status exchange_start(exchange *x)
 {
     if (x->ranks == 1) return PCNN_OK;

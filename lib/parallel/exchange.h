@@ -75,6 +75,18 @@ pcnn_status exchange_start(exchange *x);
 /* Stop the engine (waiting for anything in flight) and free.  NULL: no-op. */
 void exchange_destroy(exchange *x);
 
+/* Giving up (graph/net_abort.c).  exchange_abort never blocks: collectives
+ * in flight are abandoned and every later wait fails at once.
+ * exchange_error: the first collective that failed or timed out, else OK.
+ * exchange_abandon stops the engine without waiting; when collectives were
+ * left in MPI's hands it frees only the communicator and returns true —
+ * the exchange and the buffers MPI may still touch are kept for good —
+ * else it returns false and exchange_destroy frees as usual.  NULL: no-op,
+ * OK, false. */
+void exchange_abort(exchange *x);
+pcnn_status exchange_error(const exchange *x);
+bool exchange_abandon(exchange *x);
+
 /* What planning found. */
 size_t exchange_state_count(const exchange *x);   /* optimizer state of this rank */
 uint64_t exchange_bytes_per_step(const exchange *x); /* sent by this rank (§4.2) */

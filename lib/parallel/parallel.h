@@ -14,8 +14,14 @@ struct pcnn_comm {
     int thread_level;  /* MPI_Query_thread */
     bool owns_mpi;     /* pcnn_comm_create_world initialised MPI */
     int users;         /* networks attached */
-    double *gather;    /* 2 * size doubles for agree_batch (no malloc per step) */
+    double *gather;    /* 2 * size doubles for agree_batch (no malloc per step),
+                        * then AGREE_SCRATCH for timed agreements */
+    pcnn_status failed; /* a timed agreement was given up: MPI may still
+                        * write `gather`, which destroy then leaks */
 };
+
+/* Doubles after the gather table that timed agreements hand to MPI. */
+#define AGREE_SCRATCH 11
 
 /* Turn an MPI return code into a status with the MPI error string. */
 pcnn_status mpi_status(int code, const char *func, const char *what);
@@ -42,6 +48,16 @@ pcnn_status agree_sum(const pcnn_comm *c, pcnn_status local, double *values, int
  * rank's sample count and receives the global count; sizes[1] receives the
  * number of samples on lower ranks (this rank's first global sample). */
 pcnn_status agree_batch(const pcnn_comm *c, pcnn_status local, double *sizes, const char *func);
+
+/* agree_sum and agree_batch that give up after timeout_ms (0: wait
+ * forever) with PCNN_ERR_TIMEOUT: a rank that stopped taking part must not
+ * hold the others forever.  Giving up marks the communicator failed: its
+ * collective is left in flight (MPI cannot cancel it), so every later
+ * agreement on it fails at once and pcnn_comm_destroy leaks its buffers. */
+pcnn_status agree_sum_within(pcnn_comm *c, pcnn_status local, double *values, int count,
+                             long timeout_ms, const char *func);
+pcnn_status agree_batch_within(pcnn_comm *c, pcnn_status local, double *sizes, long timeout_ms,
+                               const char *func);
 
 /* Per-layer structural hashes of a network must agree across ranks: a
  * mismatch returns PCNN_ERR_MISMATCH on every rank, naming the first layer

@@ -9,7 +9,7 @@ its line.  Conventions (checked against the header by the tests):
     numpy arrays and bytes pass by address without a copy;
   - scalar out-parameters of other types (int *, size_t *, double *,
     uint64_t *) are typed pointers; enums and MPICH's MPI_Comm / MPI_Fint
-    are c_int;
+    are c_int (an enum out-parameter, POINTER(c_int));
   - functions returning pcnn_status are declared with STATUS: a non-zero
     status raises the matching pcnn exception carrying pcnn_last_error().
 A function the loaded library lacks (an older build) is replaced by one that
@@ -99,6 +99,8 @@ PROTOTYPES = [
     ("pcnn_net_set_exchange", STATUS, (H, E)),
     ("pcnn_layer_set_exchange", STATUS, (H, E)),
     ("pcnn_net_exchange_bytes", STATUS, (H, pU64)),
+    ("pcnn_net_abort", STATUS, (H,)),
+    ("pcnn_net_async_error", STATUS, (H, pI)),
     # 6. timing breakdown
     ("pcnn_net_time", STATUS, (H, I, E, pD)),
     ("pcnn_net_overlap_ratio", STATUS, (H, pD)),

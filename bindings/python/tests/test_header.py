@@ -40,8 +40,8 @@ def expected_ctype(decl, structs, enum_names, returned=False):
         return "STATUS"
     if base in structs:
         return {1: ctypes.c_void_p, 2: ctypes.POINTER(ctypes.c_void_p)}[stars]
-    if base in enum_names and stars == 0:
-        return ctypes.c_int
+    if base in enum_names:  # an enum, or an enum out-parameter
+        return {0: ctypes.c_int, 1: ctypes.POINTER(ctypes.c_int)}[stars]
     if base == "char":  # const char * strings in, char * buffers out
         if stars == 2:
             return ctypes.POINTER(ctypes.c_char_p)
