@@ -4,18 +4,37 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The only mutable library-wide state: one message per thread, by design
- * (the header promises pcnn_last_error() per thread). */
+/* The only mutable library-wide state, all per thread by design: the last
+ * message (the header promises pcnn_last_error() per thread) and the public
+ * function running on this thread, if any. */
 static _Thread_local char last_error[512];
+static _Thread_local const char *api_scope;
+
+const char *api_scope_enter(const char *name)
+{
+    if (api_scope) return NULL;
+    api_scope = name;
+    return name;
+}
+
+void api_scope_leave(const char *const *token)
+{
+    if (*token) api_scope = NULL;
+}
 
 pcnn_status error_set(pcnn_status status, const char *func, const char *fmt, ...)
 {
-    int len = snprintf(last_error, sizeof last_error, "%s: ", func);
-    if (len < 0 || (size_t)len >= sizeof last_error) len = 0;
+    /* Format first: an argument may be the previous message itself. */
+    char text[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error + len, sizeof last_error - (size_t)len, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    int len = snprintf(last_error, sizeof last_error, "%s: ", api_scope ? api_scope : func);
+    if (len < 0 || (size_t)len >= sizeof last_error) len = 0;
+    size_t room = sizeof last_error - (size_t)len - 1, n = strlen(text);
+    memcpy(last_error + len, text, n < room ? n : room);
+    last_error[len + (n < room ? n : room)] = '\0';
     return status;
 }
 
