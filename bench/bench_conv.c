@@ -10,6 +10,7 @@
  * (pcnn_net_time, best of ITERS rounds) and the nominal GFLOP/s of both
  * (2 per multiply-add; backward counts twice the forward, padding taps
  * included). */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_CONV_ALGORITHM: pcnn.h section 9 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

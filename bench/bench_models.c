@@ -20,6 +20,7 @@
  * stderr; --conv-gemm, --conv-direct and --conv-taps set
  * PCNN_OPT_CONV_ALGORITHM 1 (im2col + GEMM for every convolution), 2 (direct
  * wherever it applies) or 3 (one GEMM per tap wherever it applies). */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_CONV_ALGORITHM: pcnn.h section 9 */
 #include <cblas.h>
 #include <math.h>
 #include <stdbool.h>

@@ -10,6 +10,7 @@
  * own breakdown per step (forward, backward, update, communication,
  * exposed communication, overlap ratio R of seed 001 eq. 3.8) and the bytes
  * each rank sends per step. */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, PCNN_OPT_ENGINE: pcnn.h section 9 */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -29,6 +29,7 @@
  *
  * Model: conv3x3(16)-BN-ReLU-maxpool2, conv3x3(32)-BN-ReLU-maxpool2,
  * dense(10), trained with momentum SGD (0.9). */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_ENGINE: pcnn.h section 9 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -8,6 +8,7 @@
  * epochs; with it, above 89%.  Rank 0 prints the model summary, a progress
  * bar, per-epoch metrics, and at the end the library's timing breakdown
  * with the overlap ratio of the gradient exchange. */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_ENGINE: pcnn.h section 9 */
 #include <stdlib.h>
 #include <string.h>
 

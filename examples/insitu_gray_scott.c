@@ -22,6 +22,7 @@
  * The error printed is the relative L2 error of the predicted change,
  * ||pred - true|| / ||true||, on patches of a column strip that training
  * never sees: 1.0 is "predict no change", 0 is perfect. */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_ENGINE: pcnn.h section 9 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -10,13 +10,17 @@
  *   6. timing           per-layer timing breakdown, overlap ratio, Chrome trace
  *   7. checkpoints      atomic, checksummed save and restore
  *   8. scheduler        the adaptive batch-size scheduler
+ *   9. experimental     tuning knobs, only with PCNN_EXPERIMENTAL defined
+ *
+ * Sections 1-8 are the stable API: within a major version, names, values
+ * and behaviour only grow.  Section 9 may change in any minor version.
  *
  * Conventions that hold for every function below unless its comment says
  * otherwise:
  *   - Every function returns a pcnn_status; results come back through
  *     pointer arguments, which are written only on success.
  *   - On failure, pcnn_last_error() on the same thread returns a message
- *     naming the function, the layer and the offending value.
+ *     naming the function called, the layer and the offending value.
  *   - Handles are opaque.  `create(..., &h)` allocates, `destroy(&h)` frees
  *     and sets the caller's pointer to NULL; destroying NULL (or a pointer to
  *     NULL) is a no-op.  A pcnn_layer is owned by its network and stays valid
@@ -97,7 +101,10 @@ PCNN_API const char *pcnn_status_str(pcnn_status status);
 
 /* The detailed message of the last failed call made by the calling thread,
  * e.g. "pcnn_conv2d: layer 3 (conv2d): kernel 7 larger than padded input
- * 5x5".  Empty string if no call failed yet.  The pointer stays valid until
+ * 5x5".  It starts with the name of the function the caller called, once,
+ * also when the failure was found by another libpcnn function working on
+ * its behalf (pcnn_net_train_epoch's steps report as pcnn_net_train_epoch).
+ * Empty string if no call failed yet.  The pointer stays valid until
  * the next libpcnn call on this thread.  Never NULL. */
 PCNN_API const char *pcnn_last_error(void);
 
@@ -140,7 +147,9 @@ typedef enum pcnn_init {
  * pcnn_net_get_option.  Each takes a double; integer options must be
  * integral.  Units are in the names.  Options marked "before finalize"
  * return PCNN_ERR_INVALID_STATE afterwards; the others may change between
- * steps. */
+ * steps.  The values named PCNN_OPT_EXPERIMENTAL_n belong to the
+ * experimental options of section 9 (PCNN_EXPERIMENTAL): never use these
+ * names directly. */
 typedef enum pcnn_option {
     /* Learning rate used by the next step (before any schedule factor).
      * Default 0.01; > 0. */
@@ -168,10 +177,7 @@ typedef enum pcnn_option {
      * process-wide: libpcnn sets it at the start of each call that runs
      * GEMMs, so hosts sharing OpenBLAS should set it on their side after. */
     PCNN_OPT_THREADS = 10,
-    /* 1: keep each convolution's im2col matrix from forward to backward
-     * (seed 001 section 3.1; faster, more memory); 0: recompute it.  Before
-     * finalize.  Default 1. */
-    PCNN_OPT_KEEP_IM2COL = 11,
+    PCNN_OPT_EXPERIMENTAL_1 = 11, /* section 9 */
     /* 1: check losses and inputs of each step for NaN/Inf and fail with
      * PCNN_ERR_NUMERIC.  Default 1. */
     PCNN_OPT_CHECK_NUMERICS = 12,
@@ -193,21 +199,9 @@ typedef enum pcnn_option {
      * collective by collective (the thesis's "no overlap" baselines).  Both
      * give bitwise the same parameters.  Default 1. */
     PCNN_OPT_OVERLAP = 16,
-    /* Progress engine, before finalize: 0 = automatic, 1 = the
-     * communication thread (fails at finalize without MPI_THREAD_MULTIPLE),
-     * 2 = non-blocking collectives driven from the calling thread between
-     * layers.  Automatic takes the thread when MPI provides
-     * MPI_THREAD_MULTIPLE and the ranks of each node, each with its compute
-     * threads plus the communication thread, fit on the cores this process
-     * may use (MPICH's blocking collectives busy-poll, so a thread without a
-     * core of its own slows computation down); otherwise non-blocking.
-     * All ranks agree on one engine.  Default 0. */
-    PCNN_OPT_ENGINE = 17,
-    /* Read only: the engine in use after finalize (1 or 2; 0 on one rank). */
-    PCNN_OPT_ACTIVE_ENGINE = 18,
-    /* Pin the communication thread to this core; -1 leaves it to the OS.
-     * Before finalize.  Default -1. */
-    PCNN_OPT_COMM_CORE = 19,
+    PCNN_OPT_EXPERIMENTAL_2 = 17, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_3 = 18, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_4 = 19, /* section 9 */
     /* Give up waiting for a collective after this many milliseconds and
      * fail with PCNN_ERR_TIMEOUT (a rank stopped or died).  0 = wait
      * forever.  Default 0. */
@@ -215,21 +209,7 @@ typedef enum pcnn_option {
     /* Keep the most recent N compute and communication spans for
      * pcnn_net_write_trace.  Before finalize.  Default 0 (no trace). */
     PCNN_OPT_TRACE_EVENTS = 21,
-    /* How convolutions compute.  Three algorithms: im2col + GEMM applies
-     * to all; a direct convolution without im2col to convolutions with
-     * kernel 3 or 5 on CPUs with AVX-512F (checked at run time; strided
-     * ones take GEMMs for the input gradient); one GEMM per kernel tap,
-     * over only the output pixels where the tap reads the input rather
-     * than padding, to stride-1 convolutions.  0 (default): per
-     * convolution the one expected to be fastest (taps on planes where
-     * padding is a quarter or more of the work, such as 3x3 on 4x4 and
-     * smaller, with 32 or more channels; direct on planes of about 8x8
-     * and larger, and for strided ones with few input channels);
-     * 1: im2col + GEMM everywhere; 2: direct wherever it applies; 3: taps
-     * wherever it applies.  Elsewhere 2 and 3 fall back to im2col + GEMM.
-     * Results differ between algorithms in float rounding only.  Before
-     * finalize. */
-    PCNN_OPT_CONV_ALGORITHM = 22
+    PCNN_OPT_EXPERIMENTAL_5 = 22 /* section 9 */
 } pcnn_option;
 
 /* Create an empty network.  *out receives a handle to destroy with
@@ -258,10 +238,11 @@ PCNN_API pcnn_status pcnn_net_input(pcnn_net *net, int channels, int height, int
 
 /* 2D convolution: out_channels filters of kernel x kernel, applied with the
  * given stride and zero padding on each side; bias != 0 adds a per-channel
- * bias.  Computed over the whole local batch by the algorithm chosen at
- * finalize (PCNN_OPT_CONV_ALGORITHM; pcnn_net_summary shows which and why):
+ * bias.  Computed over the whole local batch at once by the algorithm
+ * chosen at finalize for its shape (pcnn_net_summary shows which and why):
  * im2col + GEMM (seed 001 section 3.1), the direct kernels or one GEMM per
- * kernel tap.  Output (out_channels, (H+2p-k)/s+1, (W+2p-k)/s+1).
+ * kernel tap; algorithms differ in float rounding only.  Output
+ * (out_channels, (H+2p-k)/s+1, (W+2p-k)/s+1).
  * 0 <= padding < kernel, so that every window sees at least one pixel. */
 PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
                                  int stride, int padding, int bias, pcnn_layer **out);
@@ -372,7 +353,7 @@ PCNN_API pcnn_status pcnn_net_option_info(pcnn_option option, double *min, doubl
                                           int *is_integer, const char **name);
 
 /* Plan and allocate everything: shapes, parameters (initialised from the
- * seed), gradients, activations, im2col workspaces and optimizer state, for
+ * seed), gradients, activations, convolution workspaces and optimizer state, for
  * batches of up to max_batch samples.  After this, training steps allocate
  * nothing.  Gradient buffers whose lifetimes do not overlap share memory.
  * Errors: INVALID_STATE (no input or no loss, or already finalized),
@@ -719,10 +700,10 @@ PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path)
  * results of never having stopped (same ranks and threads), or the same up
  * to float summation order with another number of ranks.
  *
- * The file (docs/checkpoint-format.md) is little-endian and versioned, with
- * a CRC32 per section and for the header.  It is written atomically (a
- * temporary file, fsync, rename, fsync of the directory): a crash at any
- * moment leaves the previous checkpoint or the new one, never a mix.
+ * The file is versioned and checksummed; docs/checkpoint-format.md
+ * specifies its layout.  It is written atomically (a temporary file, fsync,
+ * rename, fsync of the directory): a crash at any moment leaves the
+ * previous checkpoint or the new one, never a mix.
  *
  * With a communicator both calls are collective.  Rank 0 writes and reads
  * the file (only its filesystem needs the path); the optimizer state, of
@@ -957,28 +938,10 @@ PCNN_API pcnn_status pcnn_scheduler_theta(const pcnn_scheduler *sched, long epoc
 
 /*
  * The scheduler's state, for checkpoints: a byte string that restores the
- * schedule exactly (same later decisions), on any number of ranks.  All
- * integers little-endian; f64/f32 are IEEE-754 bit patterns, little-endian:
- *     0  8  magic "PCNNSCHD"
- *     8  4  u32 format version (1)
- *    12  4  u32 header bytes (120)
- *    16  8  i64 B_s          24  8  i64 B_m          32  8  f64 mu_0
- *    40  8  i64 epochs finished n
- *    48  8  i64 B of the next epoch
- *    56  8  f64 learning rate before warm-up
- *    64  8  i64 K (0: unknown)
- *    72  8  f64 F(w_0) (NaN: unknown)
- *    80  8  f64 best loss of the plateau rule (NaN: none)
- *    88  8  i64 epochs since it improved
- *    96  8  i64 decays so far
- *   104  8  u64 events of the last epoch
- *   112  8  u64 number of parameters N
- *   120  8n f64 theta of epochs 1..n
- *     .  4N f32 w_0, the whole flat parameter vector (pcnn_net_get_params
- *              order)
- *     .  8  u64 FNV-1a-64 of all the bytes before
- * The options are not saved: create the resumed scheduler with the same
- * arguments and options.
+ * schedule exactly (same later decisions), on any number of ranks:
+ * versioned, checksummed, independent of the host's byte order
+ * (docs/scheduler-state-format.md specifies it).  The options are not
+ * saved: create the resumed scheduler with the same arguments and options.
  */
 
 /* Size in bytes of the state (it grows by 8 bytes per epoch).  Local. */
@@ -1006,3 +969,73 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
 #endif
 
 #endif /* PCNN_H */
+
+/* ------------------------------------------------------------------------ */
+/* 9. Experimental                                                           */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Define PCNN_EXPERIMENTAL before including this header to see this section.
+ * Its contents may change or go in any minor version (the numbers behind
+ * the names stay reserved): use it to tune and measure, not in code that
+ * must build against every 0.x release.  Outside the include guard, so a
+ * later include with PCNN_EXPERIMENTAL defined still adds it.
+ *
+ * What lives here: knobs that choose HOW the library computes, never WHAT
+ * it computes, and that are tied to today's implementation (its
+ * convolution algorithms, its progress engines).  They change speed and
+ * memory only (results at most by float rounding); their defaults decide
+ * well, and their sets of values will change as kernels and engines do.
+ * Knobs of the same kind that stay stable name concepts every data-parallel
+ * trainer has and the timing API reports: PCNN_OPT_THREADS,
+ * PCNN_OPT_BUCKET_BYTES (gradient fusion, as DDP's bucket size),
+ * PCNN_OPT_OVERLAP (the overlap of seed 001, measured by
+ * pcnn_net_overlap_ratio).
+ */
+#if defined(PCNN_EXPERIMENTAL) && !defined(PCNN_H_EXPERIMENTAL)
+#define PCNN_H_EXPERIMENTAL
+
+/* Network options (pcnn_option values, for pcnn_net_set_option and
+ * pcnn_net_get_option). */
+
+/* 1: keep each convolution's im2col matrix from forward to backward
+ * (seed 001 section 3.1; faster, more memory); 0: recompute it.  Only
+ * convolutions computed by im2col + GEMM have one.  Before finalize.
+ * Default 1. */
+#define PCNN_OPT_KEEP_IM2COL PCNN_OPT_EXPERIMENTAL_1
+
+/* Progress engine, before finalize: 0 = automatic, 1 = the
+ * communication thread (fails at finalize without MPI_THREAD_MULTIPLE),
+ * 2 = non-blocking collectives driven from the calling thread between
+ * layers.  Automatic takes the thread when MPI provides
+ * MPI_THREAD_MULTIPLE and the ranks of each node, each with its compute
+ * threads plus the communication thread, fit on the cores this process
+ * may use (MPICH's blocking collectives busy-poll, so a thread without a
+ * core of its own slows computation down); otherwise non-blocking.
+ * All ranks agree on one engine.  Default 0. */
+#define PCNN_OPT_ENGINE PCNN_OPT_EXPERIMENTAL_2
+
+/* Read only: the engine in use after finalize (1 or 2; 0 on one rank). */
+#define PCNN_OPT_ACTIVE_ENGINE PCNN_OPT_EXPERIMENTAL_3
+
+/* Pin the communication thread to this core; -1 leaves it to the OS.
+ * Before finalize.  Default -1. */
+#define PCNN_OPT_COMM_CORE PCNN_OPT_EXPERIMENTAL_4
+
+/* How convolutions compute.  Three algorithms: im2col + GEMM applies
+ * to all; a direct convolution without im2col to convolutions with
+ * kernel 3 or 5 on CPUs with AVX-512F (checked at run time; strided
+ * ones take GEMMs for the input gradient); one GEMM per kernel tap,
+ * over only the output pixels where the tap reads the input rather
+ * than padding, to stride-1 convolutions.  0 (default): per
+ * convolution the one expected to be fastest (taps on planes where
+ * padding is a quarter or more of the work, such as 3x3 on 4x4 and
+ * smaller, with 32 or more channels; direct on planes of about 8x8
+ * and larger, and for strided ones with few input channels);
+ * 1: im2col + GEMM everywhere; 2: direct wherever it applies; 3: taps
+ * wherever it applies.  Elsewhere 2 and 3 fall back to im2col + GEMM.
+ * Results differ between algorithms in float rounding only.  Before
+ * finalize. */
+#define PCNN_OPT_CONV_ALGORITHM PCNN_OPT_EXPERIMENTAL_5
+
+#endif /* PCNN_EXPERIMENTAL */

@@ -1,4 +1,5 @@
 /* Helpers shared by the examples (see example.h). */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE: pcnn.h section 9 */
 #include "example.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
-/* The scheduler's state as bytes for checkpoints (layout documented in
- * include/pcnn.h): explicit little-endian encoding, the whole w_0 gathered
+/* The scheduler's state as bytes for checkpoints (layout specified in
+ * docs/scheduler-state-format.md): explicit little-endian encoding, the whole w_0 gathered
  * from the ranks' slices so the state restores on any number of ranks, and
  * a checksum so that damage is reported, not trusted. */
 #include <math.h>

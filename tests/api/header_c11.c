@@ -1,6 +1,20 @@
 /* The public header is self-contained strict C11 (compiled with -std=c11
- * -pedantic by meson), and its version macros agree with the library. */
+ * -pedantic by meson), and its version macros agree with the library.  Its
+ * experimental section stays hidden without PCNN_EXPERIMENTAL, appears on a
+ * second include with it, and keeps the numbers the library implements. */
 #include "pcnn.h"
+
+#if defined(PCNN_OPT_ENGINE) || defined(PCNN_OPT_CONV_ALGORITHM) || defined(PCNN_H_EXPERIMENTAL)
+#error "pcnn.h shows its experimental section without PCNN_EXPERIMENTAL"
+#endif
+
+#define PCNN_EXPERIMENTAL
+#include "pcnn.h"
+
+_Static_assert(PCNN_OPT_KEEP_IM2COL == 11 && PCNN_OPT_ENGINE == 17 &&
+               PCNN_OPT_ACTIVE_ENGINE == 18 && PCNN_OPT_COMM_CORE == 19 &&
+               PCNN_OPT_CONV_ALGORITHM == 22,
+               "experimental options keep their numbers");
 
 #include <stdio.h>
 #include <string.h>

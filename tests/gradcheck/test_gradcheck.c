@@ -24,6 +24,7 @@
  * --conv sets PCNN_OPT_CONV_ALGORITHM (2: the direct kernel, 3: one GEMM per tap,
  * wherever it applies).
  */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_CONV_ALGORITHM: pcnn.h section 9 */
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>

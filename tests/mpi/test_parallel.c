@@ -2,6 +2,7 @@
  * batch: run under mpiexec with 1, 2, 3 or 4 ranks.  Every rank also trains
  * a private single-process copy of the network on the whole batch, and the
  * parameters must agree (relative 1e-5) after every case. */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, PCNN_OPT_ENGINE: pcnn.h section 9 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

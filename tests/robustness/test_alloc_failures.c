@@ -19,6 +19,7 @@
  * Also: training steps, epochs, evaluation and prediction allocate nothing.
  *
  * Links the internal static library, which always has the hook. */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_KEEP_IM2COL, PCNN_OPT_CONV_ALGORITHM: pcnn.h section 9 */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>

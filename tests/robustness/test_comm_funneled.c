@@ -4,6 +4,7 @@
  * asking for the communication thread (PCNN_OPT_ENGINE = 1) must fail at
  * finalize with PCNN_ERR_UNSUPPORTED on every rank, naming the thread
  * level, and leave the network unusable but destroyable. */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, PCNN_OPT_ENGINE: pcnn.h section 9 */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>

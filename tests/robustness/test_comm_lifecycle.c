@@ -12,6 +12,7 @@
  * library counts them), the process has as many threads as before (every
  * communication thread was joined), and the ranks' parameters agree.  A
  * hang is caught by the meson timeout. */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, PCNN_OPT_ENGINE: pcnn.h section 9 */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>

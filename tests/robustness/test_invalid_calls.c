@@ -12,6 +12,7 @@
  * Run as a single process: it initialises MPI itself (singleton), after the
  * rows that need MPI uninitialised, and finalises it before the rows that
  * need it finalised.  Prints the number of invalid calls tested. */
+#define PCNN_EXPERIMENTAL /* tuning options of pcnn.h section 9 */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>

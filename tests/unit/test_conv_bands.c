@@ -15,6 +15,7 @@
  * threads, including planes smaller than the kernel.  And the automatic
  * choice per shape (residual blocks, where the input gradient is added to
  * another, are in the gradient checks). */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_KEEP_IM2COL, PCNN_OPT_CONV_ALGORITHM: pcnn.h section 9 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
