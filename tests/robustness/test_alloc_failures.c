@@ -15,6 +15,8 @@
  *     bitwise equal to the reference (a failed call changed nothing) -
  *     except pcnn_net_finalize, whose documented answer to a retry is
  *     INVALID_STATE "a previous finalize failed";
+ *   - its message names that call, once, wherever the allocation was
+ *     (tests/common/api_message.h);
  *   - after everything is destroyed, no block is live (no leak).
  * Also: training steps, epochs, evaluation and prediction allocate nothing.
  *
@@ -29,6 +31,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../common/api_message.h"
 #include "core/memory.h"
 #include "pcnn.h"
 
@@ -93,6 +96,16 @@ static bool on_failure(run *r, const char *call, pcnn_status st, long before)
         fail_run(r, "%s failed (%s) but the injected failure was elsewhere", call, st);
     else if (st != PCNN_ERR_OUT_OF_MEMORY)
         fail_run(r, "%s answered an allocation failure with %s, not out of memory", call, st);
+    else {
+        char func[64];
+        snprintf(func, sizeof func, "%.*s", (int)strcspn(call, "("), call);
+        const char *why = api_message_problem(r->message, func);
+        if (why) {
+            r->bad = true;
+            fprintf(stderr, "FAIL allocation %ld: %s: the message %s: \"%s\"\n", r->fail_at,
+                    call, why, r->message);
+        }
+    }
     return !r->bad;
 }
 

@@ -3,8 +3,9 @@
  * Each CASE row is one invalid call.  It must return the specific status of
  * the row, leave every output argument untouched (pcnn.h: results are
  * written only on success), and leave a pcnn_last_error() message that
- * starts with "<the public function>: " and contains the row's distinctive
- * text (the parameter, the value, the layer).  Before each row a different
+ * starts with "<the public function>: ", names no other function (even when
+ * the failure is found by another public function the call makes), and
+ * contains the row's distinctive text (the parameter, the value, the layer).  Before each row a different
  * failing call plants a stale message, so a row whose function forgets to
  * record one fails.  Rows are grouped by the state the handles are in
  * (fresh, built, finalized, datasets, MPI before/after init/finalize).
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/api_message.h"
 #include "pcnn.h"
 
 static int cases, failures;
@@ -78,14 +80,10 @@ static void check(int line, const char *func, const char *args, pcnn_status got,
 {
     cases++;
     const char *msg = pcnn_last_error();
-    const size_t flen = strlen(func);
     const char *written = untouched_outputs();
-    const char *why = NULL;
-    if (got != want) why = "status";
-    else if (!msg || strncmp(msg, func, flen) != 0 || strncmp(msg + flen, ": ", 2) != 0)
-        why = "message does not start with the function's name";
-    else if (!strstr(msg, want_text)) why = "message lacks the expected text";
-    else if (written) why = written;
+    const char *why = got != want ? "status" : api_message_problem(msg, func);
+    if (!why && !strstr(msg, want_text)) why = "message lacks the expected text";
+    if (!why && written) why = written;
     if (!why) return;
     failures++;
     fprintf(stderr, "FAIL line %d: %s(%s): %s\n  want %s, text \"%s\"\n  got  %s: \"%s\"\n",
@@ -99,15 +97,6 @@ static void check(int line, const char *func, const char *args, pcnn_status got,
         reset_outputs();                                                       \
         pcnn_status case_st_ = fn(__VA_ARGS__);                                \
         check(__LINE__, #fn, #__VA_ARGS__, case_st_, want, text);              \
-    } while (0)
-
-/* The same, for a failure reported by the public function that `fn` calls
- * on the caller's behalf (its name is the message's prefix). */
-#define CASE_AS(prefix, want, text, fn, ...)                                   \
-    do {                                                                       \
-        reset_outputs();                                                       \
-        pcnn_status case_st_ = fn(__VA_ARGS__);                                \
-        check(__LINE__, prefix, #fn ": " #__VA_ARGS__, case_st_, want, text);  \
     } while (0)
 
 /* A setup call that must succeed. */
@@ -547,8 +536,8 @@ static void finalized(void)
     g_bad_x[100] = NAN;
     OK(pcnn_dataset_create(4, 2, 6, 6, g_bad_x, g_lab, NULL, 0, &d_nan));
     g_bad_x[100] = g_x[100];
-    CASE_AS("pcnn_net_train_step", PCNN_ERR_NUMERIC, "input batch contains NaN or Inf",
-            pcnn_net_train_epoch, net, d_nan, 4, &o_dbl);
+    CASE(PCNN_ERR_NUMERIC, "input batch contains NaN or Inf", pcnn_net_train_epoch, net, d_nan,
+         4, &o_dbl);
     pcnn_dataset_destroy(&d_nan);
 
     /* A regression network: targets. */
@@ -571,10 +560,9 @@ static void finalized(void)
     OK(pcnn_net_set_loss(t.net, t.dense, PCNN_LOSS_MSE));
     OK(pcnn_net_finalize(t.net, 2));
     CASE(E_ARG, "path is NULL", pcnn_net_write_trace, t.net, NULL);
-    /* Known gap (reported): the shared atomic-file writer names itself, not
-     * pcnn_net_write_trace.  Expect the public name once that is fixed. */
-    CASE_AS("atomic_file_open", PCNN_ERR_IO, "/nonexistent-dir/trace.json",
-            pcnn_net_write_trace, t.net, "/nonexistent-dir/trace.json");
+    /* Found by the shared atomic-file writer, reported under the call. */
+    CASE(PCNN_ERR_IO, "/nonexistent-dir/trace.json", pcnn_net_write_trace, t.net,
+         "/nonexistent-dir/trace.json");
 
     pcnn_dataset_destroy(&d_shape);
     pcnn_dataset_destroy(&d_classes);
