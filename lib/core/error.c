@@ -40,10 +40,15 @@ pcnn_status error_set(pcnn_status status, const char *func, const char *fmt, ...
 
 void error_clear(void) { last_error[0] = '\0'; }
 
-PCNN_API const char *pcnn_last_error(void) { return last_error; }
+PCNN_API const char *pcnn_last_error(void)
+{
+    API_ENTRY();
+    return last_error;
+}
 
 PCNN_API const char *pcnn_status_str(pcnn_status status)
 {
+    API_ENTRY();
     switch (status) {
     case PCNN_OK: return "ok";
     case PCNN_ERR_INVALID_ARGUMENT: return "invalid argument";

@@ -1,5 +1,6 @@
 #define _DEFAULT_SOURCE
 #include "memory.h"
+#include "error.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,13 +20,22 @@ static atomic_long live_blocks; /* blocks handed out and not yet freed */
 
 PCNN_API void pcnn_debug_fail_allocation(long n)
 {
+    API_ENTRY();
     atomic_store(&attempts, 0);
     atomic_store(&fail_at, n > 0 ? n : 0);
 }
 
-PCNN_API long pcnn_debug_allocations(void) { return atomic_load(&attempts); }
+PCNN_API long pcnn_debug_allocations(void)
+{
+    API_ENTRY();
+    return atomic_load(&attempts);
+}
 
-PCNN_API long pcnn_debug_live_allocations(void) { return atomic_load(&live_blocks); }
+PCNN_API long pcnn_debug_live_allocations(void)
+{
+    API_ENTRY();
+    return atomic_load(&live_blocks);
+}
 
 /* Count one attempt; true if it is the one to fail (then disarm). */
 static int inject_failure(void)

@@ -85,6 +85,7 @@ PCNN_API pcnn_status pcnn_dataset_create(int n, int channels, int height, int wi
                                          const float *targets, int target_count,
                                          pcnn_dataset **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(out);
     REQUIRE_PTR(x);
     REQUIRE(n >= 1, PCNN_ERR_INVALID_ARGUMENT, "n %d < 1", n);
@@ -122,6 +123,7 @@ PCNN_API pcnn_status pcnn_dataset_create(int n, int channels, int height, int wi
 
 PCNN_API pcnn_status pcnn_dataset_destroy(pcnn_dataset **data)
 {
+    API_ENTRY();
     if (!data || !*data) return PCNN_OK;
     dataset_free(*data);
     *data = NULL;
@@ -131,6 +133,7 @@ PCNN_API pcnn_status pcnn_dataset_destroy(pcnn_dataset **data)
 PCNN_API pcnn_status pcnn_dataset_info(const pcnn_dataset *data, int *n, int *channels,
                                        int *height, int *width)
 {
+    API_ENTRY();
     REQUIRE_PTR(data);
     if (n) *n = data->n;
     if (channels) *channels = data->c;
@@ -141,6 +144,7 @@ PCNN_API pcnn_status pcnn_dataset_info(const pcnn_dataset *data, int *n, int *ch
 
 PCNN_API pcnn_status pcnn_dataset_shuffle(pcnn_dataset *data, uint64_t seed, uint64_t epoch)
 {
+    API_ENTRY();
     REQUIRE_PTR(data);
     /* Always restart from the identity so the order is a function of
      * (seed, epoch) alone: every rank and every resumed run agrees. */
@@ -159,6 +163,7 @@ PCNN_API pcnn_status pcnn_dataset_shuffle(pcnn_dataset *data, uint64_t seed, uin
 PCNN_API pcnn_status pcnn_dataset_batch(const pcnn_dataset *data, int start, int count,
                                         float *x, int32_t *labels, float *targets)
 {
+    API_ENTRY();
     REQUIRE_PTR(data);
     REQUIRE_PTR(x);
     REQUIRE(start >= 0 && start < data->n, PCNN_ERR_INVALID_ARGUMENT,

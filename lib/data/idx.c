@@ -311,6 +311,7 @@ pcnn_status idx_dataset_from_buffers(const unsigned char *images, size_t images_
 PCNN_API pcnn_status pcnn_dataset_load_idx(const char *images_path, const char *labels_path,
                                            float mean, float std, pcnn_dataset **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(images_path);
     REQUIRE_PTR(labels_path);
     REQUIRE_PTR(out);

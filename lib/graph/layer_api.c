@@ -8,6 +8,7 @@
 PCNN_API pcnn_status pcnn_net_input(pcnn_net *net, int channels, int height, int width,
                                     pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return input_add(&net->layers, channels, height, width, out, __func__);
@@ -16,6 +17,7 @@ PCNN_API pcnn_status pcnn_net_input(pcnn_net *net, int channels, int height, int
 PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
                                  int stride, int padding, int bias, pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return conv2d_add(&net->layers, in, out_channels, kernel, stride, padding, bias, out,
@@ -25,6 +27,7 @@ PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels
 PCNN_API pcnn_status pcnn_maxpool2d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
                                     int padding, pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return maxpool2d_add(&net->layers, in, kernel, stride, padding, out, __func__);
@@ -33,6 +36,7 @@ PCNN_API pcnn_status pcnn_maxpool2d(pcnn_net *net, pcnn_layer *in, int kernel, i
 PCNN_API pcnn_status pcnn_avgpool2d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
                                     int padding, pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return avgpool2d_add(&net->layers, in, kernel, stride, padding, out, __func__);
@@ -40,6 +44,7 @@ PCNN_API pcnn_status pcnn_avgpool2d(pcnn_net *net, pcnn_layer *in, int kernel, i
 
 PCNN_API pcnn_status pcnn_global_avgpool(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return global_avgpool_add(&net->layers, in, out, __func__);
@@ -48,6 +53,7 @@ PCNN_API pcnn_status pcnn_global_avgpool(pcnn_net *net, pcnn_layer *in, pcnn_lay
 PCNN_API pcnn_status pcnn_dense(pcnn_net *net, pcnn_layer *in, int out_features, int bias,
                                 pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return dense_add(&net->layers, in, out_features, bias, out, __func__);
@@ -55,6 +61,7 @@ PCNN_API pcnn_status pcnn_dense(pcnn_net *net, pcnn_layer *in, int out_features,
 
 PCNN_API pcnn_status pcnn_flatten(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return flatten_add(&net->layers, in, out, __func__);
@@ -62,6 +69,7 @@ PCNN_API pcnn_status pcnn_flatten(pcnn_net *net, pcnn_layer *in, pcnn_layer **ou
 
 PCNN_API pcnn_status pcnn_relu(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return relu_add(&net->layers, in, out, __func__);
@@ -70,6 +78,7 @@ PCNN_API pcnn_status pcnn_relu(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
 PCNN_API pcnn_status pcnn_leaky_relu(pcnn_net *net, pcnn_layer *in, float slope,
                                      pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return leaky_relu_add(&net->layers, in, slope, out, __func__);
@@ -78,6 +87,7 @@ PCNN_API pcnn_status pcnn_leaky_relu(pcnn_net *net, pcnn_layer *in, float slope,
 PCNN_API pcnn_status pcnn_batchnorm(pcnn_net *net, pcnn_layer *in, float eps, float momentum,
                                     pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return batchnorm_add(&net->layers, in, eps, momentum, out, __func__);
@@ -85,6 +95,7 @@ PCNN_API pcnn_status pcnn_batchnorm(pcnn_net *net, pcnn_layer *in, float eps, fl
 
 PCNN_API pcnn_status pcnn_dropout(pcnn_net *net, pcnn_layer *in, float p, pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return dropout_add(&net->layers, in, p, out, __func__);
@@ -92,6 +103,7 @@ PCNN_API pcnn_status pcnn_dropout(pcnn_net *net, pcnn_layer *in, float p, pcnn_l
 
 PCNN_API pcnn_status pcnn_add(pcnn_net *net, pcnn_layer *a, pcnn_layer *b, pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return residual_add(&net->layers, a, b, 1.0f, out, __func__);
@@ -100,6 +112,7 @@ PCNN_API pcnn_status pcnn_add(pcnn_net *net, pcnn_layer *a, pcnn_layer *b, pcnn_
 PCNN_API pcnn_status pcnn_add_scaled(pcnn_net *net, pcnn_layer *a, pcnn_layer *b,
                                      float b_scale, pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return residual_add(&net->layers, a, b, b_scale, out, __func__);
@@ -108,6 +121,7 @@ PCNN_API pcnn_status pcnn_add_scaled(pcnn_net *net, pcnn_layer *a, pcnn_layer *b
 PCNN_API pcnn_status pcnn_pixel_shuffle(pcnn_net *net, pcnn_layer *in, int upscale,
                                         pcnn_layer **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return pixel_shuffle_add(&net->layers, in, upscale, out, __func__);

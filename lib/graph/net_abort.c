@@ -8,6 +8,7 @@
 
 PCNN_API pcnn_status pcnn_net_abort(pcnn_net *net)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     net->aborted = true;
     exchange_abort(net->exchange); /* never waits */
@@ -23,6 +24,7 @@ pcnn_status net_async_status(const pcnn_net *net)
 
 PCNN_API pcnn_status pcnn_net_async_error(const pcnn_net *net, pcnn_status *status)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     REQUIRE_PTR(status);
     *status = net_async_status(net);

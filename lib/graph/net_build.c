@@ -9,6 +9,7 @@
 
 PCNN_API pcnn_status pcnn_net_create(pcnn_net **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(out);
     pcnn_net *net = mem_calloc(1, sizeof *net);
     if (!net) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "network handle");
@@ -20,6 +21,7 @@ PCNN_API pcnn_status pcnn_net_create(pcnn_net **out)
 
 PCNN_API pcnn_status pcnn_net_destroy(pcnn_net **net)
 {
+    API_ENTRY();
     if (!net || !*net) return PCNN_OK;
     pcnn_net *n = *net;
     if (net_destroy_abandoned(n)) { /* aborted: collectives left in flight */
@@ -36,6 +38,7 @@ PCNN_API pcnn_status pcnn_net_destroy(pcnn_net **net)
 
 PCNN_API pcnn_status pcnn_net_set_loss(pcnn_net *net, pcnn_layer *output, pcnn_loss loss)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     REQUIRE_PTR(output);
@@ -63,6 +66,7 @@ PCNN_API pcnn_status pcnn_net_set_loss(pcnn_net *net, pcnn_layer *output, pcnn_l
 
 PCNN_API pcnn_status pcnn_net_set_optimizer(pcnn_net *net, pcnn_optimizer optimizer)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE,
@@ -82,6 +86,7 @@ static bool valid_exchange(pcnn_exchange e)
 
 PCNN_API pcnn_status pcnn_net_set_comm(pcnn_net *net, pcnn_comm *comm)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     REQUIRE_PTR(comm);
@@ -95,6 +100,7 @@ PCNN_API pcnn_status pcnn_net_set_comm(pcnn_net *net, pcnn_comm *comm)
 
 PCNN_API pcnn_status pcnn_net_set_exchange(pcnn_net *net, pcnn_exchange exchange)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE, "the exchange must be set before finalize");
@@ -108,6 +114,7 @@ PCNN_API pcnn_status pcnn_net_set_exchange(pcnn_net *net, pcnn_exchange exchange
 
 PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange exchange)
 {
+    API_ENTRY();
     REQUIRE_PTR(layer);
     TRY(net_check_alive(net_of_layer(layer), __func__));
     char name[64];
@@ -127,6 +134,7 @@ PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange ex
 
 PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *bytes_per_step)
 {
+    API_ENTRY();
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(bytes_per_step);
     *bytes_per_step = exchange_bytes_per_step(net->exchange);

@@ -7,6 +7,7 @@
 
 PCNN_API pcnn_status pcnn_net_num_params(const pcnn_net *net, size_t *count)
 {
+    API_ENTRY();
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(count);
     *count = net->num_params;
@@ -15,6 +16,7 @@ PCNN_API pcnn_status pcnn_net_num_params(const pcnn_net *net, size_t *count)
 
 PCNN_API pcnn_status pcnn_net_output_size(const pcnn_net *net, size_t *count)
 {
+    API_ENTRY();
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(count);
     *count = shape_size(net->output->out);
@@ -23,6 +25,7 @@ PCNN_API pcnn_status pcnn_net_output_size(const pcnn_net *net, size_t *count)
 
 PCNN_API pcnn_status pcnn_net_memory_bytes(const pcnn_net *net, size_t *bytes)
 {
+    API_ENTRY();
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(bytes);
     *bytes = net->memory_bytes;
@@ -49,16 +52,19 @@ static pcnn_status copy_flat(const pcnn_net *net, const char *func, float *dst,
 
 PCNN_API pcnn_status pcnn_net_get_params(const pcnn_net *net, float *buf, size_t count)
 {
+    API_ENTRY();
     return copy_flat(net, __func__, buf, net ? net->params : NULL, count);
 }
 
 PCNN_API pcnn_status pcnn_net_set_params(pcnn_net *net, const float *buf, size_t count)
 {
+    API_ENTRY();
     return copy_flat(net, __func__, net ? net->params : NULL, buf, count);
 }
 
 PCNN_API pcnn_status pcnn_net_get_grads(const pcnn_net *net, float *buf, size_t count)
 {
+    API_ENTRY();
     return copy_flat(net, __func__, buf, net ? net->grads : NULL, count);
 }
 
@@ -78,6 +84,7 @@ static pcnn_status check_layer_buf(const pcnn_layer *layer, const void *buf, siz
 
 PCNN_API pcnn_status pcnn_layer_get_params(const pcnn_layer *layer, float *buf, size_t count)
 {
+    API_ENTRY();
     TRY(check_layer_buf(layer, buf, count, __func__));
     memcpy(buf, layer->params, count * sizeof(float));
     return PCNN_OK;
@@ -85,6 +92,7 @@ PCNN_API pcnn_status pcnn_layer_get_params(const pcnn_layer *layer, float *buf, 
 
 PCNN_API pcnn_status pcnn_layer_set_params(pcnn_layer *layer, const float *buf, size_t count)
 {
+    API_ENTRY();
     TRY(check_layer_buf(layer, buf, count, __func__));
     memcpy(layer->params, buf, count * sizeof(float));
     return PCNN_OK;
@@ -92,6 +100,7 @@ PCNN_API pcnn_status pcnn_layer_set_params(pcnn_layer *layer, const float *buf, 
 
 PCNN_API pcnn_status pcnn_net_get_input_grad(const pcnn_net *net, float *buf, size_t count)
 {
+    API_ENTRY();
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(buf);
     REQUIRE(net->last_backward_n > 0, PCNN_ERR_INVALID_STATE,

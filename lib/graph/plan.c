@@ -346,6 +346,7 @@ static pcnn_status check_same_network(const pcnn_net *net)
 
 PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE, "the network is already finalized");

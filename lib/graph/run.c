@@ -272,6 +272,7 @@ PCNN_API pcnn_status pcnn_net_train_step(pcnn_net *net, int n, const float *x,
                                          const int32_t *labels, const float *targets,
                                          float *loss)
 {
+    API_ENTRY();
     if (net && net->finalized && net->comm)
         return run_parallel(net, __func__, n, x, labels, targets, loss);
     return run_local(net, __func__, RUN_TRAIN, n, x, labels, targets, loss);
@@ -281,6 +282,7 @@ PCNN_API pcnn_status pcnn_net_compute_gradients(pcnn_net *net, int n, const floa
                                                 const int32_t *labels, const float *targets,
                                                 float *loss)
 {
+    API_ENTRY();
     return run_local(net, __func__, RUN_GRADIENTS, n, x, labels, targets, loss);
 }
 
@@ -288,12 +290,14 @@ PCNN_API pcnn_status pcnn_net_compute_loss(pcnn_net *net, int n, const float *x,
                                            const int32_t *labels, const float *targets,
                                            float *loss)
 {
+    API_ENTRY();
     return run_local(net, __func__, RUN_LOSS, n, x, labels, targets, loss);
 }
 
 PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, float *out,
                                       size_t out_count)
 {
+    API_ENTRY();
     TRY(net_check_ready(net, __func__));
     REQUIRE(n >= 1, PCNN_ERR_INVALID_ARGUMENT, "n = %d must be >= 1", n);
     REQUIRE_PTR(x);

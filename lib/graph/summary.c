@@ -7,6 +7,7 @@
 
 PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t size, size_t *needed)
 {
+    API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     REQUIRE(buf || size == 0, PCNN_ERR_INVALID_ARGUMENT, "buf is NULL but size is %zu", size);

@@ -6,6 +6,7 @@
 PCNN_API pcnn_status pcnn_net_time(const pcnn_net *net, int layer, pcnn_time what,
                                    double *seconds_per_step)
 {
+    API_ENTRY();
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(seconds_per_step);
     REQUIRE(layer >= -1 && layer < net->layers.count, PCNN_ERR_INVALID_ARGUMENT,
@@ -18,6 +19,7 @@ PCNN_API pcnn_status pcnn_net_time(const pcnn_net *net, int layer, pcnn_time wha
 
 PCNN_API pcnn_status pcnn_net_overlap_ratio(const pcnn_net *net, double *percent)
 {
+    API_ENTRY();
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(percent);
     *percent = profile_overlap_ratio(&net->profile);
@@ -26,6 +28,7 @@ PCNN_API pcnn_status pcnn_net_overlap_ratio(const pcnn_net *net, double *percent
 
 PCNN_API pcnn_status pcnn_net_reset_timing(pcnn_net *net)
 {
+    API_ENTRY();
     TRY(net_check_ready(net, __func__));
     profile_reset(&net->profile);
     return PCNN_OK;
@@ -34,6 +37,7 @@ PCNN_API pcnn_status pcnn_net_reset_timing(pcnn_net *net)
 PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size_t size,
                                             size_t *needed)
 {
+    API_ENTRY();
     TRY(net_check_ready(net, __func__));
     REQUIRE(buf || size == 0, PCNN_ERR_INVALID_ARGUMENT, "buf is NULL but size is %zu", size);
     const size_t len = profile_report(&net->profile, &net->layers, buf, size);
@@ -43,6 +47,7 @@ PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size
 
 PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path)
 {
+    API_ENTRY();
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(path);
     REQUIRE(net->profile.capacity > 0, PCNN_ERR_INVALID_STATE,

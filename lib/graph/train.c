@@ -50,6 +50,7 @@ static int my_share(const pcnn_net *net, int n, long *first)
 PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, double *loss,
                                        double *accuracy)
 {
+    API_ENTRY();
     TRY(net_check_ready(net, __func__));
     pcnn_status st = check_dataset(net, data, __func__);
     if (st == PCNN_OK) st = exchange_flush(net->exchange);
@@ -115,5 +116,6 @@ pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, 
 PCNN_API pcnn_status pcnn_net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch,
                                           double *mean_loss)
 {
+    API_ENTRY();
     return net_train_epoch(net, data, batch, 0, mean_loss, NULL, __func__);
 }

@@ -387,22 +387,26 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
 
 PCNN_API pcnn_status pcnn_net_save(pcnn_net *net, const char *path)
 {
+    API_ENTRY();
     return checkpoint_save(net, path, NULL, 0, __func__);
 }
 
 PCNN_API pcnn_status pcnn_net_load(pcnn_net *net, const char *path)
 {
+    API_ENTRY();
     return checkpoint_load(net, path, NULL, 0, NULL, __func__);
 }
 
 PCNN_API pcnn_status pcnn_net_save_extra(pcnn_net *net, const char *path, const void *extra,
                                          size_t extra_bytes)
 {
+    API_ENTRY();
     return checkpoint_save(net, path, extra, extra_bytes, __func__);
 }
 
 PCNN_API pcnn_status pcnn_net_load_extra(pcnn_net *net, const char *path, void *extra,
                                          size_t size, size_t *extra_bytes)
 {
+    API_ENTRY();
     return checkpoint_load(net, path, extra, size, extra_bytes, __func__);
 }

@@ -30,6 +30,7 @@ void layer_init_weights(const pcnn_layer *l, float *w, size_t n, size_t fan_in, 
 
 PCNN_API pcnn_status pcnn_layer_set_init(pcnn_layer *layer, pcnn_init init)
 {
+    API_ENTRY();
     REQUIRE_PTR(layer);
     char name[64];
     layer_name(layer, name, sizeof name);

@@ -80,6 +80,7 @@ void layer_list_destroy(layer_list *list)
 PCNN_API pcnn_status pcnn_layer_output_shape(const pcnn_layer *layer, int *channels,
                                              int *height, int *width)
 {
+    API_ENTRY();
     REQUIRE_PTR(layer);
     if (channels) *channels = layer->out.c;
     if (height) *height = layer->out.h;
@@ -89,6 +90,7 @@ PCNN_API pcnn_status pcnn_layer_output_shape(const pcnn_layer *layer, int *chann
 
 PCNN_API pcnn_status pcnn_layer_info(const pcnn_layer *layer, int *index, const char **kind)
 {
+    API_ENTRY();
     REQUIRE_PTR(layer);
     if (index) *index = layer->index;
     if (kind) *kind = layer->ops->kind;
@@ -97,6 +99,7 @@ PCNN_API pcnn_status pcnn_layer_info(const pcnn_layer *layer, int *index, const 
 
 PCNN_API pcnn_status pcnn_layer_num_params(const pcnn_layer *layer, size_t *count)
 {
+    API_ENTRY();
     REQUIRE_PTR(layer);
     REQUIRE_PTR(count);
     *count = layer->num_params;

@@ -52,6 +52,7 @@ static pcnn_status check_initialized(const char *func)
 
 PCNN_API pcnn_status pcnn_comm_create(MPI_Comm comm, pcnn_comm **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(out);
     TRY(check_initialized(__func__));
     REQUIRE(comm != MPI_COMM_NULL, PCNN_ERR_INVALID_ARGUMENT, "comm is MPI_COMM_NULL");
@@ -60,6 +61,7 @@ PCNN_API pcnn_status pcnn_comm_create(MPI_Comm comm, pcnn_comm **out)
 
 PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(out);
     TRY(check_initialized(__func__));
     MPI_Comm c = MPI_Comm_f2c(comm);
@@ -70,6 +72,7 @@ PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out)
 
 PCNN_API pcnn_status pcnn_comm_create_world(pcnn_comm **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(out);
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
@@ -88,6 +91,7 @@ PCNN_API pcnn_status pcnn_comm_create_world(pcnn_comm **out)
 
 PCNN_API pcnn_status pcnn_comm_destroy(pcnn_comm **comm)
 {
+    API_ENTRY();
     if (!comm || !*comm) return PCNN_OK;
     pcnn_comm *c = *comm;
     REQUIRE(c->users == 0, PCNN_ERR_INVALID_STATE,
@@ -106,6 +110,7 @@ PCNN_API pcnn_status pcnn_comm_destroy(pcnn_comm **comm)
 PCNN_API pcnn_status pcnn_comm_info(const pcnn_comm *comm, int *rank, int *size,
                                     int *thread_level)
 {
+    API_ENTRY();
     REQUIRE_PTR(comm);
     if (rank) *rank = comm->rank;
     if (size) *size = comm->size;

@@ -20,6 +20,7 @@ static pcnn_status agree_if(const pcnn_scheduler *s, pcnn_status st, const char 
 PCNN_API pcnn_status pcnn_scheduler_create(pcnn_net *net, int start_batch, int max_batch,
                                            double initial_lr, pcnn_scheduler **out)
 {
+    API_ENTRY();
     REQUIRE_PTR(out);
     TRY(net_check_ready(net, __func__));
     /* Every rank reaches the agreement below: local failures are collected. */
@@ -57,6 +58,7 @@ PCNN_API pcnn_status pcnn_scheduler_create(pcnn_net *net, int start_batch, int m
 
 PCNN_API pcnn_status pcnn_scheduler_destroy(pcnn_scheduler **sched)
 {
+    API_ENTRY();
     if (!sched || !*sched) return PCNN_OK;
     pcnn_scheduler *s = *sched;
     sched_state_free(&s->st);
@@ -71,6 +73,7 @@ static bool is_count(double v) { return isfinite(v) && v >= 0 && v <= 1e9 && v =
 PCNN_API pcnn_status pcnn_scheduler_set_option(pcnn_scheduler *sched, pcnn_sched_option option,
                                                double value)
 {
+    API_ENTRY();
     REQUIRE_PTR(sched);
     const bool started = sched->st.epoch > 0 || sched->in_epoch;
     sched_config *c = &sched->cfg;
@@ -139,6 +142,7 @@ PCNN_API pcnn_status pcnn_scheduler_set_option(pcnn_scheduler *sched, pcnn_sched
 PCNN_API pcnn_status pcnn_scheduler_get_option(const pcnn_scheduler *sched,
                                                pcnn_sched_option option, double *value)
 {
+    API_ENTRY();
     REQUIRE_PTR(sched);
     REQUIRE_PTR(value);
     const sched_config *c = &sched->cfg;
@@ -258,12 +262,14 @@ static pcnn_status end(pcnn_scheduler *s, double loss, const char *func)
 
 PCNN_API pcnn_status pcnn_scheduler_begin_epoch(pcnn_scheduler *sched, int *batch, double *lr)
 {
+    API_ENTRY();
     REQUIRE_PTR(sched);
     return begin(sched, batch, lr, __func__);
 }
 
 PCNN_API pcnn_status pcnn_scheduler_end_epoch(pcnn_scheduler *sched, double loss)
 {
+    API_ENTRY();
     REQUIRE_PTR(sched);
     return end(sched, loss, __func__);
 }
@@ -271,6 +277,7 @@ PCNN_API pcnn_status pcnn_scheduler_end_epoch(pcnn_scheduler *sched, double loss
 PCNN_API pcnn_status pcnn_scheduler_train_epoch(pcnn_scheduler *sched, const pcnn_dataset *data,
                                                 double *mean_loss)
 {
+    API_ENTRY();
     REQUIRE_PTR(sched);
     int batch;
     TRY(begin(sched, &batch, NULL, __func__));
@@ -291,6 +298,7 @@ PCNN_API pcnn_status pcnn_scheduler_train_epoch(pcnn_scheduler *sched, const pcn
 PCNN_API pcnn_status pcnn_scheduler_share(const pcnn_scheduler *sched, int count, int *first,
                                           int *n)
 {
+    API_ENTRY();
     REQUIRE_PTR(sched);
     REQUIRE_PTR(first);
     REQUIRE_PTR(n);
@@ -305,6 +313,7 @@ PCNN_API pcnn_status pcnn_scheduler_share(const pcnn_scheduler *sched, int count
 PCNN_API pcnn_status pcnn_scheduler_theta(const pcnn_scheduler *sched, long epoch,
                                           double *theta)
 {
+    API_ENTRY();
     REQUIRE_PTR(sched);
     REQUIRE_PTR(theta);
     REQUIRE(epoch >= 1 && epoch <= sched->st.epoch, PCNN_ERR_INVALID_ARGUMENT,

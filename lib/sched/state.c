@@ -27,6 +27,7 @@ size_t sched_state_bytes(const pcnn_scheduler *s) { return bytes_for(s->st.epoch
 
 PCNN_API pcnn_status pcnn_scheduler_state_bytes(const pcnn_scheduler *sched, size_t *bytes)
 {
+    API_ENTRY();
     REQUIRE_PTR(sched);
     REQUIRE_PTR(bytes);
     *bytes = sched_state_bytes(sched);
@@ -81,6 +82,7 @@ static void encode(const pcnn_scheduler *s, const float *w0, unsigned char *out)
 PCNN_API pcnn_status pcnn_scheduler_save_state(const pcnn_scheduler *sched, void *buf,
                                                size_t size)
 {
+    API_ENTRY();
     REQUIRE_PTR(sched);
     const size_t need = sched_state_bytes(sched);
     const int P = sched->net->comm ? sched->net->comm->size : 1;
@@ -153,6 +155,7 @@ static pcnn_status check_image(const pcnn_scheduler *s, const unsigned char *b, 
 PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void *buf,
                                                size_t size)
 {
+    API_ENTRY();
     REQUIRE_PTR(sched);
     const unsigned char *b = buf;
     pcnn_status st = PCNN_OK;

@@ -4,6 +4,7 @@
  * them and of fractions where integers are required, and which options are
  * fixed at finalize or read-only.  The expectations below are written out
  * from the header, independently of the library's option table. */
+#define PCNN_EXPERIMENTAL /* the tuning knobs of section 9 are options too */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>

@@ -20,6 +20,7 @@
  *      PCNN_ERR_TIMEOUT within the bound, the query reports it, and every
  *      rank destroys its network and the communicator and finalizes MPI.
  * A hang anywhere is caught by the meson timeout. */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_ENGINE: pcnn.h section 9 */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>

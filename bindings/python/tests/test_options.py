@@ -18,10 +18,14 @@ def library_options():
 
 def test_the_library_lists_every_option_of_the_header_by_its_name():
     with open(HEADER) as f:
-        body = re.search(r"typedef enum pcnn_option \{(.*?)\} pcnn_option;", f.read(), re.S)
+        src = f.read()
+    body = re.search(r"typedef enum pcnn_option \{(.*?)\} pcnn_option;", src, re.S)
     text = re.sub(r"/\*.*?\*/", "", body.group(1), flags=re.S)
-    header = {int(v): k[len("PCNN_OPT_"):].lower()
-              for k, v in re.findall(r"(PCNN_OPT_\w+)\s*=\s*(\d+)", text)}
+    members = dict(re.findall(r"(PCNN_OPT_\w+)\s*=\s*(\d+)", text))
+    # Experimental options hold reserved values, named in section 9.
+    for name, reserved in re.findall(r"#define (PCNN_OPT_\w+) (PCNN_OPT_EXPERIMENTAL_\d+)\b", src):
+        members[name] = members.pop(reserved)
+    header = {int(v): k[len("PCNN_OPT_"):].lower() for k, v in members.items()}
     table = library_options()
     assert [o.value for o in table] == list(range(len(table)))
     assert {o.value: o.name for o in table} == header
