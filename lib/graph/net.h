@@ -14,6 +14,7 @@
 #include "../parallel/exchange.h"
 #include "../parallel/parallel.h"
 #include "../profile/profile.h"
+#include "graph.h"
 
 typedef struct net_options {
     double learning_rate;
@@ -105,10 +106,9 @@ void net_release_plan(pcnn_net *net);
  * network-wide settings folded into layer 0), for the cross-rank check. */
 void net_layer_hashes(const pcnn_net *net, uint64_t *out);
 
-/* Common validation for public calls: a finalized network, and a batch of
- * n samples with the targets its loss needs (checked for range and, when
- * enabled, NaN/Inf).  func names the public function in messages. */
-pcnn_status net_check_ready(const pcnn_net *net, const char *func);
+/* Common validation for public calls: a batch of n samples with the
+ * targets its loss needs (checked for range and, when enabled, NaN/Inf).
+ * func names the public function in messages.  net_check_ready: graph.h. */
 pcnn_status net_check_batch(const pcnn_net *net, const char *func, int n, const float *x,
                             const int32_t *labels, const float *targets, bool need_targets);
 
@@ -136,12 +136,5 @@ bool net_destroy_abandoned(pcnn_net *net);
 
 /* The learning rate of the next step, schedule included. */
 double net_effective_lr(const pcnn_net *net);
-
-/* One epoch over `data` in batches of `batch` (graph/train.c), each batch
- * split over the ranks sched_share lets compute (min_local 0: all ranks).
- * *first_loss (may be NULL) receives the loss of the first step, taken
- * before its update.  Collective with a communicator. */
-pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, int min_local,
-                            double *mean_loss, double *first_loss, const char *func);
 
 #endif

@@ -9,6 +9,7 @@
 #include "../core/memory.h"
 #include "../layers/batchnorm.h"
 #include "../layers/dense.h"
+#include "../parallel/decomp.h"
 #include "../strategy/exchange_choice.h"
 #include "net.h"
 
@@ -358,7 +359,8 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
     if (max_batch < 1)
         st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "max_batch %d must be >= 1", max_batch);
     const int ranks = net->comm ? net->comm->size : 1;
-    const int local = max_batch < 1 ? 1 : (int)(((long)max_batch + ranks - 1) / ranks);
+    /* Planned for the largest share of a batch: rank 0's. */
+    const int local = max_batch < 1 ? 1 : decomp_share(max_batch, ranks, 0, NULL);
     if (st == PCNN_OK) st = check_graph(net);
     if (st == PCNN_OK) st = check_sizes(net, local);
     if (st == PCNN_OK && net->comm && ranks > 1 && net->opt.engine == 1 &&

@@ -40,6 +40,11 @@ PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t siz
             (double)net->memory_bytes / 1e6, net->max_batch, net->threads);
     else
         text_put(&t, "memory: not planned (finalize first)\n");
+    if (net->finalized && net->comm && net->comm->size > 1)
+        text_put(&t, "exchange: %d ranks, %d buckets, %.2f MB sent per step, overlap %s, "
+                 "engine %s\n", net->comm->size, exchange_num_buckets(net->exchange),
+                 (double)exchange_bytes_per_step(net->exchange) / 1e6,
+                 net->opt.overlap ? "on" : "off", exchange_engine_reason(net->exchange));
     if (needed) *needed = t.len;
     return PCNN_OK;
 }

@@ -19,7 +19,7 @@
 #include "../core/hash.h"
 #include "../core/le.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
+#include "../graph/graph.h"
 #include "checkpoint_format.h"
 #include "checkpoint_state.h"
 
@@ -45,7 +45,7 @@ static void layer_record(const pcnn_net *net, const pcnn_layer *l, uint64_t basi
     h = hash_fnv1a_u64(h, (uint64_t)l->num_inputs);
     for (int j = 0; j < l->num_inputs; j++) h = hash_fnv1a_u64(h, (uint64_t)l->inputs[j]->index);
     h = hash_fnv1a_u64(h, l->num_params);
-    h = hash_fnv1a_u64(h, l == net->output);
+    h = hash_fnv1a_u64(h, l == net_output(net));
     *r = (ckpt_layer){.hash = h, .num_params = l->num_params, .c = (uint32_t)l->out.c,
                       .h = (uint32_t)l->out.h, .w = (uint32_t)l->out.w};
     strncpy(r->kind, l->ops->kind, CKPT_KIND_BYTES);
@@ -57,17 +57,17 @@ static void describe(pcnn_net *net, uint32_t version, ckpt_layer *layers, ckpt_e
 {
     const uint64_t basis = ckpt_hash_basis(version);
     uint64_t h = basis;
-    for (int i = 0; i < net->layers.count; i++) {
-        layer_record(net, net->layers.items[i], basis, &layers[i]);
+    for (int i = 0; i < net_layer_list(net)->count; i++) {
+        layer_record(net, net_layer_list(net)->items[i], basis, &layers[i]);
         h = hash_fnv1a_u64(h, layers[i].hash);
     }
-    h = hash_fnv1a_u64(h, (uint64_t)net->layers.count);
-    h = hash_fnv1a_u64(h, (uint64_t)net->loss);
-    h = hash_fnv1a_u64(h, (uint64_t)net->optimizer);
-    *e = (ckpt_expect){.definition_hash = h, .num_params = net->num_params,
-                       .seed = net->opt.seed, .bn_floats = state_bn_floats(net),
-                       .num_layers = (uint32_t)net->layers.count,
-                       .optimizer = (uint32_t)net->optimizer, .loss = (uint32_t)net->loss,
+    h = hash_fnv1a_u64(h, (uint64_t)net_layer_list(net)->count);
+    h = hash_fnv1a_u64(h, (uint64_t)net_loss_kind(net));
+    h = hash_fnv1a_u64(h, (uint64_t)net_optimizer(net));
+    *e = (ckpt_expect){.definition_hash = h, .num_params = net_num_params(net),
+                       .seed = net_get_training_state(net).seed, .bn_floats = state_bn_floats(net),
+                       .num_layers = (uint32_t)net_layer_list(net)->count,
+                       .optimizer = (uint32_t)net_optimizer(net), .loss = (uint32_t)net_loss_kind(net),
                        .layers = layers};
 }
 
@@ -76,10 +76,10 @@ static void describe(pcnn_net *net, uint32_t version, ckpt_layer *layers, ckpt_e
 static pcnn_status expect_of(pcnn_net *net, ckpt_expect *e, const char *func)
 {
     *e = (ckpt_expect){0};
-    ckpt_layer *layers = mem_calloc((size_t)net->layers.count, sizeof *layers);
+    ckpt_layer *layers = mem_calloc((size_t)net_layer_list(net)->count, sizeof *layers);
     if (!layers)
         return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "layer table of %d layers",
-                         net->layers.count);
+                         net_layer_list(net)->count);
     describe(net, CKPT_VERSION, layers, e);
     return PCNN_OK;
 }
@@ -94,9 +94,9 @@ static pcnn_status verify_file(pcnn_net *net, const ckpt_view *v, ckpt_expect *e
     return ckpt_verify(v, e, func);
 }
 
-static int ranks_of(const pcnn_net *net) { return net->comm ? net->comm->size : 1; }
-static int rank_of(const pcnn_net *net) { return net->comm ? net->comm->rank : 0; }
-static bool collective(const pcnn_net *net) { return net->comm && net->comm->size > 1; }
+static int ranks_of(const pcnn_net *net) { return net_comm(net) ? net_comm(net)->size : 1; }
+static int rank_of(const pcnn_net *net) { return net_comm(net) ? net_comm(net)->rank : 0; }
+static bool collective(const pcnn_net *net) { return net_comm(net) && net_comm(net)->size > 1; }
 
 /* ------------------------------------------------------------------ */
 /* Agreement                                                            */
@@ -132,7 +132,7 @@ static pcnn_status share_root(const pcnn_comm *c, pcnn_status st, uint64_t *valu
 
 static pcnn_status agree_if(const pcnn_net *net, pcnn_status st, const char *func)
 {
-    return collective(net) ? agree(net->comm, st, func) : st;
+    return collective(net) ? agree(net_comm(net), st, func) : st;
 }
 
 /* ------------------------------------------------------------------ */
@@ -212,8 +212,8 @@ pcnn_status checkpoint_save(pcnn_net *net, const char *path, const void *extra,
     pcnn_status st = check_args(net, path, func);
     if (st == PCNN_OK && !extra && extra_bytes)
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func, "extra is NULL");
-    if (!net || !net->finalized) return st; /* no communicator to agree on yet */
-    if (st == PCNN_OK) st = exchange_flush(net->exchange);
+    if (!net || !net_is_finalized(net)) return st; /* no communicator to agree on yet */
+    if (st == PCNN_OK) st = net_settle(net);
     TRY(agree_if(net, st, func));
 
     const bool root = rank_of(net) == 0;
@@ -225,24 +225,24 @@ pcnn_status checkpoint_save(pcnn_net *net, const char *path, const void *extra,
     const bool agreed = st == PCNN_OK;
     if (st == PCNN_OK) st = state_gather_run(net, &g, func);
     if (st == PCNN_OK && root) {
-        const net_options *o = &net->opt;
+        const net_training_state o = net_get_training_state(net);
         save_data d = {
             .meta = {.definition_hash = e.definition_hash, .num_layers = e.num_layers,
                      .optimizer = e.optimizer, .loss = e.loss, .ranks = (uint32_t)ranks_of(net),
-                     .num_params = net->num_params, .seed = o->seed, .step = net->step,
-                     .bn_floats = g.bn_floats, .learning_rate = o->learning_rate,
-                     .momentum = o->hyper.momentum, .weight_decay = o->weight_decay,
-                     .beta1 = o->hyper.beta1, .beta2 = o->hyper.beta2,
-                     .epsilon = o->hyper.epsilon, .warmup_steps = (uint64_t)o->warmup_steps,
-                     .decay_every_steps = (uint64_t)o->decay_every_steps,
-                     .decay_factor = o->decay_factor},
-            .layers = e.layers, .params = net->params, .m = g.m, .v = g.v, .bn = g.bn,
+                     .num_params = net_num_params(net), .seed = o.seed, .step = o.step,
+                     .bn_floats = g.bn_floats, .learning_rate = o.learning_rate,
+                     .momentum = o.momentum, .weight_decay = o.weight_decay,
+                     .beta1 = o.beta1, .beta2 = o.beta2,
+                     .epsilon = o.epsilon, .warmup_steps = o.warmup_steps,
+                     .decay_every_steps = o.decay_every_steps,
+                     .decay_factor = o.decay_factor},
+            .layers = e.layers, .params = net_params(net), .m = g.m, .v = g.v, .bn = g.bn,
             .extra = extra, .extra_bytes = extra_bytes};
         st = write_file(path, &d, func);
     }
     if (collective(net) && agreed) { /* rank 0's write decides for all */
         uint64_t unused = 0;
-        st = share_root(net->comm, st, &unused, func);
+        st = share_root(net_comm(net), st, &unused, func);
     }
     mem_free((void *)e.layers);
     state_gather_free(&g);
@@ -291,20 +291,16 @@ static pcnn_status read_file(const char *path, unsigned char **out, size_t *len,
 /* Take everything from a verified file.  Cannot fail. */
 static void apply(pcnn_net *net, const ckpt_view *v)
 {
-    ckpt_decode_floats(v->params, net->params, net->num_params);
+    ckpt_decode_floats(v->params, net_params(net), net_num_params(net));
     state_scatter(net, v);
     const ckpt_meta *m = &v->meta;
-    net_options *o = &net->opt;
-    o->learning_rate = m->learning_rate;
-    o->hyper.momentum = m->momentum;
-    o->weight_decay = m->weight_decay;
-    o->hyper.beta1 = m->beta1;
-    o->hyper.beta2 = m->beta2;
-    o->hyper.epsilon = m->epsilon;
-    o->warmup_steps = (long)m->warmup_steps;
-    o->decay_every_steps = (long)m->decay_every_steps;
-    o->decay_factor = m->decay_factor;
-    net->step = m->step;
+    const net_training_state s = {
+        .learning_rate = m->learning_rate, .momentum = m->momentum,
+        .weight_decay = m->weight_decay, .beta1 = m->beta1, .beta2 = m->beta2,
+        .epsilon = m->epsilon, .decay_factor = m->decay_factor,
+        .warmup_steps = m->warmup_steps, .decay_every_steps = m->decay_every_steps,
+        .step = m->step};
+    net_set_training_state(net, &s);
 }
 
 /* Broadcast rank 0's verified bytes in pieces MPI counts can express. */
@@ -327,8 +323,8 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
     if (st == PCNN_OK && !extra && extra_size)
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func, "extra is NULL with size %zu",
                        extra_size);
-    if (!net || !net->finalized) return st;
-    if (st == PCNN_OK) st = exchange_flush(net->exchange);
+    if (!net || !net_is_finalized(net)) return st;
+    if (st == PCNN_OK) st = net_settle(net);
     ckpt_expect e = {0};
     if (st == PCNN_OK) st = expect_of(net, &e, func);
     st = agree_if(net, st, func);
@@ -348,14 +344,14 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
     }
     if (collective(net)) { /* rank 0 decides; then everyone gets its bytes */
         uint64_t shared = len;
-        st = share_root(net->comm, st, &shared, func);
+        st = share_root(net_comm(net), st, &shared, func);
         if (st == PCNN_OK && !root) {
             len = (size_t)shared;
             buf = mem_calloc(len ? len : 1, 1);
             if (!buf) st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "%zu bytes", len);
         }
-        st = agree(net->comm, st, func);
-        if (st == PCNN_OK) st = broadcast_bytes(net->comm, buf, len, func);
+        st = agree(net_comm(net), st, func);
+        if (st == PCNN_OK) st = broadcast_bytes(net_comm(net), buf, len, func);
         if (st == PCNN_OK && !root) { /* the same bytes verify the same way */
             st = ckpt_parse(buf, len, func, &view);
             if (st == PCNN_OK) st = verify_file(net, &view, &e, func);
@@ -371,7 +367,7 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
     if (st == PCNN_OK || st == PCNN_ERR_SHAPE) {
         if (extra_bytes) *extra_bytes = view.extra_bytes;
     }
-    if (collective(net)) st = agree(net->comm, st, func);
+    if (collective(net)) st = agree(net_comm(net), st, func);
     if (st == PCNN_OK) {
         apply(net, &view);
         if (wanted && view.extra_bytes) memcpy(extra, view.extra, view.extra_bytes);

@@ -13,12 +13,12 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
+#include "../graph/graph.h"
 #include "../layers/batchnorm.h"
 #include "../parallel/exchange.h"
 
-static bool collective(const pcnn_net *net) { return net->comm && net->comm->size > 1; }
-static bool is_root(const pcnn_net *net) { return !net->comm || net->comm->rank == 0; }
+static bool collective(const pcnn_net *net) { return net_comm(net) && net_comm(net)->size > 1; }
+static bool is_root(const pcnn_net *net) { return !net_comm(net) || net_comm(net)->rank == 0; }
 
 /* Where a rank's optimizer state goes in flat parameter order: the owned
  * runs of its exchange strategies (parallel/exchange.h). */
@@ -36,10 +36,10 @@ static void copy_run_out(void *arg, owned_run run)
 /* The largest optimizer state any rank keeps. */
 static size_t largest_state(const pcnn_net *net)
 {
-    const int P = net->comm ? net->comm->size : 1;
+    const int P = net_comm(net) ? net_comm(net)->size : 1;
     size_t most = 0;
     for (int p = 0; p < P; p++) {
-        const size_t count = exchange_state_count_of(net->exchange, p);
+        const size_t count = exchange_state_count_of(net_exchange(net), p);
         if (count > most) most = count;
     }
     return most;
@@ -52,9 +52,9 @@ static size_t largest_state(const pcnn_net *net)
 size_t state_bn_floats(pcnn_net *net)
 {
     size_t total = 0;
-    for (int i = 0; i < net->layers.count; i++) {
+    for (int i = 0; i < net_layer_list(net)->count; i++) {
         size_t count = 0;
-        batchnorm_running_stats(net->layers.items[i], &count);
+        batchnorm_running_stats(net_layer_list(net)->items[i], &count);
         total += count;
     }
     return total;
@@ -64,18 +64,18 @@ pcnn_status state_gather_alloc(pcnn_net *net, state_gather *g, const char *func)
 {
     *g = (state_gather){.bn_floats = state_bn_floats(net)};
     const bool root = is_root(net);
-    const size_t P = net->comm ? (size_t)net->comm->size : 1, n = net->num_params;
+    const size_t P = net_comm(net) ? (size_t)net_comm(net)->size : 1, n = net_num_params(net);
     if (collective(net) && g->bn_floats > (size_t)INT32_MAX)
         return error_set(PCNN_ERR_UNSUPPORTED, func, "%zu batch-norm statistics exceed one "
                          "MPI message", g->bn_floats);
     bool ok = true;
-    if (root && net->optim.m) ok = ok && (g->m = mem_alloc_floats(n));
-    if (root && net->optim.v) ok = ok && (g->v = mem_alloc_floats(n));
+    if (root && net_optim(net)->m) ok = ok && (g->m = mem_alloc_floats(n));
+    if (root && net_optim(net)->v) ok = ok && (g->v = mem_alloc_floats(n));
     if (g->bn_floats) {
         ok = ok && (g->bn_mine = mem_alloc_floats(g->bn_floats));
         if (root) ok = ok && (g->bn = mem_alloc_floats(g->bn_floats * P));
     }
-    const size_t largest = collective(net) && net->optim.m ? largest_state(net) : 0;
+    const size_t largest = collective(net) && net_optim(net)->m ? largest_state(net) : 0;
     if (collective(net) && largest > (size_t)INT32_MAX)
         return error_set(PCNN_ERR_UNSUPPORTED, func, "%zu optimizer state values on one rank "
                          "exceed one MPI message", largest);
@@ -94,12 +94,12 @@ static pcnn_status gather_vector(pcnn_net *net, const float *state, float *full,
 {
     if (!collective(net)) {
         state_copy c = {state, full};
-        exchange_owned_runs(net->exchange, 0, copy_run_out, &c);
+        exchange_owned_runs(net_exchange(net), 0, copy_run_out, &c);
         return PCNN_OK;
     }
-    const pcnn_comm *comm = net->comm;
+    const pcnn_comm *comm = net_comm(net);
     if (comm->rank != 0) {
-        const int count = (int)exchange_state_count(net->exchange);
+        const int count = (int)exchange_state_count(net_exchange(net));
         int code = MPI_Send(state, count, MPI_FLOAT, 0, 0, comm->comm);
         if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Send (optimizer state)");
         return PCNN_OK;
@@ -107,26 +107,26 @@ static pcnn_status gather_vector(pcnn_net *net, const float *state, float *full,
     for (int p = 0; p < comm->size; p++) {
         state_copy c = {state, full};
         if (p > 0) {
-            const int count = (int)exchange_state_count_of(net->exchange, p);
+            const int count = (int)exchange_state_count_of(net_exchange(net), p);
             int code = MPI_Recv(g->received, count, MPI_FLOAT, p, 0, comm->comm,
                                 MPI_STATUS_IGNORE);
             if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Recv (optimizer state)");
             c.state = g->received;
         }
-        exchange_owned_runs(net->exchange, p, copy_run_out, &c);
+        exchange_owned_runs(net_exchange(net), p, copy_run_out, &c);
     }
     return PCNN_OK;
 }
 
 pcnn_status state_gather_run(pcnn_net *net, state_gather *g, const char *func)
 {
-    if (net->optim.m) TRY(gather_vector(net, net->optim.m, g->m, g, func));
-    if (net->optim.v) TRY(gather_vector(net, net->optim.v, g->v, g, func));
+    if (net_optim(net)->m) TRY(gather_vector(net, net_optim(net)->m, g->m, g, func));
+    if (net_optim(net)->v) TRY(gather_vector(net, net_optim(net)->v, g->v, g, func));
     if (!g->bn_floats) return PCNN_OK;
     float *dst = g->bn_mine;
-    for (int i = 0; i < net->layers.count; i++) {
+    for (int i = 0; i < net_layer_list(net)->count; i++) {
         size_t count = 0;
-        const float *s = batchnorm_running_stats(net->layers.items[i], &count);
+        const float *s = batchnorm_running_stats(net_layer_list(net)->items[i], &count);
         if (count) memcpy(dst, s, count * sizeof(float));
         dst += count;
     }
@@ -135,7 +135,7 @@ pcnn_status state_gather_run(pcnn_net *net, state_gather *g, const char *func)
         return PCNN_OK;
     }
     int code = MPI_Gather(g->bn_mine, (int)g->bn_floats, MPI_FLOAT, g->bn, (int)g->bn_floats,
-                          MPI_FLOAT, 0, net->comm->comm);
+                          MPI_FLOAT, 0, net_comm(net)->comm);
     if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Gather (batch-norm statistics)");
     return PCNN_OK;
 }
@@ -169,7 +169,7 @@ static void load_run(void *arg, owned_run run)
 static void scatter_vector(const pcnn_net *net, const unsigned char *file, float *state)
 {
     state_load l = {file, state};
-    exchange_owned_runs(net->exchange, net->comm ? net->comm->rank : 0, load_run, &l);
+    exchange_owned_runs(net_exchange(net), net_comm(net) ? net_comm(net)->rank : 0, load_run, &l);
 }
 
 /* Batch normalisation keeps per-rank statistics: with as many ranks as
@@ -180,11 +180,11 @@ static void scatter_bn(pcnn_net *net, const ckpt_view *v)
 {
     const size_t per_rank = v->meta.bn_floats;
     const uint32_t saved = v->meta.ranks;
-    const int P = net->comm ? net->comm->size : 1, r = net->comm ? net->comm->rank : 0;
+    const int P = net_comm(net) ? net_comm(net)->size : 1, r = net_comm(net) ? net_comm(net)->rank : 0;
     size_t at = 0;
-    for (int i = 0; i < net->layers.count; i++) {
+    for (int i = 0; i < net_layer_list(net)->count; i++) {
         size_t count = 0;
-        float *s = batchnorm_running_stats(net->layers.items[i], &count);
+        float *s = batchnorm_running_stats(net_layer_list(net)->items[i], &count);
         if (saved == (uint32_t)P) {
             ckpt_decode_floats(v->bn + 4 * ((size_t)r * per_rank + at), s, count);
             at += count;
@@ -204,7 +204,7 @@ static void scatter_bn(pcnn_net *net, const ckpt_view *v)
 
 void state_scatter(pcnn_net *net, const ckpt_view *v)
 {
-    if (net->optim.m) scatter_vector(net, v->m, net->optim.m);
-    if (net->optim.v) scatter_vector(net, v->v, net->optim.v);
+    if (net_optim(net)->m) scatter_vector(net, v->m, net_optim(net)->m);
+    if (net_optim(net)->v) scatter_vector(net, v->v, net_optim(net)->v);
     if (v->bn) scatter_bn(net, v);
 }

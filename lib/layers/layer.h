@@ -144,7 +144,7 @@ struct pcnn_layer {
     pcnn_layer *fused_relu; /* batch norm or add: the ReLU it computes */
     pcnn_layer *fused_into; /* ReLU: the layer that computes it */
     size_t buffer_bytes;   /* bytes allocated by setup */
-    char choice[96];       /* what decide chose and why; "" when nothing */
+    char choice[160];      /* what decide chose and why; "" when nothing */
 
     void *priv;            /* per-kind configuration and state */
 };

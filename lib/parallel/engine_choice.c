@@ -2,6 +2,7 @@
 #include "engine_choice.h"
 
 #include <sched.h>
+#include <stdio.h>
 
 #include "../core/error.h"
 #include "../strategy/exchange_choice.h"
@@ -22,7 +23,7 @@ static int ranks_on_node(MPI_Comm comm)
 }
 
 pcnn_status engine_choose(MPI_Comm comm, int thread_level, int requested, int threads,
-                          engine_kind *out)
+                          engine_kind *out, char *why, size_t size)
 {
     cpu_set_t set;
     const engine_inputs in = {
@@ -32,10 +33,12 @@ pcnn_status engine_choose(MPI_Comm comm, int thread_level, int requested, int th
         .compute_threads = threads,
         .usable_cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1,
     };
-    int thread_ok = exchange_engine_choose(&in, NULL, 0) == EXCHANGE_ENGINE_THREAD;
+    const int mine = exchange_engine_choose(&in, why, size) == EXCHANGE_ENGINE_THREAD;
+    int thread_ok = mine;
     MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &thread_ok, 1, MPI_INT, MPI_MIN, comm),
             "MPI_Allreduce (engine choice)");
     *out = thread_ok ? ENGINE_THREAD : ENGINE_NONBLOCKING;
+    if (mine && !thread_ok) snprintf(why, size, "nonblocking (another rank cannot host the thread)");
     if (requested == 1 && *out != ENGINE_THREAD && thread_level >= MPI_THREAD_MULTIPLE)
         return FAIL(PCNN_ERR_UNSUPPORTED, "the thread engine needs MPI_THREAD_MULTIPLE on every "
                     "rank; this rank has it, another rank does not (or chose another engine)");

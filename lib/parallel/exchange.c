@@ -169,7 +169,8 @@ pcnn_status exchange_start(exchange *x)
     MPI_Comm_set_errhandler(x->mpi, MPI_ERRORS_RETURN);
     for (int k = 0; k < x->num_buckets; k++) x->buckets[k].ops->prepare(x, &x->buckets[k]);
     engine_kind kind;
-    TRY(engine_choose(x->mpi, x->comm->thread_level, x->setup.engine, x->setup.threads, &kind));
+    TRY(engine_choose(x->mpi, x->comm->thread_level, x->setup.engine, x->setup.threads, &kind,
+                      x->engine_why, sizeof x->engine_why));
     return engine_create(&x->engine, kind, x->mpi, 3 * x->num_buckets + 2, x->setup.comm_core);
 }
 
@@ -180,6 +181,9 @@ int exchange_active_engine(const exchange *x)
 {
     return x->engine ? (int)engine_get_kind(x->engine) : 0;
 }
+
+const char *exchange_engine_reason(const exchange *x) { return x->engine_why; }
+int exchange_num_buckets(const exchange *x) { return x->num_buckets; }
 
 int exchange_kind_of_layer(const exchange *x, int layer)
 {

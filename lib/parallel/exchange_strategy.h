@@ -77,6 +77,7 @@ struct exchange {
     MPI_Comm mpi;              /* this exchange's own duplicate, when has_mpi */
     bool has_mpi;              /* (a zeroed MPI_Comm is not MPI_COMM_NULL in MPICH) */
     engine *engine;            /* NULL on one rank */
+    char engine_why[96];       /* the engine choice's reason */
     bool step_active;          /* a parallel training step is in progress */
     size_t state_count;
     uint64_t bytes_per_step;

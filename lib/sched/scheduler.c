@@ -4,17 +4,17 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
+#include "../graph/graph.h"
 #include "../parallel/decomp.h"
 #include "../parallel/parallel.h"
 #include "sched.h"
 
-static int ranks_of(const pcnn_scheduler *s) { return s->net->comm ? s->net->comm->size : 1; }
-static int rank_of(const pcnn_scheduler *s) { return s->net->comm ? s->net->comm->rank : 0; }
+static int ranks_of(const pcnn_scheduler *s) { return net_comm(s->net) ? net_comm(s->net)->size : 1; }
+static int rank_of(const pcnn_scheduler *s) { return net_comm(s->net) ? net_comm(s->net)->rank : 0; }
 
 static pcnn_status agree_if(const pcnn_scheduler *s, pcnn_status st, const char *func)
 {
-    return s->net->comm ? agree(s->net->comm, st, func) : st;
+    return net_comm(s->net) ? agree(net_comm(s->net), st, func) : st;
 }
 
 PCNN_API pcnn_status pcnn_scheduler_create(pcnn_net *net, int start_batch, int max_batch,
@@ -28,9 +28,9 @@ PCNN_API pcnn_status pcnn_scheduler_create(pcnn_net *net, int start_batch, int m
     if (start_batch < 1 || start_batch > max_batch)
         st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "start batch %d must be in [1, max batch %d]",
                   start_batch, max_batch);
-    else if (max_batch > net->global_max_batch)
+    else if (max_batch > net_global_max_batch(net))
         st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "max batch %d exceeds the network's max_batch %d "
-                  "(finalize with max_batch >= B_m)", max_batch, net->global_max_batch);
+                  "(finalize with max_batch >= B_m)", max_batch, net_global_max_batch(net));
     else if (!isfinite(initial_lr) || initial_lr <= 0)
         st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "initial learning rate %g must be finite and > 0",
                   initial_lr);
@@ -44,10 +44,10 @@ PCNN_API pcnn_status pcnn_scheduler_create(pcnn_net *net, int start_batch, int m
         sched_config_default(&s->cfg, start_batch, max_batch, initial_lr);
         sched_state_init(&s->cfg, &s->st);
     }
-    pcnn_status flushed = exchange_flush(net->exchange); /* w_0 must be the settled parameters */
+    pcnn_status flushed = net_settle(net); /* w_0 must be the settled parameters */
     if (st == PCNN_OK) st = flushed;
     if (st == PCNN_OK) st = sched_keep_initial(s);
-    if (net->comm) st = agree(net->comm, st, __func__);
+    if (net_comm(net)) st = agree(net_comm(net), st, __func__);
     if (st != PCNN_OK) {
         pcnn_scheduler_destroy(&s);
         return st;
@@ -185,14 +185,14 @@ static pcnn_status check_same_config(const pcnn_scheduler *s, pcnn_status st, co
                                  c->lr_rule, (double)c->interval, c->theta_threshold, c->decay,
                                  (double)c->plateau_epochs, c->plateau_threshold,
                                  (double)c->warmup_epochs, c->min_local};
-    TRY(agree(s->net->comm, st, func));
+    TRY(agree(net_comm(s->net), st, func));
     double both[2 * KNOBS];
     for (int i = 0; i < KNOBS; i++) {
         both[i] = knobs[i];
         both[KNOBS + i] = -knobs[i];
     }
     int code = MPI_Allreduce(MPI_IN_PLACE, both, 2 * KNOBS, MPI_DOUBLE, MPI_MAX,
-                             s->net->comm->comm);
+                             net_comm(s->net)->comm);
     if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Allreduce (scheduler options)");
     for (int i = 0; i < KNOBS; i++)
         if (both[i] != -both[KNOBS + i])
@@ -212,20 +212,20 @@ static pcnn_status begin(pcnn_scheduler *s, int *batch, double *lr, const char *
     if (s->in_epoch)
         st = error_set(PCNN_ERR_INVALID_STATE, func, "epoch %ld has begun and not ended",
                        s->st.epoch + 1);
-    else if (largest > net->max_batch)
+    else if (largest > net_local_max_batch(net))
         st = error_set(PCNN_ERR_SHAPE, func,
                        "a rank may get %d samples of a batch up to %d (at least %d samples per "
                        "computing rank) but the network holds %d: finalize with max_batch >= %ld",
-                       largest, s->cfg.max_batch, s->cfg.min_local, net->max_batch,
+                       largest, s->cfg.max_batch, s->cfg.min_local, net_local_max_batch(net),
                        (long)(largest - 1) * ranks_of(s) + 1);
     else if (!(rate > 0) || !isfinite(rate))
         st = error_set(PCNN_ERR_NUMERIC, func, "the learning rate is %g after %ld decays", rate,
                        s->st.decays);
-    if (net->comm && !s->config_checked) st = check_same_config(s, st, func);
+    if (net_comm(net) && !s->config_checked) st = check_same_config(s, st, func);
     else st = agree_if(s, st, func);
     TRY(st);
     s->config_checked = true;
-    net->opt.learning_rate = rate;
+    net_set_learning_rate(net, rate);
     s->in_epoch = true;
     if (batch) *batch = s->st.batch;
     if (lr) *lr = rate;
@@ -241,12 +241,12 @@ static pcnn_status end(pcnn_scheduler *s, double loss, const char *func)
     /* Reserve before agreeing, so that the policy below cannot fail on one
      * rank only. */
     if (st == PCNN_OK) st = sched_state_reserve(&s->st, s->st.epoch + 1, func);
-    pcnn_status flushed = exchange_flush(s->net->exchange);
+    pcnn_status flushed = net_settle(s->net);
     if (st == PCNN_OK) st = flushed;
     const bool known = !isnan(s->st.initial_loss);
     double v[4] = {st == PCNN_OK ? sched_local_sq_distance(s) : 0.0, loss,
                    known ? s->st.initial_loss : 0.0, known ? 1.0 : 0.0};
-    if (s->net->comm) TRY(agree_sum(s->net->comm, st, v, 4, func));
+    if (net_comm(s->net)) TRY(agree_sum(net_comm(s->net), st, v, 4, func));
     TRY(st);
     const double P = ranks_of(s);
     if (s->st.epoch == 0 && v[3] > 0) {

@@ -9,7 +9,7 @@
 #include "../core/hash.h"
 #include "../core/le.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
+#include "../graph/graph.h"
 #include "../parallel/decomp.h"
 #include "../parallel/parallel.h"
 #include "sched.h"
@@ -37,7 +37,7 @@ PCNN_API pcnn_status pcnn_scheduler_state_bytes(const pcnn_scheduler *sched, siz
 /* Every rank's w_0 slice into `all` (num_params floats) on every rank. */
 static pcnn_status gather_w0(const pcnn_scheduler *s, float *all, int *counts, int *displs)
 {
-    const pcnn_comm *c = s->net->comm;
+    const pcnn_comm *c = net_comm(s->net);
     if (!c) {
         memcpy(all, s->w0, s->w0_count * sizeof *all);
         return PCNN_OK;
@@ -85,7 +85,7 @@ PCNN_API pcnn_status pcnn_scheduler_save_state(const pcnn_scheduler *sched, void
     API_ENTRY();
     REQUIRE_PTR(sched);
     const size_t need = sched_state_bytes(sched);
-    const int P = sched->net->comm ? sched->net->comm->size : 1;
+    const int P = net_comm(sched->net) ? net_comm(sched->net)->size : 1;
     pcnn_status st = PCNN_OK;
     if (!buf) st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "buf is NULL");
     else if (size < need)
@@ -103,7 +103,7 @@ PCNN_API pcnn_status pcnn_scheduler_save_state(const pcnn_scheduler *sched, void
         if (!all || !counts || !displs)
             st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "w_0 of %zu parameters", sched->num_params);
     }
-    if (sched->net->comm) st = agree(sched->net->comm, st, __func__);
+    if (net_comm(sched->net)) st = agree(net_comm(sched->net), st, __func__);
     if (st == PCNN_OK) st = gather_w0(sched, all, counts, displs);
     if (st == PCNN_OK) encode(sched, all, buf);
     mem_free(all);
@@ -164,7 +164,7 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
         st = FAIL(PCNN_ERR_INVALID_STATE, "load the state between epochs, not inside one");
     else st = check_image(sched, b, size, __func__);
     if (st == PCNN_OK) st = sched_state_reserve(&sched->st, (long)le_get_u64(b + 40), __func__);
-    if (sched->net->comm) st = agree(sched->net->comm, st, __func__);
+    if (net_comm(sched->net)) st = agree(net_comm(sched->net), st, __func__);
     TRY(st);
     sched_state *t = &sched->st;
     t->epoch = (long)le_get_u64(b + 40);

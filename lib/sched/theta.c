@@ -7,7 +7,7 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
-#include "../graph/net.h"
+#include "../graph/graph.h"
 #include "../parallel/decomp.h"
 #include "../parallel/parallel.h"
 #include "sched.h"
@@ -15,17 +15,17 @@
 pcnn_status sched_keep_initial(pcnn_scheduler *s)
 {
     const pcnn_net *net = s->net;
-    const int P = net->comm ? net->comm->size : 1, r = net->comm ? net->comm->rank : 0;
+    const int P = net_comm(net) ? net_comm(net)->size : 1, r = net_comm(net) ? net_comm(net)->rank : 0;
     long lo;
-    const size_t count = (size_t)decomp_share((long)net->num_params, P, r, &lo);
+    const size_t count = (size_t)decomp_share((long)net_num_params(net), P, r, &lo);
     float *w0 = mem_alloc_floats(count);
     if (!w0) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "w_0 slice of %zu parameters", count);
-    memcpy(w0, net->params + lo, count * sizeof *w0);
+    memcpy(w0, net_params(net) + lo, count * sizeof *w0);
     mem_free(s->w0);
     s->w0 = w0;
     s->w0_lo = (size_t)lo;
     s->w0_count = count;
-    s->num_params = net->num_params;
+    s->num_params = net_num_params(net);
     return PCNN_OK;
 }
 
@@ -33,7 +33,7 @@ pcnn_status sched_keep_initial(pcnn_scheduler *s)
  * epoch over N/P elements is cheap. */
 double sched_local_sq_distance(const pcnn_scheduler *s)
 {
-    const float *w = s->net->params + s->w0_lo;
+    const float *w = net_params(s->net) + s->w0_lo;
     double lane[4] = {0.0, 0.0, 0.0, 0.0};
     size_t i = 0;
     for (; i + 4 <= s->w0_count; i += 4)

@@ -1,0 +1,59 @@
+/* The graph's door for the rooms above it (the batch scheduler and
+ * checkpoints): what they may ask of a network, without struct pcnn_net,
+ * which stays private to graph/ (net.h). */
+#ifndef PCNN_GRAPH_GRAPH_H
+#define PCNN_GRAPH_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../data/dataset.h"
+#include "../layers/layer.h"
+#include "../optim/optim.h"
+#include "../parallel/exchange.h"
+#include "../parallel/parallel.h"
+#include "pcnn.h"
+
+/* A finalized network that was not aborted; func names the public
+ * function in messages. */
+pcnn_status net_check_ready(const pcnn_net *net, const char *func);
+
+/* What planning made (valid after finalize). */
+const pcnn_comm *net_comm(const pcnn_net *net); /* NULL: one process */
+const layer_list *net_layer_list(const pcnn_net *net);
+const pcnn_layer *net_output(const pcnn_net *net);
+bool net_is_finalized(const pcnn_net *net);
+size_t net_num_params(const pcnn_net *net);
+float *net_params(const pcnn_net *net);     /* the flat parameter array */
+optim_state *net_optim(const pcnn_net *net); /* this rank's optimizer state */
+const exchange *net_exchange(const pcnn_net *net);
+pcnn_optimizer net_optimizer(const pcnn_net *net);
+pcnn_loss net_loss_kind(const pcnn_net *net);
+int net_local_max_batch(const pcnn_net *net);  /* this rank's share */
+int net_global_max_batch(const pcnn_net *net); /* as given to finalize */
+
+/* Wait for the parameters still in flight: call before reading them. */
+pcnn_status net_settle(pcnn_net *net);
+
+/* What a checkpoint saves and restores besides the arrays: the optimizer's
+ * hyper-parameters, the learning-rate schedule and the step counter. */
+typedef struct net_training_state {
+    double learning_rate, momentum, weight_decay, beta1, beta2, epsilon, decay_factor;
+    uint64_t warmup_steps, decay_every_steps, step, seed;
+} net_training_state;
+
+net_training_state net_get_training_state(const pcnn_net *net);
+/* Everything but the seed, which finalize has used already. */
+void net_set_training_state(pcnn_net *net, const net_training_state *s);
+/* The scheduler's learning rate (validated by the caller). */
+void net_set_learning_rate(pcnn_net *net, double rate);
+
+/* One epoch over `data` in batches of `batch` (graph/train.c), each batch
+ * split over the ranks sched_share lets compute (min_local 0: all ranks).
+ * *first_loss (may be NULL) receives the loss of the first step, taken
+ * before its update.  Collective with a communicator. */
+pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, int min_local,
+                            double *mean_loss, double *first_loss, const char *func);
+
+#endif
