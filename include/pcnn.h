@@ -338,20 +338,6 @@ PCNN_API pcnn_status pcnn_net_set_option(pcnn_net *net, pcnn_option option, doub
 PCNN_API pcnn_status pcnn_net_get_option(const pcnn_net *net, pcnn_option option,
                                          double *value);
 
-/* Describe an option of this library, without a network.  *min and *max
- * receive the smallest and largest values pcnn_net_set_option accepts, both
- * inclusive: an open bound (momentum's 1, the learning rate's 0) is given
- * as the nearest double inside it, an unbounded one as DBL_MAX; for a
- * read-only option, the range of the values it takes.  *is_integer
- * receives 1 when values must be integral (flags are integers in [0, 1]),
- * else 0.  *name receives the option's name, the enum member's without
- * PCNN_OPT_ in lower case ("learning_rate"), a static string.  Any output
- * may be NULL.  Options are numbered from 0 without gaps, so calling this
- * with 0, 1, 2, ... until it fails lists every option the library knows.
- * Errors: INVALID_ARGUMENT (unknown option). */
-PCNN_API pcnn_status pcnn_net_option_info(pcnn_option option, double *min, double *max,
-                                          int *is_integer, const char **name);
-
 /* Plan and allocate everything: shapes, parameters (initialised from the
  * seed), gradients, activations, convolution workspaces and optimizer state, for
  * batches of up to max_batch samples.  After this, training steps allocate
@@ -622,27 +608,9 @@ PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *byte
  * flight.  (pcnn_net_destroy of a healthy network, by contrast, waits for
  * its collectives in flight: the last step's all-gathers.)  With MPICH over
  * UCX, MPI_Finalize may then warn on stderr about unmatched messages.
+ * pcnn_net_abort and pcnn_net_async_error are new in this release: section 9.
  */
 
-/* Abandon the network's collectives in flight and stop its progress
- * engine.  Local, never blocks, idempotent; also valid before finalize.
- * Afterwards every call on the network except pcnn_net_destroy,
- * pcnn_net_abort and pcnn_net_async_error returns PCNN_ERR_INVALID_STATE;
- * destroy then waits for nothing (and leaks as said above if collectives
- * were in flight).  Use it on a rank that will not take part in the
- * network's collectives any more, or when pcnn_net_async_error reports a
- * failure.  The other ranks are not told: their next collective on the
- * network times out (with PCNN_OPT_TIMEOUT_MS) or waits.  Call it from
- * the thread that uses the network.  Errors: INVALID_ARGUMENT (net NULL). */
-PCNN_API pcnn_status pcnn_net_abort(pcnn_net *net);
-
-/* *status receives PCNN_OK, or the status of the first collective of this
- * network, or agreement on its communicator, that failed or timed out
- * (PCNN_ERR_TIMEOUT, PCNN_ERR_MPI); the network is then aborted.  An
- * explicit pcnn_net_abort alone leaves it PCNN_OK.  Local, never blocks,
- * valid in every state, also after pcnn_net_abort.  Errors:
- * INVALID_ARGUMENT (net or status NULL). */
-PCNN_API pcnn_status pcnn_net_async_error(const pcnn_net *net, pcnn_status *status);
 
 /* ------------------------------------------------------------------------ */
 /* 6. Timing breakdown                                                       */
@@ -1037,5 +1005,50 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * Results differ between algorithms in float rounding only.  Before
  * finalize. */
 #define PCNN_OPT_CONV_ALGORITHM PCNN_OPT_EXPERIMENTAL_5
+
+/* New calls of this release.  They join the stable sections once they have
+ * been used for a release; until then their names and contracts may change.
+ * (The behaviour after a timeout is stable: section 5.) */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Describe an option of this library, without a network.  *min and *max
+ * receive the smallest and largest values pcnn_net_set_option accepts, both
+ * inclusive: an open bound (momentum's 1, the learning rate's 0) is given
+ * as the nearest double inside it, an unbounded one as DBL_MAX; for a
+ * read-only option, the range of the values it takes.  *is_integer
+ * receives 1 when values must be integral (flags are integers in [0, 1]),
+ * else 0.  *name receives the option's name, the enum member's without
+ * PCNN_OPT_ in lower case ("learning_rate"), a static string.  Any output
+ * may be NULL.  Options are numbered from 0 without gaps, so calling this
+ * with 0, 1, 2, ... until it fails lists every option the library knows.
+ * Errors: INVALID_ARGUMENT (unknown option). */
+PCNN_API pcnn_status pcnn_net_option_info(pcnn_option option, double *min, double *max,
+                                          int *is_integer, const char **name);
+
+/* Abandon the network's collectives in flight and stop its progress
+ * engine.  Local, never blocks, idempotent; also valid before finalize.
+ * Afterwards every call on the network except pcnn_net_destroy,
+ * pcnn_net_abort and pcnn_net_async_error returns PCNN_ERR_INVALID_STATE;
+ * destroy then waits for nothing (and leaks as said above if collectives
+ * were in flight).  Use it on a rank that will not take part in the
+ * network's collectives any more, or when pcnn_net_async_error reports a
+ * failure.  The other ranks are not told: their next collective on the
+ * network times out (with PCNN_OPT_TIMEOUT_MS) or waits.  Call it from
+ * the thread that uses the network.  Errors: INVALID_ARGUMENT (net NULL). */
+PCNN_API pcnn_status pcnn_net_abort(pcnn_net *net);
+
+/* *status receives PCNN_OK, or the status of the first collective of this
+ * network, or agreement on its communicator, that failed or timed out
+ * (PCNN_ERR_TIMEOUT, PCNN_ERR_MPI); the network is then aborted.  An
+ * explicit pcnn_net_abort alone leaves it PCNN_OK.  Local, never blocks,
+ * valid in every state, also after pcnn_net_abort.  Errors:
+ * INVALID_ARGUMENT (net or status NULL). */
+PCNN_API pcnn_status pcnn_net_async_error(const pcnn_net *net, pcnn_status *status);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PCNN_EXPERIMENTAL */
