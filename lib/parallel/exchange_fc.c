@@ -36,6 +36,16 @@ typedef struct fc_gradient {
 
 enum { FC_ACTIVATIONS, FC_ERRORS };
 
+/* The per-rank tables, allocated and freed together. */
+enum { FC_TABLES = 11 };
+static void fc_tables(fc_gradient *fc, int **tables[FC_TABLES])
+{
+    int **all[FC_TABLES] = {&fc->feat_counts, &fc->feat_displs, &fc->batch, &fc->act_scounts,
+                            &fc->act_sdispls, &fc->act_rcounts, &fc->act_rdispls,
+                            &fc->err_counts, &fc->err_displs, &fc->w_counts, &fc->w_displs};
+    for (int i = 0; i < FC_TABLES; i++) tables[i] = all[i];
+}
+
 static int *ints(int n, size_t *bytes)
 {
     *bytes += (size_t)n * sizeof(int);
@@ -52,10 +62,9 @@ static pcnn_status fc_plan(exchange *x, bucket *b)
     b->impl = fc;
     *fc = (fc_gradient){.layer = l, .out = d.out, .features = d.features, .bias = d.bias};
     size_t bytes = 0;
-    int **tables[] = {&fc->feat_counts, &fc->feat_displs, &fc->batch, &fc->act_scounts,
-                      &fc->act_sdispls, &fc->act_rcounts, &fc->act_rdispls, &fc->err_counts,
-                      &fc->err_displs, &fc->w_counts, &fc->w_displs};
-    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+    int **tables[FC_TABLES];
+    fc_tables(fc, tables);
+    for (int i = 0; i < FC_TABLES; i++) {
         *tables[i] = ints(P, &bytes);
         if (!*tables[i])
             return FAIL(PCNN_ERR_OUT_OF_MEMORY, "FC exchange tables of layer %d", layer);
@@ -98,10 +107,9 @@ static void fc_free(bucket *b)
 {
     fc_gradient *fc = b->impl;
     if (!fc) return;
-    int **tables[] = {&fc->feat_counts, &fc->feat_displs, &fc->batch, &fc->act_scounts,
-                      &fc->act_sdispls, &fc->act_rcounts, &fc->act_rdispls, &fc->err_counts,
-                      &fc->err_displs, &fc->w_counts, &fc->w_displs};
-    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) mem_free(*tables[i]);
+    int **tables[FC_TABLES];
+    fc_tables(fc, tables);
+    for (int i = 0; i < FC_TABLES; i++) mem_free(*tables[i]);
     mem_free(fc->act_recv);
     mem_free(fc->err_all);
     mem_free(fc->w_stage);
