@@ -1127,8 +1127,7 @@ static void test_cleanup_kill(const char *self)
     CK(pcnn_net_save(net, path));
     touch("k.ckpt.keep"); /* a neighbour that must survive */
     int rounds = 0, left = 0;
-    unsigned rng = 777u;
-    while (left == 0 && rounds < 40) {
+    while (left == 0 && rounds < 20) {
         rounds++;
         pid_t pid = fork();
         if (pid == 0) {
@@ -1136,9 +1135,9 @@ static void test_cleanup_kill(const char *self)
             execv("/proc/self/exe", argv);
             _exit(127);
         }
-        rng = rng * 1664525u + 1013904223u;
-        struct timespec ts = {0, 20000000L + (long)(rng >> 8) % 200000000L};
-        nanosleep(&ts, NULL);
+        /* Kill it in the middle of a save: as soon as its temporary shows. */
+        const struct timespec poll = {0, 200000L};
+        for (int i = 0; i < 50000 && count_temps("k.ckpt") == 0; i++) nanosleep(&poll, NULL);
         kill(pid, SIGKILL);
         int status;
         waitpid(pid, &status, 0);
@@ -1146,7 +1145,7 @@ static void test_cleanup_kill(const char *self)
     }
     CK(pcnn_net_save(net, path));
     expect(left >= 1 && count_temps("k.ckpt") == 0 && exists("k.ckpt.keep") && exists("k.ckpt"),
-           "SIGKILL during a save (round %d of up to 40) left %d temporary; the next save "
+           "SIGKILL during a save (round %d of up to 20) left %d temporary; the next save "
            "removed it and nothing else", rounds, left);
     remove_name("k.ckpt.keep");
     pcnn_net_destroy(&net);
