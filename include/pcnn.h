@@ -182,7 +182,10 @@ typedef enum pcnn_option {
      * PCNN_ERR_NUMERIC.  Default 1. */
     PCNN_OPT_CHECK_NUMERICS = 12,
     /* Read only: the number of completed training steps (the step counter
-     * that drives warm-up, decay and dropout masks).  Settable, to resume. */
+     * that drives warm-up, decay and dropout masks).  Settable, to resume:
+     * an integer in [0, 2^53].  At 2^53, pcnn_net_train_step fails with
+     * INVALID_STATE instead of counting beyond what a double (and this
+     * option) can hold. */
     PCNN_OPT_STEP = 13,
     /* Read only: the learning rate the next step will use, schedule
      * included. */
@@ -357,7 +360,8 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch);
  */
 
 /* One training step: forward, loss, backward, parameter update; increments
- * the step counter.  *loss (may be NULL) receives the mean loss of the
+ * the step counter (INVALID_STATE once it is at its maximum, 2^53: see
+ * PCNN_OPT_STEP).  *loss (may be NULL) receives the mean loss of the
  * batch, computed before the update. */
 PCNN_API pcnn_status pcnn_net_train_step(pcnn_net *net, int n, const float *x,
                                          const int32_t *labels, const float *targets,
@@ -687,9 +691,11 @@ PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path)
 
 /* Save the network's training state to `path` (replacing any file there
  * only once the new one is complete).  After finalize, between steps.
- * Collective with a communicator.  Errors: INVALID_ARGUMENT (NULL net or
- * path, empty path), INVALID_STATE (not finalized), IO (cannot create,
- * write, sync or rename: the previous file, if any, is intact),
+ * Collective with a communicator.  Before writing, removes the
+ * temporaries that saves to the same path killed earlier left behind (see
+ * pcnn_checkpoint_cleanup in section 9).  Errors: INVALID_ARGUMENT (NULL
+ * net or path, empty path), INVALID_STATE (not finalized), IO (cannot
+ * create, write, sync or rename: the previous file, if any, is intact),
  * OUT_OF_MEMORY, MPI, REMOTE. */
 PCNN_API pcnn_status pcnn_net_save(pcnn_net *net, const char *path);
 
@@ -702,7 +708,10 @@ PCNN_API pcnn_status pcnn_net_save(pcnn_net *net, const char *path);
  * is untouched.  Collective with a communicator.
  * Errors: INVALID_ARGUMENT, INVALID_STATE (not finalized), IO (missing or
  * unreadable file), CORRUPT (truncated, damaged: a checksum fails, or
- * malformed), UNSUPPORTED (an intact file of a newer format version),
+ * malformed, or holding values no run produces: NaN or infinite parameters
+ * or optimizer state, negative Adam second moments or batch-norm
+ * variances, options outside the ranges pcnn_net_set_option accepts; the
+ * message names the field and the first bad index), UNSUPPORTED (an intact file of a newer format version),
  * MISMATCH (built differently: the message names the first differing
  * layer, or the loss, optimizer or seed), OUT_OF_MEMORY, MPI, REMOTE. */
 PCNN_API pcnn_status pcnn_net_load(pcnn_net *net, const char *path);
@@ -1046,6 +1055,25 @@ PCNN_API pcnn_status pcnn_net_abort(pcnn_net *net);
  * valid in every state, also after pcnn_net_abort.  Errors:
  * INVALID_ARGUMENT (net or status NULL). */
 PCNN_API pcnn_status pcnn_net_async_error(const pcnn_net *net, pcnn_status *status);
+
+/* Remove what interrupted saves to `path` left behind.  pcnn_net_save
+ * (and pcnn_net_write_trace) write a temporary file next to `path`, named
+ * `<path>.pcnn-tmp.<host>.<pid>.<n>`, and rename it over `path` once it is
+ * complete; a process killed meanwhile (kill -9, power loss) leaves it.
+ * Each save to `path` first removes such temporaries itself; this call
+ * does only that, e.g. at start-up or for a path no longer saved to.  It
+ * removes exactly the regular files owned by this user in path's directory
+ * named `<file name of path>.pcnn-tmp.<this host>.<pid>.<n>` (host: this
+ * host's name, characters other than letters, digits, '-' and '_' as '_',
+ * at most 32; pid and n decimal) whose pid is not a running process of this
+ * host; never `path` itself, the temporaries of this process or of any
+ * running process, nor those written by other hosts into a shared
+ * directory.  *removed (may be NULL) receives the number of files removed.
+ * Local: no communicator is involved.  Errors: INVALID_ARGUMENT (NULL or
+ * empty path, or one ending in '/'), IO (the directory cannot be read, or
+ * a stale temporary cannot be removed; the others are removed all the
+ * same). */
+PCNN_API pcnn_status pcnn_checkpoint_cleanup(const char *path, int *removed);
 
 #ifdef __cplusplus
 }

@@ -1,27 +1,53 @@
 #include "atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "error.h"
 #include "memory.h"
 
+#define HOST_CHARS 32
+/* Room for the tag, host, pid and counter after the path. */
+#define TEMP_EXTRA (sizeof ATOMIC_FILE_TAG + HOST_CHARS + 48)
+
+/* This host's name as it appears in temporary names: no '.' (the name is
+ * parsed on dots) and nothing a file name cannot hold. */
+static void host_tag(char out[HOST_CHARS + 1])
+{
+    char name[256] = "";
+    if (gethostname(name, sizeof name - 1) != 0 || !name[0]) strcpy(name, "localhost");
+    size_t n = 0;
+    for (; name[n] && n < HOST_CHARS; n++) {
+        char c = name[n];
+        bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_';
+        out[n] = keep ? c : '_';
+    }
+    out[n] = '\0';
+}
+
 /* A fresh temporary name next to the target, created with O_EXCL and mode
  * 0666 so the final file gets the permissions the umask gives (mkstemp
- * would force 0600). */
-static int create_temp(const char *path, size_t len, char *temp)
+ * would force 0600).  The counter makes names unique within the process;
+ * O_EXCL skips one left by an earlier process that had the same pid. */
+static int create_temp(const char *path, size_t size, char *temp)
 {
-    for (int attempt = 0; attempt < 32; attempt++) {
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        snprintf(temp, len + 40, "%s.tmp.%ld.%lx", path, (long)getpid(),
-                 (unsigned long)(t.tv_nsec ^ ((unsigned long)attempt << 20)));
+    static atomic_ulong counter;
+    char host[HOST_CHARS + 1];
+    host_tag(host);
+    for (int attempt = 0; attempt < 64; attempt++) {
+        unsigned long n = atomic_fetch_add(&counter, 1);
+        snprintf(temp, size, "%s" ATOMIC_FILE_TAG "%s.%ld.%lu", path, host, (long)getpid(), n);
         int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0 || errno != EEXIST) return fd;
     }
@@ -33,13 +59,16 @@ pcnn_status atomic_file_open(atomic_file *f, const char *path)
     *f = (atomic_file){0};
     size_t len = strlen(path);
     f->target = mem_calloc(len + 1, 1);
-    f->temp = mem_calloc(len + 40, 1);
+    f->temp = mem_calloc(len + TEMP_EXTRA, 1);
     if (!f->target || !f->temp) {
         atomic_file_abort(f);
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "path of %zu bytes", len);
     }
     memcpy(f->target, path, len);
-    int fd = create_temp(path, len, f->temp);
+    /* Best effort: a directory we cannot list or clean must not stop the
+     * write, which reports its own errors. */
+    (void)atomic_file_cleanup(path, NULL);
+    int fd = create_temp(path, len + TEMP_EXTRA, f->temp);
     if (fd < 0) {
         int err = errno;
         f->temp[0] = '\0';
@@ -103,4 +132,75 @@ pcnn_status atomic_file_commit(atomic_file *f)
     f->temp[0] = '\0'; /* renamed: nothing to remove */
     atomic_file_abort(f);
     return PCNN_OK;
+}
+
+/* s[0, n) is 1 to `max` decimal digits. */
+static bool all_digits(const char *s, size_t n, size_t max)
+{
+    if (n == 0 || n > max) return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return false;
+    return true;
+}
+
+/* The pid of a temporary named prefix + "<pid>.<n>", or 0 if `name` is
+ * anything else. */
+static pid_t temp_pid(const char *name, const char *prefix, size_t prefix_len)
+{
+    if (strncmp(name, prefix, prefix_len) != 0) return 0;
+    const char *pid = name + prefix_len, *dot = strchr(pid, '.');
+    if (!dot || !all_digits(pid, (size_t)(dot - pid), 10) ||
+        !all_digits(dot + 1, strlen(dot + 1), 20))
+        return 0;
+    long v = strtol(pid, NULL, 10);
+    return v > 0 && v <= INT_MAX ? (pid_t)v : 0;
+}
+
+/* Is `pid` a process of this host (signal 0 probes without sending;
+ * EPERM: it exists, under another user)? */
+static bool process_alive(pid_t pid)
+{
+    return kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+pcnn_status atomic_file_cleanup(const char *path, int *removed)
+{
+    if (removed) *removed = 0;
+    const size_t len = strlen(path);
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!base[0]) return FAIL(PCNN_ERR_INVALID_ARGUMENT, "'%s' names no file", path);
+    char dir[4096] = ".", prefix[512], host[HOST_CHARS + 1];
+    if (slash) {
+        size_t n = slash == path ? 1 : (size_t)(slash - path); /* "/file": the root */
+        if (n >= sizeof dir)
+            return FAIL(PCNN_ERR_INVALID_ARGUMENT, "the directory of a %zu-byte path is longer "
+                        "than %zu bytes", len, sizeof dir - 1);
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
+    host_tag(host);
+    int plen = snprintf(prefix, sizeof prefix, "%s" ATOMIC_FILE_TAG "%s.", base, host);
+    if (plen < 0 || (size_t)plen >= sizeof prefix) return PCNN_OK; /* no such name fits a directory */
+    DIR *d = opendir(dir);
+    if (!d) return FAIL(PCNN_ERR_IO, "cannot read the directory '%s': %s", dir, strerror(errno));
+    pcnn_status st = PCNN_OK;
+    const pid_t self = getpid();
+    const uid_t user = geteuid();
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        pid_t pid = temp_pid(e->d_name, prefix, (size_t)plen);
+        if (pid == 0 || pid == self || process_alive(pid)) continue;
+        struct stat sb;
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode) ||
+            sb.st_uid != user)
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0) {
+            if (removed) (*removed)++;
+        } else if (errno != ENOENT && st == PCNN_OK) { /* ENOENT: someone else removed it */
+            st = FAIL(PCNN_ERR_IO, "cannot remove the stale temporary '%s/%s': %s", dir,
+                      e->d_name, strerror(errno));
+        }
+    }
+    closedir(d);
+    return st;
 }

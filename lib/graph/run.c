@@ -7,6 +7,7 @@
 #include "../kernels/kernels.h"
 #include "loss.h"
 #include "net.h"
+#include "option_table.h"
 
 static run_ctx make_ctx(const pcnn_net *net, int n, bool train, bool update_stats)
 {
@@ -268,11 +269,25 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     return st;
 }
 
+/* The step counter stays within PCNN_OPT_STEP's range, so that every value
+ * it holds can be set, read and saved to a checkpoint that loads again. */
+static pcnn_status check_step_room(const pcnn_net *net, const char *func)
+{
+    double lo, hi;
+    option_bounds(option_row_of(PCNN_OPT_STEP), &lo, &hi);
+    if (net && net->finalized && (double)net->step >= hi)
+        return error_set(PCNN_ERR_INVALID_STATE, func, "the step counter is at its maximum "
+                         "%.17g (the range of PCNN_OPT_STEP): set a smaller step to train on",
+                         hi);
+    return PCNN_OK;
+}
+
 PCNN_API pcnn_status pcnn_net_train_step(pcnn_net *net, int n, const float *x,
                                          const int32_t *labels, const float *targets,
                                          float *loss)
 {
     API_ENTRY();
+    TRY(check_step_room(net, __func__));
     if (net && net->finalized && net->comm)
         return run_parallel(net, __func__, n, x, labels, targets, loss);
     return run_local(net, __func__, RUN_TRAIN, n, x, labels, targets, loss);

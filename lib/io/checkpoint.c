@@ -406,3 +406,12 @@ PCNN_API pcnn_status pcnn_net_load_extra(pcnn_net *net, const char *path, void *
     API_ENTRY();
     return checkpoint_load(net, path, extra, size, extra_bytes, __func__);
 }
+
+/* Experimental (section 9): stale temporaries of interrupted saves. */
+PCNN_API pcnn_status pcnn_checkpoint_cleanup(const char *path, int *removed)
+{
+    API_ENTRY();
+    if (removed) *removed = 0;
+    REQUIRE(path && path[0], PCNN_ERR_INVALID_ARGUMENT, "path is %s", path ? "empty" : "NULL");
+    return atomic_file_cleanup(path, removed);
+}

@@ -4,6 +4,8 @@
  * on every host, and no struct is ever dumped raw. */
 #include "checkpoint_format.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -219,27 +221,63 @@ void ckpt_layer_at(const ckpt_view *v, uint32_t i, ckpt_layer *out)
     out->kind[CKPT_KIND_BYTES] = '\0';
 }
 
-/* The ranges pcnn_net_set_option enforces (graph/option_table.c).  Counts
- * must also be exact doubles, as every count the library sets is. */
-static bool count_ok(pcnn_option option, uint64_t v)
+/* The options of META, each checked against its row of the option table
+ * (graph/option_table.c), the ranges pcnn_net_set_option enforces.
+ * Counts must also be exact doubles, as every count set_option can set is.
+ * Writes why into `why` and returns false for the first one out of range. */
+static bool option_field_ok(pcnn_option option, const char *field, double value, uint64_t count,
+                            bool is_count, char *why, size_t size)
 {
-    return option_value_ok(option, (double)v) && (uint64_t)(double)v == v;
+    const option_row *r = option_row_of(option);
+    /* A count's range is compared exactly (the rows of counts have integral
+     * bounds below 2^63): 2^53 + 1 is out of range, not merely inexact. */
+    const bool in_range = r && option_in_range(r, value) &&
+                          (!is_count || (count >= (uint64_t)r->lo && count <= (uint64_t)r->hi));
+    const bool exact = !is_count || !in_range || (uint64_t)value == count;
+    if (in_range && exact) return true;
+    char shown[32], range[96] = "values of its range";
+    if (is_count) snprintf(shown, sizeof shown, "%llu", (unsigned long long)count);
+    else snprintf(shown, sizeof shown, "%.17g", value);
+    if (r && r->integer)
+        snprintf(range, sizeof range, "integers in [%.0f, %.0f]", r->lo, r->hi);
+    else if (r && isinf(r->hi))
+        snprintf(range, sizeof range, "finite values %s %g", r->lo_open ? ">" : ">=", r->lo);
+    else if (r)
+        snprintf(range, sizeof range, "values in %c%g, %g%c", r->lo_open ? '(' : '[', r->lo,
+                 r->hi, r->hi_open ? ')' : ']');
+    snprintf(why, size, "meta field %s = %s is %s: %s takes %s", field, shown,
+             !in_range ? "out of range" : "not exactly a double (no set_option call sets it)",
+             r ? r->name : "the option", range);
+    return false;
 }
 
-static const char *bad_option(const ckpt_meta *m)
+static bool options_ok(const ckpt_meta *m, char *why, size_t size)
 {
-    if (!option_value_ok(PCNN_OPT_LEARNING_RATE, m->learning_rate)) return "learning rate";
-    if (!option_value_ok(PCNN_OPT_MOMENTUM, m->momentum)) return "momentum";
-    if (!option_value_ok(PCNN_OPT_WEIGHT_DECAY, m->weight_decay)) return "weight decay";
-    if (!option_value_ok(PCNN_OPT_ADAM_BETA1, m->beta1)) return "Adam beta1";
-    if (!option_value_ok(PCNN_OPT_ADAM_BETA2, m->beta2)) return "Adam beta2";
-    if (!option_value_ok(PCNN_OPT_ADAM_EPSILON, m->epsilon)) return "Adam epsilon";
-    if (!option_value_ok(PCNN_OPT_DECAY_FACTOR, m->decay_factor)) return "decay factor";
-    if (!count_ok(PCNN_OPT_WARMUP_STEPS, m->warmup_steps)) return "warm-up steps";
-    if (!count_ok(PCNN_OPT_DECAY_EVERY_STEPS, m->decay_every_steps)) return "decay interval";
-    if (!count_ok(PCNN_OPT_SEED, m->seed)) return "seed";
-    if (!count_ok(PCNN_OPT_STEP, m->step)) return "step";
-    return NULL;
+    const struct {
+        pcnn_option option;
+        const char *field;
+        double value;
+        uint64_t count;
+        bool is_count;
+    } fields[] = {
+        {PCNN_OPT_LEARNING_RATE, "learning_rate", m->learning_rate, 0, false},
+        {PCNN_OPT_MOMENTUM, "momentum", m->momentum, 0, false},
+        {PCNN_OPT_WEIGHT_DECAY, "weight_decay", m->weight_decay, 0, false},
+        {PCNN_OPT_ADAM_BETA1, "beta1", m->beta1, 0, false},
+        {PCNN_OPT_ADAM_BETA2, "beta2", m->beta2, 0, false},
+        {PCNN_OPT_ADAM_EPSILON, "epsilon", m->epsilon, 0, false},
+        {PCNN_OPT_DECAY_FACTOR, "decay_factor", m->decay_factor, 0, false},
+        {PCNN_OPT_WARMUP_STEPS, "warmup_steps", (double)m->warmup_steps, m->warmup_steps, true},
+        {PCNN_OPT_DECAY_EVERY_STEPS, "decay_every_steps", (double)m->decay_every_steps,
+         m->decay_every_steps, true},
+        {PCNN_OPT_SEED, "seed", (double)m->seed, m->seed, true},
+        {PCNN_OPT_STEP, "step", (double)m->step, m->step, true},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (!option_field_ok(fields[i].option, fields[i].field, fields[i].value, fields[i].count,
+                             fields[i].is_count, why, size))
+            return false;
+    return true;
 }
 
 /* Section `s` must hold exactly count * unit bytes (overflow-safe). */
@@ -292,8 +330,8 @@ static pcnn_status check_sections(const ckpt_view *v, const size_t *lens, const 
         return error_set(PCNN_ERR_CORRUPT, func, "batch-norm section holds %zu bytes, not %u "
                          "ranks x %llu floats", lens[CKPT_SEC_BN_STATS], m->ranks,
                          (unsigned long long)m->bn_floats);
-    const char *bad = bad_option(m);
-    if (bad) return error_set(PCNN_ERR_CORRUPT, func, "meta section: %s out of range", bad);
+    char why[256];
+    if (!options_ok(m, why, sizeof why)) return error_set(PCNN_ERR_CORRUPT, func, "%s", why);
     uint64_t total = 0;
     for (uint32_t i = 0; i < m->num_layers; i++) {
         ckpt_layer l;
@@ -310,6 +348,99 @@ static pcnn_status check_sections(const ckpt_view *v, const size_t *lens, const 
     if (total != m->num_params)
         return error_set(PCNN_ERR_CORRUPT, func, "layers hold %llu parameters, meta says %llu",
                          (unsigned long long)total, (unsigned long long)m->num_params);
+    return PCNN_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Values                                                               */
+/* ------------------------------------------------------------------ */
+
+/* The first of `count` f32 values at p that is not finite, or (nonneg)
+ * negative; count if none.  -0 counts as non-negative. */
+static size_t first_bad(const unsigned char *p, size_t count, bool nonneg)
+{
+    for (size_t i = 0; i < count; i++) {
+        float x = le_get_f32(p + 4 * i);
+        if (!isfinite(x) || (nonneg && x < 0.0f)) return i;
+    }
+    return count;
+}
+
+/* Where flat parameter `index` lives: "layer L (kind), its value J". */
+static void locate_param(const ckpt_view *v, uint64_t index, char *out, size_t size)
+{
+    uint64_t first = 0;
+    for (uint32_t i = 0; i < v->meta.num_layers; i++) {
+        ckpt_layer l;
+        ckpt_layer_at(v, i, &l);
+        if (index < first + l.num_params) {
+            snprintf(out, size, "layer %u (%s), its value %llu", i, l.kind,
+                     (unsigned long long)(index - first));
+            return;
+        }
+        first += l.num_params;
+    }
+    snprintf(out, size, "no layer");
+}
+
+/* Parameters and optimizer state: finite; Adam's second moment also >= 0. */
+static pcnn_status check_param_runs(const ckpt_view *v, const char *func)
+{
+    const struct {
+        const unsigned char *p;
+        const char *field;
+        bool nonneg;
+    } runs[] = {
+        {v->params, "parameters", false},
+        {v->m, v->meta.optimizer == PCNN_OPTIMIZER_ADAM ? "optimizer m (Adam's first moment)"
+                                                        : "optimizer m (momentum buffer)", false},
+        {v->v, "optimizer v (Adam's second moment)", true},
+    };
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        if (!runs[k].p) continue;
+        size_t bad = first_bad(runs[k].p, v->meta.num_params, runs[k].nonneg);
+        if (bad == v->meta.num_params) continue;
+        char where[96];
+        locate_param(v, bad, where, sizeof where);
+        return error_set(PCNN_ERR_CORRUPT, func, "%s section: value %zu (%s) is %g; it must be "
+                         "finite%s", runs[k].field, bad, where, (double)le_get_f32(runs[k].p + 4 * bad),
+                         runs[k].nonneg ? " and >= 0" : "");
+    }
+    return PCNN_OK;
+}
+
+/* Batch-norm statistics: per saving rank, per batch-norm layer, running
+ * mean[C] (finite) then running variance[C] (finite, >= 0).  The layer
+ * kinds that keep running statistics: "batchnorm" alone. */
+static pcnn_status check_bn(const ckpt_view *v, const char *func)
+{
+    if (!v->bn) return PCNN_OK;
+    uint64_t per_rank = 0;
+    for (uint32_t i = 0; i < v->meta.num_layers; i++) {
+        ckpt_layer l;
+        ckpt_layer_at(v, i, &l);
+        if (strcmp(l.kind, "batchnorm") == 0) per_rank += 2 * (uint64_t)l.c;
+    }
+    if (per_rank != v->meta.bn_floats)
+        return error_set(PCNN_ERR_CORRUPT, func, "meta field bn_floats = %llu, but the "
+                         "batch-norm layers keep %llu running statistics",
+                         (unsigned long long)v->meta.bn_floats, (unsigned long long)per_rank);
+    const unsigned char *p = v->bn;
+    for (uint32_t r = 0; r < v->meta.ranks; r++)
+        for (uint32_t i = 0; i < v->meta.num_layers; i++) {
+            ckpt_layer l;
+            ckpt_layer_at(v, i, &l);
+            if (strcmp(l.kind, "batchnorm") != 0) continue;
+            for (int half = 0; half < 2; half++, p += 4 * (size_t)l.c) {
+                size_t bad = first_bad(p, l.c, half == 1);
+                if (bad < l.c)
+                    return error_set(PCNN_ERR_CORRUPT, func, "batch-norm statistics section: "
+                                     "rank %u, layer %u (batchnorm), running %s of channel %zu "
+                                     "is %g; it must be finite%s", r, i,
+                                     half ? "variance" : "mean", bad,
+                                     (double)le_get_f32(p + 4 * bad), half ? " and >= 0" : "");
+            }
+        }
     return PCNN_OK;
 }
 
@@ -389,6 +520,8 @@ pcnn_status ckpt_parse(const unsigned char *buf, size_t len, const char *func, c
     v.extra = where[CKPT_SEC_EXTRA];
     v.extra_bytes = lens[CKPT_SEC_EXTRA];
     TRY(check_sections(&v, lens, func));
+    TRY(check_param_runs(&v, func));
+    TRY(check_bn(&v, func));
     *out = v;
     return PCNN_OK;
 }

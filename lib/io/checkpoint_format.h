@@ -74,9 +74,12 @@ uint64_t ckpt_hash_basis(uint32_t version);
 
 /* Validate an image of len bytes: magic, version, header and section
  * checksums, table consistency, section sizes against the META counts,
- * option ranges.  Nothing is allocated and nothing outside buf[0, len) is
+ * option ranges (the option table's), and the values: finite parameters
+ * and optimizer state, non-negative second moments and running
+ * variances (docs/checkpoint-format.md, "Values").  Nothing is allocated and nothing outside buf[0, len) is
  * read, whatever the length fields say.  Errors (message under `func`):
- * CORRUPT (truncated, damaged, inconsistent), UNSUPPORTED (intact file of
+ * CORRUPT (truncated, damaged, inconsistent, a value out of range: the
+ * message names the field and the first bad index), UNSUPPORTED (intact file of
  * an unknown version, or with a required section this reader lacks). */
 pcnn_status ckpt_parse(const unsigned char *buf, size_t len, const char *func, ckpt_view *out);
 

@@ -10,6 +10,15 @@
  *   test_checkpoint corrupt   every truncation and many bit flips: CORRUPT,
  *                             crafted newer files: UNSUPPORTED, I/O errors
  *                             and out of memory at every allocation
+ *   test_checkpoint values    intact files (checksums valid) holding values no
+ *                             run produces (NaN or infinite parameters and
+ *                             optimizer state, negative second moments and
+ *                             variances, options out of range): CORRUPT
+ *                             naming the field; step 2^53 round trip
+ *   test_checkpoint cleanup   temporaries of interrupted saves (made by hand,
+ *                             or by SIGKILL during a save) are removed by the
+ *                             next save and pcnn_checkpoint_cleanup, nothing
+ *                             else is
  *   test_checkpoint format    a saved file, read field by field with the
  *                             test's own decoding, CRC-32 and FNV-1a, agrees
  *                             with docs/checkpoint-format.md
@@ -25,6 +34,8 @@
  * kept as they are.  `v1` compares the v1_* files, loaded and saved again,
  * with the v2_* files: rewrite those only with a build whose training step
  * still gives the v1_* parameters. */
+#define PCNN_EXPERIMENTAL /* pcnn_checkpoint_cleanup */
+
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -34,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -472,6 +484,19 @@ static void spill(const char *path, const unsigned char *buf, size_t len)
     fclose(f);
 }
 
+/* Files of the test directory whose name starts with `base` + ".pcnn-tmp.". */
+static int count_temps(const char *base)
+{
+    char prefix[300];
+    snprintf(prefix, sizeof prefix, "%s.pcnn-tmp.", base);
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *ent; d && (ent = readdir(d));)
+        n += strncmp(ent->d_name, prefix, strlen(prefix)) == 0;
+    if (d) closedir(d);
+    return n;
+}
+
 /* A tiny network whose file has every section: conv + batch norm, dense,
  * Adam (m and v), and 16 extra bytes. */
 static pcnn_net *tiny(void)
@@ -699,7 +724,7 @@ static void test_corrupt(void)
     st = pcnn_net_save(src, blocked);
     int leftovers = 0;
     DIR *d = opendir(dir);
-    for (struct dirent *ent; d && (ent = readdir(d));) leftovers += strstr(ent->d_name, ".tmp.") != NULL;
+    for (struct dirent *ent; d && (ent = readdir(d));) leftovers += strstr(ent->d_name, ".pcnn-tmp.") != NULL;
     if (d) closedir(d);
     expect(st == PCNN_ERR_IO && leftovers == 0, "save over a directory: %s (%s), %d temporaries left",
            pcnn_status_str(st), pcnn_last_error(), leftovers);
@@ -756,7 +781,7 @@ static void test_out_of_memory(void)
             int leftovers = 0;
             DIR *d = opendir(dir);
             for (struct dirent *ent; d && (ent = readdir(d));)
-                leftovers += strstr(ent->d_name, ".tmp.") != NULL;
+                leftovers += strstr(ent->d_name, ".pcnn-tmp.") != NULL;
             if (d) closedir(d);
             int ok = (st == PCNN_OK || st == PCNN_ERR_OUT_OF_MEMORY) &&
                      pcnn_debug_live_allocations() == live && leftovers == 0;
@@ -778,6 +803,353 @@ static void test_out_of_memory(void)
     pcnn_net_destroy(&dst);
     remove(good);
     remove(out);
+}
+
+/* ------------------------------------------------------------------ */
+/* values: intact files (valid checksums) with values no run produces   */
+/* ------------------------------------------------------------------ */
+
+/* Recompute the CRC of section `id` and the header's after an edit. */
+static void reseal(unsigned char *img, uint32_t id)
+{
+    unsigned char *e = entry_of(img, id);
+    le_put_u32(e + 24, ckpt_crc32(0, img + le_get_u64(e + 8), (size_t)le_get_u64(e + 16)));
+    fix_header_crc(img);
+}
+
+static unsigned char *section_of(unsigned char *img, uint32_t id)
+{
+    return img + le_get_u64(entry_of(img, id) + 8);
+}
+
+static void patch_f32(unsigned char *img, uint32_t id, size_t index, float x)
+{
+    le_put_f32(section_of(img, id) + 4 * index, x);
+    reseal(img, id);
+}
+
+static void patch_meta_u64(unsigned char *img, int offset, uint64_t x)
+{
+    le_put_u64(section_of(img, CKPT_SEC_META) + offset, x);
+    reseal(img, CKPT_SEC_META);
+}
+
+static void patch_meta_f64(unsigned char *img, int offset, double x)
+{
+    le_put_f64(section_of(img, CKPT_SEC_META) + offset, x);
+    reseal(img, CKPT_SEC_META);
+}
+
+/* Load `work` into dst: CORRUPT with every one of the `needles` in the
+ * message, and dst unchanged. */
+static void expect_refused(pcnn_net *dst, const char *path, const unsigned char *work,
+                           size_t len, const float *ref, const char *what, const char *needle1,
+                           const char *needle2)
+{
+    pcnn_status st = load_bytes(dst, path, work, len);
+    const char *msg = pcnn_last_error();
+    expect(st == PCNN_ERR_CORRUPT && strstr(msg, needle1) && (!needle2 || strstr(msg, needle2)) &&
+               params_equal(dst, ref),
+           "%s: %s (%s), network unchanged", what, pcnn_status_str(st), msg);
+}
+
+static void test_values(void)
+{
+    char good[300], bad[300];
+    path_in_dir(good, sizeof good, "values-good.ckpt");
+    path_in_dir(bad, sizeof bad, "values-bad.ckpt");
+    pcnn_net *src = tiny(); /* input; conv 6 params; batch norm 4 (+4 statistics); dense 57 */
+    train_tiny(src);
+    CK(pcnn_net_save(src, good));
+    size_t len;
+    unsigned char *img = slurp(good, &len), *work = malloc(len);
+    pcnn_net *dst = tiny();
+    float *ref = malloc(dst->num_params * sizeof(float));
+    memcpy(ref, dst->params, dst->num_params * sizeof(float));
+    expect(src->num_params == 67 && load_bytes(dst, bad, img, len) == PCNN_OK,
+           "the untouched file loads (%zu parameters)", src->num_params);
+    pcnn_net_destroy(&dst);
+    dst = tiny();
+
+    const struct {
+        uint32_t id;
+        size_t index;
+        float x;
+        const char *what, *needle1, *needle2;
+    } floats[] = {
+        {CKPT_SEC_PARAMS, 7, NAN, "a NaN parameter", "parameters section: value 7 ",
+         "layer 2 (batchnorm), its value 1) is nan"},
+        {CKPT_SEC_PARAMS, 66, INFINITY, "an infinite parameter", "parameters section: value 66 ",
+         "layer 3 (dense), its value 56) is inf"},
+        {CKPT_SEC_OPTIM_M, 3, -INFINITY, "an infinite first moment",
+         "optimizer m (Adam's first moment) section: value 3 ", "is -inf"},
+        {CKPT_SEC_OPTIM_V, 10, -0.25f, "a negative second moment",
+         "optimizer v (Adam's second moment) section: value 10 ", "is -0.25; it must be finite "
+         "and >= 0"},
+        {CKPT_SEC_OPTIM_V, 0, NAN, "a NaN second moment",
+         "optimizer v (Adam's second moment) section: value 0 ", "layer 1 (conv2d), its value 0"},
+        {CKPT_SEC_BN_STATS, 3, -1.0f, "a negative running variance",
+         "batch-norm statistics section: rank 0, layer 2 (batchnorm), running variance of "
+         "channel 1 is -1", NULL},
+        {CKPT_SEC_BN_STATS, 0, NAN, "a NaN running mean",
+         "running mean of channel 0 is nan", NULL},
+    };
+    for (size_t k = 0; k < sizeof floats / sizeof floats[0]; k++) {
+        memcpy(work, img, len);
+        patch_f32(work, floats[k].id, floats[k].index, floats[k].x);
+        expect_refused(dst, bad, work, len, ref, floats[k].what, floats[k].needle1,
+                       floats[k].needle2);
+    }
+
+    const struct {
+        int offset;
+        bool count;
+        uint64_t u;
+        double d;
+        const char *what, *needle;
+    } meta[] = {
+        {40, true, (1ull << 53) + 1, 0, "step 2^53+1", "meta field step = 9007199254740993 is "
+         "out of range: step takes integers in [0, 9007199254740992]"},
+        {32, true, 1ull << 60, 0, "seed 2^60", "meta field seed = 1152921504606846976"},
+        {104, true, (3ull << 60) + 1, 0, "warm-up not a double", "meta field warmup_steps"},
+        {56, false, 0, NAN, "learning rate NaN", "meta field learning_rate = nan"},
+        {56, false, 0, 0.0, "learning rate 0", "meta field learning_rate = 0 "},
+        {72, false, 0, -1.0, "negative weight decay", "meta field weight_decay = -1 "},
+        {88, false, 0, 1.0, "Adam beta2 = 1", "meta field beta2 = 1 "},
+        {96, false, 0, INFINITY, "infinite Adam epsilon", "meta field epsilon = inf"},
+        {120, false, 0, 1.5, "decay factor 1.5", "meta field decay_factor = 1.5 "},
+    };
+    for (size_t k = 0; k < sizeof meta / sizeof meta[0]; k++) {
+        memcpy(work, img, len);
+        if (meta[k].count) patch_meta_u64(work, meta[k].offset, meta[k].u);
+        else patch_meta_f64(work, meta[k].offset, meta[k].d);
+        expect_refused(dst, bad, work, len, ref, meta[k].what, meta[k].needle, NULL);
+    }
+
+    /* What a run can produce still loads: -0 and 0 second moments, a
+     * negative first moment, a zero running variance. */
+    memcpy(work, img, len);
+    patch_f32(work, CKPT_SEC_OPTIM_V, 5, -0.0f);
+    patch_f32(work, CKPT_SEC_OPTIM_V, 6, 0.0f);
+    patch_f32(work, CKPT_SEC_OPTIM_M, 2, -3.0f);
+    patch_f32(work, CKPT_SEC_BN_STATS, 2, 0.0f);
+    pcnn_status st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_OK && dst->step == 1, "-0 and 0 second moments, a negative first moment, "
+           "a zero variance: %s", pcnn_status_str(st));
+    pcnn_net_destroy(&dst);
+    free(ref);
+    free(work);
+    free(img);
+    pcnn_net_destroy(&src);
+    remove(good);
+    remove(bad);
+}
+
+/* Every step the library accepts it saves and loads back; at the top of
+ * PCNN_OPT_STEP's range, training stops instead of leaving the range. */
+static void test_step_range(void)
+{
+    char path[300];
+    path_in_dir(path, sizeof path, "step.ckpt");
+    const double top = 9007199254740992.0; /* 2^53 */
+    pcnn_net *net = tiny(), *back = tiny();
+    CK(pcnn_net_set_option(net, PCNN_OPT_STEP, top - 1));
+    train_tiny(net);
+    double step = 0;
+    CK(pcnn_net_get_option(net, PCNN_OPT_STEP, &step));
+    CK(pcnn_net_save(net, path));
+    pcnn_status st = pcnn_net_load(back, path);
+    expect(step == top && st == PCNN_OK && back->step == (1ull << 53),
+           "a step from 2^53-1 to 2^53, saved and loaded: %s, step %llu", pcnn_status_str(st),
+           (unsigned long long)back->step);
+
+    float *before = malloc(net->num_params * sizeof(float));
+    memcpy(before, net->params, net->num_params * sizeof(float));
+    float x[4 * 18] = {0};
+    int32_t y[4] = {0, 1, 2, 1};
+    st = pcnn_net_train_step(net, 4, x, y, NULL, NULL);
+    expect(st == PCNN_ERR_INVALID_STATE && strstr(pcnn_last_error(), "pcnn_net_train_step: the "
+           "step counter is at its maximum 9007199254740992") && net->step == (1ull << 53) &&
+               memcmp(before, net->params, net->num_params * sizeof(float)) == 0,
+           "a step at 2^53: %s (%s), parameters and step unchanged", pcnn_status_str(st),
+           pcnn_last_error());
+
+    CK(pcnn_net_set_option(net, PCNN_OPT_STEP, top));
+    CK(pcnn_net_save(net, path));
+    pcnn_net_destroy(&back);
+    back = tiny();
+    st = pcnn_net_load(back, path);
+    expect(st == PCNN_OK && back->step == (1ull << 53), "step 2^53 set, saved and loaded: %s",
+           pcnn_status_str(st));
+    free(before);
+    pcnn_net_destroy(&net);
+    pcnn_net_destroy(&back);
+    remove(path);
+}
+
+/* ------------------------------------------------------------------ */
+/* cleanup: temporaries of interrupted saves                            */
+/* ------------------------------------------------------------------ */
+
+/* The host part of a temporary's name, from docs/checkpoint-format.md. */
+static void doc_host(char *out)
+{
+    char name[256] = "";
+    if (gethostname(name, sizeof name - 1) != 0 || !name[0]) strcpy(name, "localhost");
+    size_t n = 0;
+    for (; name[n] && n < 32; n++) {
+        char c = name[n];
+        int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '-' || c == '_';
+        out[n] = keep ? c : '_';
+    }
+    out[n] = '\0';
+}
+
+/* A pid that no process of this host has now. */
+static pid_t dead_pid(void)
+{
+    for (;;) {
+        pid_t pid = fork();
+        if (pid == 0) _exit(0);
+        int status;
+        waitpid(pid, &status, 0);
+        if (kill(pid, 0) != 0 && errno == ESRCH) return pid;
+    }
+}
+
+/* dir/name into path[1024]. */
+static void name_in_dir(char *path, const char *name)
+{
+    if (snprintf(path, 1024, "%s/%s", dir, name) >= 1024) {
+        fprintf(stderr, "path too long: %s\n", name);
+        exit(2);
+    }
+}
+
+static void touch(const char *name)
+{
+    char path[1024];
+    name_in_dir(path, name);
+    spill(path, (const unsigned char *)"x", 1);
+}
+
+static int exists(const char *name)
+{
+    char path[1024];
+    struct stat sb;
+    name_in_dir(path, name);
+    return lstat(path, &sb) == 0;
+}
+
+static void remove_name(const char *name)
+{
+    char path[1024];
+    name_in_dir(path, name);
+    if (remove(path) != 0) rmdir(path);
+}
+
+/* Stale temporaries made by hand next to decoys that must all survive. */
+static void test_cleanup_names(void)
+{
+    char host[40], path[300];
+    doc_host(host);
+    path_in_dir(path, sizeof path, "c.ckpt");
+    const long dead = (long)dead_pid(), me = (long)getpid(), parent = (long)getppid();
+    enum { STALE = 2, KEEP = 12 };
+    char stale[STALE][200], keep[KEEP][200];
+    snprintf(stale[0], 200, "c.ckpt.pcnn-tmp.%s.%ld.0", host, dead);
+    snprintf(stale[1], 200, "c.ckpt.pcnn-tmp.%s.%ld.18446744073709551615", host, dead);
+    snprintf(keep[0], 200, "c.ckpt.pcnn-tmp.%s.%ld.3", host, me);       /* this process */
+    snprintf(keep[1], 200, "c.ckpt.pcnn-tmp.%s.%ld.3", host, parent);   /* a live one */
+    snprintf(keep[2], 200, "c.ckpt.pcnn-tmp.other-host.%ld.3", dead);   /* another host */
+    snprintf(keep[3], 200, "c.ckpt.pcnn-tmp.%s.%ld.3x", host, dead);
+    snprintf(keep[4], 200, "c.ckpt.pcnn-tmp.%s.%ld.", host, dead);
+    snprintf(keep[5], 200, "c.ckpt.pcnn-tmp.%s.x%ld.3", host, dead);
+    snprintf(keep[6], 200, "c.ckpt.pcnn-tmp.%s.%ld.123456789012345678901", host, dead);
+    snprintf(keep[7], 200, "cc.ckpt.pcnn-tmp.%s.%ld.3", host, dead);    /* another target */
+    snprintf(keep[8], 200, "c.ckpt.tmp.%ld.3", dead);                   /* not our pattern */
+    snprintf(keep[9], 200, "c.ckpt.pcnn-tmp.%s.%ld.4", host, dead);     /* a directory */
+    snprintf(keep[10], 200, "c.ckpt.pcnn-tmp.%s.%ld.5", host, dead);    /* a symbolic link */
+    snprintf(keep[11], 200, "link-target");
+    for (int i = 0; i < STALE; i++) touch(stale[i]);
+    for (int i = 0; i < 9; i++) touch(keep[i]);
+    char sub[1024], link[1024];
+    name_in_dir(sub, keep[9]);
+    mkdir(sub, 0700);
+    touch(keep[11]);
+    name_in_dir(link, keep[10]);
+    expect(symlink("link-target", link) == 0, "symbolic link made");
+
+    pcnn_net *net = tiny();
+    CK(pcnn_net_save(net, path));
+    int gone = 0, kept = 0;
+    for (int i = 0; i < STALE; i++) gone += !exists(stale[i]);
+    for (int i = 0; i < KEEP; i++) kept += exists(keep[i]);
+    expect(gone == STALE && kept == KEEP && exists("c.ckpt") && count_temps("c.ckpt") == 9,
+           "a save removed the %d stale temporaries of dead processes (%d) and kept all %d "
+           "decoys (%d) and its own file", STALE, gone, KEEP, kept);
+
+    /* The call does the same alone, and counts. */
+    touch(stale[0]);
+    int removed = -1;
+    pcnn_status st = pcnn_checkpoint_cleanup(path, &removed);
+    kept = 0;
+    for (int i = 0; i < KEEP; i++) kept += exists(keep[i]);
+    expect(st == PCNN_OK && removed == 1 && !exists(stale[0]) && kept == KEEP,
+           "pcnn_checkpoint_cleanup: %s, removed %d, kept %d", pcnn_status_str(st), removed,
+           kept);
+    st = pcnn_checkpoint_cleanup(path, &removed);
+    expect(st == PCNN_OK && removed == 0, "again: nothing to remove (%d)", removed);
+    char slash[310], nodir[310];
+    snprintf(slash, sizeof slash, "%s/", dir);
+    path_in_dir(nodir, sizeof nodir, "no-such-dir/c.ckpt");
+    expect(pcnn_checkpoint_cleanup(NULL, NULL) == PCNN_ERR_INVALID_ARGUMENT &&
+               pcnn_checkpoint_cleanup("", NULL) == PCNN_ERR_INVALID_ARGUMENT &&
+               pcnn_checkpoint_cleanup(slash, NULL) == PCNN_ERR_INVALID_ARGUMENT &&
+               pcnn_checkpoint_cleanup(nodir, &removed) == PCNN_ERR_IO && removed == 0 &&
+               strstr(pcnn_last_error(), "pcnn_checkpoint_cleanup: cannot read the directory"),
+           "NULL, empty or directory path: INVALID_ARGUMENT; missing directory: IO (%s)",
+           pcnn_last_error());
+    for (int i = 0; i < KEEP; i++) remove_name(keep[i]);
+    pcnn_net_destroy(&net);
+    remove(path);
+}
+
+static pcnn_net *big(void);
+
+/* kill -9 during a save leaves a temporary; the next save removes it. */
+static void test_cleanup_kill(const char *self)
+{
+    char path[300];
+    path_in_dir(path, sizeof path, "k.ckpt");
+    pcnn_net *net = big();
+    CK(pcnn_net_save(net, path));
+    touch("k.ckpt.keep"); /* a neighbour that must survive */
+    int rounds = 0, left = 0;
+    while (left == 0 && rounds < 20) {
+        rounds++;
+        pid_t pid = fork();
+        if (pid == 0) {
+            char *argv[] = {(char *)self, "kill-child", path, "1", dir, NULL};
+            execv("/proc/self/exe", argv);
+            _exit(127);
+        }
+        /* Kill it in the middle of a save: as soon as its temporary shows. */
+        const struct timespec poll = {0, 200000L};
+        for (int i = 0; i < 50000 && count_temps("k.ckpt") == 0; i++) nanosleep(&poll, NULL);
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        left = count_temps("k.ckpt");
+    }
+    CK(pcnn_net_save(net, path));
+    expect(left >= 1 && count_temps("k.ckpt") == 0 && exists("k.ckpt.keep") && exists("k.ckpt"),
+           "SIGKILL during a save (round %d of up to 20) left %d temporary; the next save "
+           "removed it and nothing else", rounds, left);
+    remove_name("k.ckpt.keep");
+    pcnn_net_destroy(&net);
+    remove(path);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1155,16 +1527,16 @@ static void test_kill(const char *self)
         kill(pid, SIGKILL);
         int status;
         waitpid(pid, &status, 0);
-        /* Temporaries of an interrupted save may remain: count, remove. */
-        DIR *d = opendir(dir);
-        for (struct dirent *ent; d && (ent = readdir(d));)
-            if (strstr(ent->d_name, "kill.ckpt.tmp.")) {
-                char tmp[600];
-                snprintf(tmp, sizeof tmp, "%s/%s", dir, ent->d_name);
-                remove(tmp);
-                mid_write++;
-            }
-        if (d) closedir(d);
+        /* A temporary of the interrupted save may remain: the cleanup call
+         * removes exactly it. */
+        int left = count_temps("kill.ckpt"), removed = -1;
+        CK(pcnn_checkpoint_cleanup(path, &removed));
+        if (removed != left || count_temps("kill.ckpt") != 0) {
+            if (bad++ < 3)
+                fprintf(stderr, "  round %d: %d temporaries left, cleanup removed %d, %d remain\n",
+                        r, left, removed, count_temps("kill.ckpt"));
+        }
+        mid_write += left;
         pcnn_status st = pcnn_net_load(net, path);
         long k = (long)net->step;
         fill_version(expect_w, n, k);
@@ -1179,7 +1551,8 @@ static void test_kill(const char *self)
     }
     expect(bad == 0, "%d SIGKILLs during a save loop: the file always loaded and held a whole "
            "version (%d bad); %d rounds advanced it, last version %ld, %d kills left a "
-           "temporary (interrupted mid-save)", rounds, bad, advanced, last, mid_write);
+           "temporary (interrupted mid-save), each removed by pcnn_checkpoint_cleanup",
+           rounds, bad, advanced, last, mid_write);
     free(w);
     free(expect_w);
     pcnn_net_destroy(&net);
@@ -1221,7 +1594,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc < 2 || (strcmp(argv[1], "v1") == 0 && argc < 3)) {
-        fprintf(stderr, "usage: %s resume|process|mismatch|corrupt|format|kill | v1 CORPUS | "
+        fprintf(stderr, "usage: %s resume|process|mismatch|corrupt|values|cleanup|format|kill | v1 CORPUS | "
                 "corpus DIR\n", argv[0]);
         return 2;
     }
@@ -1239,6 +1612,14 @@ int main(int argc, char **argv)
     else if (strcmp(argv[1], "format") == 0) test_format();
     else if (strcmp(argv[1], "v1") == 0) test_v1(argv[2]);
     else if (strcmp(argv[1], "kill") == 0) test_kill(argv[0]);
+    else if (strcmp(argv[1], "values") == 0) {
+        test_values();
+        test_step_range();
+    }
+    else if (strcmp(argv[1], "cleanup") == 0) {
+        test_cleanup_names();
+        test_cleanup_kill(argv[0]);
+    }
     else {
         fprintf(stderr, "unknown test %s\n", argv[1]);
         failures++;

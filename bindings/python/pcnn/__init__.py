@@ -12,7 +12,9 @@ package, the installed prefix or the dynamic loader (see load_library), and
 its version is checked on import.  Objects free their C handle on close(),
 at the end of a `with` block, on garbage collection and at exit.
 """
-from . import _api
+import ctypes
+
+from . import _api, _args
 from .comm import Comm
 from .dataset import Dataset
 from .enums import (Exchange, Init, Loss, Optimizer, Option, SchedEvent, SchedLrRule,
@@ -43,6 +45,18 @@ def library_version():
     return _api.current().version
 
 
+def checkpoint_cleanup(path):
+    """Remove the temporary files that saves to `path` killed midway (kill
+    -9, power loss) left next to it, named <path>.pcnn-tmp.<host>.<pid>.<n>,
+    of processes of this host that no longer run; returns how many.  Every
+    Net.save to `path` does this first; nothing else is ever removed (see
+    pcnn_checkpoint_cleanup, experimental section of pcnn.h)."""
+    removed = ctypes.c_int()
+    _api.current().pcnn_checkpoint_cleanup(_args.path(path, "checkpoint_cleanup"),
+                                           ctypes.byref(removed))
+    return removed.value
+
+
 _api.try_load_at_import()
 
 __all__ = [
@@ -53,5 +67,5 @@ __all__ = [
     "OutOfMemoryError", "MPIError", "RemoteError", "TimeoutError", "UnsupportedError",
     "NumericError", "FileError", "CorruptError", "MismatchError", "InternalError",
     "LibraryError", "LibraryNotFoundError",
-    "load_library", "library_path", "library_version",
+    "load_library", "library_path", "library_version", "checkpoint_cleanup",
 ]

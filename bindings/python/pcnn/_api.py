@@ -11,7 +11,10 @@ its line.  Conventions (checked against the header by the tests):
     uint64_t *) are typed pointers; enums and MPICH's MPI_Comm / MPI_Fint
     are c_int (an enum out-parameter, POINTER(c_int));
   - functions returning pcnn_status are declared with STATUS: a non-zero
-    status raises the matching pcnn exception carrying pcnn_last_error().
+    status raises the matching pcnn exception carrying pcnn_last_error();
+  - every integer, float and string argument is checked against its C
+    type before ctypes converts it (pcnn/_args.py): OverflowError rather
+    than truncation, ValueError for a NUL byte in a path.
 A function the loaded library lacks (an older build) is replaced by one that
 raises UnsupportedError when called, so the rest keeps working.
 """
@@ -20,7 +23,7 @@ import threading
 from ctypes import (POINTER, c_char_p, c_double, c_float, c_int, c_long, c_size_t, c_uint,
                     c_uint64, c_void_p)
 
-from . import _loader
+from . import _args, _loader
 from .errors import LibraryError, LibraryNotFoundError, UnsupportedError, error_for_status
 
 EXPECTED_MAJOR = 0  # the PCNN_VERSION_MAJOR this package speaks
@@ -125,6 +128,8 @@ PROTOTYPES = [
     ("pcnn_scheduler_state_bytes", STATUS, (H, pZ)),
     ("pcnn_scheduler_save_state", STATUS, (H, H, Z)),
     ("pcnn_scheduler_load_state", STATUS, (H, H, Z)),
+    # 9. experimental
+    ("pcnn_checkpoint_cleanup", STATUS, (STR, pI)),
 ]
 
 
@@ -151,7 +156,7 @@ class Library:
                 fn.errcheck = _checker(self)
             else:
                 fn.restype = restype
-            setattr(self, name, fn)
+            setattr(self, name, _args.checked(fn, name, argtypes))
             if name == "pcnn_last_error":
                 last_error = fn
         if last_error is None:

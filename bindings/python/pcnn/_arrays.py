@@ -1,10 +1,13 @@
 """numpy arrays in and out of C, copying only when the data must change.
 
 Inputs: a float32 (or int32 for labels) C-contiguous ndarray goes to C by
-address, no copy.  Any other real numeric array or sequence is converted
-once (np.ascontiguousarray); complex, object, string or boolean data, and
-floats given as labels, are refused with a TypeError that says what was
-expected.  Outputs the caller provides (out=) must already be float32,
+address, no copy.  Any other real numeric array or sequence -- another
+dtype, or a non-contiguous view such as x[:, ::2] -- is copied once into a
+C-contiguous float32 (int32) array (np.ascontiguousarray), never read in
+place; complex, object, string or boolean data, and floats given as
+labels, are refused with a TypeError that says what was expected.  Batches
+of samples must have the documented shape (see samples()): the values of
+a channels-last array would be read in the wrong order, so it is refused.  Outputs the caller provides (out=) must already be float32,
 C-contiguous and writable: converting them would silently drop the result.
 """
 import ctypes
@@ -70,16 +73,24 @@ def floats_out(out, count, what, shape=None):
 
 
 def samples(x, sample_shape, what="x"):
-    """(array, n) for a batch of samples of sample_shape: x may be shaped
-    (n, C, H, W) or (n, anything with C*H*W values)."""
+    """(array, n) for a batch of samples of sample_shape (C, H, W), in NCHW
+    order: x shaped (n, C, H, W), (n, C*H*W) (flat samples), or (n, H, W)
+    when C is 1.  Any other shape raises ShapeError (a ValueError) naming
+    the expected one -- in particular a channels-last (n, H, W, C) array,
+    which holds the right number of values in the wrong order."""
     x = floats_in(x, what)
-    per = sample_shape[0] * sample_shape[1] * sample_shape[2]
-    if x.ndim >= 2:
-        values = 1
-        for d in x.shape[1:]:
-            values *= d
-        if values == per:
-            return x, x.shape[0]
-    raise ShapeError("%s has shape %s: expected (n, %d, %d, %d) or (n, ...) with %d values per "
-                     "sample" % (what, x.shape, sample_shape[0], sample_shape[1],
-                                 sample_shape[2], per))
+    c, h, w = sample_shape
+    if x.ndim == 4 and x.shape[1:] == (c, h, w):
+        return x, x.shape[0]
+    if x.ndim == 2 and x.shape[1] == c * h * w:
+        return x, x.shape[0]
+    if x.ndim == 3 and c == 1 and x.shape[1:] == (h, w):
+        return x, x.shape[0]
+    hint = ""
+    if x.ndim == 4 and x.shape[1:] == (h, w, c):
+        hint = ("; this looks channels-last (NHWC): pass x.transpose(0, 3, 1, 2) (copied "
+                "once) or build the array in NCHW order")
+    raise ShapeError("%s has shape %s: expected (n, C, H, W) = (n, %d, %d, %d), or (n, %d) "
+                     "with one flat sample per row%s%s"
+                     % (what, x.shape, c, h, w, c * h * w,
+                        ", or (n, %d, %d)" % (h, w) if c == 1 else "", hint))

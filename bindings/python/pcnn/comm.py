@@ -10,7 +10,10 @@ class Comm(Handle):
 
     Comm(mpi4py_comm)     any object with .py2f() (an mpi4py communicator;
                           mpi4py must be built against the same MPI as
-                          libpcnn, i.e. MPICH), or a Fortran handle (int).
+                          libpcnn, i.e. MPICH), or a Fortran handle (int):
+                          passed to pcnn_comm_create_fortran, whose
+                          refusal of an invalid handle raises
+                          InvalidArgumentError (OverflowError beyond C int).
     Comm.world()          MPI_COMM_WORLD; initialises MPI if nobody has.
 
     Creation and close() are collective over the communicator.  A network

@@ -1,9 +1,9 @@
 """Datasets held by libpcnn: IDX files or numpy arrays."""
 import ctypes
-import os
 
 import numpy as np
 
+from ._args import path as _path
 from ._arrays import I32, addr, floats_in, floats_out, labels_in
 from ._handle import Handle, new_handle
 from .errors import InvalidArgumentError, ShapeError
@@ -58,8 +58,9 @@ class Dataset(Handle):
     def load_idx(cls, images_path, labels_path, mean=0.0, std=0.0):
         self = cls.__new__(cls)
         lib, out = new_handle()
-        lib.pcnn_dataset_load_idx(os.fsencode(images_path), os.fsencode(labels_path),
-                                  float(mean), float(std), ctypes.byref(out))
+        lib.pcnn_dataset_load_idx(_path(images_path, "Dataset.load_idx"),
+                                  _path(labels_path, "Dataset.load_idx"), float(mean),
+                                  float(std), ctypes.byref(out))
         self._adopt(lib, out)
         self._describe(0)
         return self

@@ -1,8 +1,8 @@
 """Networks and their layers."""
 import collections
 import ctypes
+import functools
 import math
-import os
 import weakref
 from ctypes import byref, c_double, c_float, c_int, c_size_t, c_uint64, c_void_p
 
@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _options
 from ._arrays import F32, I32, addr, floats_in, floats_out, labels_in, samples
+from ._args import path as _path
 from ._handle import Handle, new_handle
 from .comm import Comm, share
 from .dataset import Dataset
@@ -103,6 +104,27 @@ class Layer:
         return "<pcnn.Layer %d %s %s>" % (self.index, self.kind, self.output_shape)
 
 
+def _net_use(fn):
+    """A Layer method counted as a use of its network (so that closing the
+    network waits for no call and frees nothing a call still reads)."""
+    @functools.wraps(fn)
+    def use(self, *args, **kwargs):
+        net = self._owner()
+        net._enter()
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            net._leave()
+    return use
+
+
+for _name in ("get_params", "set_params", "set_init", "set_exchange"):
+    setattr(Layer, _name, _net_use(getattr(Layer, _name)))
+for _name in ("output_shape", "num_params"):
+    setattr(Layer, _name, property(_net_use(getattr(Layer, _name).fget),
+                                   doc=getattr(Layer, _name).__doc__))
+
+
 class Net(Handle):
     """A network (pcnn_net): add layers, set the loss, finalize, train.
 
@@ -149,7 +171,10 @@ class Net(Handle):
             self.configure(**options)
 
     def close(self):
-        """Free the network now (its schedulers first).  Idempotent."""
+        """Free the network now (its schedulers first).  Idempotent.  Raises
+        InvalidStateError while another thread is inside a call on it or on
+        one of its layers or schedulers."""
+        self._check_idle()
         for dependent in list(self._dependents):
             dependent.close()
         super().close()
@@ -266,7 +291,8 @@ class Net(Handle):
         communicator alive."""
         if not isinstance(comm, Comm):
             comm = Comm(comm)
-        self._lib.pcnn_net_set_comm(self._handle(), comm._handle())
+        with comm._using() as c:
+            self._lib.pcnn_net_set_comm(self._handle(), c)
         self.comm = comm
 
     def set_exchange(self, exchange):
@@ -306,10 +332,12 @@ class Net(Handle):
             if lab.size != n:
                 raise ShapeError("%d labels for %d samples" % (lab.size, n))
         if targets is not None:
-            tg = floats_in(targets, "targets")
-            if self._output_size is not None and tg.size != n * self._output_size:
-                raise ShapeError("targets hold %d values; %d samples x %d outputs needed"
-                                 % (tg.size, n, self._output_size))
+            if self._output_shape is not None:
+                tg, tn = samples(targets, self._output_shape, "targets")
+                if tn != n:
+                    raise ShapeError("targets for %d samples; x holds %d" % (tn, n))
+            else:  # not finalized: the library says so
+                tg = floats_in(targets, "targets")
         return n, x, lab, tg
 
     def train_step(self, x, labels=None, targets=None):
@@ -317,8 +345,8 @@ class Net(Handle):
         mean loss before the update (the global mean with a communicator,
         where each rank passes its own samples and the call is collective)."""
         n, x, lab, tg = self._batch(x, labels, targets)
-        self._lib.pcnn_net_train_step(self._handle(), n, addr(x), addr(lab), addr(tg),
-                                      self._step_loss_ref)
+        self._lib.pcnn_net_train_step(self._h, n, addr(x), addr(lab), addr(tg),
+                                      self._step_loss_ref)  # _h: open for this call
         self._last_n = n
         return self._step_loss.value
 
@@ -361,7 +389,8 @@ class Net(Handle):
         if not isinstance(data, Dataset):
             raise TypeError("Net.evaluate: expected a pcnn.Dataset, got %r" % (data,))
         loss, acc = c_double(), c_double()
-        self._lib.pcnn_net_evaluate(self._handle(), data._handle(), byref(loss), byref(acc))
+        with data._using() as d:
+            self._lib.pcnn_net_evaluate(self._handle(), d, byref(loss), byref(acc))
         return Evaluation(loss.value, acc.value)
 
     def train_epoch(self, data, batch, callback=None):
@@ -377,7 +406,8 @@ class Net(Handle):
             raise TypeError("Net.train_epoch: expected a pcnn.Dataset, got %r" % (data,))
         if callback is None:
             loss = c_double()
-            self._lib.pcnn_net_train_epoch(self._handle(), data._handle(), batch, byref(loss))
+            with data._using() as d:
+                self._lib.pcnn_net_train_epoch(self._handle(), d, batch, byref(loss))
             return loss.value
         return self._epoch_in_steps(data, batch, callback)[0]
 
@@ -495,12 +525,12 @@ class Net(Handle):
         finalize; collective with a communicator (rank 0 writes)."""
         h = self._handle()
         if extra is None:
-            self._lib.pcnn_net_save(h, os.fsencode(path))
+            self._lib.pcnn_net_save(h, _path(path, "Net.save"))
             return
         if not isinstance(extra, (bytes, bytearray, memoryview)):
             raise TypeError("Net.save: extra must be bytes, got %s" % type(extra).__name__)
         extra = bytes(extra)
-        self._lib.pcnn_net_save_extra(h, os.fsencode(path), extra or None, len(extra))
+        self._lib.pcnn_net_save_extra(h, _path(path, "Net.save"), extra or None, len(extra))
 
     def load(self, path, extra=False):
         """Restore a state saved by save() into this network, built the same
@@ -508,19 +538,20 @@ class Net(Handle):
         changes).  With extra=True, returns the extra bytes stored with it
         (b"" if none).  Collective with a communicator."""
         h = self._handle()
+        path = _path(path, "Net.load")
         if not extra:
-            self._lib.pcnn_net_load(h, os.fsencode(path))
+            self._lib.pcnn_net_load(h, path)
             return None
         size = c_size_t()
         try:
-            self._lib.pcnn_net_load_extra(h, os.fsencode(path), None, 0, byref(size))
+            self._lib.pcnn_net_load_extra(h, path, None, 0, byref(size))
             return b""
         except ShapeError:
             if size.value == 0:
                 raise
         # The extra bytes did not fit in 0 bytes: read again with room.
         buf = ctypes.create_string_buffer(size.value)
-        self._lib.pcnn_net_load_extra(h, os.fsencode(path), buf, size.value, byref(size))
+        self._lib.pcnn_net_load_extra(h, path, buf, size.value, byref(size))
         return buf.raw[:size.value]
 
     # -- reports ----------------------------------------------------------
@@ -568,7 +599,7 @@ class Net(Handle):
     def write_trace(self, path):
         """Write this rank's recent spans as Chrome-trace JSON (needs the
         trace_events option before finalize)."""
-        self._lib.pcnn_net_write_trace(self._handle(), os.fsencode(path))
+        self._lib.pcnn_net_write_trace(self._handle(), _path(path, "Net.write_trace"))
 
     def __repr__(self):
         if self.closed:

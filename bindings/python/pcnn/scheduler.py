@@ -32,8 +32,9 @@ class Scheduler(Handle):
 
     def __init__(self, net, start_batch, max_batch, initial_lr, **options):
         out = c_void_p()
-        net._lib.pcnn_scheduler_create(net._handle(), start_batch, max_batch,
-                                       float(initial_lr), byref(out))
+        with net._using() as h:
+            net._lib.pcnn_scheduler_create(h, start_batch, max_batch, float(initial_lr),
+                                           byref(out))
         self._adopt(net._lib, out)
         self.net = net
         net._dependents.add(self)
@@ -122,7 +123,8 @@ class Scheduler(Handle):
         h = self._handle()
         if callback is None:
             loss = c_double()
-            self._lib.pcnn_scheduler_train_epoch(h, data._handle(), byref(loss))
+            with data._using() as d:
+                self._lib.pcnn_scheduler_train_epoch(h, d, byref(loss))
             return loss.value
         batch, _ = self.begin_epoch()
         mean, first = self.net._epoch_in_steps(data, batch, callback, self.share)

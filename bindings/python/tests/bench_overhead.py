@@ -53,6 +53,7 @@ def data(model, n):
 def py_loop(net, x, labels, steps, raw):
     if raw:
         fn, h = net._lib.pcnn_net_train_step, net._h
+        fn = getattr(fn, "__wrapped__", fn)  # the bare ctypes function
         xp, lp, loss = addr(x), addr(labels), ctypes.c_float()
         ref, n = ctypes.byref(loss), len(labels)
         for _ in range(20):
