@@ -202,9 +202,12 @@ pcnn_status conv3d_add(layer_list *list, pcnn_layer *in, int out_channels, int k
     const long long od = (pd - kernel) / stride + 1, oh = (ph - kernel) / stride + 1,
                     ow = (pw - kernel) / stride + 1;
     const long long ck3 = (long long)s.c * kernel * kernel * kernel;
-    /* Index arithmetic is int: padded extents, CK^3 and one output sample must fit. */
+    /* Index arithmetic is int: padded extents, CK^3 and one sample's GEMM
+     * columns must fit.  A whole batch's output is checked at finalize
+     * (CosmoFlow's conv1 at W = 512 is 2^31 floats per sample: it can be
+     * built, and trained once a sample is split over ranks). */
     ADD_REQUIRE(pd <= INT_MAX && ph <= INT_MAX && pw <= INT_MAX && ck3 <= INT_MAX &&
-                    od * oh * ow <= INT_MAX / out_channels,
+                    od * oh * ow <= INT_MAX,
                 PCNN_ERR_SHAPE,
                 "layer %d (%s): sizes overflow (%d channels x kernel %d^3, output %d x "
                 "%lldx%lldx%lld)",
