@@ -69,17 +69,21 @@ def floats_out(out, count, what, shape=None):
     return out
 
 
+def count(shape):
+    """The number of values of an array of this shape."""
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def samples(x, sample_shape, what="x"):
-    """(array, n) for a batch of samples of sample_shape: x may be shaped
-    (n, C, H, W) or (n, anything with C*H*W values)."""
+    """(array, n) for a batch of samples of sample_shape ((C, H, W) or
+    (C, D, H, W)): x may be shaped (n,) + sample_shape or (n, anything with
+    as many values per sample)."""
     x = floats_in(x, what)
-    per = sample_shape[0] * sample_shape[1] * sample_shape[2]
-    if x.ndim >= 2:
-        values = 1
-        for d in x.shape[1:]:
-            values *= d
-        if values == per:
-            return x, x.shape[0]
-    raise ShapeError("%s has shape %s: expected (n, %d, %d, %d) or (n, ...) with %d values per "
-                     "sample" % (what, x.shape, sample_shape[0], sample_shape[1],
-                                 sample_shape[2], per))
+    per = count(sample_shape)
+    if x.ndim >= 2 and count(x.shape[1:]) == per:
+        return x, x.shape[0]
+    raise ShapeError("%s has shape %s: expected (n, %s) or (n, ...) with %d values per sample"
+                     % (what, x.shape, ", ".join(str(d) for d in sample_shape), per))
