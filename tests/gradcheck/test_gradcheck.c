@@ -327,6 +327,18 @@ static pcnn_status b_small_3d(pcnn_net *net, pcnn_layer *x, const gc_case *t, pc
     return pcnn_dense(net, e, t->a[0], 1, o);
 }
 
+/* conv3d -> batch norm -> ReLU (which the batch norm computes itself) ->
+ * dense. */
+static pcnn_status b_bn_relu_3d(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a, *b, *c;
+    pcnn_status s;
+    if ((s = pcnn_conv3d(net, x, 3, 3, 1, 1, 0, &a))) return s;
+    if ((s = pcnn_batchnorm(net, a, 1e-5f, 0.1f, &b))) return s;
+    if ((s = pcnn_relu(net, b, &c))) return s;
+    return pcnn_dense(net, c, t->a[0], 1, o);
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #define MSE PCNN_LOSS_MSE
@@ -459,6 +471,8 @@ static const gc_case3d cases3d[] = {
     {3, {"3d flatten", 2, 3, 4, 2, 0, MSE, 0, b_flatten, {0}, 0}},
     {5, {"3d conv3d + flatten + dense", 2, 4, 3, 2, 0, MSE, 0, b_conv_flatten, {3}, 0}},
     {3, {"3d L1, conv3d", 2, 3, 4, 2, 0, L1, L1_AWAY, b_conv3d, {2, 3, 1, 1, 1}, 0}},
+    {3, {"3d conv3d + batchnorm + relu (fused) + dense", 2, 4, 3, 3, 0, MSE, KINKS, b_bn_relu_3d,
+         {3}, 0}},
     {5, {"3d conv3d+bn+leaky+avgpool+dropout+dense", 2, 5, 4, 3, 0, MSE, KINKS, b_small_3d, {4},
      0.3f}},
 };
