@@ -128,7 +128,9 @@ static void reference(int kind, const vcase *t, const float *x, const float *par
                             double m = -INFINITY;
                             size_t best = (size_t)-1;
                             if (pass && kind == CONV && t->bias) dw[nw + o] += g;
-                            for (int c = kind == CONV ? 0 : o; c < (kind == CONV ? t->c : o + 1); c++)
+                            /* A convolution reads every channel, a pool its own. */
+                            const int c0 = kind == CONV ? 0 : o, c1 = kind == CONV ? t->c : o + 1;
+                            for (int c = c0; c < c1; c++)
                                 for (int p = 0; p < k; p++)
                                     for (int q = 0; q < k; q++)
                                         for (int r = 0; r < k; r++) {
