@@ -68,7 +68,8 @@ int main(int argc, char **argv)
     builder b = {0};
     pcnn_layer *in;
     CHECK(pcnn_net_create(&b.net));
-    CHECK(pcnn_net_input(b.net, m->c, m->h, m->w, &in));
+    if (m->d > 1) CHECK(pcnn_net_input3d(b.net, m->c, m->d, m->h, m->w, &in));
+    else CHECK(pcnn_net_input(b.net, m->c, m->h, m->w, &in));
     pcnn_layer *out = m->build(&b, in);
     CHECK(pcnn_net_set_loss(b.net, out, m->loss));
     CHECK(pcnn_net_set_optimizer(b.net, PCNN_OPTIMIZER_MOMENTUM));
@@ -85,7 +86,7 @@ int main(int argc, char **argv)
     /* This rank's share of the global batch. */
     const int base = batch / ranks, extra = batch % ranks;
     const int mine = base + (rank < extra);
-    size_t in_size = (size_t)m->c * m->h * m->w, out_size;
+    size_t in_size = (size_t)m->c * m->d * m->h * m->w, out_size;
     CHECK(pcnn_net_output_size(b.net, &out_size));
     float *x = malloc(sizeof(float) * in_size * (size_t)(mine ? mine : 1));
     float *t = malloc(sizeof(float) * out_size * (size_t)(mine ? mine : 1));

@@ -1,3 +1,4 @@
+#define PCNN_EXPERIMENTAL /* the 3D calls: pcnn.h section 9 */
 #include "models.h"
 
 #include <math.h>
@@ -17,11 +18,39 @@ static pcnn_layer *conv(builder *b, pcnn_layer *in, int cout, int k, int s, int 
 
 static pcnn_layer *dense(builder *b, pcnn_layer *in, int out)
 {
-    int c, h, w;
+    int c, d, h, w;
     pcnn_layer *l;
-    CHECK(pcnn_layer_output_shape(in, &c, &h, &w));
+    CHECK(pcnn_layer_output_shape3d(in, &c, &d, &h, &w));
     CHECK(pcnn_dense(b->net, in, out, 1, &l));
-    b->flops += 2.0 * out * (double)c * h * w;
+    b->flops += 2.0 * out * (double)c * d * h * w;
+    return l;
+}
+
+/* 3D convolution, cubic kernel. */
+static pcnn_layer *conv3d(builder *b, pcnn_layer *in, int cout, int k, int s, int p)
+{
+    int cin, d, h, w;
+    pcnn_layer *l;
+    CHECK(pcnn_layer_output_shape3d(in, &cin, NULL, NULL, NULL));
+    CHECK(pcnn_conv3d(b->net, in, cout, k, s, p, 1, &l));
+    CHECK(pcnn_layer_output_shape3d(l, NULL, &d, &h, &w));
+    b->flops += 2.0 * cout * (double)d * h * w * cin * k * k * k;
+    return l;
+}
+
+/* nn.LeakyReLU's default slope. */
+static pcnn_layer *leaky(builder *b, pcnn_layer *in)
+{
+    pcnn_layer *l;
+    CHECK(pcnn_leaky_relu(b->net, in, 0.01f, &l));
+    return l;
+}
+
+/* nn.AvgPool3d(2): kernel 2, stride 2. */
+static pcnn_layer *avgpool3d(builder *b, pcnn_layer *in)
+{
+    pcnn_layer *l;
+    CHECK(pcnn_avgpool3d(b->net, in, 2, 2, 0, &l));
     return l;
 }
 
@@ -106,11 +135,23 @@ static pcnn_layer *edsr(builder *b, pcnn_layer *x)
     return conv(b, x, 3, 3, 1, 1, 1);
 }
 
+/* CosmoFlow-mini on 4 x 32^3 volumes: three conv3d (3^3, "same") + leaky
+ * ReLU + average pooling 2, then dense 4096 -> 256 -> 4, MSE. */
+static pcnn_layer *cosmoflow(builder *b, pcnn_layer *x)
+{
+    x = avgpool3d(b, leaky(b, conv3d(b, x, 16, 3, 1, 1)));
+    x = avgpool3d(b, leaky(b, conv3d(b, x, 32, 3, 1, 1)));
+    x = avgpool3d(b, leaky(b, conv3d(b, x, 64, 3, 1, 1)));
+    x = leaky(b, dense(b, x, 256));
+    return dense(b, x, 4);
+}
+
 static const model models[] = {
-    {"lenet", 1, 28, 28, 64, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY, lenet},
-    {"resnet20", 3, 32, 32, 128, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY, resnet20},
-    {"vgg11", 3, 32, 32, 64, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY, vgg11},
-    {"edsr", 3, 48, 48, 16, PCNN_LOSS_L1, edsr},
+    {"lenet", 1, 1, 28, 28, 64, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY, lenet},
+    {"resnet20", 3, 1, 32, 32, 128, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY, resnet20},
+    {"vgg11", 3, 1, 32, 32, 64, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY, vgg11},
+    {"edsr", 3, 1, 48, 48, 16, PCNN_LOSS_L1, edsr},
+    {"cosmoflow", 4, 32, 32, 32, 4, PCNN_LOSS_MSE, cosmoflow},
 };
 
 const model *model_find(const char *name)

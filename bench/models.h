@@ -29,7 +29,7 @@ typedef struct builder {
 
 typedef struct model {
     const char *name;
-    int c, h, w, default_batch;
+    int c, d, h, w, default_batch; /* d: 1 for images, the depth of volumes */
     pcnn_loss loss;
     pcnn_layer *(*build)(builder *, pcnn_layer *);
 } model;

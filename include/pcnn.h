@@ -245,8 +245,9 @@ PCNN_API pcnn_status pcnn_net_input(pcnn_net *net, int channels, int height, int
  * chosen at finalize for its shape (pcnn_net_summary shows which and why):
  * im2col + GEMM (seed 001 section 3.1), the direct kernels or one GEMM per
  * kernel tap; algorithms differ in float rounding only.  Output
- * (out_channels, (H+2p-k)/s+1, (W+2p-k)/s+1).
- * 0 <= padding < kernel, so that every window sees at least one pixel. */
+ * (out_channels, (H+2p-k)/s+1, (W+2p-k)/s+1).  Any padding >= 0, as in
+ * PyTorch (a window entirely in the padding gives the bias).  2D inputs
+ * only (a volume needs pcnn_conv3d, section 9). */
 PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
                                  int stride, int padding, int bias, pcnn_layer **out);
 
@@ -305,7 +306,8 @@ PCNN_API pcnn_status pcnn_add_scaled(pcnn_net *net, pcnn_layer *a, pcnn_layer *b
                                      float b_scale, pcnn_layer **out);
 
 /* Pixel shuffle (sub-pixel upsampling): (C*r*r, H, W) -> (C, H*r, W*r), as
- * torch.nn.PixelShuffle(r).  r >= 1, and the channels must divide by r*r. */
+ * torch.nn.PixelShuffle(r).  r >= 1, and the channels must divide by r*r.
+ * 2D only: UNSUPPORTED for a 3D input. */
 PCNN_API pcnn_status pcnn_pixel_shuffle(pcnn_net *net, pcnn_layer *in, int upscale,
                                         pcnn_layer **out);
 
@@ -315,7 +317,8 @@ PCNN_API pcnn_status pcnn_pixel_shuffle(pcnn_net *net, pcnn_layer *in, int upsca
 PCNN_API pcnn_status pcnn_layer_set_init(pcnn_layer *layer, pcnn_init init);
 
 /* The shape of one sample of the layer's output.  Any pointer may be NULL.
- * Valid as soon as the layer is added. */
+ * Valid as soon as the layer is added.  SHAPE for a 3D output (depth > 1):
+ * use pcnn_layer_output_shape3d (section 9). */
 PCNN_API pcnn_status pcnn_layer_output_shape(const pcnn_layer *layer, int *channels,
                                              int *height, int *width);
 
@@ -465,7 +468,8 @@ PCNN_API pcnn_status pcnn_dataset_create(int n, int channels, int height, int wi
 /* Free a dataset; NULL is a no-op. */
 PCNN_API pcnn_status pcnn_dataset_destroy(pcnn_dataset **data);
 
-/* Number of samples, and the shape of one sample (any pointer may be NULL). */
+/* Number of samples, and the shape of one sample (any pointer may be NULL).
+ * SHAPE for volumes (depth > 1): use pcnn_dataset_info3d (section 9). */
 PCNN_API pcnn_status pcnn_dataset_info(const pcnn_dataset *data, int *n, int *channels,
                                        int *height, int *width);
 
@@ -1078,5 +1082,63 @@ PCNN_API pcnn_status pcnn_checkpoint_cleanup(const char *path, int *removed);
 #ifdef __cplusplus
 }
 #endif
+
+/*
+ * 3D networks (volumes such as CosmoFlow's 4 x 128^3 dark-matter cubes,
+ * seed 003).  A sample is (C, D, H, W), stored NCDHW (W fastest) in every
+ * buffer the host passes (inputs, outputs, gradients), as PyTorch.  These
+ * layers accept depth as well as the 2D ones: ReLU, leaky ReLU, batch norm
+ * (statistics per channel over N, D, H, W), dropout, add / add_scaled,
+ * global average pooling ((C, D, H, W) -> (C, 1, 1)), flatten and dense
+ * (features in PyTorch's flatten order C, D, H, W).  conv2d and the 2D
+ * pools refuse volumes (SHAPE), pixel shuffle too (UNSUPPORTED).  Losses,
+ * training, evaluation, checkpoints and data parallelism work unchanged.
+ * Errors as for the 2D calls.
+ */
+
+/* The network's input: samples of channels x depth x height x width.  Must
+ * be the first layer added, exactly once (instead of pcnn_net_input).
+ * depth 1 gives the same network as pcnn_net_input. */
+PCNN_API pcnn_status pcnn_net_input3d(pcnn_net *net, int channels, int depth, int height,
+                                      int width, pcnn_layer **out);
+
+/* 3D convolution as torch.nn.Conv3d: out_channels filters of kernel^3,
+ * the same stride and zero padding (any padding >= 0) along D, H and W;
+ * bias != 0 adds a per-channel bias.  Output (out_channels, (D+2p-k)/s+1,
+ * (H+2p-k)/s+1, (W+2p-k)/s+1).  Weights [Cout][Cin][k][k][k] then the bias,
+ * as PyTorch.  Computed as vol2col + GEMM over the whole local batch (three
+ * GEMMs per step, seed 001 section 3.1); the vol2col matrix is kept for
+ * backward under PCNN_OPT_KEEP_IM2COL. */
+PCNN_API pcnn_status pcnn_conv3d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
+                                 int stride, int padding, int bias, pcnn_layer **out);
+
+/* Max and average pooling over kernel^3 windows with the same stride and
+ * padding along each axis, as torch.nn.functional.max_pool3d /
+ * avg_pool3d (floor mode; padding counts as -infinity for max, as zeros in
+ * the average, count_include_pad=True); 0 <= padding <= kernel/2.  Output
+ * (C, floor((D+2p-k)/s)+1, floor((H+2p-k)/s)+1, floor((W+2p-k)/s)+1). */
+PCNN_API pcnn_status pcnn_maxpool3d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
+                                    int padding, pcnn_layer **out);
+PCNN_API pcnn_status pcnn_avgpool3d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
+                                    int padding, pcnn_layer **out);
+
+/* The shape of one sample of the layer's output, depth included (1 for
+ * 2D layers).  Any pointer may be NULL. */
+PCNN_API pcnn_status pcnn_layer_output_shape3d(const pcnn_layer *layer, int *channels,
+                                               int *depth, int *height, int *width);
+
+/* An in-memory dataset of n volumes of (channels, depth, height, width)
+ * copied from x (NCDHW), with int32 labels or target_count float targets
+ * per sample (regression: MSE, L1), as pcnn_dataset_create.  Shuffle,
+ * batch, train_epoch and evaluate take it as any dataset. */
+PCNN_API pcnn_status pcnn_dataset_create3d(int n, int channels, int depth, int height,
+                                           int width, const float *x, const int32_t *labels,
+                                           const float *targets, int target_count,
+                                           pcnn_dataset **out);
+
+/* Number of samples and the shape of one, depth included (1 for images).
+ * Any pointer may be NULL. */
+PCNN_API pcnn_status pcnn_dataset_info3d(const pcnn_dataset *data, int *n, int *channels,
+                                         int *depth, int *height, int *width);
 
 #endif /* PCNN_EXPERIMENTAL */

@@ -16,7 +16,8 @@ File format (text, whitespace-separated, one directive per line):
 
   pcnn-fixture 1
   name <name>
-  input <C> <H> <W>
+  input <C> <H> <W>                         (images; or, for volumes:)
+  input3d <C> <D> <H> <W>
   layer <kind> <input index>... <args>...   (the input is 0, layers 1, 2, ...)
   loss <cross_entropy|mse|l1> <layer index>
   optimizer <sgd|momentum|adam>
@@ -30,7 +31,8 @@ File format (text, whitespace-separated, one directive per line):
 Layer arguments, by kind: conv2d in cout k stride pad bias | maxpool2d in k
 stride pad | avgpool2d in k stride pad | global_avgpool in | dense in out
 bias | flatten in | relu in | leaky_relu in slope | batchnorm in eps momentum
-| add a b | add_scaled a b scale | pixel_shuffle in r.
+| add a b | add_scaled a b scale | pixel_shuffle in r | conv3d in cout k stride
+pad bias | maxpool3d in k stride pad | avgpool3d in k stride pad.
 
 Floats are written as the shortest decimal that round-trips the float32
 value.  Run: /usr/bin/python3 scripts/make_fixtures.py [output dir]
@@ -51,12 +53,13 @@ OUT_DIR = os.path.join(ROOT, "tests", "reference", "fixtures")
 KIND_INPUTS = {
     "conv2d": 1, "maxpool2d": 1, "avgpool2d": 1, "global_avgpool": 1, "dense": 1,
     "flatten": 1, "relu": 1, "leaky_relu": 1, "batchnorm": 1, "add": 2,
-    "add_scaled": 2, "pixel_shuffle": 1,
+    "add_scaled": 2, "pixel_shuffle": 1, "conv3d": 1, "maxpool3d": 1, "avgpool3d": 1,
 }
 
 
-# The smallest distance of a ReLU input or an L1 residual from its kink seen
-# while training: float32 and float64 must not disagree on which side it is.
+# The smallest distance of a ReLU input or an L1 residual from its kink, or
+# of a max pool's winner from the runner-up of its window, seen while
+# training: float32 and float64 must not disagree on which side it is.
 KINK_MARGIN = [np.inf]
 MIN_KINK_MARGIN = 1e-4
 
@@ -80,9 +83,17 @@ class Net(torch.nn.Module):
         shapes = [in_shape]
         init = []
         for kind, ins, args in layers:
-            c, h, w = shapes[ins[0]]
+            c = shapes[ins[0]][0]
+            features = int(np.prod(shapes[ins[0]]))
             mod = None
-            if kind == "conv2d":
+            if kind == "conv3d":
+                cout, k, s, p, bias = args
+                mod = torch.nn.Conv3d(c, cout, k, s, p, bias=bool(bias))
+                bound = 1.0 / np.sqrt(c * k * k * k)
+                init.append(quantized(rng, (cout, c, k, k, k), -bound, bound, 2**-12))
+                if bias:
+                    init.append(quantized(rng, (cout,), -0.1, 0.1, 2**-12))
+            elif kind == "conv2d":
                 cout, k, s, p, bias = args
                 mod = torch.nn.Conv2d(c, cout, k, s, p, bias=bool(bias))
                 bound = 1.0 / np.sqrt(c * k * k)
@@ -91,15 +102,16 @@ class Net(torch.nn.Module):
                     init.append(quantized(rng, (cout,), -0.1, 0.1, 2**-12))
             elif kind == "dense":
                 out, bias = args
-                mod = torch.nn.Linear(c * h * w, out, bias=bool(bias))
-                bound = 1.0 / np.sqrt(c * h * w)
-                init.append(quantized(rng, (out, c * h * w), -bound, bound, 2**-12))
+                mod = torch.nn.Linear(features, out, bias=bool(bias))
+                bound = 1.0 / np.sqrt(features)
+                init.append(quantized(rng, (out, features), -bound, bound, 2**-12))
                 if bias:
                     init.append(quantized(rng, (out,), -0.1, 0.1, 2**-12))
             elif kind == "batchnorm":
                 eps, momentum = args
                 # The C side passes float32 eps and momentum.
-                mod = torch.nn.BatchNorm2d(c, eps=float(f32(eps)), momentum=float(f32(momentum)))
+                bn = torch.nn.BatchNorm3d if len(shapes[ins[0]]) == 4 else torch.nn.BatchNorm2d
+                mod = bn(c, eps=float(f32(eps)), momentum=float(f32(momentum)))
                 init.append(quantized(rng, (c,), 0.8, 1.2, 2**-12))
                 init.append(quantized(rng, (c,), -0.1, 0.1, 2**-12))
             self.mods.append(mod if mod is not None else torch.nn.Identity())
@@ -111,7 +123,7 @@ class Net(torch.nn.Module):
         # The shape probes ran in training mode: forget what they did to
         # the running statistics.
         for mod in self.mods:
-            if isinstance(mod, torch.nn.BatchNorm2d):
+            if isinstance(mod, (torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)):
                 mod.reset_running_stats()
         self.param_list = [p for m in self.mods for p in m.parameters()]
         flat = np.concatenate([a.ravel() for a in init]) if init else f32([])
@@ -122,7 +134,7 @@ class Net(torch.nn.Module):
     def _apply(kind, ins, args, mod, outs):
         a = outs[ins[0]]
         n = a.shape[0]
-        if kind in ("conv2d", "batchnorm"):
+        if kind in ("conv2d", "conv3d", "batchnorm"):
             return mod(a)
         if kind == "dense":
             return mod(a.reshape(n, -1)).reshape(n, -1, 1, 1)
@@ -138,8 +150,19 @@ class Net(torch.nn.Module):
             return F.max_pool2d(a, args[0], args[1], args[2])
         if kind == "avgpool2d":
             return F.avg_pool2d(a, args[0], args[1], args[2], count_include_pad=True)
+        if kind == "maxpool3d":
+            k, s, p = args
+            # The gap between each window's winner and its runner-up.
+            padded = F.pad(a.detach(), (p,) * 6, value=-np.inf)
+            win = padded.unfold(2, k, s).unfold(3, k, s).unfold(4, k, s).reshape(
+                *a.shape[:2], -1, k * k * k)
+            top = win.topk(2, dim=-1).values
+            KINK_MARGIN[0] = min(KINK_MARGIN[0], float((top[..., 0] - top[..., 1]).min()))
+            return F.max_pool3d(a, k, s, p)
+        if kind == "avgpool3d":
+            return F.avg_pool3d(a, args[0], args[1], args[2], count_include_pad=True)
         if kind == "global_avgpool":
-            return a.mean(dim=(2, 3), keepdim=True)
+            return a.mean(dim=tuple(range(2, a.dim())), keepdim=True).reshape(n, -1, 1, 1)
         if kind == "add":
             return a + outs[ins[1]]
         if kind == "add_scaled":
@@ -260,7 +283,8 @@ def make_case_once(name, in_shape, layers, loss, optimizer, options, batch, step
         pred = net(torch.from_numpy(x_eval.astype(np.float64)), out_index)
     pred = pred.reshape(batch, -1).numpy()
 
-    lines = ["pcnn-fixture 1", "name " + name, "input %d %d %d" % tuple(in_shape)]
+    head = "input3d %d %d %d %d" if len(in_shape) == 4 else "input %d %d %d"
+    lines = ["pcnn-fixture 1", "name " + name, head % tuple(in_shape)]
     for kind, ins, args in layers:
         lines.append(" ".join(["layer", kind] + [str(i) for i in ins] + [fmt(a) for a in args]))
     lines.append("loss %s %d" % (loss_kind, out_index))
@@ -338,6 +362,33 @@ def cases():
            ("add_scaled", [3, 4], [0.5]), ("flatten", [5], []), ("dense", [6], [6, 1])]
     yield make_case("mixed_mse_momentum_wd", (3, 5, 5), mix, ("mse", 7), "momentum",
                     {"learning_rate": 0.02, "momentum": 0.9, "weight_decay": 1e-2}, seed=8)
+
+
+    # conv2d with padding >= kernel (windows of pure padding: the bias).
+    pad = [("conv2d", [0], [3, 1, 1, 1, 1]), ("conv2d", [1], [2, 3, 2, 3, 1])]
+    yield make_case("conv2d_padding_ge_kernel", (2, 5, 4), pad, ("mse", 2), "sgd",
+                    {"learning_rate": 0.1}, seed=9)
+    # Volumes (C, D, H, W).  conv3d alone, strided, odd sizes, MSE.
+    yield make_case("conv3d_sgd", (2, 5, 4, 6), [("conv3d", [0], [3, 3, 2, 1, 1])],
+                    ("mse", 1), "sgd", {"learning_rate": 0.1}, seed=10)
+    # conv3d + max_pool3d (windows overlap: stride 2, padding 1) + dense.
+    mp = [("conv3d", [0], [3, 3, 1, 1, 0]), ("maxpool3d", [1], [3, 2, 1]),
+          ("dense", [2], [4, 1])]
+    yield make_case("maxpool3d_momentum", (2, 5, 5, 4), mp, ("mse", 3), "momentum",
+                    {"learning_rate": 0.05, "momentum": 0.9}, seed=11)
+    # conv3d + avg_pool3d + a 1x1x1 conv3d with padding 1, flatten, L1.
+    ap = [("conv3d", [0], [4, 3, 1, 2, 1]), ("avgpool3d", [1], [2, 2, 0]),
+          ("conv3d", [2], [2, 1, 1, 1, 1]), ("flatten", [3], [])]
+    yield make_case("avgpool3d_adam", (2, 4, 5, 3), ap, ("l1", 4), "adam",
+                    {"learning_rate": 0.01}, seed=12)
+    # CosmoFlow in miniature: conv3d + batch norm + leaky ReLU + avg pool,
+    # strided conv3d + leaky ReLU, dense + leaky ReLU + dense, MSE, Adam.
+    cosmo = [("conv3d", [0], [4, 3, 1, 1, 0]), ("batchnorm", [1], [1e-5, 0.1]),
+             ("leaky_relu", [2], [0.01]), ("avgpool3d", [3], [3, 2, 1]),
+             ("conv3d", [4], [6, 3, 2, 1, 0]), ("leaky_relu", [5], [0.01]),
+             ("dense", [6], [8, 1]), ("leaky_relu", [7], [0.01]), ("dense", [8], [4, 1])]
+    yield make_case("cosmoflow_mini_adam", (2, 7, 6, 5), cosmo, ("mse", 9), "adam",
+                    {"learning_rate": 0.005}, batch=4, steps=4, seed=13)
 
 
 def main():

@@ -1,7 +1,9 @@
-/* In-memory datasets: storage, shuffling and batch copies. */
+/* In-memory datasets of images (C, H, W) or volumes (C, D, H, W) with class
+ * labels or float targets: storage, shuffling and batch copies. */
 #include "dataset.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../core/error.h"
@@ -14,11 +16,17 @@
 
 pcnn_dataset *dataset_alloc(int n, int c, int h, int w, int with_labels, int target_count)
 {
-    if (n < 1 || c < 1 || h < 1 || w < 1 || target_count < 0) return NULL;
-    if ((size_t)c > (size_t)INT_MAX / (size_t)h ||
-        (size_t)c * (size_t)h > (size_t)INT_MAX / (size_t)w)
+    return dataset_alloc3d(n, c, 1, h, w, with_labels, target_count);
+}
+
+pcnn_dataset *dataset_alloc3d(int n, int c, int d_, int h, int w, int with_labels,
+                              int target_count)
+{
+    if (n < 1 || c < 1 || d_ < 1 || h < 1 || w < 1 || target_count < 0) return NULL;
+    if ((size_t)c * (size_t)d_ > (size_t)INT_MAX / (size_t)h ||
+        (size_t)c * (size_t)d_ * (size_t)h > (size_t)INT_MAX / (size_t)w)
         return NULL;
-    size_t sample = (size_t)c * (size_t)h * (size_t)w;
+    size_t sample = (size_t)c * (size_t)d_ * (size_t)h * (size_t)w;
     if (sample > SIZE_MAX / sizeof(float) / (size_t)n) return NULL;
     if (target_count > 0 && (size_t)target_count > SIZE_MAX / sizeof(float) / (size_t)n)
         return NULL;
@@ -27,6 +35,7 @@ pcnn_dataset *dataset_alloc(int n, int c, int h, int w, int with_labels, int tar
     if (!d) return NULL;
     d->n = n;
     d->c = c;
+    d->d = d_;
     d->h = h;
     d->w = w;
     d->sample_floats = sample;
@@ -80,17 +89,27 @@ void dataset_copy_batch(const pcnn_dataset *d, int start, int count, float *x,
     }
 }
 
-PCNN_API pcnn_status pcnn_dataset_create(int n, int channels, int height, int width,
-                                         const float *x, const int32_t *labels,
-                                         const float *targets, int target_count,
-                                         pcnn_dataset **out)
+/* The sample shape for messages: "(C, H, W)" for images, "(C, D, H, W)" for
+ * volumes. */
+static const char *shape_text(int c, int d, int h, int w, char *buf, size_t size)
 {
-    API_ENTRY();
+    if (d == 1) snprintf(buf, size, "(%d, %d, %d)", c, h, w);
+    else snprintf(buf, size, "(%d, %d, %d, %d)", c, d, h, w);
+    return buf;
+}
+
+/* pcnn_dataset_create and pcnn_dataset_create3d (messages name the caller's
+ * public function: the API scope is already open). */
+static pcnn_status create(int n, int c, int depth, int h, int w, const float *x,
+                          const int32_t *labels, const float *targets, int target_count,
+                          pcnn_dataset **out)
+{
+    char txt[64];
     REQUIRE_PTR(out);
     REQUIRE_PTR(x);
     REQUIRE(n >= 1, PCNN_ERR_INVALID_ARGUMENT, "n %d < 1", n);
-    REQUIRE(channels >= 1 && height >= 1 && width >= 1, PCNN_ERR_INVALID_ARGUMENT,
-            "sample shape (%d, %d, %d) has a dimension < 1", channels, height, width);
+    REQUIRE(c >= 1 && depth >= 1 && h >= 1 && w >= 1, PCNN_ERR_INVALID_ARGUMENT,
+            "sample shape %s has a dimension < 1", shape_text(c, depth, h, w, txt, sizeof txt));
     REQUIRE((labels == NULL) != (targets == NULL), PCNN_ERR_INVALID_ARGUMENT,
             "pass exactly one of labels and targets (got %s)",
             labels ? "both" : "neither");
@@ -104,21 +123,39 @@ PCNN_API pcnn_status pcnn_dataset_create(int n, int channels, int height, int wi
         REQUIRE(target_count >= 1, PCNN_ERR_INVALID_ARGUMENT,
                 "target_count %d < 1 with targets", target_count);
     }
-    REQUIRE((size_t)channels * (size_t)height <= (size_t)INT_MAX / (size_t)width,
-            PCNN_ERR_INVALID_ARGUMENT, "sample shape (%d, %d, %d) exceeds INT_MAX floats",
-            channels, height, width);
+    REQUIRE((size_t)c * (size_t)depth * (size_t)h <= (size_t)INT_MAX / (size_t)w,
+            PCNN_ERR_INVALID_ARGUMENT, "sample shape %s exceeds INT_MAX floats",
+            shape_text(c, depth, h, w, txt, sizeof txt));
 
-    pcnn_dataset *d = dataset_alloc(n, channels, height, width, labels != NULL, target_count);
+    pcnn_dataset *d = dataset_alloc3d(n, c, depth, h, w, labels != NULL, target_count);
     if (!d)
         return FAIL(PCNN_ERR_OUT_OF_MEMORY,
-                    "cannot allocate %d samples of (%d, %d, %d) floats, %d targets each", n,
-                    channels, height, width, target_count);
+                    "cannot allocate %d samples of %s floats, %d targets each", n,
+                    shape_text(c, depth, h, w, txt, sizeof txt), target_count);
     memcpy(d->x, x, (size_t)n * d->sample_floats * sizeof *d->x);
     if (labels) memcpy(d->labels, labels, (size_t)n * sizeof *d->labels);
     if (targets) memcpy(d->targets, targets, (size_t)n * (size_t)target_count * sizeof *d->targets);
     dataset_finish(d);
     *out = d;
     return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_dataset_create(int n, int channels, int height, int width,
+                                         const float *x, const int32_t *labels,
+                                         const float *targets, int target_count,
+                                         pcnn_dataset **out)
+{
+    API_ENTRY();
+    return create(n, channels, 1, height, width, x, labels, targets, target_count, out);
+}
+
+PCNN_API pcnn_status pcnn_dataset_create3d(int n, int channels, int depth, int height, int width,
+                                           const float *x, const int32_t *labels,
+                                           const float *targets, int target_count,
+                                           pcnn_dataset **out)
+{
+    API_ENTRY();
+    return create(n, channels, depth, height, width, x, labels, targets, target_count, out);
 }
 
 PCNN_API pcnn_status pcnn_dataset_destroy(pcnn_dataset **data)
@@ -135,8 +172,24 @@ PCNN_API pcnn_status pcnn_dataset_info(const pcnn_dataset *data, int *n, int *ch
 {
     API_ENTRY();
     REQUIRE_PTR(data);
+    /* A (C, H, W) answer for volumes would silently lose their depth. */
+    REQUIRE(data->d == 1, PCNN_ERR_SHAPE,
+            "the samples are 3D (depth %d): use pcnn_dataset_info3d", data->d);
     if (n) *n = data->n;
     if (channels) *channels = data->c;
+    if (height) *height = data->h;
+    if (width) *width = data->w;
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_dataset_info3d(const pcnn_dataset *data, int *n, int *channels,
+                                         int *depth, int *height, int *width)
+{
+    API_ENTRY();
+    REQUIRE_PTR(data);
+    if (n) *n = data->n;
+    if (channels) *channels = data->c;
+    if (depth) *depth = data->d;
     if (height) *height = data->h;
     if (width) *width = data->w;
     return PCNN_OK;

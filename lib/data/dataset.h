@@ -11,9 +11,9 @@
 #include "pcnn.h"
 
 struct pcnn_dataset {
-    int n, c, h, w;         /* n samples of (c, h, w) */
-    size_t sample_floats;   /* c * h * w */
-    float *x;               /* n * sample_floats, NCHW, in storage order */
+    int n, c, d, h, w;      /* n samples of (c, d, h, w); d == 1 for images */
+    size_t sample_floats;   /* c * d * h * w */
+    float *x;               /* n * sample_floats, NCDHW, in storage order */
     int32_t *labels;        /* n class labels >= 0, or NULL */
     float *targets;         /* n * target_count floats, or NULL */
     int target_count;       /* 0 with labels */
@@ -25,6 +25,9 @@ struct pcnn_dataset {
  * targets (if target_count > 0), and the identity order.  Sizes must be
  * positive; NULL on overflow or allocation failure (no message set). */
 pcnn_dataset *dataset_alloc(int n, int c, int h, int w, int with_labels, int target_count);
+/* The same for samples of (c, d, h, w). */
+pcnn_dataset *dataset_alloc3d(int n, int c, int d, int h, int w, int with_labels,
+                              int target_count);
 /* Free everything; NULL is a no-op. */
 void dataset_free(pcnn_dataset *d);
 /* Compute num_classes once the labels are filled in. */

@@ -11,7 +11,16 @@ PCNN_API pcnn_status pcnn_net_input(pcnn_net *net, int channels, int height, int
     API_ENTRY();
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
-    return input_add(&net->layers, channels, height, width, out, __func__);
+    return input_add(&net->layers, channels, 1, height, width, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_net_input3d(pcnn_net *net, int channels, int depth, int height,
+                                      int width, pcnn_layer **out)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
+    return input_add(&net->layers, channels, depth, height, width, out, __func__);
 }
 
 PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
@@ -40,6 +49,34 @@ PCNN_API pcnn_status pcnn_avgpool2d(pcnn_net *net, pcnn_layer *in, int kernel, i
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     return avgpool2d_add(&net->layers, in, kernel, stride, padding, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_conv3d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
+                                 int stride, int padding, int bias, pcnn_layer **out)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
+    return conv3d_add(&net->layers, in, out_channels, kernel, stride, padding, bias, out,
+                      __func__);
+}
+
+PCNN_API pcnn_status pcnn_maxpool3d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
+                                    int padding, pcnn_layer **out)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
+    return maxpool3d_add(&net->layers, in, kernel, stride, padding, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_avgpool3d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
+                                    int padding, pcnn_layer **out)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
+    return avgpool3d_add(&net->layers, in, kernel, stride, padding, out, __func__);
 }
 
 PCNN_API pcnn_status pcnn_global_avgpool(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)

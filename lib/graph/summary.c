@@ -12,13 +12,20 @@ PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t siz
     TRY(net_check_alive(net, __func__));
     REQUIRE(buf || size == 0, PCNN_ERR_INVALID_ARGUMENT, "buf is NULL but size is %zu", size);
     text t = text_start(buf, size);
-    text_put(&t, "%-5s %-15s %-18s %10s  %-12s %s\n", "layer", "kind", "output (C,H,W)", "params",
-        "inputs", "config");
+    /* Volumes show their depth: (C, D, H, W) where any layer has one. */
+    bool volumes = false;
+    for (int i = 0; i < net->layers.count; i++) volumes |= net->layers.items[i]->out.d > 1;
+    text_put(&t, "%-5s %-15s %-18s %10s  %-12s %s\n", "layer", "kind",
+        volumes ? "output (C,D,H,W)" : "output (C,H,W)", "params", "inputs", "config");
     size_t total = 0;
     for (int i = 0; i < net->layers.count; i++) {
         const pcnn_layer *l = net->layers.items[i];
         char shape_txt[40], inputs[24] = "-", config[96] = "";
-        snprintf(shape_txt, sizeof shape_txt, "(%d, %d, %d)", l->out.c, l->out.h, l->out.w);
+        if (volumes)
+            snprintf(shape_txt, sizeof shape_txt, "(%d, %d, %d, %d)", l->out.c, l->out.d,
+                     l->out.h, l->out.w);
+        else
+            snprintf(shape_txt, sizeof shape_txt, "(%d, %d, %d)", l->out.c, l->out.h, l->out.w);
         if (l->num_inputs == 1) snprintf(inputs, sizeof inputs, "%d", l->inputs[0]->index);
         if (l->num_inputs == 2)
             snprintf(inputs, sizeof inputs, "%d, %d", l->inputs[0]->index, l->inputs[1]->index);

@@ -14,10 +14,16 @@ static pcnn_status check_dataset(const pcnn_net *net, const pcnn_dataset *d, con
 {
     if (!d) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "data is NULL");
     const shape in = net->layers.items[0]->out;
-    if (d->c != in.c || d->h != in.h || d->w != in.w)
+    if (d->c != in.c || d->d != in.d || d->h != in.h || d->w != in.w) {
+        if (d->d == 1 && in.d == 1)
+            return error_set(PCNN_ERR_SHAPE, func,
+                             "dataset samples are (%d, %d, %d) but the network input is "
+                             "(%d, %d, %d)", d->c, d->h, d->w, in.c, in.h, in.w);
         return error_set(PCNN_ERR_SHAPE, func,
-                         "dataset samples are (%d, %d, %d) but the network input is (%d, %d, %d)",
-                         d->c, d->h, d->w, in.c, in.h, in.w);
+                         "dataset samples are (%d, %d, %d, %d) but the network input is "
+                         "(%d, %d, %d, %d) (channels, depth, height, width)",
+                         d->c, d->d, d->h, d->w, in.c, in.d, in.h, in.w);
+    }
     if (net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY) {
         if (!d->labels)
             return error_set(PCNN_ERR_INVALID_ARGUMENT, func,

@@ -552,9 +552,10 @@ static pcnn_status layer_differs(uint32_t i, const ckpt_layer *f, const ckpt_lay
                          "%ux%ux%u and %llu parameters", i, f->kind, f->c, f->h, f->w,
                          (unsigned long long)f->num_params, n->kind, n->c, n->h, n->w,
                          (unsigned long long)n->num_params);
+    /* The records carry no depth; the hash does. */
     return error_set(PCNN_ERR_MISMATCH, func, "layer %u (%s) differs in its configuration "
-                     "(kernel, stride, padding, bias, rate, ...), its inputs, or in being the "
-                     "network's output", i, n->kind);
+                     "(kernel, stride, padding, bias, rate, ...), its output depth, its "
+                     "inputs, or in being the network's output", i, n->kind);
 }
 
 pcnn_status ckpt_verify(const ckpt_view *v, const ckpt_expect *e, const char *func)

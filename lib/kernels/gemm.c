@@ -22,10 +22,25 @@ void blas_threads_leave(int saved)
     if (saved != 1) openblas_set_num_threads(saved);
 }
 
+/* OpenBLAS 0.3.21's small-matrix kernel for row-major A B (no transposes;
+ * AVX-512 CPUs, m*n*k up to about 10^6) mallocs a buffer on every call for
+ * most n below 64 once k >= 32: a dense layer over a batch of a few
+ * samples, a 3D convolution over a few output voxels.  Such products go
+ * through sgemv, one output column at a time, which allocates nothing:
+ * steps stay free of heap allocations. */
+#define SMALL_NN_MAX_N 64
+#define SMALL_NN_MAX_MACS (1 << 20)
+
 void gemm_serial(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
                  const float *b, int ldb, float beta, float *c, int ldc)
 {
     if (m <= 0 || n <= 0) return;
+    if (!ta && !tb && n < SMALL_NN_MAX_N && (double)m * n * k <= SMALL_NN_MAX_MACS) {
+        for (int j = 0; j < n; j++)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, a, lda, b + j, ldb, beta,
+                        c + j, ldc);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

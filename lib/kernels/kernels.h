@@ -90,6 +90,27 @@ void col2im_rows(float *dcol, size_t ld, const conv_shape *g, int g0, int g1, fl
 void col2im_batch(const float *dcol, int c, int n, int h, int w, int k, int stride, int pad,
                   int ho, int wo, float *dx, bool accumulate, int threads);
 
+/* vol2col / col2vol (vol2col.c): im2col with a depth axis, for 3D
+ * convolutions over a whole batch in the C x N x D x H x W layout.  col has
+ * C*K^3 rows (c, kd, kh, kw) of N*Do*Ho*Wo columns (n, od, oh, ow); zero
+ * where the window reads padding.  Any padding >= 0. */
+typedef struct vol_shape {
+    int c, n, d, h, w;     /* input batch */
+    int k, stride, pad;    /* cubic kernel, stride and padding on every side */
+    int od, oh, ow;        /* output volume */
+} vol_shape;
+void vol2col_batch(const float *x, const vol_shape *g, float *col, int threads);
+/* dx (C x N x D x H x W) = or += col2vol(dcol), the adjoint of vol2col_batch. */
+void col2vol_batch(const float *dcol, const vol_shape *g, float *dx, bool accumulate,
+                   int threads);
+
+/* Per-row sums and fills of a rows x n row-major matrix (a convolution's
+ * bias gradient and bias), rows split over threads.  row_sums sums each
+ * row in an order fixed by n alone (8 float lanes over blocks of 1024, the
+ * blocks in double), so any thread count gives the same bits. */
+void row_sums(const float *x, size_t rows, size_t n, float *out, int threads);
+void fill_rows(float *x, size_t rows, size_t n, const float *values, int threads);
+
 /* Layout conversions between the public NCHW and the internal CNHW:
  * nchw_to_cnhw: dst[(c*N+n)*S + s] = src[(n*C+c)*S + s]; and back. */
 void nchw_to_cnhw(const float *src, float *dst, int n, int c, size_t spatial, int threads);

@@ -118,3 +118,59 @@ void sums_gradient(const float *x, const float *dy, const float *relu, size_t n,
     add_gradient(x, dy, relu, done, n, shift, shift_lo, scale, s1, s2);
     finish(s1, s2, out);
 }
+
+/* Row sums and fills (kernels.h row_sums / fill_rows). */
+typedef struct rows_call {
+    const float *src;
+    float *dst;
+    size_t n;
+} rows_call;
+
+/* Sum of n floats in an order fixed by n alone (so any thread count gives
+ * the same bits): 8 float lanes over blocks of ROW_BLOCK, which vectorise,
+ * and the block sums in double, which keeps long rows accurate. */
+#define ROW_BLOCK 1024
+static float row_sum(const float *x, size_t n)
+{
+    double total = 0.0;
+    for (size_t j0 = 0; j0 < n; j0 += ROW_BLOCK) {
+        const size_t j1 = j0 + ROW_BLOCK < n ? j0 + ROW_BLOCK : n;
+        float lane[8] = {0};
+        size_t j = j0;
+        for (; j + 8 <= j1; j += 8)
+            for (int q = 0; q < 8; q++) lane[q] += x[j + q];
+        float t = 0.0f;
+        for (int q = 0; q < 8; q++) t += lane[q];
+        for (; j < j1; j++) t += x[j];
+        total += t;
+    }
+    return (float)total;
+}
+
+static void sum_range(void *arg, size_t lo, size_t hi)
+{
+    const rows_call *a = arg;
+    for (size_t r = lo; r < hi; r++) a->dst[r] = row_sum(a->src + r * a->n, a->n);
+}
+
+void row_sums(const float *x, size_t rows, size_t n, float *out, int threads)
+{
+    rows_call a = {x, out, n};
+    parallel_for(rows, 1, rows * n, threads, sum_range, &a);
+}
+
+static void fill_range(void *arg, size_t lo, size_t hi)
+{
+    const rows_call *a = arg;
+    for (size_t r = lo; r < hi; r++) {
+        float *restrict row = a->dst + r * a->n;
+        const float v = a->src[r];
+        for (size_t j = 0; j < a->n; j++) row[j] = v;
+    }
+}
+
+void fill_rows(float *x, size_t rows, size_t n, const float *values, int threads)
+{
+    rows_call a = {values, x, n};
+    parallel_for(rows, 1, rows * n, threads, fill_range, &a);
+}

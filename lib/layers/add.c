@@ -188,13 +188,19 @@ pcnn_status residual_add(layer_list *list, pcnn_layer *a, pcnn_layer *b, float b
     if (!isfinite(b_scale))
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func,
                          "layer %d (add): b_scale %g must be finite", index, (double)b_scale);
-    shape sa = a->out, sb = b->out; /* d == 1: 2D layers only so far */
-    if (sa.c != sb.c || sa.d != sb.d || sa.h != sb.h || sa.w != sb.w)
+    shape sa = a->out, sb = b->out;
+    if (sa.c != sb.c || sa.d != sb.d || sa.h != sb.h || sa.w != sb.w) {
+        if (sa.d == 1 && sb.d == 1)
+            return error_set(PCNN_ERR_SHAPE, func,
+                             "layer %d (add): input shapes (%d, %d, %d) of layer %d and "
+                             "(%d, %d, %d) of layer %d differ",
+                             index, sa.c, sa.h, sa.w, a->index, sb.c, sb.h, sb.w, b->index);
         return error_set(PCNN_ERR_SHAPE, func,
-                         "layer %d (add): input shapes (%d, %d, %d) of layer %d and "
-                         "(%d, %d, %d) of layer %d differ",
-                         index, sa.c, sa.h, sa.w, a->index, sb.c, sb.h, sb.w,
+                         "layer %d (add): input shapes (%d, %d, %d, %d) of layer %d and "
+                         "(%d, %d, %d, %d) of layer %d differ (channels, depth, height, width)",
+                         index, sa.c, sa.d, sa.h, sa.w, a->index, sb.c, sb.d, sb.h, sb.w,
                          b->index);
+    }
     add_priv *p = mem_calloc(1, sizeof *p);
     if (!p) return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "layer %d (add): no memory", index);
     p->scale = b_scale;

@@ -9,8 +9,9 @@
  * (conv2d_gemm.c), and a workspace for the direct kernels
  * (conv2d_direct.c) or the GEMM bands.
  *
- * Padding must be smaller than the kernel, so every window covers at least
- * one input pixel (PyTorch is laxer; a window of pure padding is useless). */
+ * Any padding >= 0, as in PyTorch: windows of pure padding give the bias.
+ * The direct kernels and the per-tap GEMMs assume padding < kernel;
+ * conv_decide gives larger paddings to im2col + GEMM. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -183,11 +184,12 @@ pcnn_status conv2d_add(layer_list *list, pcnn_layer *in, int out_channels, int k
                 idx, me, kernel);
     ADD_REQUIRE(stride >= 1, PCNN_ERR_INVALID_ARGUMENT, "layer %d (%s): stride %d must be >= 1",
                 idx, me, stride);
-    ADD_REQUIRE(padding >= 0 && padding < kernel, PCNN_ERR_INVALID_ARGUMENT,
-                "layer %d (%s): padding %d must be in [0, kernel %d)", idx, me, padding, kernel);
+    ADD_REQUIRE(padding >= 0, PCNN_ERR_INVALID_ARGUMENT,
+                "layer %d (%s): padding %d must be >= 0", idx, me, padding);
 
     const shape s = in->out;
-    ADD_REQUIRE(s.d == 1, PCNN_ERR_SHAPE, "layer %d (%s): input is 3D (depth %d)", idx, me, s.d);
+    ADD_REQUIRE(s.d == 1, PCNN_ERR_SHAPE, "layer %d (%s): input is 3D (depth %d): use pcnn_conv3d",
+                idx, me, s.d);
     const long long ph = (long long)s.h + 2LL * padding, pw = (long long)s.w + 2LL * padding;
     ADD_REQUIRE(kernel <= ph && kernel <= pw, PCNN_ERR_SHAPE,
                 "layer %d (%s): kernel %d larger than padded input %lldx%lld", idx, me, kernel, ph,

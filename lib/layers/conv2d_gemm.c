@@ -58,14 +58,6 @@ size_t conv_gemm_workspace(const conv_priv *p, int max_batch, bool keep_col, int
     return !keep_col && col > bands ? col : bands;
 }
 
-/* Rows [lo, hi) of Y[Cout x NP] set to the bias (forward), or db of rows
- * [lo, hi) of dY (backward). */
-typedef struct bias_args {
-    const float *src;
-    float *dst;
-    size_t np;
-} bias_args;
-
 /* One pass of a convolution over the bands of samples [s0, s1). */
 typedef struct band_args {
     const pcnn_layer *l;
@@ -113,16 +105,6 @@ static void forward_bands(void *arg, size_t s0, size_t s1, int part)
     }
 }
 
-static void bias_fill(void *arg, size_t lo, size_t hi)
-{
-    const bias_args *a = arg;
-    for (size_t co = lo; co < hi; co++) {
-        float *restrict row = a->dst + co * a->np;
-        const float b = a->src[co];
-        for (size_t j = 0; j < a->np; j++) row[j] = b;
-    }
-}
-
 void conv_gemm_forward(const pcnn_layer *l, const run_ctx *ctx)
 {
     const conv_priv *p = l->priv;
@@ -132,10 +114,7 @@ void conv_gemm_forward(const pcnn_layer *l, const run_ctx *ctx)
         parallel_parts((size_t)ctx->n, 1, (size_t)p->ckk * np, ctx->threads, forward_bands, &a);
         return;
     }
-    if (p->bias) {
-        bias_args a = {conv_bias(l), l->y, (size_t)np};
-        parallel_for((size_t)p->cout, 1, (size_t)p->cout * np, ctx->threads, bias_fill, &a);
-    }
+    if (p->bias) fill_rows(l->y, (size_t)p->cout, (size_t)np, conv_bias(l), ctx->threads);
     gemm(false, false, p->cout, np, p->ckk, 1.0f, l->params, p->ckk, l->inputs[0]->y, np,
          p->bias ? 1.0f : 0.0f, l->y, np, ctx->threads);
 }
@@ -191,37 +170,9 @@ void conv_gemm_input_grad(const pcnn_layer *l, const run_ctx *ctx, float *dx)
     parallel_parts((size_t)ctx->n, 1, (size_t)p->ckk * np, ctx->threads, dx_bands, &a);
 }
 
-/* Sum of n floats in an order fixed by n alone (so any thread count gives
- * the same bits): 8 float lanes over blocks of SUM_BLOCK, which vectorise,
- * and the block sums in double, which keeps long rows accurate. */
-#define SUM_BLOCK 1024
-static float row_sum(const float *x, int n)
-{
-    double total = 0.0;
-    for (int j0 = 0; j0 < n; j0 += SUM_BLOCK) {
-        const int j1 = j0 + SUM_BLOCK < n ? j0 + SUM_BLOCK : n;
-        float lane[8] = {0};
-        int j = j0;
-        for (; j + 8 <= j1; j += 8)
-            for (int q = 0; q < 8; q++) lane[q] += x[j + q];
-        float t = 0.0f;
-        for (int q = 0; q < 8; q++) t += lane[q];
-        for (; j < j1; j++) t += x[j];
-        total += t;
-    }
-    return (float)total;
-}
-
-static void bias_sum(void *arg, size_t lo, size_t hi)
-{
-    const bias_args *a = arg;
-    for (size_t co = lo; co < hi; co++) a->dst[co] = row_sum(a->src + co * a->np, (int)a->np);
-}
-
 void conv_bias_grad(const pcnn_layer *l, const run_ctx *ctx)
 {
     const conv_priv *p = l->priv;
     const size_t np = (size_t)ctx->n * p->ho * p->wo;
-    bias_args a = {l->dy, l->grads + (size_t)p->cout * p->ckk, np};
-    parallel_for((size_t)p->cout, 1, (size_t)p->cout * np, ctx->threads, bias_sum, &a);
+    row_sums(l->dy, (size_t)p->cout, np, l->grads + (size_t)p->cout * p->ckk, ctx->threads);
 }

@@ -70,8 +70,6 @@ pcnn_status global_avgpool_add(layer_list *list, pcnn_layer *in, pcnn_layer **ou
                                const char *func)
 {
     TRY(layer_check_new(list, &in, 1, out, func));
-    ADD_REQUIRE(in->out.d == 1, PCNN_ERR_SHAPE, "layer %d (global_avgpool): input is 3D (depth %d)",
-                list->count, in->out.d);
     pcnn_layer *l = NULL;
     TRY(layer_append(list, &gap_ops, &in, 1, shape_2d(in->out.c, 1, 1), 0, NULL, &l));
     *out = l;

@@ -1,5 +1,7 @@
 /* The input layer: holds the batch in CNHW, converted from the caller's
  * NCHW by the graph.  Its dy is the gradient w.r.t. the network input. */
+#include <stdio.h>
+
 #include "../core/error.h"
 #include "layer.h"
 #include "layers.h"
@@ -25,15 +27,20 @@ static const layer_ops input_ops = {
 
 bool layer_is_input(const pcnn_layer *l) { return l->ops == &input_ops; }
 
-pcnn_status input_add(layer_list *list, int channels, int height, int width, pcnn_layer **out,
-                      const char *func)
+pcnn_status input_add(layer_list *list, int channels, int depth, int height, int width,
+                      pcnn_layer **out, const char *func)
 {
     TRY(layer_check_new(list, NULL, 0, out, func));
     ADD_REQUIRE(list->count == 0, PCNN_ERR_INVALID_STATE, "the network already has an input");
-    ADD_REQUIRE(channels > 0 && height > 0 && width > 0, PCNN_ERR_INVALID_ARGUMENT,
-                "input shape (%d, %d, %d) must be positive", channels, height, width);
-    ADD_REQUIRE((double)channels * height * width < 2147483647.0, PCNN_ERR_INVALID_ARGUMENT,
-                "input shape (%d, %d, %d) has more than 2^31 elements", channels, height, width);
-    return layer_append(list, &input_ops, NULL, 0, shape_2d(channels, height, width), 0, NULL,
-                        out);
+    char txt[64];
+    if (depth == 1)
+        snprintf(txt, sizeof txt, "(%d, %d, %d)", channels, height, width);
+    else
+        snprintf(txt, sizeof txt, "(%d, %d, %d, %d)", channels, depth, height, width);
+    ADD_REQUIRE(channels > 0 && depth > 0 && height > 0 && width > 0, PCNN_ERR_INVALID_ARGUMENT,
+                "input shape %s must be positive", txt);
+    ADD_REQUIRE((double)channels * depth * height * width < 2147483647.0,
+                PCNN_ERR_INVALID_ARGUMENT, "input shape %s has more than 2^31 elements", txt);
+    const shape s = {channels, depth, height, width};
+    return layer_append(list, &input_ops, NULL, 0, s, 0, NULL, out);
 }

@@ -82,7 +82,23 @@ PCNN_API pcnn_status pcnn_layer_output_shape(const pcnn_layer *layer, int *chann
 {
     API_ENTRY();
     REQUIRE_PTR(layer);
+    /* A (C, H, W) answer for a volume would silently lose its depth. */
+    REQUIRE(layer->out.d == 1, PCNN_ERR_SHAPE,
+            "layer %d (%s) has a 3D output (depth %d): use pcnn_layer_output_shape3d",
+            layer->index, layer->ops->kind, layer->out.d);
     if (channels) *channels = layer->out.c;
+    if (height) *height = layer->out.h;
+    if (width) *width = layer->out.w;
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_layer_output_shape3d(const pcnn_layer *layer, int *channels,
+                                               int *depth, int *height, int *width)
+{
+    API_ENTRY();
+    REQUIRE_PTR(layer);
+    if (channels) *channels = layer->out.c;
+    if (depth) *depth = layer->out.d;
     if (height) *height = layer->out.h;
     if (width) *width = layer->out.w;
     return PCNN_OK;

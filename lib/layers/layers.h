@@ -17,11 +17,13 @@
         if (!(cond)) return ADD_FAIL((status), __VA_ARGS__);                          \
     } while (0)
 
-/* The network's input: (channels, height, width) samples; only as layer 0. */
-pcnn_status input_add(layer_list *list, int channels, int height, int width, pcnn_layer **out,
-                      const char *func);
+/* The network's input: (channels, depth, height, width) samples, depth 1
+ * for 2D networks; only as layer 0. */
+pcnn_status input_add(layer_list *list, int channels, int depth, int height, int width,
+                      pcnn_layer **out, const char *func);
 
-/* Convolution: kernel x kernel, stride, zero padding, optional bias. */
+/* Convolution: kernel x kernel, stride, zero padding >= 0, optional bias;
+ * 2D inputs only. */
 pcnn_status conv2d_add(layer_list *list, pcnn_layer *in, int out_channels, int kernel,
                        int stride, int padding, int bias, pcnn_layer **out, const char *func);
 
@@ -31,7 +33,18 @@ pcnn_status maxpool2d_add(layer_list *list, pcnn_layer *in, int kernel, int stri
 pcnn_status avgpool2d_add(layer_list *list, pcnn_layer *in, int kernel, int stride, int padding,
                           pcnn_layer **out, const char *func);
 
-/* The mean of each channel: (C, H, W) -> (C, 1, 1). */
+/* 3D convolution: kernel^3, stride, zero padding >= 0, optional bias, on
+ * (C, D, H, W) inputs (any depth, 1 included). */
+pcnn_status conv3d_add(layer_list *list, pcnn_layer *in, int out_channels, int kernel,
+                       int stride, int padding, int bias, pcnn_layer **out, const char *func);
+
+/* Max and average 3D pooling over kernel^3 windows (padding <= kernel / 2). */
+pcnn_status maxpool3d_add(layer_list *list, pcnn_layer *in, int kernel, int stride, int padding,
+                          pcnn_layer **out, const char *func);
+pcnn_status avgpool3d_add(layer_list *list, pcnn_layer *in, int kernel, int stride, int padding,
+                          pcnn_layer **out, const char *func);
+
+/* The mean of each channel: (C, D, H, W) -> (C, 1, 1, 1). */
 pcnn_status global_avgpool_add(layer_list *list, pcnn_layer *in, pcnn_layer **out,
                                const char *func);
 
@@ -39,7 +52,7 @@ pcnn_status global_avgpool_add(layer_list *list, pcnn_layer *in, pcnn_layer **ou
 pcnn_status dense_add(layer_list *list, pcnn_layer *in, int out_features, int bias,
                       pcnn_layer **out, const char *func);
 
-/* (C, H, W) -> (C * H * W, 1, 1). */
+/* (C, D, H, W) -> (C * D * H * W, 1, 1, 1), PyTorch's flatten order. */
 pcnn_status flatten_add(layer_list *list, pcnn_layer *in, pcnn_layer **out, const char *func);
 
 /* ReLU, and the leaky ReLU with slope >= 0 for negative inputs. */
@@ -59,7 +72,7 @@ pcnn_status dropout_add(layer_list *list, pcnn_layer *in, float p, pcnn_layer **
 pcnn_status residual_add(layer_list *list, pcnn_layer *a, pcnn_layer *b, float b_scale,
                          pcnn_layer **out, const char *func);
 
-/* Sub-pixel upscaling: (C * r^2, H, W) -> (C, H * r, W * r). */
+/* Sub-pixel upscaling: (C * r^2, H, W) -> (C, H * r, W * r); 2D inputs only. */
 pcnn_status pixel_shuffle_add(layer_list *list, pcnn_layer *in, int upscale, pcnn_layer **out,
                               const char *func);
 

@@ -121,8 +121,8 @@ pcnn_status pixel_shuffle_add(layer_list *list, pcnn_layer *in, int upscale, pcn
     ADD_REQUIRE(upscale >= 1, PCNN_ERR_INVALID_ARGUMENT,
                 "layer %d (pixel_shuffle): upscale %d must be >= 1", idx, upscale);
     const shape s = in->out;
-    ADD_REQUIRE(s.d == 1, PCNN_ERR_SHAPE, "layer %d (pixel_shuffle): input is 3D (depth %d)", idx,
-                s.d);
+    ADD_REQUIRE(s.d == 1, PCNN_ERR_UNSUPPORTED,
+                "layer %d (pixel_shuffle): 2D only, but the input is 3D (depth %d)", idx, s.d);
     const long long rr = (long long)upscale * upscale;
     ADD_REQUIRE(s.c % rr == 0, PCNN_ERR_SHAPE,
                 "layer %d (pixel_shuffle): %d channels do not divide by upscale^2 = %lld", idx, s.c,

@@ -344,7 +344,8 @@ static pcnn_status pool_add(const layer_ops *ops, const char *func, layer_list *
                          padding, kernel / 2);
     const shape s = in->out;
     if (s.d != 1)
-        return error_set(PCNN_ERR_SHAPE, func, "layer %d (%s): input is 3D (depth %d)", idx, me,
+        return error_set(PCNN_ERR_SHAPE, func,
+                         "layer %d (%s): input is 3D (depth %d): use the 3D pooling", idx, me,
                          s.d);
     const long long ph = (long long)s.h + 2LL * padding, pw = (long long)s.w + 2LL * padding;
     if (kernel > ph || kernel > pw)

@@ -8,7 +8,7 @@
  *   strided   stride > 1, k3/k5: forced, or with short windows and enough
  *             output channels; the channel-lane forward, the direct dW and
  *             GEMMs for dx
- *   GEMM      everything else, and 1x1 convolutions always
+ *   GEMM      everything else, 1x1 convolutions and padding >= kernel always
  *
  * Both direct kinds need AVX-512F. */
 #include "conv_choice.h"
@@ -133,6 +133,14 @@ void conv_decide(const conv_geometry *g, conv_algorithm requested, conv_choice *
     const bool pointwise = g->k == 1 && g->stride == 1 && g->pad == 0;
     const bool automatic = requested == CONV_ALGO_AUTO;
     *c = (conv_choice){.algorithm = CONV_ALGO_GEMM};
+    if (g->pad >= g->k) {
+        /* Windows of pure padding: only im2col + GEMM handles them (the
+         * direct kernels and the per-tap GEMMs assume padding < kernel). */
+        choose(c, CONV_ALGO_GEMM, CONV_KERNEL_GEMM, CONV_KERNEL_GEMM, CONV_KERNEL_GEMM);
+        c->keep_col = g->keep_im2col;
+        snprintf(c->reason, sizeof c->reason, "gemm (padding %d >= kernel %d)", g->pad, g->k);
+        return;
+    }
     if (g->stride == 1 && !pointwise &&
         (requested == CONV_ALGO_TAPS || (automatic && taps_preferred(g, t)))) {
         choose(c, CONV_ALGO_TAPS, CONV_KERNEL_TAPS, CONV_KERNEL_TAPS, CONV_KERNEL_TAPS);

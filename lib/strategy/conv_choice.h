@@ -55,7 +55,8 @@ typedef struct conv_choice {
  * geometry g (valid: the layer's constructor checked it) when the user
  * asked for `requested`.  A forced algorithm that does not apply to the
  * shape (per tap with stride > 1, direct without AVX-512 or for another
- * kernel size, anything but GEMM for a 1x1 convolution) falls back to
+ * kernel size, anything but GEMM for a 1x1 convolution or for padding >=
+ * kernel) falls back to
  * im2col + GEMM.  Pure: the same inputs give the same choice. */
 void conv_decide(const conv_geometry *g, conv_algorithm requested, conv_choice *out);
 

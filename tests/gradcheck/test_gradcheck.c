@@ -19,12 +19,15 @@
  * whose second difference shows a kink within the step is skipped, and the
  * case fails if more than 10% are skipped.
  *
+ * Cases named "3d ..." run on volumes (pcnn_net_input3d): conv3d, the 3D
+ * pools and every layer that accepts depth.
+ *
  * Usage: test_gradcheck [--threads N] [--conv A] [--step H] [--seed S] [--verbose]
  *                       [case-substring]
  * --conv sets PCNN_OPT_CONV_ALGORITHM (2: the direct kernel, 3: one GEMM per tap,
  * wherever it applies).
  */
-#define PCNN_EXPERIMENTAL /* PCNN_OPT_CONV_ALGORITHM: pcnn.h section 9 */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_CONV_ALGORITHM, the 3D calls: pcnn.h section 9 */
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
@@ -63,7 +66,25 @@ struct gc_case {
     float f;        /* builder argument */
 };
 
+/* A case on volumes: input (c, d, h, w). */
+typedef struct gc_case3d {
+    int d;
+    gc_case t;
+} gc_case3d;
+
 /* ---- builders --------------------------------------------------------- */
+
+/* A convolution that fits its input: conv3d on volumes, conv2d on images,
+ * so that the builders below serve both. */
+static pcnn_status conv_any(pcnn_net *net, pcnn_layer *x, int cout, int k, int s, int p,
+                            int bias, pcnn_layer **o)
+{
+    int depth = 1;
+    pcnn_status st = pcnn_layer_output_shape3d(x, NULL, &depth, NULL, NULL);
+    if (st) return st;
+    if (depth > 1) return pcnn_conv3d(net, x, cout, k, s, p, bias, o);
+    return pcnn_conv2d(net, x, cout, k, s, p, bias, o);
+}
 
 static pcnn_status b_conv(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
 {
@@ -92,7 +113,7 @@ static pcnn_status b_conv_gap_dense(pcnn_net *net, pcnn_layer *x, const gc_case 
     (void)t;
     pcnn_layer *a, *b;
     pcnn_status s;
-    if ((s = pcnn_conv2d(net, x, 4, 3, 1, 1, 1, &a))) return s;
+    if ((s = conv_any(net, x, 4, 3, 1, 1, 1, &a))) return s;
     if ((s = pcnn_global_avgpool(net, a, &b))) return s;
     return pcnn_dense(net, b, 3, 1, o);
 }
@@ -114,7 +135,7 @@ static pcnn_status b_conv_flatten(pcnn_net *net, pcnn_layer *x, const gc_case *t
 {
     pcnn_layer *a, *b;
     pcnn_status s;
-    if ((s = pcnn_conv2d(net, x, 2, 3, 2, 1, 1, &a))) return s;
+    if ((s = conv_any(net, x, 2, 3, 2, 1, 1, &a))) return s;
     if ((s = pcnn_flatten(net, a, &b))) return s;
     if (t->a[0] == 0) {
         *o = b;
@@ -132,7 +153,7 @@ static pcnn_status b_relu(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_l
         *o = a;
         return PCNN_OK;
     }
-    return pcnn_conv2d(net, a, t->a[0], 3, 1, 1, 1, o);
+    return conv_any(net, a, t->a[0], 3, 1, 1, 1, o);
 }
 
 static pcnn_status b_leaky(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
@@ -144,7 +165,7 @@ static pcnn_status b_leaky(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_
         *o = a;
         return PCNN_OK;
     }
-    return pcnn_conv2d(net, a, t->a[0], 3, 1, 1, 1, o);
+    return conv_any(net, a, t->a[0], 3, 1, 1, 1, o);
 }
 
 /* conv -> relu -> dense: a ReLU on computed values (KINKS). */
@@ -153,7 +174,7 @@ static pcnn_status b_conv_relu_dense(pcnn_net *net, pcnn_layer *x, const gc_case
 {
     pcnn_layer *a, *b;
     pcnn_status s;
-    if ((s = pcnn_conv2d(net, x, 3, 3, 1, 1, 1, &a))) return s;
+    if ((s = conv_any(net, x, 3, 3, 1, 1, 1, &a))) return s;
     if (t->a[0]) s = pcnn_leaky_relu(net, a, t->f, &b);
     else s = pcnn_relu(net, a, &b);
     if (s) return s;
@@ -165,13 +186,13 @@ static pcnn_status b_conv_bn(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcn
 {
     pcnn_layer *a, *b;
     pcnn_status s;
-    if ((s = pcnn_conv2d(net, x, 3, 3, 1, 1, t->a[0], &a))) return s;
+    if ((s = conv_any(net, x, 3, 3, 1, 1, t->a[0], &a))) return s;
     if ((s = pcnn_batchnorm(net, a, 1e-5f, 0.1f, &b))) return s;
     if (!t->a[1]) {
         *o = b;
         return PCNN_OK;
     }
-    return pcnn_conv2d(net, b, 2, 3, 1, 1, 1, o);
+    return conv_any(net, b, 2, 3, 1, 1, 1, o);
 }
 
 /* batchnorm on the input, then dense (samples mix through the batch
@@ -190,7 +211,7 @@ static pcnn_status b_dropout(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcn
 {
     pcnn_layer *a = x, *b;
     pcnn_status s;
-    if (t->a[0] && (s = pcnn_conv2d(net, x, 3, 3, 1, 1, 1, &a))) return s;
+    if (t->a[0] && (s = conv_any(net, x, 3, 3, 1, 1, 1, &a))) return s;
     if ((s = pcnn_dropout(net, a, t->f, &b))) return s;
     return pcnn_dense(net, b, 4, 1, o);
 }
@@ -202,8 +223,8 @@ static pcnn_status b_add_branches(pcnn_net *net, pcnn_layer *x, const gc_case *t
 {
     pcnn_layer *a, *b, *sum;
     pcnn_status s;
-    if ((s = pcnn_conv2d(net, x, 3, 3, 1, 1, 1, &a))) return s;
-    if ((s = pcnn_conv2d(net, x, 3, 1, 1, 0, 0, &b))) return s;
+    if ((s = conv_any(net, x, 3, 3, 1, 1, 1, &a))) return s;
+    if ((s = conv_any(net, x, 3, 1, 1, 0, 0, &b))) return s;
     if (t->a[0]) s = pcnn_add_scaled(net, a, b, t->f, &sum);
     else s = pcnn_add(net, a, b, &sum);
     if (s || !t->a[1]) {
@@ -222,7 +243,7 @@ static pcnn_status b_add_self(pcnn_net *net, pcnn_layer *x, const gc_case *t, pc
     else s = pcnn_add(net, x, x, &a);
     if (s) return s;
     if (t->a[1] && (s = pcnn_relu(net, a, &a))) return s;
-    return pcnn_conv2d(net, a, 2, 3, 1, 1, 1, o);
+    return conv_any(net, a, 2, 3, 1, 1, 1, o);
 }
 
 /* Residual block on the input: x -> conv -> relu -> conv, added to x
@@ -231,9 +252,9 @@ static pcnn_status b_resblock(pcnn_net *net, pcnn_layer *x, const gc_case *t, pc
 {
     pcnn_layer *a, *b, *c;
     pcnn_status s;
-    if ((s = pcnn_conv2d(net, x, t->c, 3, 1, 1, 1, &a))) return s;
+    if ((s = conv_any(net, x, t->c, 3, 1, 1, 1, &a))) return s;
     if ((s = pcnn_relu(net, a, &b))) return s;
-    if ((s = pcnn_conv2d(net, b, t->c, 3, 1, 1, 1, &c))) return s;
+    if ((s = conv_any(net, b, t->c, 3, 1, 1, 1, &c))) return s;
     if (t->a[0]) return pcnn_add_scaled(net, x, c, t->f, o);
     return pcnn_add(net, x, c, o);
 }
@@ -245,11 +266,11 @@ static pcnn_status b_res_feed(pcnn_net *net, pcnn_layer *x, const gc_case *t, pc
 {
     pcnn_layer *c0, *c1, *r, *c2, *sum;
     pcnn_status s;
-    if ((s = pcnn_conv2d(net, x, 3, 3, 1, 1, 1, &c0))) return s;
-    if ((s = pcnn_conv2d(net, c0, 3, 3, 1, 1, 1, &c1))) return s;
+    if ((s = conv_any(net, x, 3, 3, 1, 1, 1, &c0))) return s;
+    if ((s = conv_any(net, c0, 3, 3, 1, 1, 1, &c1))) return s;
     r = c1;
     if (t->a[0] && (s = pcnn_relu(net, c1, &r))) return s;
-    if ((s = pcnn_conv2d(net, r, 3, 3, 1, 1, 0, &c2))) return s;
+    if ((s = conv_any(net, r, 3, 3, 1, 1, 0, &c2))) return s;
     if (t->a[1]) s = pcnn_add_scaled(net, c0, c2, t->f, &sum);
     else s = pcnn_add(net, c0, c2, &sum);
     if (s) return s;
@@ -270,11 +291,52 @@ static pcnn_status b_small_cnn(pcnn_net *net, pcnn_layer *x, const gc_case *t, p
 {
     pcnn_layer *a, *b, *c, *d;
     pcnn_status s;
-    if ((s = pcnn_conv2d(net, x, 4, 3, 1, 1, 0, &a))) return s;
+    if ((s = conv_any(net, x, 4, 3, 1, 1, 0, &a))) return s;
     if ((s = pcnn_batchnorm(net, a, 1e-5f, 0.1f, &b))) return s;
     if ((s = pcnn_relu(net, b, &c))) return s;
     if ((s = pcnn_maxpool2d(net, c, 2, 2, 0, &d))) return s;
     return pcnn_dense(net, d, t->a[0], 1, o);
+}
+
+static pcnn_status b_conv3d(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    return pcnn_conv3d(net, x, t->a[0], t->a[1], t->a[2], t->a[3], t->a[4], o);
+}
+
+static pcnn_status b_maxpool3d(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    return pcnn_maxpool3d(net, x, t->a[0], t->a[1], t->a[2], o);
+}
+
+static pcnn_status b_avgpool3d(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    return pcnn_avgpool3d(net, x, t->a[0], t->a[1], t->a[2], o);
+}
+
+/* CosmoFlow in miniature: conv3d -> bn -> leaky relu -> avgpool3d ->
+ * dropout -> dense. */
+static pcnn_status b_small_3d(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a, *b, *c, *d, *e;
+    pcnn_status s;
+    if ((s = pcnn_conv3d(net, x, 3, 3, 1, 1, 0, &a))) return s;
+    if ((s = pcnn_batchnorm(net, a, 1e-5f, 0.1f, &b))) return s;
+    if ((s = pcnn_leaky_relu(net, b, t->f, &c))) return s;
+    if ((s = pcnn_avgpool3d(net, c, 3, 2, 1, &d))) return s;
+    if ((s = pcnn_dropout(net, d, 0.2f, &e))) return s;
+    return pcnn_dense(net, e, t->a[0], 1, o);
+}
+
+/* conv3d -> batch norm -> ReLU (which the batch norm computes itself) ->
+ * dense. */
+static pcnn_status b_bn_relu_3d(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a, *b, *c;
+    pcnn_status s;
+    if ((s = pcnn_conv3d(net, x, 3, 3, 1, 1, 0, &a))) return s;
+    if ((s = pcnn_batchnorm(net, a, 1e-5f, 0.1f, &b))) return s;
+    if ((s = pcnn_relu(net, b, &c))) return s;
+    return pcnn_dense(net, c, t->a[0], 1, o);
 }
 
 /* ---- the table -------------------------------------------------------- */
@@ -369,6 +431,50 @@ static const gc_case cases[] = {
     {"MSE, conv + pixel shuffle", 2, 4, 3, 3, 0, MSE, 0, b_shuffle, {2, 4}, 0},
     /* a whole small CNN */
     {"conv+bn+relu+maxpool+dense CE", 3, 6, 6, 3, 0, CE, KINKS, b_small_cnn, {4}, 0},
+    /* conv2d with padding >= kernel: windows of pure padding */
+    {"conv k1 s1 p1 bias", 3, 5, 4, 2, 0, MSE, 0, b_conv, {3, 1, 1, 1, 1}, 0},
+    {"conv k3 s2 p3 bias", 3, 5, 4, 2, 0, MSE, 0, b_conv, {3, 3, 2, 3, 1}, 0},
+};
+
+/* Volumes: the depth, then the case as above. */
+static const gc_case3d cases3d[] = {
+    /* conv3d: cout, k, s, p, bias */
+    {3, {"3d conv3d k3 s1 p1 bias", 2, 4, 5, 2, 0, MSE, 0, b_conv3d, {3, 3, 1, 1, 1}, 0}},
+    {5, {"3d conv3d k3 s1 p0 nobias", 2, 4, 5, 2, 0, MSE, 0, b_conv3d, {3, 3, 1, 0, 0}, 0}},
+    {5, {"3d conv3d k3 s2 p1 nobias", 2, 5, 4, 2, 0, MSE, 0, b_conv3d, {3, 3, 2, 1, 0}, 0}},
+    {4, {"3d conv3d k3 s3 p2 bias", 2, 5, 4, 2, 0, MSE, 0, b_conv3d, {2, 3, 3, 2, 1}, 0}},
+    {3, {"3d conv3d k2 s1 p2 bias", 2, 3, 4, 2, 0, MSE, 0, b_conv3d, {2, 2, 1, 2, 1}, 0}},
+    {3, {"3d conv3d k3 s2 p3 bias", 1, 4, 3, 2, 0, MSE, 0, b_conv3d, {2, 3, 2, 3, 1}, 0}},
+    {3, {"3d conv3d k1 s1 p0 bias", 3, 3, 4, 2, 0, MSE, 0, b_conv3d, {2, 1, 1, 0, 1}, 0}},
+    {3, {"3d conv3d n2 of max_batch 3", 2, 4, 3, 2, 3, MSE, 0, b_conv3d, {3, 3, 1, 1, 1}, 0}},
+    /* 3D pools: k, s, p */
+    {5, {"3d maxpool3d k2 s2 p0", 2, 4, 5, 2, 0, MSE, IN_SPACED, b_maxpool3d, {2, 2, 0}, 0}},
+    {5, {"3d maxpool3d k3 s2 p1", 2, 5, 4, 2, 0, MSE, IN_SPACED, b_maxpool3d, {3, 2, 1}, 0}},
+    {3, {"3d maxpool3d k2 s1 p1", 1, 3, 4, 2, 0, MSE, IN_SPACED, b_maxpool3d, {2, 1, 1}, 0}},
+    {5, {"3d avgpool3d k3 s2 p1", 2, 5, 4, 2, 0, MSE, 0, b_avgpool3d, {3, 2, 1}, 0}},
+    {3, {"3d avgpool3d k2 s1 p1", 2, 3, 4, 2, 0, MSE, 0, b_avgpool3d, {2, 1, 1}, 0}},
+    {5, {"3d avgpool3d k3 s3 p0", 2, 6, 4, 2, 0, MSE, 0, b_avgpool3d, {3, 3, 0}, 0}},
+    /* every layer that accepts depth, on volumes */
+    {3, {"3d relu + conv3d", 2, 3, 4, 2, 0, MSE, IN_SPACED, b_relu, {2}, 0}},
+    {3, {"3d leaky relu 0.1", 2, 3, 4, 2, 0, MSE, IN_SPACED, b_leaky, {0}, 0.1f}},
+    {3, {"3d conv3d + leaky relu + dense", 2, 3, 4, 2, 0, MSE, KINKS, b_conv_relu_dense, {1},
+     0.01f}},
+    {3, {"3d conv3d + batchnorm + conv3d", 2, 3, 4, 3, 0, MSE, 0, b_conv_bn, {0, 1}, 0}},
+    {3, {"3d batchnorm + dense", 2, 3, 2, 4, 0, MSE, 0, b_bn_dense, {0}, 0}},
+    {3, {"3d dropout 0.3 + dense", 2, 3, 4, 3, 0, MSE, 0, b_dropout, {0}, 0.3f}},
+    {3, {"3d conv3d + dropout 0.5 + dense", 2, 3, 4, 3, 0, MSE, 0, b_dropout, {1}, 0.5f}},
+    {3, {"3d add of two conv3d branches", 2, 3, 4, 2, 0, MSE, 0, b_add_branches, {0}, 0}},
+    {3, {"3d add_scaled 0.3 + relu", 2, 3, 4, 2, 0, MSE, KINKS, b_add_branches, {1, 1}, 0.3f}},
+    {5, {"3d global avgpool", 3, 3, 4, 2, 0, MSE, 0, b_gap, {0}, 0}},
+    {3, {"3d conv3d + global avgpool + dense", 2, 3, 4, 3, 0, MSE, 0, b_conv_gap_dense, {0}, 0}},
+    {3, {"3d dense CDHW in", 2, 3, 4, 2, 0, MSE, 0, b_dense, {3, 1}, 0}},
+    {3, {"3d flatten", 2, 3, 4, 2, 0, MSE, 0, b_flatten, {0}, 0}},
+    {5, {"3d conv3d + flatten + dense", 2, 4, 3, 2, 0, MSE, 0, b_conv_flatten, {3}, 0}},
+    {3, {"3d L1, conv3d", 2, 3, 4, 2, 0, L1, L1_AWAY, b_conv3d, {2, 3, 1, 1, 1}, 0}},
+    {3, {"3d conv3d + batchnorm + relu (fused) + dense", 2, 4, 3, 3, 0, MSE, KINKS, b_bn_relu_3d,
+         {3}, 0}},
+    {5, {"3d conv3d+bn+leaky+avgpool+dropout+dense", 2, 5, 4, 3, 0, MSE, KINKS, b_small_3d, {4},
+     0.3f}},
 };
 
 /* ---- the check -------------------------------------------------------- */
@@ -493,7 +599,7 @@ static pcnn_status check_coord(coord_ctx *c, bool is_param, size_t i, double a)
     return PCNN_OK;
 }
 
-static gc_result run_case(const gc_case *tc, uint64_t seed)
+static gc_result run_case(const gc_case *tc, int depth, uint64_t seed)
 {
     gc_result res = {0};
     res.worst_what = "-";
@@ -503,11 +609,12 @@ static gc_result run_case(const gc_case *tc, uint64_t seed)
     int32_t *lab = NULL;
     trng r = {seed};
     size_t np = 0, no = 0;
-    size_t nx = (size_t)tc->n * tc->c * tc->h * tc->w;
+    size_t nx = (size_t)tc->n * tc->c * depth * tc->h * tc->w;
     int maxb = tc->max_batch ? tc->max_batch : tc->n;
 
     CK(pcnn_net_create(&net));
-    CK(pcnn_net_input(net, tc->c, tc->h, tc->w, &in));
+    if (depth > 1) CK(pcnn_net_input3d(net, tc->c, depth, tc->h, tc->w, &in));
+    else CK(pcnn_net_input(net, tc->c, tc->h, tc->w, &in));
     CK(tc->build(net, in, tc, &out));
     CK(pcnn_net_set_loss(net, out, tc->loss));
     CK(pcnn_net_set_option(net, PCNN_OPT_SEED, (double)(seed % 1000003)));
@@ -611,17 +718,19 @@ int main(int argc, char **argv)
     printf("%-38s %9s %9s %6s %9s %9s  %s\n", "case", "max abs", "max rel", "worst",
            "retried", "skipped", "result");
     int failed = 0, run = 0;
-    size_t ncases = sizeof cases / sizeof cases[0];
-    for (size_t i = 0; i < ncases; i++) {
-        if (filter && !strstr(cases[i].name, filter)) continue;
+    const size_t n2 = sizeof cases / sizeof cases[0], n3 = sizeof cases3d / sizeof cases3d[0];
+    for (size_t i = 0; i < n2 + n3; i++) {
+        const gc_case *tc = i < n2 ? &cases[i] : &cases3d[i - n2].t;
+        const int depth = i < n2 ? 1 : cases3d[i - n2].d;
+        if (filter && !strstr(tc->name, filter)) continue;
         /* Seeded by name, so adding cases does not change the others. */
         uint64_t seed = 1469598103934665603ull ^ g_seed;
-        for (const char *q = cases[i].name; *q; q++)
+        for (const char *q = tc->name; *q; q++)
             seed = (seed ^ (unsigned char)*q) * 1099511628211ull;
-        gc_result r = run_case(&cases[i], seed);
+        gc_result r = run_case(tc, depth, seed);
         run++;
         if (!r.ok) failed++;
-        printf("%-38s %9.3g %9.3g %6.3f %4ld/%-4ld %4ld/%-4ld  %s", cases[i].name, r.max_abs,
+        printf("%-38s %9.3g %9.3g %6.3f %4ld/%-4ld %4ld/%-4ld  %s", tc->name, r.max_abs,
                r.max_rel, r.worst, r.retried, r.checked + r.skipped, r.skipped,
                r.checked + r.skipped, r.ok ? "PASS" : "FAIL");
         if (!r.ok && isfinite(r.worst))

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PCNN_EXPERIMENTAL /* the 3D calls: pcnn.h section 9 */
 #include "data/dataset.h"
 #include "pcnn.h"
 
@@ -151,6 +152,71 @@ static void test_targets(void)
         CHECK(all_t[k * T + 2] == t[i * T + 2], "target of position %d is not sample %d's", k,
               i);
     }
+    pcnn_dataset_destroy(&d);
+}
+
+/* Volumes (C, D, H, W) with targets: info3d, whole samples copied and
+ * shuffled with their targets, the 2D info refusing to drop the depth, the
+ * internal view; and a 3D network trains and evaluates on it. */
+static void test_volumes(void)
+{
+    enum { N = 6, VC = 2, VD = 3, VH = 4, VW = 5, VS = VC * VD * VH * VW, T = 2 };
+    static float x[N * VS];
+    float t[N * T];
+    /* Sample i: the values i + [0, 0.5), so the integer part names it. */
+    for (int i = 0; i < N * VS; i++) x[i] = (float)(i / VS) + 0.5f * (float)(i % VS) / VS;
+    for (int i = 0; i < N * T; i++) t[i] = (float)i * 0.25f - 1.0f;
+    pcnn_dataset *d = NULL;
+    CHECK(pcnn_dataset_create3d(N, VC, VD, VH, VW, x, NULL, t, T, &d) == PCNN_OK, "%s",
+          pcnn_last_error());
+    if (!d) return;
+    int n = 0, c = 0, dd = 0, h = 0, w = 0;
+    CHECK(pcnn_dataset_info3d(d, &n, &c, &dd, &h, &w) == PCNN_OK && n == N && c == VC &&
+              dd == VD && h == VH && w == VW,
+          "info3d gave %d x (%d, %d, %d, %d)", n, c, dd, h, w);
+    CHECK(d->d == VD && d->sample_floats == (size_t)VS, "internal view d %d, %zu floats", d->d,
+          d->sample_floats);
+    EXPECT_FAIL(pcnn_dataset_info(d, &n, &c, &h, &w), PCNN_ERR_SHAPE, "use pcnn_dataset_info3d");
+    CHECK(pcnn_dataset_shuffle(d, 9, 2) == PCNN_OK, "shuffle");
+    static float bx[N * VS];
+    float bt[N * T];
+    CHECK(pcnn_dataset_batch(d, 0, N, bx, NULL, bt) == PCNN_OK, "%s", pcnn_last_error());
+    int moved = 0;
+    for (int k = 0; k < N; k++) {
+        const int i = (int)bx[(size_t)k * VS];
+        moved += i != k;
+        CHECK(memcmp(bx + (size_t)k * VS, x + (size_t)i * VS, VS * sizeof *x) == 0,
+              "position %d is not all of sample %d", k, i);
+        CHECK(bt[k * T] == t[i * T] && bt[k * T + 1] == t[i * T + 1],
+              "targets of position %d are not sample %d's", k, i);
+    }
+    CHECK(moved > 0, "the shuffle moved nothing");
+    /* An image dataset answers info3d with depth 1. */
+    pcnn_dataset *img = NULL;
+    CHECK(pcnn_dataset_create(2, VC, VH, VW, x, NULL, t, T, &img) == PCNN_OK, "%s",
+          pcnn_last_error());
+    CHECK(img && pcnn_dataset_info3d(img, NULL, NULL, &dd, NULL, NULL) == PCNN_OK && dd == 1,
+          "an image dataset's depth is %d", dd);
+    pcnn_dataset_destroy(&img);
+
+    /* A 3D regression network trains on it: the loss of train_epoch falls. */
+    pcnn_net *net = NULL;
+    pcnn_layer *l;
+    CHECK(pcnn_net_create(&net) == PCNN_OK, "create");
+    pcnn_status st = pcnn_net_input3d(net, VC, VD, VH, VW, &l);
+    if (!st) st = pcnn_conv3d(net, l, 3, 3, 1, 1, 1, &l);
+    if (!st) st = pcnn_avgpool3d(net, l, 2, 1, 0, &l);
+    if (!st) st = pcnn_dense(net, l, T, 1, &l);
+    if (!st) st = pcnn_net_set_loss(net, l, PCNN_LOSS_MSE);
+    if (!st) st = pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, 1e-3);
+    if (!st) st = pcnn_net_finalize(net, 3);
+    double first = 0, loss = 0, acc = 0;
+    if (!st) st = pcnn_net_train_epoch(net, d, 3, &first);
+    for (int e = 0; e < 5 && !st; e++) st = pcnn_net_train_epoch(net, d, 3, &loss);
+    if (!st) st = pcnn_net_evaluate(net, d, &loss, &acc);
+    CHECK(st == PCNN_OK && loss < first && isnan(acc), "3D training: %s (%s), loss %g -> %g",
+          pcnn_status_str(st), pcnn_last_error(), first, loss);
+    pcnn_net_destroy(&net);
     pcnn_dataset_destroy(&d);
 }
 
@@ -316,6 +382,7 @@ int main(void)
     test_create_args();
     test_create_copy();
     test_targets();
+    test_volumes();
     test_shuffle();
     test_batch_bounds();
     printf("%s\n", failures ? "FAILED" : "ok");

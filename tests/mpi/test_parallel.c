@@ -1,8 +1,10 @@
 /* Data-parallel training equals sequential training on the same global
  * batch: run under mpiexec with 1, 2, 3 or 4 ranks.  Every rank also trains
  * a private single-process copy of the network on the whole batch, and the
- * parameters must agree (relative 1e-5) after every case. */
-#define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, PCNN_OPT_ENGINE: pcnn.h section 9 */
+ * parameters must agree (relative 1e-5) after every case.  Images with
+ * class labels, and volumes (3D convolutions and pools) with regression
+ * targets. */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, PCNN_OPT_ENGINE, the 3D calls: pcnn.h section 9 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +24,43 @@ typedef struct config {
     int no_overlap;     /* PCNN_OPT_OVERLAP 0 */
     int fc;             /* dense layers: 0 default (eq. 4.8 decides), 1 FC gradient,
                            2 the network's exchange, chosen explicitly */
+    int volume;         /* the 3D network (build_volume) */
 } config;
+
+/* Floats per sample: (2, 9, 9) images or (2, 5, 6, 4) volumes. */
+static int sample_floats(const config *c) { return c->volume ? 2 * 5 * 6 * 4 : 2 * 81; }
+
+/* Network options shared by both networks, then finalize. */
+static pcnn_net *configure(pcnn_net *net, const config *c, pcnn_comm *comm, int max_batch);
+
+/* conv3d(2->4, k3, p1, bias) leaky maxpool3d(k2) conv3d(4->3, k3, s2, p1, no bias) leaky
+ * avgpool3d(k3, s1, p1) [dropout] dense(->5) leaky dense(->4), MSE on 4 targets. */
+static pcnn_net *build_volume(const config *c, pcnn_comm *comm, int max_batch)
+{
+    pcnn_net *net;
+    pcnn_layer *l;
+    CK(pcnn_net_create(&net));
+    CK(pcnn_net_input3d(net, 2, 5, 6, 4, &l));
+    CK(pcnn_conv3d(net, l, 4, 3, 1, 1, 1, &l));
+    CK(pcnn_leaky_relu(net, l, 0.1f, &l));
+    CK(pcnn_maxpool3d(net, l, 2, 2, 0, &l));
+    CK(pcnn_conv3d(net, l, 3, 3, 2, 1, 0, &l));
+    CK(pcnn_leaky_relu(net, l, 0.1f, &l));
+    CK(pcnn_avgpool3d(net, l, 3, 1, 1, &l));
+    if (c->dropout) CK(pcnn_dropout(net, l, 0.25f, &l));
+    CK(pcnn_dense(net, l, 5, 1, &l));
+    if (c->fc) CK(pcnn_layer_set_exchange(l, c->fc == 1 ? PCNN_EXCHANGE_FC_GRADIENT : c->exchange));
+    CK(pcnn_leaky_relu(net, l, 0.1f, &l));
+    CK(pcnn_dense(net, l, 4, 1, &l));
+    CK(pcnn_net_set_loss(net, l, PCNN_LOSS_MSE));
+    return configure(net, c, comm, max_batch);
+}
 
 /* conv(2->5,k3,p1) relu maxpool conv(5->3,k3) [dropout] dense(->7) relu dense(->4): parameter
  * counts are odd, so slices are uneven for P = 2, 3, 4. */
 static pcnn_net *build(const config *c, pcnn_comm *comm, int max_batch)
 {
+    if (c->volume) return build_volume(c, comm, max_batch);
     pcnn_net *net;
     pcnn_layer *l;
     CK(pcnn_net_create(&net));
@@ -43,6 +76,11 @@ static pcnn_net *build(const config *c, pcnn_comm *comm, int max_batch)
     CK(pcnn_dense(net, l, 4, 1, &l));
     if (c->fc) CK(pcnn_layer_set_exchange(l, c->fc == 1 ? PCNN_EXCHANGE_FC_GRADIENT : c->exchange));
     CK(pcnn_net_set_loss(net, l, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
+    return configure(net, c, comm, max_batch);
+}
+
+static pcnn_net *configure(pcnn_net *net, const config *c, pcnn_comm *comm, int max_batch)
+{
     CK(pcnn_net_set_optimizer(net, c->optimizer));
     CK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, c->optimizer == PCNN_OPTIMIZER_ADAM ? 0.01 : 0.1));
     CK(pcnn_net_set_option(net, PCNN_OPT_WEIGHT_DECAY, c->weight_decay));
@@ -70,6 +108,17 @@ static void make_batch(int step, int n, float *x, int32_t *y)
     for (int i = 0; i < n; i++) y[i] = (int32_t)((unsigned)(i * 7 + step) % 4u);
 }
 
+/* Volumes and 4 regression targets per sample. */
+static void make_volumes(int step, int n, int sample, float *x, float *t)
+{
+    unsigned s = 4321u + 577u * (unsigned)step;
+    for (int i = 0; i < n * sample; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)((s >> 8) & 0xffff) / 65536.0f - 0.5f;
+    }
+    for (int i = 0; i < n * 4; i++) t[i] = (float)((i * 5 + step) % 7) / 7.0f - 0.4f;
+}
+
 /* max |a - b| / max |b|: relative to the scale of the parameters. */
 static double max_rel_diff(const float *a, const float *b, size_t n)
 {
@@ -87,17 +136,24 @@ static void run_case(const config *c, pcnn_comm *comm, const char *name)
     const int steps = 4;
     pcnn_net *par = build(c, comm, c->batch);
     pcnn_net *seq = build(c, NULL, c->batch);
-    float *x = malloc(sizeof(float) * (size_t)c->batch * 162);
+    const int S = sample_floats(c);
+    float *x = malloc(sizeof(float) * (size_t)c->batch * S);
     int32_t *y = malloc(sizeof(int32_t) * (size_t)c->batch);
+    float *t = malloc(sizeof(float) * (size_t)c->batch * 4);
     double worst_loss = 0.0;
     for (int step = 0; step < steps; step++) {
         /* Uneven shares: the first batch % ranks ranks take one more. */
         int base = c->batch / ranks, extra = c->batch % ranks;
         int mine = base + (rank < extra), first = rank * base + (rank < extra ? rank : extra);
-        make_batch(step, c->batch, x, y);
+        if (c->volume) make_volumes(step, c->batch, S, x, t);
+        else make_batch(step, c->batch, x, y);
+        const int32_t *labels = c->volume ? NULL : y;
+        const float *targets = c->volume ? t : NULL;
         float lp, ls;
-        CK(pcnn_net_train_step(par, mine, mine ? x + (size_t)first * 162 : NULL, y + first, NULL, &lp));
-        CK(pcnn_net_train_step(seq, c->batch, x, y, NULL, &ls));
+        CK(pcnn_net_train_step(par, mine, mine ? x + (size_t)first * S : NULL,
+                               labels ? labels + first : NULL,
+                               targets ? targets + (size_t)first * 4 : NULL, &lp));
+        CK(pcnn_net_train_step(seq, c->batch, x, labels, targets, &ls));
         double d = fabs((double)lp - ls) / fabs((double)ls);
         if (d > worst_loss) worst_loss = d;
     }
@@ -121,6 +177,7 @@ static void run_case(const config *c, pcnn_comm *comm, const char *name)
     free(ws);
     free(x);
     free(y);
+    free(t);
     pcnn_net_destroy(&par);
     pcnn_net_destroy(&seq);
 }
@@ -364,6 +421,21 @@ int main(int argc, char **argv)
     config tiny = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = PCNN_OPTIMIZER_ADAM,
                    .batch = 1};
     run_case(&tiny, comm, "alltoall+allgather adam batch 1 (idle ranks)");
+    /* Volumes: conv3d, max and average 3D pooling, dense, MSE. */
+    for (int e = 0; e < 2; e++)
+        for (int o = 0; o < 3; o += 2) {
+            config c = {.exchange = exchanges[e], .optimizer = optimizers[o],
+                        .batch = 2 * ranks + e, .bucket_bytes = e ? 0 : 1 << 20,
+                        .dropout = o == 2, .weight_decay = o == 2 ? 1e-3 : 0, .volume = 1};
+            char name[128];
+            snprintf(name, sizeof name, "3D %s %s batch %d%s",
+                     e ? "alltoall+allgather" : "allreduce", oname[o], c.batch,
+                     c.dropout ? " dropout" : "");
+            run_case(&c, comm, name);
+        }
+    config fc3 = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = PCNN_OPTIMIZER_MOMENTUM,
+                  .batch = 2 * ranks + 1, .fc = 1, .volume = 1};
+    run_case(&fc3, comm, "3D FC gradient momentum");
 
     for (int e = 0; e < 2; e++)
         for (int engine = 1; engine <= 2; engine++)

@@ -13,6 +13,7 @@
  *
  * Usage: test_reference [--threads N] fixture.txt...
  */
+#define PCNN_EXPERIMENTAL /* pcnn_net_input3d and the 3D layers: pcnn.h section 9 */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -40,7 +41,8 @@ typedef struct fx_array {
 
 typedef struct fixture {
     char name[64];
-    int c, h, w;
+    int c, d, h, w; /* d: 1 for images (input), the depth of volumes (input3d) */
+    bool volumes;   /* input3d */
     int num_layers;
     fx_layer layers[MAX_LAYERS];
     char loss[32];
@@ -62,6 +64,7 @@ static const struct {
     {"conv2d", 1, 5},     {"maxpool2d", 1, 3}, {"avgpool2d", 1, 3},  {"global_avgpool", 1, 0},
     {"dense", 1, 2},      {"flatten", 1, 0},   {"relu", 1, 0},       {"leaky_relu", 1, 1},
     {"batchnorm", 1, 2},  {"add", 2, 0},       {"add_scaled", 2, 1}, {"pixel_shuffle", 1, 1},
+    {"conv3d", 1, 5},     {"maxpool3d", 1, 3}, {"avgpool3d", 1, 3},
 };
 
 static int g_threads = 0;
@@ -100,6 +103,10 @@ static bool fixture_read(const char *path, fixture *f)
             if (fscanf(fp, "%63s", f->name) != 1) goto bad;
         } else if (!strcmp(key, "input")) {
             if (fscanf(fp, "%d %d %d", &f->c, &f->h, &f->w) != 3) goto bad;
+            f->d = 1;
+        } else if (!strcmp(key, "input3d")) {
+            if (fscanf(fp, "%d %d %d %d", &f->c, &f->d, &f->h, &f->w) != 4) goto bad;
+            f->volumes = true;
         } else if (!strcmp(key, "layer")) {
             if (f->num_layers == MAX_LAYERS) goto bad;
             fx_layer *l = &f->layers[f->num_layers++];
@@ -172,6 +179,10 @@ static pcnn_status add_layer(pcnn_net *net, pcnn_layer **h, const fx_layer *l, p
     if (!strcmp(k, "add")) return pcnn_add(net, a, b, o);
     if (!strcmp(k, "add_scaled")) return pcnn_add_scaled(net, a, b, (float)g[0], o);
     if (!strcmp(k, "pixel_shuffle")) return pcnn_pixel_shuffle(net, a, (int)g[0], o);
+    if (!strcmp(k, "conv3d"))
+        return pcnn_conv3d(net, a, (int)g[0], (int)g[1], (int)g[2], (int)g[3], (int)g[4], o);
+    if (!strcmp(k, "maxpool3d")) return pcnn_maxpool3d(net, a, (int)g[0], (int)g[1], (int)g[2], o);
+    if (!strcmp(k, "avgpool3d")) return pcnn_avgpool3d(net, a, (int)g[0], (int)g[1], (int)g[2], o);
     return PCNN_ERR_INVALID_ARGUMENT;
 }
 
@@ -198,7 +209,8 @@ static pcnn_net *build(const fixture *f)
         return NULL;
     }
     CK(pcnn_net_create(&net));
-    CK(pcnn_net_input(net, f->c, f->h, f->w, &h[0]));
+    if (f->volumes) CK(pcnn_net_input3d(net, f->c, f->d, f->h, f->w, &h[0]));
+    else CK(pcnn_net_input(net, f->c, f->h, f->w, &h[0]));
     for (int i = 0; i < f->num_layers; i++) CK(add_layer(net, h, &f->layers[i], &h[i + 1]));
     if (f->loss_layer < 0 || f->loss_layer > f->num_layers) goto fail;
     CK(pcnn_net_set_loss(net, h[f->loss_layer], loss));
@@ -278,7 +290,7 @@ static bool run_fixture(const fixture *f)
     pcnn_net *net = NULL, *gnet = NULL;
     float *buf = NULL, *tgt = NULL, *xs = NULL, *losses = NULL;
     int32_t *lab = NULL;
-    size_t sample = (size_t)f->c * f->h * f->w, np = 0, no = 0;
+    size_t sample = (size_t)f->c * f->d * f->h * f->w, np = 0, no = 0;
     const fx_array *x = find_array(f, "x"), *labels = find_array(f, "labels"),
                    *targets = find_array(f, "targets"), *x_eval = find_array(f, "x_eval");
     size_t per_step = (size_t)f->batch * sample;

@@ -3,8 +3,9 @@
  * A scenario exercises every public call that allocates: building a network
  * with every layer type, options, finalize (Adam state, trace ring),
  * training steps, epochs, evaluation, summaries, a Chrome trace, in-memory
- * and IDX datasets (one gzip-compressed), and a second network trained
- * through a (one-rank) communicator.  A reference run counts its N
+ * and IDX datasets (one gzip-compressed), a second network trained
+ * through a (one-rank) communicator, and a third of volumes (conv3d with its
+ * kept vol2col matrix, 3D pools) trained from a dataset of volumes.  A reference run counts its N
  * allocations (lib/core/memory.h's hook: every mem_alloc / mem_calloc /
  * mem_realloc) and records its results; then for n = 1..N the scenario runs
  * again with allocation n failing.  For each n:
@@ -21,7 +22,7 @@
  * Also: training steps, epochs, evaluation and prediction allocate nothing.
  *
  * Links the internal static library, which always has the hook. */
-#define PCNN_EXPERIMENTAL /* PCNN_OPT_KEEP_IM2COL, PCNN_OPT_CONV_ALGORITHM: pcnn.h section 9 */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_KEEP_IM2COL, PCNN_OPT_CONV_ALGORITHM, 3D: pcnn.h section 9 */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -44,14 +45,15 @@
 
 static float g_x[N_SAMPLES * C * H * W];
 static int32_t g_lab[N_SAMPLES];
+static float g_t[N_SAMPLES * 2]; /* regression targets of the volumes */
 static char g_images[64], g_labels[64], g_trace[64];
 
 /* What a scenario produced, compared with the reference run. */
 typedef struct result {
     float losses[4];
-    double epoch_loss, eval_loss, eval_acc, idx_loss;
+    double epoch_loss, eval_loss, eval_acc, idx_loss, vol_loss;
     float pred[2 * CLASSES];
-    uint32_t params_crc, idx_params_crc;
+    uint32_t params_crc, idx_params_crc, vol_params_crc;
     size_t summary_len;
     bool finished;
 } result;
@@ -160,11 +162,11 @@ static uint32_t crc_params(const pcnn_net *net, float *buf, size_t count)
 
 static void scenario(run *r)
 {
-    pcnn_net *net = NULL, *net2 = NULL;
-    pcnn_dataset *data = NULL, *idx = NULL;
+    pcnn_net *net = NULL, *net2 = NULL, *net3 = NULL;
+    pcnn_dataset *data = NULL, *idx = NULL, *vol = NULL;
     pcnn_comm *comm = NULL;
     float *buf = NULL;
-    pcnn_layer *in, *a, *b, *c, *d, *e, *f, *g, *h, *k, *l, *m, *o, *y, *y2, *in2;
+    pcnn_layer *in, *a, *b, *c, *d, *e, *f, *g, *h, *k, *l, *m, *o, *y, *y2, *in2, *v;
     result *res = &r->res;
 
     /* Every layer type; a residual add makes the graph a DAG. */
@@ -233,9 +235,28 @@ static void scenario(run *r)
     size_t np2 = 0;
     STEP(pcnn_net_num_params(net2, &np2));
     res->idx_params_crc = np2 <= np ? crc_params(net2, buf, np2) : 0;
+
+    /* Volumes: (2, 4, 4, 4) samples with 2 targets each. */
+    STEP(pcnn_dataset_create3d(N_SAMPLES, 2, 4, 4, 4, g_x, NULL, g_t, 2, &vol));
+    STEP(pcnn_net_create(&net3));
+    STEP(pcnn_net_input3d(net3, 2, 4, 4, 4, &v));
+    STEP(pcnn_conv3d(net3, v, 3, 3, 1, 1, 1, &v));
+    STEP(pcnn_maxpool3d(net3, v, 2, 2, 0, &v));
+    STEP(pcnn_avgpool3d(net3, v, 3, 1, 1, &v));
+    STEP(pcnn_dense(net3, v, 2, 1, &v));
+    STEP(pcnn_net_set_loss(net3, v, PCNN_LOSS_MSE));
+    STEP(pcnn_net_set_option(net3, PCNN_OPT_THREADS, 1));
+    STEP(pcnn_net_set_option(net3, PCNN_OPT_KEEP_IM2COL, 1));
+    FINALIZE(net3, MAXB);
+    NO_ALLOC_STEP(pcnn_net_train_epoch(net3, vol, 3, &res->vol_loss));
+    size_t np3 = 0;
+    STEP(pcnn_net_num_params(net3, &np3));
+    res->vol_params_crc = np3 <= np ? crc_params(net3, buf, np3) : 0;
     res->finished = true;
 
 done:
+    pcnn_net_destroy(&net3);
+    pcnn_dataset_destroy(&vol);
     pcnn_net_destroy(&net2);
     pcnn_comm_destroy(&comm);
     pcnn_net_destroy(&net);
@@ -249,6 +270,7 @@ static bool same_result(const result *a, const result *b)
     return a->finished && b->finished && memcmp(a->losses, b->losses, sizeof a->losses) == 0 &&
            a->epoch_loss == b->epoch_loss && a->eval_loss == b->eval_loss &&
            a->eval_acc == b->eval_acc && a->idx_loss == b->idx_loss &&
+           a->vol_loss == b->vol_loss && a->vol_params_crc == b->vol_params_crc &&
            memcmp(a->pred, b->pred, sizeof a->pred) == 0 && a->params_crc == b->params_crc &&
            a->idx_params_crc == b->idx_params_crc && a->summary_len == b->summary_len;
 }
@@ -282,6 +304,7 @@ int main(void)
     MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
     for (int i = 0; i < N_SAMPLES * C * H * W; i++) g_x[i] = (float)((i * 29) % 97) / 97.0f - 0.5f;
     for (int i = 0; i < N_SAMPLES; i++) g_lab[i] = (int32_t)(i * 7 % CLASSES);
+    for (int i = 0; i < N_SAMPLES * 2; i++) g_t[i] = (float)(i % 5) * 0.25f - 0.5f;
     write_idx_files();
 
     int failures = 0;

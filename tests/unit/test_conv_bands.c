@@ -12,8 +12,9 @@
  * split the input channels, and with many channels on small planes, where
  * the kernel with channels in the vector lanes takes over.  The GEMMs per
  * kernel tap (stride 1, forced here; chosen on small planes) on 1 and 2
- * threads, including planes smaller than the kernel.  And the automatic
- * choice per shape (residual blocks, where the input gradient is added to
+ * threads, including planes smaller than the kernel.  Paddings of the
+ * kernel size and more (windows of pure padding), which every forced
+ * algorithm leaves to im2col + GEMM.  And the automatic choice per shape (residual blocks, where the input gradient is added to
  * another, are in the gradient checks). */
 #define PCNN_EXPERIMENTAL /* PCNN_OPT_KEEP_IM2COL, PCNN_OPT_CONV_ALGORITHM: pcnn.h section 9 */
 #include <math.h>
@@ -206,6 +207,11 @@ int main(void)
         {3, 16, 9, 8, 20, 3, 2, 1},   /* stride 2, odd height */
         {2, 20, 8, 8, 12, 1, 2, 0},   /* 1x1 stride 2 */
         {2, 17, 11, 10, 5, 5, 3, 2},  /* stride 3, k5, windows overlapping unevenly */
+        {2, 3, 6, 5, 4, 1, 1, 1},     /* 1x1 with padding 1: a border of bias */
+        {2, 4, 7, 6, 3, 3, 1, 3},     /* padding = kernel: every algorithm falls back */
+        {3, 40, 4, 4, 36, 3, 1, 4},   /* padding > kernel on a small plane (not taps) */
+        {2, 3, 8, 7, 5, 3, 2, 4},     /* strided, padding > kernel */
+        {2, 6, 9, 9, 8, 5, 1, 5},     /* k5, padding = kernel (not direct) */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
     if (failures) {

@@ -233,6 +233,15 @@ static void known_shapes(void)
     expect_choice(8, 8, 3, 2, 1, 32, true, 2, CONV_ALGO_DIRECT,
                   "direct strided (forced by PCNN_OPT_CONV_ALGORITHM) fwd channels, dx gemm, "
                   "dW channels");
+    /* Padding >= kernel: windows of pure padding, whatever was asked for. */
+    for (int requested = 0; requested <= 3; requested++) {
+        expect_choice(64, 64, 1, 1, 1, 8, true, requested, CONV_ALGO_GEMM,
+                      "gemm (padding 1 >= kernel 1)");
+        expect_choice(256, 256, 3, 1, 3, 4, true, requested, CONV_ALGO_GEMM,
+                      "gemm (padding 3 >= kernel 3)");
+        expect_choice(16, 32, 3, 2, 4, 32, true, requested, CONV_ALGO_GEMM,
+                      "gemm (padding 4 >= kernel 3)");
+    }
 }
 
 /* ---- The summary of a finalized network shows each convolution's choice. ---- */

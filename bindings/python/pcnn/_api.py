@@ -130,6 +130,14 @@ PROTOTYPES = [
     ("pcnn_scheduler_load_state", STATUS, (H, H, Z)),
     # 9. experimental
     ("pcnn_checkpoint_cleanup", STATUS, (STR, pI)),
+    # 9. experimental: 3D networks
+    ("pcnn_net_input3d", STATUS, (H, I, I, I, I, HH)),
+    ("pcnn_conv3d", STATUS, (H, H, I, I, I, I, I, HH)),
+    ("pcnn_maxpool3d", STATUS, (H, H, I, I, I, HH)),
+    ("pcnn_avgpool3d", STATUS, (H, H, I, I, I, HH)),
+    ("pcnn_layer_output_shape3d", STATUS, (H, pI, pI, pI, pI)),
+    ("pcnn_dataset_create3d", STATUS, (I, I, I, I, I, H, H, H, I, HH)),
+    ("pcnn_dataset_info3d", STATUS, (H, pI, pI, pI, pI, pI)),
 ]
 
 

@@ -72,25 +72,40 @@ def floats_out(out, count, what, shape=None):
     return out
 
 
+def count(shape):
+    """The number of values of an array of this shape."""
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def samples(x, sample_shape, what="x"):
-    """(array, n) for a batch of samples of sample_shape (C, H, W), in NCHW
-    order: x shaped (n, C, H, W), (n, C*H*W) (flat samples), or (n, H, W)
-    when C is 1.  Any other shape raises ShapeError (a ValueError) naming
-    the expected one -- in particular a channels-last (n, H, W, C) array,
-    which holds the right number of values in the wrong order."""
+    """(array, n) for a batch of samples of sample_shape, (C, H, W) or
+    (C, D, H, W), in NCHW / NCDHW order: x shaped (n,) + sample_shape,
+    (n, C*H*W...) (flat samples), or without the channel axis when C is 1.
+    Any other shape raises ShapeError (a ValueError) naming the expected
+    one -- in particular a channels-last array, which holds the right number
+    of values in the wrong order."""
     x = floats_in(x, what)
-    c, h, w = sample_shape
-    if x.ndim == 4 and x.shape[1:] == (c, h, w):
+    shape = tuple(sample_shape)
+    per = count(shape)
+    if x.ndim == 1 + len(shape) and x.shape[1:] == shape:
         return x, x.shape[0]
-    if x.ndim == 2 and x.shape[1] == c * h * w:
+    if x.ndim == 2 and x.shape[1] == per:
         return x, x.shape[0]
-    if x.ndim == 3 and c == 1 and x.shape[1:] == (h, w):
+    if shape[0] == 1 and x.ndim == len(shape) and x.shape[1:] == shape[1:]:
         return x, x.shape[0]
     hint = ""
-    if x.ndim == 4 and x.shape[1:] == (h, w, c):
-        hint = ("; this looks channels-last (NHWC): pass x.transpose(0, 3, 1, 2) (copied "
-                "once) or build the array in NCHW order")
-    raise ShapeError("%s has shape %s: expected (n, C, H, W) = (n, %d, %d, %d), or (n, %d) "
-                     "with one flat sample per row%s%s"
-                     % (what, x.shape, c, h, w, c * h * w,
-                        ", or (n, %d, %d)" % (h, w) if c == 1 else "", hint))
+    if x.ndim == 1 + len(shape) and x.shape[1:] == shape[1:] + shape[:1]:
+        order = (0, len(shape)) + tuple(range(1, len(shape)))
+        hint = ("; this looks channels-last (%s): pass x.transpose%s (copied once) or build "
+                "the array in %s order" % ("NHWC" if len(shape) == 3 else "NDHWC", order,
+                                           "NCHW" if len(shape) == 3 else "NCDHW"))
+    dims = ", ".join(str(d) for d in shape)
+    names = "C, H, W" if len(shape) == 3 else "C, D, H, W"
+    raise ShapeError("%s has shape %s: expected (n, %s) = (n, %s), or (n, %d) with one flat "
+                     "sample per row%s%s"
+                     % (what, x.shape, names, dims, per,
+                        ", or (n, %s)" % ", ".join(str(d) for d in shape[1:])
+                        if shape[0] == 1 else "", hint))

@@ -4,18 +4,20 @@ import ctypes
 import numpy as np
 
 from ._args import path as _path
-from ._arrays import I32, addr, floats_in, floats_out, labels_in
+from ._arrays import I32, addr, count as values_of, floats_in, floats_out, labels_in
 from ._handle import Handle, new_handle
 from .errors import InvalidArgumentError, ShapeError
 
 
 class Dataset(Handle):
-    """Samples of shape (C, H, W) with int32 class labels or float
-    regression targets, owned by libpcnn (pcnn_dataset).
+    """Samples of shape (C, H, W), or volumes of shape (C, D, H, W), with
+    int32 class labels or float regression targets, owned by libpcnn
+    (pcnn_dataset).
 
     Dataset(x, labels=None, targets=None)
-        copies x, shaped (n, C, H, W), (n, H, W) (one channel) or
-        (n, features); pass labels (n integers) or targets (n x k floats).
+        copies x, shaped (n, C, D, H, W) (volumes), (n, C, H, W), (n, H, W)
+        (one channel) or (n, features); pass labels (n integers) or targets
+        (n x k floats).
     Dataset.load_idx(images_path, labels_path, mean=0.0, std=0.0)
         MNIST / Fashion-MNIST IDX files, gzip or not; pixels scaled to
         [0, 1], then (x - mean) / std if std > 0."""
@@ -25,15 +27,18 @@ class Dataset(Handle):
 
     def __init__(self, x, labels=None, targets=None):
         x = floats_in(x, "Dataset x")
-        if x.ndim == 4:
+        d = 1
+        if x.ndim == 5:
+            n, c, d, h, w = x.shape
+        elif x.ndim == 4:
             n, c, h, w = x.shape
         elif x.ndim == 3:
             (n, h, w), c = x.shape, 1
         elif x.ndim == 2:
             (n, c), h, w = x.shape, 1, 1
         else:
-            raise ShapeError("Dataset x has shape %s: expected (n, C, H, W), (n, H, W) or "
-                             "(n, features)" % (x.shape,))
+            raise ShapeError("Dataset x has shape %s: expected (n, C, D, H, W), (n, C, H, W), "
+                             "(n, H, W) or (n, features)" % (x.shape,))
         if (labels is None) == (targets is None):
             raise InvalidArgumentError("Dataset: pass exactly one of labels and targets")
         lab = tg = None
@@ -49,8 +54,12 @@ class Dataset(Handle):
                                  % (tg.size, n))
             count = tg.size // n
         lib, out = new_handle()
-        lib.pcnn_dataset_create(n, c, h, w, addr(x), addr(lab), addr(tg), count,
-                                ctypes.byref(out))
+        if x.ndim == 5:
+            lib.pcnn_dataset_create3d(n, c, d, h, w, addr(x), addr(lab), addr(tg), count,
+                                      ctypes.byref(out))
+        else:
+            lib.pcnn_dataset_create(n, c, h, w, addr(x), addr(lab), addr(tg), count,
+                                    ctypes.byref(out))
         self._adopt(lib, out)
         self._describe(count)
 
@@ -66,10 +75,17 @@ class Dataset(Handle):
         return self
 
     def _describe(self, target_count):
-        v = [ctypes.c_int() for _ in range(4)]
-        self._lib.pcnn_dataset_info(self._h, *(ctypes.byref(i) for i in v))
+        """sample_shape: (C, H, W) for images, (C, D, H, W) for volumes."""
+        if "pcnn_dataset_info3d" in self._lib.missing:  # an older libpcnn: images only
+            v = [ctypes.c_int() for _ in range(4)]
+            self._lib.pcnn_dataset_info(self._h, *(ctypes.byref(i) for i in v))
+            v.insert(2, ctypes.c_int(1))
+        else:
+            v = [ctypes.c_int() for _ in range(5)]
+            self._lib.pcnn_dataset_info3d(self._h, *(ctypes.byref(i) for i in v))
         self._n = v[0].value
-        self.sample_shape = (v[1].value, v[2].value, v[3].value)
+        c, d, h, w = (i.value for i in v[1:])
+        self.sample_shape = (c, h, w) if d == 1 else (c, d, h, w)
         self.target_count = target_count  # 0: the dataset holds class labels
         self.has_labels = target_count == 0
 
@@ -89,8 +105,8 @@ class Dataset(Handle):
         h = self._handle()
         if count < 1:
             raise InvalidArgumentError("Dataset.batch: count %d < 1" % count)
-        c, hh, w = self.sample_shape
-        x = floats_out(x, count * c * hh * w, "Dataset.batch x", (count, c, hh, w))
+        x = floats_out(x, count * values_of(self.sample_shape), "Dataset.batch x",
+                       (count,) + self.sample_shape)
         if self.has_labels:
             if labels is None:
                 labels = np.empty(count, I32)

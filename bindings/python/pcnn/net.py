@@ -9,7 +9,7 @@ from ctypes import byref, c_double, c_float, c_int, c_size_t, c_uint64, c_void_p
 import numpy as np
 
 from . import _options
-from ._arrays import F32, I32, addr, floats_in, floats_out, labels_in, samples
+from ._arrays import F32, I32, addr, count as values_of, floats_in, floats_out, labels_in, samples
 from ._args import path as _path
 from ._handle import Handle, new_handle
 from .comm import Comm, share
@@ -57,11 +57,17 @@ class Layer:
 
     @property
     def output_shape(self):
-        """(C, H, W) of one sample of this layer's output."""
+        """(C, H, W) of one sample of this layer's output, or (C, D, H, W)
+        for a volume (depth > 1)."""
         net = self._owner()
-        c, h, w = c_int(), c_int(), c_int()
-        net._lib.pcnn_layer_output_shape(self._h, byref(c), byref(h), byref(w))
-        return c.value, h.value, w.value
+        c, d, h, w = c_int(), c_int(1), c_int(), c_int()
+        if "pcnn_layer_output_shape3d" in net._lib.missing:  # an older libpcnn: 2D only
+            net._lib.pcnn_layer_output_shape(self._h, byref(c), byref(h), byref(w))
+        else:
+            net._lib.pcnn_layer_output_shape3d(self._h, byref(c), byref(d), byref(h), byref(w))
+        if d.value == 1:
+            return c.value, h.value, w.value
+        return c.value, d.value, h.value, w.value
 
     @property
     def num_params(self):
@@ -206,6 +212,27 @@ class Net(Handle):
         layer = self._add("pcnn_net_input", channels, height, width)
         self._input_shape = (channels, height, width)
         return layer
+
+    def input3d(self, channels, depth, height, width):
+        """Declare one input sample as a volume (channels, depth, height,
+        width); first.  Arrays of samples are then (n, C, D, H, W)."""
+        layer = self._add("pcnn_net_input3d", channels, depth, height, width)
+        self._input_shape = layer.output_shape
+        return layer
+
+    def conv3d(self, src, out_channels, kernel, stride=1, padding=0, bias=True):
+        """3D convolution as torch.nn.Conv3d (cubic kernel, any padding)."""
+        return self._add("pcnn_conv3d", self._in(src), out_channels, kernel, stride, padding,
+                         int(bool(bias)))
+
+    def maxpool3d(self, src, kernel, stride=None, padding=0):
+        """3D max pooling; stride defaults to kernel, as in PyTorch."""
+        return self._add("pcnn_maxpool3d", self._in(src), kernel,
+                         kernel if stride is None else stride, padding)
+
+    def avgpool3d(self, src, kernel, stride=None, padding=0):
+        return self._add("pcnn_avgpool3d", self._in(src), kernel,
+                         kernel if stride is None else stride, padding)
 
     def conv2d(self, src, out_channels, kernel, stride=1, padding=0, bias=True):
         return self._add("pcnn_conv2d", self._in(src), out_channels, kernel, stride, padding,
@@ -376,8 +403,8 @@ class Net(Handle):
         if self._output_size is None:
             raise InvalidStateError("Net.predict: finalize the network first")
         x, n = samples(x, self._input_shape)
-        c, hh, w = self._output_shape
-        shape = (n, c) if hh == w == 1 else (n, c, hh, w)
+        c = self._output_shape[0]
+        shape = (n, c) if values_of(self._output_shape) == c else (n,) + self._output_shape
         count = n * self._output_size
         out = floats_out(out, count, "Net.predict", shape)
         self._lib.pcnn_net_predict(h, n, addr(x), addr(out), count)
@@ -511,7 +538,7 @@ class Net(Handle):
         if self._last_n is None:
             raise InvalidStateError("Net.input_grad: no compute_gradients or train_step yet")
         n = self._last_n
-        count = n * self._input_shape[0] * self._input_shape[1] * self._input_shape[2]
+        count = n * values_of(self._input_shape)
         out = floats_out(out, count, "Net.input_grad", (n,) + self._input_shape)
         self._lib.pcnn_net_get_input_grad(h, addr(out), count)
         return out

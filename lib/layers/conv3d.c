@@ -1,0 +1,236 @@
+/* 3D convolution as torch.nn.Conv3d: cubic kernel, stride and zero padding
+ * on every side, optional bias; layout C N D H W (layer.h).
+ *
+ * vol2col + GEMM over the whole local batch (seed 001 section 3.1), three
+ * GEMMs per step: Y = W col (forward), dW = dY col^T, dcol = W^T dY then
+ * col2vol (the input gradient).  col is kept from forward to backward in a
+ * buffer of the layer's own when PCNN_OPT_KEEP_IM2COL is set; otherwise
+ * forward builds it in the shared workspace and backward builds it again.
+ * dcol always lives in the workspace.  A 1x1x1 convolution with stride 1
+ * and no padding needs no col: the input is its own.
+ *
+ * Any padding >= 0 is accepted, as in PyTorch; windows that read only
+ * padding give the bias. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "../kernels/kernels.h"
+#include "layers.h"
+
+typedef struct conv3d_priv {
+    int cout, k, stride, pad;
+    bool bias;
+    bool pointwise; /* 1x1x1, stride 1, no padding: col == x */
+    bool keep_col;  /* decided at finalize from PCNN_OPT_KEEP_IM2COL */
+    int cin, d, h, w, od, oh, ow;
+    int ck3;        /* Cin * K^3: GEMM inner dimension */
+    float *col;     /* the kept col (max_batch columns), or NULL */
+} conv3d_priv;
+
+static vol_shape geometry(const conv3d_priv *p, int n)
+{
+    vol_shape g = {p->cin, n, p->d, p->h, p->w, p->k, p->stride, p->pad, p->od, p->oh, p->ow};
+    return g;
+}
+
+static size_t out_volume(const conv3d_priv *p)
+{
+    return (size_t)p->od * (size_t)p->oh * (size_t)p->ow;
+}
+
+/* Floats of a CK3 x (max_batch*Do*Ho*Wo) matrix, saturated so that an
+ * absurd size fails as an allocation rather than wrapping. */
+static size_t col_floats(const conv3d_priv *p, int max_batch)
+{
+    const size_t np = (size_t)max_batch * out_volume(p);
+    if (np != 0 && (size_t)p->ck3 > SIZE_MAX / np) return SIZE_MAX;
+    return (size_t)p->ck3 * np;
+}
+
+/* The workspace holds col (when not kept) and dcol, one after the other. */
+static size_t conv3d_workspace(const pcnn_layer *l, const plan_ctx *pc)
+{
+    const conv3d_priv *p = l->priv;
+    return p->pointwise ? 0 : col_floats(p, pc->max_batch);
+}
+
+static void conv3d_decide(pcnn_layer *l, const plan_ctx *pc)
+{
+    conv3d_priv *p = l->priv;
+    p->keep_col = pc->keep_im2col && !p->pointwise;
+    snprintf(l->choice, sizeof l->choice, "%s",
+             p->pointwise ? "gemm (1x1x1: x is the vol2col matrix)"
+             : p->keep_col ? "vol2col + gemm (col kept for dW)"
+                           : "vol2col + gemm (col recomputed for dW)");
+}
+
+static pcnn_status conv3d_setup(pcnn_layer *l, const plan_ctx *pc)
+{
+    conv3d_priv *p = l->priv;
+    char name[64];
+    /* GEMM sizes are ints: the batch's column count must fit. */
+    const long long np = (long long)pc->max_batch * (long long)out_volume(p);
+    if (np > INT_MAX)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, "pcnn_net_finalize",
+                         "%s: max_batch %d x %dx%dx%d outputs exceeds %d columns",
+                         layer_name(l, name, sizeof name), pc->max_batch, p->od, p->oh, p->ow,
+                         INT_MAX);
+    if (!p->keep_col) return PCNN_OK;
+    const size_t n = col_floats(p, pc->max_batch);
+    p->col = n == SIZE_MAX ? NULL : mem_alloc_floats(n);
+    if (p->col == NULL)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, "pcnn_net_finalize",
+                         "%s: cannot allocate the %zu-float vol2col buffer",
+                         layer_name(l, name, sizeof name), n);
+    l->buffer_bytes += n * sizeof(float);
+    return PCNN_OK;
+}
+
+static void conv3d_init(pcnn_layer *l, uint64_t seed)
+{
+    const conv3d_priv *p = l->priv;
+    const size_t nw = (size_t)p->cout * p->ck3, k3 = (size_t)p->k * p->k * p->k;
+    layer_init_weights(l, l->params, nw, (size_t)p->cin * k3, (size_t)p->cout * k3, seed);
+    if (p->bias) memset(l->params + nw, 0, (size_t)p->cout * sizeof(float));
+}
+
+static const float *conv3d_bias(const pcnn_layer *l)
+{
+    const conv3d_priv *p = l->priv;
+    return p->bias ? l->params + (size_t)p->cout * p->ck3 : NULL;
+}
+
+/* Y[Cout x NP] = W[Cout x CK3] col[CK3 x NP] (+ bias: Y starts as the bias
+ * and the GEMM adds into it). */
+static void conv3d_forward(pcnn_layer *l, const run_ctx *ctx)
+{
+    const conv3d_priv *p = l->priv;
+    const int np = (int)((size_t)ctx->n * out_volume(p));
+    const float *x = l->inputs[0]->y;
+    const float *col = x;
+    if (!p->pointwise) {
+        const vol_shape g = geometry(p, ctx->n);
+        float *buf = p->col ? p->col : ctx->workspace;
+        vol2col_batch(x, &g, buf, ctx->threads);
+        col = buf;
+    }
+    if (p->bias) fill_rows(l->y, (size_t)p->cout, (size_t)np, conv3d_bias(l), ctx->threads);
+    gemm(false, false, p->cout, np, p->ck3, 1.0f, l->params, p->ck3, col, np,
+         p->bias ? 1.0f : 0.0f, l->y, np, ctx->threads);
+}
+
+static void conv3d_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    const conv3d_priv *p = l->priv;
+    const int np = (int)((size_t)ctx->n * out_volume(p));
+    const vol_shape g = geometry(p, ctx->n);
+    const float *x = l->inputs[0]->y;
+    const float *col = p->pointwise ? x : p->col;
+    if (!col) {
+        vol2col_batch(x, &g, ctx->workspace, ctx->threads);
+        col = ctx->workspace;
+    }
+    /* dW = dY[Cout x NP] col^T. */
+    gemm(false, true, p->cout, p->ck3, np, 1.0f, l->dy, np, col, np, 0.0f, l->grads, p->ck3,
+         ctx->threads);
+    if (p->bias)
+        row_sums(l->dy, (size_t)p->cout, (size_t)np, l->grads + (size_t)p->cout * p->ck3,
+                 ctx->threads);
+    if (!dx[0]) return;
+    const bool acc = l->accumulate_dx[0];
+    if (p->pointwise) {
+        gemm(true, false, p->ck3, np, p->cout, 1.0f, l->params, p->ck3, l->dy, np,
+             acc ? 1.0f : 0.0f, dx[0], np, ctx->threads);
+        return;
+    }
+    /* dcol = W^T dY overwrites the workspace: a recomputed col is done with. */
+    gemm(true, false, p->ck3, np, p->cout, 1.0f, l->params, p->ck3, l->dy, np, 0.0f,
+         ctx->workspace, np, ctx->threads);
+    col2vol_batch(ctx->workspace, &g, dx[0], acc, ctx->threads);
+}
+
+static void conv3d_destroy(pcnn_layer *l)
+{
+    conv3d_priv *p = l->priv;
+    if (p) mem_free(p->col);
+    mem_free(p);
+    l->priv = NULL;
+}
+
+static void conv3d_describe(const pcnn_layer *l, char *buf, size_t size)
+{
+    const conv3d_priv *p = l->priv;
+    snprintf(buf, size, "k=%d s=%d p=%d%s", p->k, p->stride, p->pad, p->bias ? " bias" : "");
+}
+
+static const layer_ops conv3d_ops = {
+    .kind = "conv3d",
+    .workspace_floats = conv3d_workspace,
+    .decide = conv3d_decide,
+    .setup = conv3d_setup,
+    .init_params = conv3d_init,
+    .forward = conv3d_forward,
+    .backward = conv3d_backward,
+    .destroy = conv3d_destroy,
+    .describe = conv3d_describe,
+};
+
+pcnn_status conv3d_add(layer_list *list, pcnn_layer *in, int out_channels, int kernel,
+                       int stride, int padding, int bias, pcnn_layer **out, const char *func)
+{
+    TRY(layer_check_new(list, &in, 1, out, func));
+    const int idx = list->count;
+    const char *me = "conv3d";
+    ADD_REQUIRE(out_channels >= 1, PCNN_ERR_INVALID_ARGUMENT,
+                "layer %d (%s): out_channels %d must be >= 1", idx, me, out_channels);
+    ADD_REQUIRE(kernel >= 1, PCNN_ERR_INVALID_ARGUMENT, "layer %d (%s): kernel %d must be >= 1",
+                idx, me, kernel);
+    ADD_REQUIRE(stride >= 1, PCNN_ERR_INVALID_ARGUMENT, "layer %d (%s): stride %d must be >= 1",
+                idx, me, stride);
+    ADD_REQUIRE(padding >= 0, PCNN_ERR_INVALID_ARGUMENT,
+                "layer %d (%s): padding %d must be >= 0", idx, me, padding);
+
+    const shape s = in->out;
+    const long long pd = (long long)s.d + 2LL * padding, ph = (long long)s.h + 2LL * padding,
+                    pw = (long long)s.w + 2LL * padding;
+    ADD_REQUIRE(kernel <= pd && kernel <= ph && kernel <= pw, PCNN_ERR_SHAPE,
+                "layer %d (%s): kernel %d larger than padded input %lldx%lldx%lld", idx, me,
+                kernel, pd, ph, pw);
+    const long long od = (pd - kernel) / stride + 1, oh = (ph - kernel) / stride + 1,
+                    ow = (pw - kernel) / stride + 1;
+    const long long ck3 = (long long)s.c * kernel * kernel * kernel;
+    /* Index arithmetic is int: padded extents, CK^3 and one sample's GEMM
+     * columns must fit.  A whole batch's output is checked at finalize
+     * (CosmoFlow's conv1 at W = 512 is 2^31 floats per sample: it can be
+     * built, and trained once a sample is split over ranks). */
+    ADD_REQUIRE(pd <= INT_MAX && ph <= INT_MAX && pw <= INT_MAX && ck3 <= INT_MAX &&
+                    od * oh * ow <= INT_MAX,
+                PCNN_ERR_SHAPE,
+                "layer %d (%s): sizes overflow (%d channels x kernel %d^3, output %d x "
+                "%lldx%lldx%lld)",
+                idx, me, s.c, kernel, out_channels, od, oh, ow);
+    const long long nparams = out_channels * ck3 + (bias ? out_channels : 0);
+    ADD_REQUIRE(nparams <= INT_MAX, PCNN_ERR_SHAPE,
+                "layer %d (%s): %lld parameters is too many", idx, me, nparams);
+
+    conv3d_priv *p = mem_calloc(1, sizeof *p);
+    ADD_REQUIRE(p != NULL, PCNN_ERR_OUT_OF_MEMORY, "layer %d (%s): out of memory", idx, me);
+    *p = (conv3d_priv){.cout = out_channels, .k = kernel, .stride = stride, .pad = padding,
+                       .bias = bias != 0, .cin = s.c, .d = s.d, .h = s.h, .w = s.w,
+                       .od = (int)od, .oh = (int)oh, .ow = (int)ow, .ck3 = (int)ck3};
+    p->pointwise = kernel == 1 && stride == 1 && padding == 0;
+
+    const shape o = {out_channels, (int)od, (int)oh, (int)ow};
+    pcnn_layer *l = NULL;
+    pcnn_status st = layer_append(list, &conv3d_ops, &in, 1, o, (size_t)nparams, p, &l);
+    if (st != PCNN_OK) {
+        mem_free(p);
+        return st;
+    }
+    l->has_weights = true;
+    *out = l;
+    return PCNN_OK;
+}
