@@ -206,8 +206,11 @@ typedef enum pcnn_option {
     PCNN_OPT_EXPERIMENTAL_3 = 18, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_4 = 19, /* section 9 */
     /* Give up waiting for a collective after this many milliseconds and
-     * fail with PCNN_ERR_TIMEOUT (a rank stopped or died).  0 = wait
-     * forever.  Default 0. */
+     * fail with PCNN_ERR_TIMEOUT (a rank stopped, died, or is in another
+     * call).  Applies to every collective of the network: finalize, each
+     * step's agreements and gradient exchange, evaluate, train_epoch,
+     * save, load, the scheduler's calls and destroy's wait (section 5,
+     * "Giving up on collectives").  0 = wait forever.  Default 0. */
     PCNN_OPT_TIMEOUT_MS = 20,
     /* Keep the most recent N compute and communication spans for
      * pcnn_net_write_trace.  Before finalize.  Default 0 (no trace). */
@@ -221,7 +224,9 @@ PCNN_API pcnn_status pcnn_net_create(pcnn_net **out);
 
 /* Destroy a network, its layers and all its buffers, and set *net to NULL.
  * NULL or *net == NULL is a no-op.  Layer handles of the network become
- * invalid. */
+ * invalid.  Always returns, also after the host's MPI_Finalize (then it
+ * makes no MPI call); with a communicator it waits for the collectives in
+ * flight at most PCNN_OPT_TIMEOUT_MS (section 5). */
 PCNN_API pcnn_status pcnn_net_destroy(pcnn_net **net);
 
 /* Declare the network's input: one sample is channels x height x width.
@@ -420,7 +425,11 @@ PCNN_API pcnn_status pcnn_net_memory_bytes(const pcnn_net *net, size_t *bytes);
 /* Copy all trainable parameters (or their gradients from the last backward
  * pass) into buf, layer by layer in order of addition, each layer in
  * PyTorch's order.  count must equal pcnn_net_num_params.  set copies them
- * in.  Errors: SHAPE (count differs), INVALID_STATE (before finalize). */
+ * in.  Local: with a communicator they first wait for the parameters still
+ * in flight from the last overlapped step (at most PCNN_OPT_TIMEOUT_MS);
+ * on a failed or aborted network they return INVALID_STATE at once,
+ * without waiting.  Errors: SHAPE (count differs), INVALID_STATE (before
+ * finalize, network failed or aborted, MPI finalised), TIMEOUT. */
 PCNN_API pcnn_status pcnn_net_get_params(const pcnn_net *net, float *buf, size_t count);
 PCNN_API pcnn_status pcnn_net_set_params(pcnn_net *net, const float *buf, size_t count);
 PCNN_API pcnn_status pcnn_net_get_grads(const pcnn_net *net, float *buf, size_t count);
@@ -450,7 +459,9 @@ PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t siz
 /* Load an image/label pair of IDX files (MNIST and Fashion-MNIST format,
  * optionally gzip-compressed: detected from the content).  Pixels are
  * scaled to [0, 1], then, if std > 0, normalised as (x - mean) / std.
- * Images become (1, H, W) samples with int32 labels.  Errors: IO,
+ * Images become (1, H, W) samples with int32 labels.  Paths must name
+ * regular files: FIFOs, devices and directories are refused (IO) without
+ * being waited on.  Errors: IO,
  * CORRUPT (bad magic, truncated, trailing bytes, count mismatch),
  * INVALID_ARGUMENT (NaN mean or std, negative std), OUT_OF_MEMORY. */
 PCNN_API pcnn_status pcnn_dataset_load_idx(const char *images_path, const char *labels_path,
@@ -502,8 +513,16 @@ PCNN_API pcnn_status pcnn_dataset_batch(const pcnn_dataset *data, int start, int
  * "collective", which every rank of the communicator must make in the same
  * order.  MPI_THREAD_FUNNELED or higher is enough.  Errors found on one rank
  * inside a collective call reach all ranks: the others return
- * PCNN_ERR_REMOTE instead of waiting forever.  A rank that dies outright is
- * MPI's business (its default handler aborts the job).
+ * PCNN_ERR_REMOTE instead of waiting forever.  Ranks that make different
+ * collective calls at once (one saves while another trains) all return
+ * PCNN_ERR_MISMATCH naming both calls, and may carry on.  A rank that
+ * stops or dies: see PCNN_OPT_TIMEOUT_MS and "Giving up on collectives".
+ * libpcnn never ends the process: an invalid communicator handle returns
+ * PCNN_ERR_INVALID_ARGUMENT, and after the host's MPI_Finalize every call
+ * that would communicate returns PCNN_ERR_INVALID_STATE while
+ * pcnn_net_destroy and pcnn_comm_destroy release memory and make no MPI
+ * call (communication threads are stopped inside MPI_Finalize, through a
+ * delete callback on MPI_COMM_SELF).
  *
  * Batch normalisation uses each rank's local batch statistics, as the peers
  * (Horovod, DDP) do.  Dropout masks depend on the global sample index, so
@@ -536,14 +555,21 @@ typedef enum pcnn_exchange {
     PCNN_EXCHANGE_FC_GRADIENT = 2
 } pcnn_exchange;
 
-/* Wrap a duplicate of the host's communicator.  Collective over `comm`.
- * The host may free its own communicator afterwards.  Errors:
- * INVALID_ARGUMENT (MPI_COMM_NULL), INVALID_STATE (MPI not initialised),
- * MPI, OUT_OF_MEMORY. */
+/* Wrap a duplicate of the host's communicator.  Collective over `comm`
+ * (and not timed: no network, so no PCNN_OPT_TIMEOUT_MS, exists yet).  The
+ * host may free its own communicator afterwards.  The handle is checked
+ * first with MPI_Comm_test_inter, MPI_COMM_WORLD's error handler set to
+ * return errors for that one call (MPICH reports invalid handles there):
+ * a handle MPI does not know, or an intercommunicator, is refused.  Not
+ * checkable: the handle of a communicator the host already freed, whose
+ * slot MPI may have reused.  Errors: INVALID_ARGUMENT (MPI_COMM_NULL,
+ * invalid handle, intercommunicator), INVALID_STATE (MPI not initialised,
+ * or finalised), MPI, OUT_OF_MEMORY. */
 PCNN_API pcnn_status pcnn_comm_create(MPI_Comm comm, pcnn_comm **out);
 
 /* The same from a Fortran handle (MPI_Fint): for Fortran hosts and for
- * mpi4py via comm.py2f(). */
+ * mpi4py via comm.py2f().  An invalid handle (say 12345) returns
+ * INVALID_ARGUMENT, as above. */
 PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out);
 
 /* For programs that do not otherwise use MPI: initialise MPI if the host
@@ -553,7 +579,8 @@ PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out);
 PCNN_API pcnn_status pcnn_comm_create_world(pcnn_comm **out);
 
 /* Free the duplicate communicator (collective) and set *comm to NULL; NULL
- * is a no-op.  Errors: INVALID_STATE while a network still uses it. */
+ * is a no-op.  After the host's MPI_Finalize it only frees memory.
+ * Errors: INVALID_STATE while a network still uses it. */
 PCNN_API pcnn_status pcnn_comm_destroy(pcnn_comm **comm);
 
 /* This rank, the number of ranks, and the MPI thread level provided
@@ -565,11 +592,29 @@ PCNN_API pcnn_status pcnn_comm_info(const pcnn_comm *comm, int *rank, int *size,
  * communicator must outlive the network.  Once set:
  *   - pcnn_net_finalize is collective: max_batch is the largest GLOBAL
  *     batch, and each rank plans for its share ceil(max_batch / P).  Ranks
- *     check that they built the same network: a mismatch fails on every
- *     rank with PCNN_ERR_MISMATCH naming the first differing layer.
+ *     check that they built the same network with the same settings: a
+ *     mismatch fails on every rank with PCNN_ERR_MISMATCH naming the first
+ *     differing option or layer and its values on rank 0 and on the rank
+ *     that differs ("PCNN_OPT_OVERLAP: 1 on rank 0, 0 on rank 2").
+ *     Compared: the layers (kind, configuration, output shape, inputs,
+ *     exchange, parameter count, which is the output), the loss, the
+ *     optimizer and its hyper-parameters, the learning rate and its
+ *     schedule, PCNN_OPT_STEP, PCNN_OPT_SEED, PCNN_OPT_CHECK_NUMERICS,
+ *     max_batch, PCNN_OPT_OVERLAP, PCNN_OPT_BUCKET_BYTES, PCNN_OPT_ENGINE
+ *     and the network's exchange.  Not compared, because they change
+ *     neither the communication nor the agreement of the replicas:
+ *     PCNN_OPT_THREADS and the convolution algorithm (only the summation
+ *     order of a rank's own gradient), KEEP_IM2COL, COMM_CORE, TIMEOUT_MS,
+ *     TRACE_EVENTS.  Finalize allocates in phases with an agreement
+ *     between them: a rank out of memory stops the others before they
+ *     allocate the next phase.
  *   - pcnn_net_train_step is collective: each rank passes ITS OWN samples
  *     (n may differ between ranks and may be 0 on some, with x NULL); the
- *     step trains on their union, and *loss is the global mean.
+ *     step trains on their union, and *loss is the global mean.  The step
+ *     counter and the learning rate the step uses must be equal on every
+ *     rank (else PCNN_ERR_MISMATCH naming both values, nothing changed).
+ *     A step returns PCNN_OK on a rank only if every rank applied the
+ *     whole update.
  *   - pcnn_net_train_epoch and pcnn_net_evaluate are collective: each rank
  *     reads only its share of every batch of the (identically ordered)
  *     dataset; results are global and equal on all ranks.
@@ -596,26 +641,38 @@ PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *byte
 
 /*
  * Giving up on collectives (as NCCL's ncclCommAbort / ncclCommGetAsyncError).
- * With PCNN_OPT_TIMEOUT_MS set, a training step whose collective (the
- * step's agreements or the gradient exchange) does not complete in time --
- * another rank stopped, hangs or died -- returns PCNN_ERR_TIMEOUT on the
- * ranks still waiting, and the network is then aborted: as after
- * pcnn_net_abort, every later call on it but the three below returns
- * PCNN_ERR_INVALID_STATE ("the network was aborted").  A timeout in an
- * agreement also makes the communicator unusable (for every network on it):
- * later collective calls on it return PCNN_ERR_INVALID_STATE.  The host can
- * always destroy the network and the communicator and carry on, or call
- * MPI_Finalize, without hanging.
+ * With PCNN_OPT_TIMEOUT_MS set, every collective of a network -- finalize's
+ * agreements and checks, each step's agreements and gradient exchange,
+ * evaluate, train_epoch, save, load, the scheduler's calls -- is given up
+ * when it does not complete in time (another rank stopped, hangs, died, or
+ * makes another call).  The rule then:
+ *   - the call returns PCNN_ERR_TIMEOUT on each rank that gave up, and that
+ *     rank's network fails: as after pcnn_net_abort, every later call on it
+ *     but the three below returns PCNN_ERR_INVALID_STATE at once, without
+ *     communicating (pcnn_net_get_params too: it never waits on a failed
+ *     network).  A timeout in an agreement or a checkpoint collective also
+ *     fails the communicator (for every network on it);
+ *   - a rank that did not notice fails at its next collective: an agreement
+ *     that shows another rank's network failed returns PCNN_ERR_REMOTE and
+ *     fails this rank's network too (pcnn_net_async_error then reports the
+ *     other rank's PCNN_ERR_TIMEOUT), or it times out itself;
+ *   - parameters never change on one rank without every rank failing that
+ *     step (the step's last agreement comes after the update);
+ *   - pcnn_net_destroy of a healthy network waits for its collectives in
+ *     flight (the last step's all-gathers) at most the timeout, of a failed
+ *     or aborted one not at all; pcnn_net_abort never waits.  The host can
+ *     always destroy the network and the communicator and carry on, or
+ *     call MPI_Finalize, without hanging.
  *
  * MPI cannot cancel a collective, so one left in flight keeps its buffers:
- * destroying an aborted network that had collectives in flight frees only
+ * destroying a failed network that had collectives in flight frees only
  * the handle and leaks the rest (about what pcnn_net_memory_bytes reported:
  * parameters, gradients, optimizer state, activations, exchange buffers,
- * plus the layers' bookkeeping); destroying a communicator whose agreement
- * timed out leaks 16 * size + 88 bytes.  Nothing leaks when nothing was in
- * flight.  (pcnn_net_destroy of a healthy network, by contrast, waits for
- * its collectives in flight: the last step's all-gathers.)  With MPICH over
- * UCX, MPI_Finalize may then warn on stderr about unmatched messages.
+ * plus the layers' bookkeeping); destroying a communicator whose collective
+ * was given up leaks 80 * (size + 1) bytes, and a given-up save or
+ * scheduler call its own buffers.  Nothing leaks when nothing was in
+ * flight.  With MPICH over UCX, MPI_Finalize may then warn on stderr about
+ * unmatched messages.
  * pcnn_net_abort and pcnn_net_async_error are new in this release: section 9.
  */
 
@@ -682,8 +739,10 @@ PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path)
  * previous checkpoint or the new one, never a mix.
  *
  * With a communicator both calls are collective.  Rank 0 writes and reads
- * the file (only its filesystem needs the path); the optimizer state, of
- * which each rank may keep only its own slices, is gathered on save and
+ * the file (only its filesystem needs the path; a FIFO, device or
+ * directory given to load is refused with PCNN_ERR_IO, never waited on);
+ * the optimizer state, of which each rank may keep only its own slices,
+ * is gathered on save and
  * re-sliced on load for the current number of ranks, so a run saved on P
  * ranks resumes on any number of ranks, with another batch size, exchange
  * strategy or PCNN_OPT_BUCKET_BYTES.  Batch-norm statistics are per rank:

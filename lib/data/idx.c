@@ -236,12 +236,21 @@ pcnn_status idx_read_file(const char *path, size_t max_bytes, unsigned char **bu
     if (!path || !buf || !len || max_bytes > SIZE_MAX - 1)
         return IDX_FAIL(PCNN_ERR_INVALID_ARGUMENT, "idx_read_file: bad arguments");
     int fd;
-    do fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    do fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     while (fd < 0 && errno == EINTR);
     if (fd < 0) {
         int err = errno;
         return IDX_FAIL(PCNN_ERR_IO, "cannot open '%s': %s", path,
                         errno_text(err, text, sizeof text));
+    }
+    struct stat sb;
+    const int flags = fcntl(fd, F_GETFL);
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || flags < 0 ||
+        fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        close(fd);
+        return IDX_FAIL(PCNN_ERR_IO, "'%s' is not a regular file (a directory, FIFO or device)",
+                        path);
     }
     unsigned char *raw = NULL;
     size_t raw_len = 0;

@@ -36,6 +36,27 @@ int net_global_max_batch(const pcnn_net *net); /* as given to finalize */
 /* Wait for the parameters still in flight: call before reading them. */
 pcnn_status net_settle(pcnn_net *net);
 
+/* The collectives of a call on the network's communicator (graph/net_abort.c),
+ * each given up after PCNN_OPT_TIMEOUT_MS; giving up (or learning that
+ * another rank's network failed) aborts the network.  A collective call
+ * starts with net_agree, so that every rank is known to be in it before
+ * anything else is posted.
+ *   net_agree, net_agree_sum, net_agree_words
+ *                             agree / agree_sum / agree_words (parallel.h)
+ *   net_complete              complete a nonblocking MPI call posted on
+ *                             net_comm(net)->comm (comm_complete); when it
+ *                             gives up, the buffers handed to MPI must never
+ *                             be freed: net_lend_buffers when they are the
+ *                             network's own (destroy then keeps them). */
+pcnn_status net_agree(pcnn_net *net, pcnn_status local, const char *func);
+pcnn_status net_agree_sum(pcnn_net *net, agree_stage stage, pcnn_status local, double *values,
+                          int count, const char *func);
+pcnn_status net_agree_words(pcnn_net *net, const uint64_t *words, int count, const char *func,
+                            word_difference *diff);
+pcnn_status net_complete(pcnn_net *net, int post_code, MPI_Request *req, const char *func,
+                         const char *what);
+void net_lend_buffers(pcnn_net *net);
+
 /* What a checkpoint saves and restores besides the arrays: the optimizer's
  * hyper-parameters, the learning-rate schedule and the step counter. */
 typedef struct net_training_state {

@@ -49,6 +49,8 @@ struct pcnn_net {
     bool finalized;
     bool plan_failed;     /* a finalize failed: the network must be rebuilt */
     bool aborted;         /* pcnn_net_abort: only destroy and the error query */
+    pcnn_status remote_failure; /* an agreement showed another rank's network failed */
+    bool lent;            /* planned buffers were handed to a given-up collective */
     int max_batch;
     int threads;          /* resolved thread count */
     uint64_t step;        /* completed training steps */
@@ -102,9 +104,11 @@ void net_backward(pcnn_net *net, int n, bool want_input_grad);
  * rolls back a failed finalize). */
 void net_release_plan(pcnn_net *net);
 
-/* Per-layer structural hashes (kind, shapes, configuration, inputs, and
- * network-wide settings folded into layer 0), for the cross-rank check. */
-void net_layer_hashes(const pcnn_net *net, uint64_t *out);
+/* Finalize's check that every rank built the same network with the same
+ * settings (graph/fingerprint.c): PCNN_ERR_MISMATCH naming the option or
+ * the layer that differs and its value on rank 0 and on the first rank
+ * that differs.  Collective, timed. */
+pcnn_status net_check_same_network(pcnn_net *net, const char *func);
 
 /* Common validation for public calls: a batch of n samples with the
  * targets its loss needs (checked for range and, when enabled, NaN/Inf).
@@ -112,26 +116,28 @@ void net_layer_hashes(const pcnn_net *net, uint64_t *out);
 pcnn_status net_check_batch(const pcnn_net *net, const char *func, int n, const float *x,
                             const int32_t *labels, const float *targets, bool need_targets);
 
-/* Giving up on collectives (graph/net_abort.c).
+/* Giving up on collectives (graph/net_abort.c; the agreements the rooms
+ * above use too are in graph.h).
  *   net_check_alive      every public call but destroy, abort and the error
  *                        query: INVALID_STATE once the network was aborted,
- *                        or once one of its collectives (or an agreement on
- *                        its communicator) failed or timed out.
+ *                        once one of its collectives (or one on its
+ *                        communicator) failed or timed out, once an
+ *                        agreement showed another rank's network failed,
+ *                        or once the host finalised MPI.
  *   net_async_status     that failure: PCNN_OK, PCNN_ERR_TIMEOUT, ...
- *   net_agree_batch, net_agree_sum
- *                        the agreements of a training step, given up after
- *                        PCNN_OPT_TIMEOUT_MS; giving up aborts the engine.
+ *   net_agree_batch      the step-start agreement (agree_batch) with this
+ *                        network's step counter and the step's learning rate.
  *   net_destroy_abandoned
- *                        destroy's first step: stops an aborted or failed
- *                        network's engine without waiting; returns true
- *                        when collectives were left in flight, having then
- *                        freed the handle and leaked the rest (MPI may still
- *                        use any planned buffer): destroy must stop there. */
+ *                        destroy's first step: a healthy network waits for
+ *                        its collectives in flight within the timeout; an
+ *                        aborted or failed one stops its engine without
+ *                        waiting; returns true when buffers were left in
+ *                        MPI's hands, having then freed the handle and
+ *                        leaked the rest: destroy must stop there. */
 pcnn_status net_check_alive(const pcnn_net *net, const char *func);
 pcnn_status net_async_status(const pcnn_net *net);
-pcnn_status net_agree_batch(pcnn_net *net, pcnn_status local, double *sizes, const char *func);
-pcnn_status net_agree_sum(pcnn_net *net, pcnn_status local, double *values, int count,
-                          const char *func);
+pcnn_status net_agree_batch(pcnn_net *net, pcnn_status local, double *sizes, double lr,
+                            const char *func);
 bool net_destroy_abandoned(pcnn_net *net);
 
 /* The learning rate of the next step, schedule included. */

@@ -249,26 +249,36 @@ static pcnn_status plan_exchange(pcnn_net *net)
     return st;
 }
 
-static pcnn_status plan(pcnn_net *net, int max_batch)
+/* Finalize runs in phases.  Deciding allocates nothing; each later phase
+ * allocates one group of buffers and, with a communicator, ends in an
+ * agreement, so that a rank out of memory stops the others before they
+ * allocate the next group (the largest come last). */
+static void plan_decide(pcnn_net *net, plan_ctx *p)
 {
     net->threads = net->opt.threads > 0 ? net->opt.threads : omp_get_max_threads();
     if (net->threads < 1) net->threads = 1;
-    plan_ctx p = {.max_batch = max_batch, .threads = net->threads,
-                  .keep_im2col = net->opt.keep_im2col,
-                  .conv_algorithm = net->opt.conv_algorithm};
+    *p = (plan_ctx){.max_batch = net->max_batch, .threads = net->threads,
+                    .keep_im2col = net->opt.keep_im2col,
+                    .conv_algorithm = net->opt.conv_algorithm};
     plan_fusion(net);
     /* Decide first (pure, see layer.h), then allocate what was decided. */
     for (int i = 0; i < net->layers.count; i++)
         if (net->layers.items[i]->ops->decide)
-            net->layers.items[i]->ops->decide(net->layers.items[i], &p);
-
-    /* Parameters: one flat array, layer after layer. */
+            net->layers.items[i]->ops->decide(net->layers.items[i], p);
     size_t total = 0;
     for (int i = 0; i < net->layers.count; i++) {
         net->layers.items[i]->param_offset = total;
         total += net->layers.items[i]->num_params;
     }
     net->num_params = total;
+    decide_exchanges(net);
+}
+
+/* Parameters: one flat array, layer after layer, and their gradients. */
+static pcnn_status plan_parameters(pcnn_net *net, const plan_ctx *p)
+{
+    (void)p;
+    const size_t total = net->num_params;
     net->params = mem_alloc_floats(total);
     net->grads = mem_alloc_floats(total);
     if (!net->params || !net->grads)
@@ -280,15 +290,26 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
         l->grads = net->grads + l->param_offset;
         if (l->ops->init_params) l->ops->init_params(l, net->opt.seed);
     }
-    decide_exchanges(net);
-    /* Exchange plan first: it decides which slices this rank updates, and
-     * so how much optimizer state it keeps. */
+    return PCNN_OK;
+}
+
+/* The exchange plan decides which slices this rank updates, and so how
+ * much optimizer state it keeps. */
+static pcnn_status plan_optimizer(pcnn_net *net, const plan_ctx *p)
+{
+    (void)p;
     TRY(plan_exchange(net));
     net->memory_bytes += exchange_memory_bytes(net->exchange);
     TRY(optim_state_alloc(&net->optim, net->optimizer, exchange_state_count(net->exchange)));
     net->memory_bytes += optim_state_bytes(&net->optim);
+    return PCNN_OK;
+}
 
-    /* Activations: all kept for the backward pass. */
+/* Activations (all kept for the backward pass), the layers' own buffers
+ * and the shared workspace. */
+static pcnn_status plan_activations(pcnn_net *net, const plan_ctx *p)
+{
+    const int max_batch = net->max_batch;
     size_t workspace = 0;
     for (int i = 0; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
@@ -298,9 +319,9 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
             if (!l->y) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "activations of layer %d", i);
             net->memory_bytes += count * sizeof(float);
         }
-        if (l->ops->setup) TRY(l->ops->setup(l, &p));
+        if (l->ops->setup) TRY(l->ops->setup(l, p));
         if (l->ops->workspace_floats) {
-            size_t w = l->ops->workspace_floats(l, &p);
+            size_t w = l->ops->workspace_floats(l, p);
             if (w > workspace) workspace = w;
         }
         net->memory_bytes += l->buffer_bytes;
@@ -308,7 +329,15 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
     net->workspace = mem_alloc_floats(workspace);
     if (!net->workspace) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "workspace of %zu floats", workspace);
     net->memory_bytes += workspace * sizeof(float);
+    return PCNN_OK;
+}
 
+/* Loss scratch, staging for dataset batches, the trace, and the shared
+ * gradient buffers. */
+static pcnn_status plan_scratch(pcnn_net *net, const plan_ctx *p)
+{
+    (void)p;
+    const int max_batch = net->max_batch;
     /* Per-sample scratch for losses (and per-channel partial sums). */
     size_t scratch = (size_t)max_batch;
     if ((size_t)net->output->out.c > scratch) scratch = (size_t)net->output->out.c;
@@ -316,7 +345,6 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
     if (!net->loss_scratch) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "loss scratch");
     net->memory_bytes += scratch * sizeof(double);
 
-    /* Staging for batches taken from a dataset. */
     const size_t in_floats = (size_t)max_batch * shape_size(net->layers.items[0]->out);
     const size_t out_floats = (size_t)max_batch * shape_size(net->output->out);
     net->stage_x = mem_alloc_floats(in_floats);
@@ -333,16 +361,18 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
     return plan_accumulation(net);
 }
 
-static pcnn_status check_same_network(const pcnn_net *net)
+typedef pcnn_status (*plan_phase)(pcnn_net *net, const plan_ctx *p);
+
+static const plan_phase plan_phases[] = {plan_parameters, plan_optimizer, plan_activations,
+                                         plan_scratch};
+
+/* Start the exchange on the engine every rank votes for. */
+static pcnn_status start_exchange(pcnn_net *net, const char *func)
 {
-    uint64_t *hashes = mem_calloc((size_t)net->layers.count, sizeof *hashes);
-    pcnn_status st = hashes ? PCNN_OK : FAIL(PCNN_ERR_OUT_OF_MEMORY, "network fingerprint");
-    if (hashes) net_layer_hashes(net, hashes);
-    st = agree(net->comm, st, "pcnn_net_finalize");
-    if (st == PCNN_OK)
-        st = agree_structure(net->comm, hashes, net->layers.count, "pcnn_net_finalize");
-    mem_free(hashes);
-    return st;
+    double votes = exchange_engine_vote(net->exchange) ? 1.0 : 0.0;
+    TRY(net_agree_sum(net, AGREE_LATER, PCNN_OK, &votes, 1, func));
+    return net_agree_sum(net, AGREE_LATER, exchange_start(net->exchange, (int)votes), NULL, 0,
+                         func);
 }
 
 PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
@@ -353,7 +383,7 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE, "the network is already finalized");
     REQUIRE(!net->plan_failed, PCNN_ERR_INVALID_STATE,
             "a previous finalize failed; destroy the network and build it again");
-    /* With a communicator every rank must reach the agreement below, so
+    /* With a communicator every rank must reach the agreements below, so
      * local failures are collected, not returned early. */
     pcnn_status st = PCNN_OK;
     if (max_batch < 1)
@@ -370,14 +400,21 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
                   "MPI_Init_thread, or choose engine 0 or 2)", net->comm->thread_level);
     net->global_max_batch = max_batch;
     net->max_batch = local;
-    const bool planned = st == PCNN_OK; /* layers' setup may then hold buffers */
-    if (st == PCNN_OK) st = plan(net, local);
+    plan_ctx p;
+    /* Layers' setup may then hold buffers, and their summaries the choices. */
+    const bool planned = st == PCNN_OK;
+    if (planned) plan_decide(net, &p);
     if (net->comm) {
-        st = agree(net->comm, st, __func__);
-        if (st == PCNN_OK) st = check_same_network(net);
-        if (st == PCNN_OK) st = agree(net->comm, exchange_start(net->exchange), __func__);
+        st = net_agree(net, st, __func__);
+        if (st == PCNN_OK) st = net_check_same_network(net, __func__);
     }
+    for (size_t k = 0; st == PCNN_OK && k < sizeof plan_phases / sizeof plan_phases[0]; k++) {
+        st = plan_phases[k](net, &p);
+        if (net->comm) st = net_agree_sum(net, AGREE_LATER, st, NULL, 0, __func__);
+    }
+    if (st == PCNN_OK && net->comm) st = start_exchange(net, __func__);
     if (st != PCNN_OK) {
+        if (net->comm && comm_gave_up(net->comm)) exchange_abort(net->exchange);
         net_release_plan(net);
         /* Layers' setup buffers are freed by destroy, so a plan that ran
          * cannot run again; a bad argument or graph can be fixed and retried. */

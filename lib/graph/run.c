@@ -151,9 +151,9 @@ double net_loss(pcnn_net *net, int n, const int32_t *labels, const float *target
 /* A training step's update: the graph owns the learning rate and the step
  * counter; the exchange applies the optimizer to the runs this rank owns
  * (graph/plan.c apply_update). */
-static void begin_step(pcnn_net *net)
+static void begin_step(pcnn_net *net, double lr)
 {
-    net->step_lr = net_effective_lr(net);
+    net->step_lr = lr;
     exchange_begin_step(net->exchange);
 }
 
@@ -196,7 +196,7 @@ static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int
     double loss = st == PCNN_OK ? net_loss(net, n, labels, targets, n, mode != RUN_LOSS) : 0;
     if (st == PCNN_OK) st = numeric_check(net, func, loss);
     if (st == PCNN_OK && mode != RUN_LOSS) {
-        if (mode == RUN_TRAIN) begin_step(net);
+        if (mode == RUN_TRAIN) begin_step(net, net_effective_lr(net));
         net_backward(net, n, mode == RUN_GRADIENTS);
         if (mode == RUN_TRAIN) {
             st = end_step(net);
@@ -209,11 +209,15 @@ static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int
     return st;
 }
 
-/* A data-parallel training step.  Two agreement points make every rank
+/* A data-parallel training step.  Three agreement points make every rank
  * fail together: after validating the local batch (which also sums the
- * batch sizes and finds this rank's first global sample), and after the
- * forward pass (which sums the loss and catches NaN on any rank) — before
- * any parameter changes, so a failed step changes nothing. */
+ * batch sizes, finds this rank's first global sample, and checks that the
+ * step counter and the learning rate are the same everywhere), after the
+ * forward pass (which sums the loss and catches NaN on any rank) -- before
+ * any parameter changes, so a failed step changes nothing -- and after the
+ * update: a step returns PCNN_OK on a rank only if every rank applied the
+ * whole update (a rank that gave up on a reduction fails the step
+ * everywhere). */
 static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const float *x,
                                 const int32_t *labels, const float *targets, float *loss_out)
 {
@@ -224,15 +228,16 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func,
                        "local batch of %d samples: must be in [0, %d] on each rank", n,
                        net->max_batch);
+    const double lr = net_effective_lr(net);
     double sizes[2] = {n, 0};
-    TRY(net_agree_batch(net, st, sizes, func));
+    TRY(net_agree_batch(net, st, sizes, lr, func));
     const double global = sizes[0];
     if (global < 1)
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "no rank passed any sample");
     net->sample_base = (long)sizes[1];
 
     int saved = blas_threads_enter();
-    begin_step(net);
+    begin_step(net, lr);
     double loss = 0.0;
     if (n > 0) {
         net_load_input(net, n, x);
@@ -247,9 +252,13 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
             exchange_after_forward(net->exchange, i);
         }
     }
-    st = net_agree_sum(net, st, &loss, 1, func);
+    st = net_agree_sum(net, AGREE_STEP_LOSS, st, &loss, 1, func);
     if (st != PCNN_OK) {
-        exchange_flush(net->exchange); /* drain what the aborted step posted */
+        /* Drain what the failed step posted (an aborted exchange has
+         * nothing to wait for); a drain that gives up fails the network. */
+        const pcnn_status drained =
+            net_async_status(net) == PCNN_OK ? exchange_flush(net->exchange) : PCNN_OK;
+        if (drained != PCNN_OK) st = drained;
     } else {
         if (n > 0) {
             net_backward(net, n, false);
@@ -261,6 +270,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
             }
         }
         st = end_step(net);
+        st = net_agree_sum(net, AGREE_STEP_END, st, NULL, 0, func);
         net->profile.steps++;
         net->profile.step_seconds += clock_now() - t0;
     }

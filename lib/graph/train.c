@@ -60,7 +60,7 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
     TRY(net_check_ready(net, __func__));
     pcnn_status st = check_dataset(net, data, __func__);
     if (st == PCNN_OK) st = exchange_flush(net->exchange);
-    if (net->comm) TRY(agree(net->comm, st, __func__));
+    if (net->comm) TRY(net_agree(net, st, __func__));
     TRY(st);
     const bool classify = net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
     double sums[2] = {0.0, 0.0}; /* loss, correct */
@@ -78,7 +78,7 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
                                                   net->stage_labels);
     }
     blas_threads_leave(saved);
-    if (net->comm) TRY(agree_sum(net->comm, PCNN_OK, sums, 2, __func__));
+    if (net->comm) TRY(net_agree_sum(net, AGREE_LATER, PCNN_OK, sums, 2, __func__));
     /* The summed loss is the same on every rank, so all fail together. */
     REQUIRE(!net->opt.check_numerics || isfinite(sums[0]), PCNN_ERR_NUMERIC,
             "the loss over the dataset is %g: NaN or Inf in the samples or the network",
@@ -100,7 +100,7 @@ pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, 
     if (st == PCNN_OK && (batch < 1 || batch > net->global_max_batch))
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func, "batch %d must be in [1, %d] (the "
                        "max_batch of finalize)", batch, net->global_max_batch);
-    if (net->comm) TRY(agree(net->comm, st, func));
+    if (net->comm) TRY(net_agree(net, st, func));
     TRY(st);
     const int ranks = net->comm ? net->comm->size : 1, rank = net->comm ? net->comm->rank : 0;
     double loss_sum = 0.0;

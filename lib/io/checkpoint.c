@@ -8,11 +8,14 @@
  * the current number of ranks.  Rank 0's outcome (status and message) is
  * broadcast, so a bad file or a failed write fails on every rank alike.
  * A load changes the network only after everything has been verified. */
+#define _POSIX_C_SOURCE 200809L /* open, fdopen, fcntl */
 #include "checkpoint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../core/atomic_file.h"
 #include "../core/error.h"
@@ -104,11 +107,21 @@ static bool collective(const pcnn_net *net) { return net_comm(net) && net_comm(n
 
 /* Every rank learns rank 0's outcome: its status, one number (a file
  * size), and its message, which the other ranks adopt as their own (so a
- * bad file reads CORRUPT everywhere, not REMOTE).  Collective. */
-static pcnn_status share_root(const pcnn_comm *c, pcnn_status st, uint64_t *value,
-                              const char *func)
+ * bad file reads CORRUPT everywhere, not REMOTE).  Collective, timed; the
+ * message buffer stays MPI's if the broadcast is given up. */
+enum { OUTCOME_BYTES = 12 + 512 };
+
+static pcnn_status share_root(pcnn_net *net, pcnn_status st, uint64_t *value, const char *func)
 {
-    unsigned char msg[12 + 512] = {0};
+    const pcnn_comm *c = net_comm(net);
+    unsigned char *msg = mem_calloc(1, OUTCOME_BYTES);
+    const pcnn_status ready = msg ? PCNN_OK : error_set(PCNN_ERR_OUT_OF_MEMORY, func,
+                                                         "outcome message");
+    const pcnn_status agreed = net_agree_sum(net, AGREE_LATER, ready, NULL, 0, func);
+    if (agreed != PCNN_OK) {
+        mem_free(msg);
+        return agreed;
+    }
     if (c->rank == 0) {
         le_put_u32(msg, (uint32_t)st);
         le_put_u64(msg + 4, *value);
@@ -117,22 +130,30 @@ static pcnn_status share_root(const pcnn_comm *c, pcnn_status st, uint64_t *valu
             size_t skip = strlen(func);
             if (strncmp(text, func, skip) == 0 && strncmp(text + skip, ": ", 2) == 0)
                 text += skip + 2; /* our own prefix comes back with error_set */
-            strncpy((char *)msg + 12, text, sizeof msg - 13);
+            strncpy((char *)msg + 12, text, OUTCOME_BYTES - 13);
         }
     }
-    int code = MPI_Bcast(msg, (int)sizeof msg, MPI_BYTE, 0, c->comm);
-    if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Bcast (outcome of rank 0)");
-    if (c->rank == 0 || st != PCNN_OK) return st; /* a local failure keeps its message */
+    MPI_Request req;
+    const int code = MPI_Ibcast(msg, OUTCOME_BYTES, MPI_BYTE, 0, c->comm, &req);
+    pcnn_status sent = net_complete(net, code, &req, func, "MPI_Bcast (outcome of rank 0)");
+    if (sent != PCNN_OK) return sent; /* msg stays MPI's */
+    if (c->rank == 0 || st != PCNN_OK) { /* a local failure keeps its message */
+        mem_free(msg);
+        return st;
+    }
     st = (pcnn_status)le_get_u32(msg);
     *value = le_get_u64(msg + 4);
-    if (st == PCNN_OK) return PCNN_OK;
-    msg[sizeof msg - 1] = '\0';
-    return error_set(st, func, "%s (reported by rank 0)", (const char *)msg + 12);
+    if (st != PCNN_OK) {
+        msg[OUTCOME_BYTES - 1] = '\0';
+        st = error_set(st, func, "%s (reported by rank 0)", (const char *)msg + 12);
+    }
+    mem_free(msg);
+    return st;
 }
 
-static pcnn_status agree_if(const pcnn_net *net, pcnn_status st, const char *func)
+static pcnn_status agree_if(pcnn_net *net, pcnn_status st, agree_stage stage, const char *func)
 {
-    return collective(net) ? agree(net_comm(net), st, func) : st;
+    return collective(net) ? net_agree_sum(net, stage, st, NULL, 0, func) : st;
 }
 
 /* ------------------------------------------------------------------ */
@@ -214,14 +235,14 @@ pcnn_status checkpoint_save(pcnn_net *net, const char *path, const void *extra,
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func, "extra is NULL");
     if (!net || !net_is_finalized(net)) return st; /* no communicator to agree on yet */
     if (st == PCNN_OK) st = net_settle(net);
-    TRY(agree_if(net, st, func));
+    TRY(agree_if(net, st, AGREE_ENTRY, func));
 
     const bool root = rank_of(net) == 0;
     ckpt_expect e = {0};
     state_gather g;
     st = state_gather_alloc(net, &g, func);
     if (st == PCNN_OK && root) st = expect_of(net, &e, func);
-    st = agree_if(net, st, func);
+    st = agree_if(net, st, AGREE_LATER, func);
     const bool agreed = st == PCNN_OK;
     if (st == PCNN_OK) st = state_gather_run(net, &g, func);
     if (st == PCNN_OK && root) {
@@ -240,11 +261,12 @@ pcnn_status checkpoint_save(pcnn_net *net, const char *path, const void *extra,
             .extra = extra, .extra_bytes = extra_bytes};
         st = write_file(path, &d, func);
     }
-    if (collective(net) && agreed) { /* rank 0's write decides for all */
-        uint64_t unused = 0;
-        st = share_root(net_comm(net), st, &unused, func);
+    if (collective(net) && agreed && !comm_gave_up(net_comm(net))) {
+        uint64_t unused = 0; /* rank 0's write decides for all */
+        st = share_root(net, st, &unused, func);
     }
     mem_free((void *)e.layers);
+    if (collective(net) && comm_gave_up(net_comm(net))) return st; /* g stays MPI's */
     state_gather_free(&g);
     return st;
 }
@@ -258,12 +280,21 @@ pcnn_status checkpoint_save(pcnn_net *net, const char *path, const void *extra,
 static pcnn_status read_file(const char *path, unsigned char **out, size_t *len,
                              const char *func)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return error_set(PCNN_ERR_IO, func, "cannot open '%s': %s", path, strerror(errno));
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return error_set(PCNN_ERR_IO, func, "cannot open '%s': %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return error_set(PCNN_ERR_IO, func, "'%s' is not a regular file", path);
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return error_set(PCNN_ERR_IO, func, "'%s' is not a regular file (a directory, FIFO or "
+                         "device)", path);
+    }
+    const int flags = fcntl(fd, F_GETFL);
+    FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        const int err = errno;
+        close(fd);
+        return error_set(PCNN_ERR_IO, func, "cannot open '%s': %s", path, strerror(err));
     }
     if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX / 2) {
         fclose(f);
@@ -303,15 +334,17 @@ static void apply(pcnn_net *net, const ckpt_view *v)
     net_set_training_state(net, &s);
 }
 
-/* Broadcast rank 0's verified bytes in pieces MPI counts can express. */
-static pcnn_status broadcast_bytes(const pcnn_comm *c, unsigned char *buf, size_t len,
+/* Broadcast rank 0's verified bytes in pieces MPI counts can express,
+ * each within the timeout. */
+static pcnn_status broadcast_bytes(pcnn_net *net, unsigned char *buf, size_t len,
                                    const char *func)
 {
     const size_t piece = (size_t)1 << 30;
     for (size_t at = 0; at < len; at += piece) {
         int n = (int)(len - at < piece ? len - at : piece);
-        int code = MPI_Bcast(buf + at, n, MPI_BYTE, 0, c->comm);
-        if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Bcast (checkpoint)");
+        MPI_Request req;
+        const int code = MPI_Ibcast(buf + at, n, MPI_BYTE, 0, net_comm(net)->comm, &req);
+        TRY(net_complete(net, code, &req, func, "MPI_Bcast (checkpoint)"));
     }
     return PCNN_OK;
 }
@@ -327,7 +360,7 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
     if (st == PCNN_OK) st = net_settle(net);
     ckpt_expect e = {0};
     if (st == PCNN_OK) st = expect_of(net, &e, func);
-    st = agree_if(net, st, func);
+    st = agree_if(net, st, AGREE_ENTRY, func);
     if (st != PCNN_OK) { /* every rank failed together: nothing was posted */
         mem_free((void *)e.layers);
         return st;
@@ -344,14 +377,18 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
     }
     if (collective(net)) { /* rank 0 decides; then everyone gets its bytes */
         uint64_t shared = len;
-        st = share_root(net_comm(net), st, &shared, func);
+        st = share_root(net, st, &shared, func);
         if (st == PCNN_OK && !root) {
             len = (size_t)shared;
             buf = mem_calloc(len ? len : 1, 1);
             if (!buf) st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "%zu bytes", len);
         }
-        st = agree(net_comm(net), st, func);
-        if (st == PCNN_OK) st = broadcast_bytes(net_comm(net), buf, len, func);
+        if (!comm_gave_up(net_comm(net))) st = agree_if(net, st, AGREE_LATER, func);
+        if (st == PCNN_OK) st = broadcast_bytes(net, buf, len, func);
+        if (comm_gave_up(net_comm(net))) { /* buf stays MPI's */
+            mem_free((void *)e.layers);
+            return st;
+        }
         if (st == PCNN_OK && !root) { /* the same bytes verify the same way */
             st = ckpt_parse(buf, len, func, &view);
             if (st == PCNN_OK) st = verify_file(net, &view, &e, func);
@@ -367,7 +404,7 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
     if (st == PCNN_OK || st == PCNN_ERR_SHAPE) {
         if (extra_bytes) *extra_bytes = view.extra_bytes;
     }
-    if (collective(net)) st = agree(net_comm(net), st, func);
+    if (collective(net)) st = agree_if(net, st, AGREE_LATER, func);
     if (st == PCNN_OK) {
         apply(net, &view);
         if (wanted && view.extra_bytes) memcpy(extra, view.extra, view.extra_bytes);

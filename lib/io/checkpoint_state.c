@@ -98,19 +98,20 @@ static pcnn_status gather_vector(pcnn_net *net, const float *state, float *full,
         return PCNN_OK;
     }
     const pcnn_comm *comm = net_comm(net);
+    MPI_Request req;
     if (comm->rank != 0) {
         const int count = (int)exchange_state_count(net_exchange(net));
-        int code = MPI_Send(state, count, MPI_FLOAT, 0, 0, comm->comm);
-        if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Send (optimizer state)");
-        return PCNN_OK;
+        const int code = MPI_Isend(state, count, MPI_FLOAT, 0, 0, comm->comm, &req);
+        const pcnn_status st = net_complete(net, code, &req, func, "MPI_Send (optimizer state)");
+        if (st != PCNN_OK && comm_gave_up(comm)) net_lend_buffers(net); /* MPI may still read it */
+        return st;
     }
     for (int p = 0; p < comm->size; p++) {
         state_copy c = {state, full};
         if (p > 0) {
             const int count = (int)exchange_state_count_of(net_exchange(net), p);
-            int code = MPI_Recv(g->received, count, MPI_FLOAT, p, 0, comm->comm,
-                                MPI_STATUS_IGNORE);
-            if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Recv (optimizer state)");
+            const int code = MPI_Irecv(g->received, count, MPI_FLOAT, p, 0, comm->comm, &req);
+            TRY(net_complete(net, code, &req, func, "MPI_Recv (optimizer state)"));
             c.state = g->received;
         }
         exchange_owned_runs(net_exchange(net), p, copy_run_out, &c);
@@ -134,10 +135,10 @@ pcnn_status state_gather_run(pcnn_net *net, state_gather *g, const char *func)
         memcpy(g->bn, g->bn_mine, g->bn_floats * sizeof(float));
         return PCNN_OK;
     }
-    int code = MPI_Gather(g->bn_mine, (int)g->bn_floats, MPI_FLOAT, g->bn, (int)g->bn_floats,
-                          MPI_FLOAT, 0, net_comm(net)->comm);
-    if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Gather (batch-norm statistics)");
-    return PCNN_OK;
+    MPI_Request req;
+    const int code = MPI_Igather(g->bn_mine, (int)g->bn_floats, MPI_FLOAT, g->bn,
+                                 (int)g->bn_floats, MPI_FLOAT, 0, net_comm(net)->comm, &req);
+    return net_complete(net, code, &req, func, "MPI_Gather (batch-norm statistics)");
 }
 
 void state_gather_free(state_gather *g)

@@ -13,6 +13,34 @@ pcnn_status mpi_status(int code, const char *func, const char *what)
     return error_set(PCNN_ERR_MPI, func, "%s failed: %s", what, text);
 }
 
+bool mpi_is_finalized(void)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized); /* callable at any time */
+    return finalized != 0;
+}
+
+/* Ranks sharing this node (MPI_Comm_split_type is collective and has no
+ * nonblocking form: asked once here, where MPI_Comm_dup blocks anyway). */
+static int ranks_on_node(MPI_Comm comm)
+{
+    int local = 1;
+    MPI_Comm node;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+    }
+    return local;
+}
+
+static void free_handle(pcnn_comm *c)
+{
+    mem_free(c->records);
+    mem_free(c->batches);
+    mem_free(c);
+}
+
 static pcnn_status wrap(MPI_Comm host, bool owns_mpi, pcnn_comm **out)
 {
     pcnn_comm *c = mem_calloc(1, sizeof *c);
@@ -26,15 +54,40 @@ static pcnn_status wrap(MPI_Comm host, bool owns_mpi, pcnn_comm **out)
     MPI_Comm_rank(c->comm, &c->rank);
     MPI_Comm_size(c->comm, &c->size);
     MPI_Query_thread(&c->thread_level);
+    c->ranks_on_node = ranks_on_node(c->comm);
     c->owns_mpi = owns_mpi;
-    c->gather = mem_calloc((size_t)c->size * 2 + AGREE_SCRATCH, sizeof(double));
-    if (!c->gather) {
+    c->records = mem_calloc((size_t)(c->size + 1) * AGREE_RECORD, sizeof(double));
+    c->batches = mem_calloc((size_t)c->size, sizeof(int));
+    if (!c->records || !c->batches) {
         const int size = c->size;
         MPI_Comm_free(&c->comm);
-        mem_free(c);
+        free_handle(c);
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "communicator buffers for %d ranks", size);
     }
     *out = c;
+    return PCNN_OK;
+}
+
+/* Is `comm` a communicator MPI knows, and an intracommunicator?  MPICH
+ * reports an invalid handle through MPI_COMM_WORLD's error handler, fatal
+ * by default: it is set to return errors for the one query and restored.
+ * What cannot be checked: a handle of a communicator already freed, whose
+ * slot MPI may have reused (then it names another communicator or, in
+ * MPICH, still fails the check). */
+static pcnn_status check_handle(MPI_Comm comm, const char *func, const char *what)
+{
+    MPI_Errhandler host;
+    MPI_Comm_get_errhandler(MPI_COMM_WORLD, &host);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int inter = 0;
+    const int code = MPI_Comm_test_inter(comm, &inter);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, host);
+    MPI_Errhandler_free(&host);
+    if (code != MPI_SUCCESS)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "%s is not a valid communicator", what);
+    if (inter)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "%s is an intercommunicator; pcnn "
+                         "needs an intracommunicator", what);
     return PCNN_OK;
 }
 
@@ -56,6 +109,7 @@ PCNN_API pcnn_status pcnn_comm_create(MPI_Comm comm, pcnn_comm **out)
     REQUIRE_PTR(out);
     TRY(check_initialized(__func__));
     REQUIRE(comm != MPI_COMM_NULL, PCNN_ERR_INVALID_ARGUMENT, "comm is MPI_COMM_NULL");
+    TRY(check_handle(comm, __func__, "comm"));
     return wrap(comm, false, out);
 }
 
@@ -66,7 +120,10 @@ PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out)
     TRY(check_initialized(__func__));
     MPI_Comm c = MPI_Comm_f2c(comm);
     REQUIRE(c != MPI_COMM_NULL, PCNN_ERR_INVALID_ARGUMENT,
-            "Fortran handle %d is not a valid communicator", (int)comm);
+            "Fortran handle %d is not a valid communicator (MPI_COMM_NULL)", (int)comm);
+    char what[48];
+    snprintf(what, sizeof what, "Fortran handle %d", (int)comm);
+    TRY(check_handle(c, __func__, what));
     return wrap(c, false, out);
 }
 
@@ -98,11 +155,14 @@ PCNN_API pcnn_status pcnn_comm_destroy(pcnn_comm **comm)
             "%d network(s) still use this communicator: destroy them first", c->users);
     /* Freeing a communicator with a given-up agreement in flight is legal
      * (MPI frees it once idle), and MPI_Finalize still returns (MPICH
-     * 4.0.2); but MPI may write that agreement's buffer until then. */
-    MPI_Comm_free(&c->comm);
-    if (c->owns_mpi) MPI_Finalize();
-    if (c->failed == PCNN_OK) mem_free(c->gather);
-    mem_free(c);
+     * 4.0.2); but MPI may write that agreement's buffer until then.  After
+     * the host's MPI_Finalize no MPI call is allowed: only memory is freed. */
+    if (!mpi_is_finalized()) {
+        MPI_Comm_free(&c->comm);
+        if (c->owns_mpi) MPI_Finalize();
+    }
+    if (c->failed != PCNN_OK) c->records = NULL; /* MPI's for good */
+    free_handle(c);
     *comm = NULL;
     return PCNN_OK;
 }

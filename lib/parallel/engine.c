@@ -29,6 +29,7 @@ struct engine {
 
     /* Abort: read by the communication thread between two MPI_Test. */
     atomic_bool aborted;
+    struct engine *next_live; /* the live thread engines (stop_at_finalize) */
     bool abandoned;       /* the thread left a started collective behind */
     pcnn_status error;    /* first failed or timed-out wait (main thread) */
 };
@@ -109,6 +110,54 @@ static void *comm_thread(void *arg)
     return NULL;
 }
 
+/* The host may call MPI_Finalize while a communication thread still runs
+ * (C++ destructors and Fortran finalizers destroy networks after it): MPI
+ * deletes MPI_COMM_SELF's attributes first thing in MPI_Finalize, and the
+ * delete callback of ours stops every live communication thread there,
+ * before MPI shuts down.  Their engines are then aborted and destroy joins
+ * nothing. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static engine *live_threads;
+static int finalize_key = MPI_KEYVAL_INVALID;
+
+static int stop_at_finalize(MPI_Comm comm, int key, void *value, void *extra)
+{
+    (void)comm, (void)key, (void)value, (void)extra;
+    pthread_mutex_lock(&live_lock);
+    for (engine *e = live_threads; e; e = e->next_live) {
+        engine_abort(e);
+        pthread_join(e->thread, NULL); /* it leaves within one MPI_Test */
+        e->thread_started = false;
+    }
+    live_threads = NULL;
+    finalize_key = MPI_KEYVAL_INVALID; /* MPI frees its keyvals */
+    pthread_mutex_unlock(&live_lock);
+    return MPI_SUCCESS;
+}
+
+static void watch_finalize(engine *e)
+{
+    pthread_mutex_lock(&live_lock);
+    if (finalize_key == MPI_KEYVAL_INVALID &&
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, stop_at_finalize, &finalize_key, NULL) ==
+            MPI_SUCCESS)
+        MPI_Comm_set_attr(MPI_COMM_SELF, finalize_key, NULL);
+    e->next_live = live_threads;
+    live_threads = e;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void unwatch_finalize(engine *e)
+{
+    pthread_mutex_lock(&live_lock);
+    for (engine **p = &live_threads; *p; p = &(*p)->next_live)
+        if (*p == e) {
+            *p = e->next_live;
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
+
 pcnn_status engine_create(engine **out, engine_kind kind, MPI_Comm comm, int capacity, int core)
 {
     engine *e = mem_calloc(1, sizeof *e);
@@ -137,6 +186,7 @@ pcnn_status engine_create(engine **out, engine_kind kind, MPI_Comm comm, int cap
                         rc);
         }
         e->thread_started = true;
+        watch_finalize(e);
         if (core >= 0 && core < CPU_SETSIZE) {
             cpu_set_t set;
             CPU_ZERO(&set);
@@ -157,6 +207,7 @@ bool engine_destroy(engine *e)
 {
     if (!e) return false;
     bool abandoned = false;
+    if (e->kind == ENGINE_THREAD) unwatch_finalize(e);
     if (e->thread_started) {
         pthread_mutex_lock(&e->lock);
         e->stopping = true;
@@ -165,10 +216,12 @@ bool engine_destroy(engine *e)
         /* Healthy: the thread runs what is queued.  Aborted: it leaves
          * within one MPI_Test. */
         pthread_join(e->thread, NULL);
-        abandoned = e->abandoned;
+        abandoned = e->abandoned && !mpi_is_finalized();
     } else if (atomic_load(&e->aborted)) {
-        engine_progress(e); /* one last look: what completed need not leak */
-        abandoned = e->count > 0;
+        /* One last look: what completed need not leak.  After the host's
+         * MPI_Finalize, MPI holds nothing any more. */
+        if (!mpi_is_finalized()) engine_progress(e);
+        abandoned = e->count > 0 && !mpi_is_finalized();
     } else {
         for (int k = 0; k < e->count; k++) {
             request *r = e->queue[(e->head + k) % e->capacity];

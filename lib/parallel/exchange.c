@@ -131,13 +131,14 @@ pcnn_status exchange_create(const exchange_setup *setup, exchange **out)
 void exchange_destroy(exchange *x)
 {
     if (!x) return;
+    if (mpi_is_finalized()) engine_abort(x->engine); /* nothing left to wait for */
     engine_destroy(x->engine); /* waits for anything still in flight */
-    if (x->has_mpi) MPI_Comm_free(&x->mpi);
+    if (x->has_mpi && !mpi_is_finalized()) MPI_Comm_free(&x->mpi);
     for (int k = 0; k < x->num_buckets; k++) x->buckets[k].ops->free(&x->buckets[k]);
     mem_free(x->buckets);
     mem_free(x->bucket_of_layer);
     mem_free(x->layers);
-    mem_free(x);
+    if (!x->dup_given_up || mpi_is_finalized()) mem_free(x);
 }
 
 void exchange_abort(exchange *x)
@@ -153,7 +154,7 @@ bool exchange_abandon(exchange *x)
     engine_abort(x->engine);
     const bool abandoned = engine_destroy(x->engine); /* joins a thread outside MPI */
     x->engine = NULL;
-    if (abandoned && x->has_mpi) {
+    if (abandoned && x->has_mpi && !mpi_is_finalized()) {
         /* A communicator with collectives pending may be freed. */
         MPI_Comm_free(&x->mpi);
         x->has_mpi = false;
@@ -161,16 +162,40 @@ bool exchange_abandon(exchange *x)
     return abandoned;
 }
 
-pcnn_status exchange_start(exchange *x)
+bool exchange_engine_vote(exchange *x)
+{
+    if (x->ranks == 1) return false;
+    x->vote_thread = engine_vote_thread(x->comm, x->setup.engine, x->setup.threads, x->engine_why,
+                                        sizeof x->engine_why);
+    return x->vote_thread;
+}
+
+/* The exchange's own duplicate of the communicator, within the timeout.
+ * Nothing that can fail on one rank comes before the collective; a
+ * given-up MPI_Comm_idup may still write x->mpi, so x is then never freed. */
+static pcnn_status duplicate(exchange *x)
+{
+    MPI_Request req;
+    const int code = MPI_Comm_idup(x->comm->comm, &x->mpi, &req);
+    const pcnn_status st = comm_complete(x->comm, code, &req, *x->setup.timeout_ms,
+                                         "pcnn_net_finalize", "MPI_Comm_dup (exchange)");
+    if (st != PCNN_OK) {
+        x->dup_given_up = code == MPI_SUCCESS;
+        return st;
+    }
+    x->has_mpi = true;
+    return PCNN_OK;
+}
+
+pcnn_status exchange_start(exchange *x, int thread_votes)
 {
     if (x->ranks == 1) return PCNN_OK;
-    MPI_TRY(MPI_Comm_dup(x->comm->comm, &x->mpi), "MPI_Comm_dup (exchange)");
-    x->has_mpi = true;
+    engine_kind kind;
+    TRY(engine_decide(x->comm, x->setup.engine, x->vote_thread, thread_votes, &kind,
+                      x->engine_why, sizeof x->engine_why));
+    TRY(duplicate(x));
     MPI_Comm_set_errhandler(x->mpi, MPI_ERRORS_RETURN);
     for (int k = 0; k < x->num_buckets; k++) x->buckets[k].ops->prepare(x, &x->buckets[k]);
-    engine_kind kind;
-    TRY(engine_choose(x->mpi, x->comm->thread_level, x->setup.engine, x->setup.threads, &kind,
-                      x->engine_why, sizeof x->engine_why));
     return engine_create(&x->engine, kind, x->mpi, 3 * x->num_buckets + 2, x->setup.comm_core);
 }
 

@@ -48,7 +48,7 @@ typedef void (*exchange_update_fn)(void *arg, float *params, const float *grads,
                                    size_t state_offset, size_t count);
 
 typedef struct exchange_setup {
-    const pcnn_comm *comm;     /* NULL, or one rank: local updates only */
+    pcnn_comm *comm;           /* NULL, or one rank: local updates only */
     float *params, *grads;     /* the flat arrays */
     int num_layers;            /* of the network, for per-layer tables */
     const exchange_layer *layers; /* layers with parameters, in order */
@@ -68,11 +68,16 @@ typedef struct exchange_setup {
 /* Plan buckets, slices and buffers (local; no MPI call).  The setup's
  * arrays are copied. */
 pcnn_status exchange_create(const exchange_setup *setup, exchange **out);
-/* Start the progress engine on a private duplicate of the communicator
- * (collective); called at the end of finalize.  Every rank learns the
- * same engine. */
-pcnn_status exchange_start(exchange *x);
-/* Stop the engine (waiting for anything in flight) and free.  NULL: no-op. */
+/* The engine: this rank's vote for the communication thread (local; true
+ * when it would host it), counted by the caller over every rank in an
+ * agreement; exchange_start then starts the engine every rank agreed on
+ * (the thread only when all ranks voted for it) on a private duplicate of
+ * the communicator (collective, within PCNN_OPT_TIMEOUT_MS); called at the
+ * end of finalize. */
+bool exchange_engine_vote(exchange *x);
+pcnn_status exchange_start(exchange *x, int thread_votes);
+/* Stop the engine (waiting for anything in flight; after the host's
+ * MPI_Finalize, for nothing, and no MPI call is made) and free.  NULL: no-op. */
 void exchange_destroy(exchange *x);
 
 /* Giving up (graph/net_abort.c).  exchange_abort never blocks: collectives

@@ -69,15 +69,17 @@ struct bucket {
 struct exchange {
     exchange_setup setup;      /* arrays below are private copies */
     exchange_layer *layers;
-    const pcnn_comm *comm;     /* NULL: one process */
+    pcnn_comm *comm;           /* NULL: one process */
     int ranks, rank;
     bucket *buckets;
     int num_buckets;
     int *bucket_of_layer;      /* -1 for layers without parameters */
     MPI_Comm mpi;              /* this exchange's own duplicate, when has_mpi */
     bool has_mpi;              /* (a zeroed MPI_Comm is not MPI_COMM_NULL in MPICH) */
+    bool dup_given_up;         /* MPI may still write `mpi`: x is never freed */
     engine *engine;            /* NULL on one rank */
     char engine_why[96];       /* the engine choice's reason */
+    bool vote_thread;          /* this rank would host the communication thread */
     bool step_active;          /* a parallel training step is in progress */
     size_t state_count;
     uint64_t bytes_per_step;

@@ -4,24 +4,33 @@
 #define PCNN_PARALLEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pcnn.h"
+
+/* Doubles every rank contributes to an agreement: where it is (the call
+ * and which of its agreements), its status, and up to AGREE_MAX_VALUES
+ * values. */
+#define AGREE_MAX_VALUES 8
+#define AGREE_RECORD (2 + AGREE_MAX_VALUES)
 
 struct pcnn_comm {
     MPI_Comm comm;     /* our duplicate, errors returned, never the host's */
     int rank, size;
     int thread_level;  /* MPI_Query_thread */
+    int ranks_on_node; /* ranks sharing this node (MPI_COMM_TYPE_SHARED), at creation */
     bool owns_mpi;     /* pcnn_comm_create_world initialised MPI */
     int users;         /* networks attached */
-    double *gather;    /* 2 * size doubles for agree_batch (no malloc per step),
-                        * then AGREE_SCRATCH for timed agreements */
-    pcnn_status failed; /* a timed agreement was given up: MPI may still
-                        * write `gather`, which destroy then leaks */
+    double *records;   /* this rank's agreement record, then every rank's:
+                        * (size + 1) * AGREE_RECORD doubles, allocated once */
+    int *batches;      /* every rank's batch of the last step agreement */
+    pcnn_status failed; /* a collective on it was given up (TIMEOUT) or failed
+                        * (MPI): MPI may still write `records`, which destroy
+                        * then leaks; every later collective is refused */
+    pcnn_status peer_failed; /* the last agreement saw another rank whose
+                        * network had failed (its TIMEOUT or MPI status) */
 };
-
-/* Doubles after the gather table that timed agreements hand to MPI. */
-#define AGREE_SCRATCH 11
 
 /* Turn an MPI return code into a status with the MPI error string. */
 pcnn_status mpi_status(int code, const char *func, const char *what);
@@ -31,38 +40,80 @@ pcnn_status mpi_status(int code, const char *func, const char *what);
         if (mpi_code_ != MPI_SUCCESS) return mpi_status(mpi_code_, __func__, what); \
     } while (0)
 
+/* v as text that reads back exactly, as short as it can be (messages). */
+void format_double(double v, char *out, size_t size);
+
+/* Has the host finalised MPI?  Then pcnn makes no MPI call at all. */
+bool mpi_is_finalized(void);
+
 /* This step's batch on rank q, from the last agree_batch. */
-static inline int comm_batch_of(const pcnn_comm *c, int q) { return (int)c->gather[2 * q + 1]; }
+static inline int comm_batch_of(const pcnn_comm *c, int q) { return c->batches[q]; }
 
-/* Agreement: every rank contributes its local status; if any rank failed,
- * the ranks that did not return PCNN_ERR_REMOTE (naming the failed ranks'
- * count) and the others keep their own.  One small allreduce. */
-pcnn_status agree(const pcnn_comm *c, pcnn_status local, const char *func);
+/*
+ * Every collective of pcnn goes through comm_complete: the caller posts a
+ * nonblocking MPI call on c->comm and hands its return code and request
+ * over; comm_complete tests it until it completes or timeout_ms passes
+ * (0: no limit).  Giving up (PCNN_ERR_TIMEOUT), or MPI failing, marks the
+ * communicator failed: MPI cannot cancel a collective, so the ranks no
+ * longer agree on what comes next, and the buffers handed to MPI must
+ * never be freed (comm_gave_up says so).  Every later collective on a
+ * failed communicator is refused with PCNN_ERR_INVALID_STATE
+ * (comm_check_usable) before anything is posted.
+ */
+pcnn_status comm_check_usable(const pcnn_comm *c, const char *func);
+pcnn_status comm_complete(pcnn_comm *c, int post_code, MPI_Request *req, long timeout_ms,
+                          const char *func, const char *what);
+static inline bool comm_gave_up(const pcnn_comm *c) { return c->failed != PCNN_OK; }
 
-/* Agreement that also sums a few doubles (batch sizes, losses) across
- * ranks in the same collective.  values[0..count) are replaced by sums. */
-pcnn_status agree_sum(const pcnn_comm *c, pcnn_status local, double *values, int count,
-                      const char *func);
+/*
+ * Agreements: the points at which ranks learn of each other's failures.
+ * Every rank contributes one record (an all-gather of AGREE_RECORD doubles,
+ * timed as above): the call it is in (func) and which of that call's
+ * agreements (stage), its status, and values.  On every rank alike:
+ *   - ranks in different calls or stages: PCNN_ERR_MISMATCH naming them
+ *     (e.g. one rank saves while another trains).  Nothing is left in
+ *     flight, so the ranks may carry on;
+ *   - a rank that failed keeps its own status and message, the others
+ *     return PCNN_ERR_REMOTE; a peer whose status is TIMEOUT or MPI had its
+ *     network fail, which c->peer_failed reports to the caller;
+ *   - else values are combined in rank order (the same bits everywhere).
+ */
+typedef enum agree_stage {
+    AGREE_ENTRY = 0,     /* the first (or only) agreement of a call */
+    AGREE_STEP_BATCH,    /* a training step: the batch, step counter, learning rate */
+    AGREE_STEP_LOSS,     /* the loss, before any parameter changes */
+    AGREE_STEP_END,      /* every rank applied the whole update */
+    AGREE_LATER          /* a later agreement of the same call (finalize's phases, ...) */
+} agree_stage;
+
+pcnn_status agree(pcnn_comm *c, pcnn_status local, long timeout_ms, const char *func);
+
+/* values[0..count) (count <= AGREE_MAX_VALUES) are replaced by their sums. */
+pcnn_status agree_sum(pcnn_comm *c, agree_stage stage, pcnn_status local, double *values,
+                      int count, long timeout_ms, const char *func);
 
 /* The step-start agreement of a data-parallel step: sizes[0] holds this
  * rank's sample count and receives the global count; sizes[1] receives the
- * number of samples on lower ranks (this rank's first global sample). */
-pcnn_status agree_batch(const pcnn_comm *c, pcnn_status local, double *sizes, const char *func);
+ * number of samples on lower ranks (this rank's first global sample);
+ * every rank's count goes to comm_batch_of.  step and lr (the step counter
+ * and the learning rate this step will use) must be equal on every rank,
+ * else PCNN_ERR_MISMATCH names them and their values. */
+pcnn_status agree_batch(pcnn_comm *c, pcnn_status local, double *sizes, uint64_t step,
+                        double lr, long timeout_ms, const char *func);
 
-/* agree_sum and agree_batch that give up after timeout_ms (0: wait
- * forever) with PCNN_ERR_TIMEOUT: a rank that stopped taking part must not
- * hold the others forever.  Giving up marks the communicator failed: its
- * collective is left in flight (MPI cannot cancel it), so every later
- * agreement on it fails at once and pcnn_comm_destroy leaks its buffers. */
-pcnn_status agree_sum_within(pcnn_comm *c, pcnn_status local, double *values, int count,
-                             long timeout_ms, const char *func);
-pcnn_status agree_batch_within(pcnn_comm *c, pcnn_status local, double *sizes, long timeout_ms,
-                               const char *func);
+/* Where two ranks' words first differ (agree_words). */
+typedef struct word_difference {
+    int index;          /* the first word that is not equal on every rank */
+    int rank;           /* the first rank whose word differs from rank 0's */
+    uint64_t first, other; /* the word on rank 0 and on that rank */
+} word_difference;
 
-/* Per-layer structural hashes of a network must agree across ranks: a
- * mismatch returns PCNN_ERR_MISMATCH on every rank, naming the first layer
- * that differs and the ranks that disagree.  Collective. */
-pcnn_status agree_structure(const pcnn_comm *c, const uint64_t *layer_hashes, int num_layers,
-                            const char *func);
+/* Compare count words (count equal on every rank: agree on it first) with
+ * every rank: PCNN_ERR_MISMATCH, without a message, when they differ
+ * (*diff says where; the caller names it).  local (this rank's failure to
+ * prepare its words) and the allocation of a table of size * count words
+ * are agreed first.  Collective, timed. */
+pcnn_status agree_words(pcnn_comm *c, pcnn_status local, const uint64_t *words, int count,
+                        long timeout_ms, const char *func, word_difference *diff);
 
 #endif

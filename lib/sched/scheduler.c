@@ -1,6 +1,7 @@
 /* The scheduler handle: the public calls that tie the policy to a network,
  * its communicator and its epochs. */
 #include <math.h>
+#include <string.h>
 
 #include "../core/error.h"
 #include "../core/memory.h"
@@ -14,7 +15,7 @@ static int rank_of(const pcnn_scheduler *s) { return net_comm(s->net) ? net_comm
 
 static pcnn_status agree_if(const pcnn_scheduler *s, pcnn_status st, const char *func)
 {
-    return net_comm(s->net) ? agree(net_comm(s->net), st, func) : st;
+    return net_comm(s->net) ? net_agree(s->net, st, func) : st;
 }
 
 PCNN_API pcnn_status pcnn_scheduler_create(pcnn_net *net, int start_batch, int max_batch,
@@ -47,7 +48,7 @@ PCNN_API pcnn_status pcnn_scheduler_create(pcnn_net *net, int start_batch, int m
     pcnn_status flushed = net_settle(net); /* w_0 must be the settled parameters */
     if (st == PCNN_OK) st = flushed;
     if (st == PCNN_OK) st = sched_keep_initial(s);
-    if (net_comm(net)) st = agree(net_comm(net), st, __func__);
+    if (net_comm(net)) st = net_agree(net, st, __func__);
     if (st != PCNN_OK) {
         pcnn_scheduler_destroy(&s);
         return st;
@@ -175,32 +176,33 @@ PCNN_API pcnn_status pcnn_scheduler_get_option(const pcnn_scheduler *sched,
     return PCNN_OK;
 }
 
-/* Ranks must run the same policy: compare every knob with one allreduce of
- * (v, -v) under MPI_MAX, after agreeing on local failures. */
+/* Ranks must run the same policy: compare every knob, after agreeing on
+ * local failures; a mismatch names the knob and its values. */
 static pcnn_status check_same_config(const pcnn_scheduler *s, pcnn_status st, const char *func)
 {
     const sched_config *c = &s->cfg;
     enum { KNOBS = 12 };
+    static const char *const names[KNOBS] = {
+        "the start batch", "the max batch", "the initial learning rate",
+        "PCNN_SCHED_GROWTH_FACTOR", "PCNN_SCHED_LR_RULE", "PCNN_SCHED_INTERVAL_EPOCHS",
+        "PCNN_SCHED_THETA_THRESHOLD", "PCNN_SCHED_DECAY_FACTOR", "PCNN_SCHED_PLATEAU_EPOCHS",
+        "the plateau threshold", "PCNN_SCHED_WARMUP_EPOCHS", "the minimum local batch"};
     const double knobs[KNOBS] = {c->start_batch, c->max_batch, c->initial_lr, c->growth,
                                  c->lr_rule, (double)c->interval, c->theta_threshold, c->decay,
                                  (double)c->plateau_epochs, c->plateau_threshold,
                                  (double)c->warmup_epochs, c->min_local};
-    TRY(agree(net_comm(s->net), st, func));
-    double both[2 * KNOBS];
-    for (int i = 0; i < KNOBS; i++) {
-        both[i] = knobs[i];
-        both[KNOBS + i] = -knobs[i];
-    }
-    int code = MPI_Allreduce(MPI_IN_PLACE, both, 2 * KNOBS, MPI_DOUBLE, MPI_MAX,
-                             net_comm(s->net)->comm);
-    if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Allreduce (scheduler options)");
-    for (int i = 0; i < KNOBS; i++)
-        if (both[i] != -both[KNOBS + i])
-            return error_set(PCNN_ERR_MISMATCH, func,
-                             "ranks configured the scheduler differently (knob %d ranges from "
-                             "%g to %g): set the same options on every rank", i,
-                             -both[KNOBS + i], both[i]);
-    return PCNN_OK;
+    TRY(net_agree(s->net, st, func));
+    uint64_t words[KNOBS];
+    memcpy(words, knobs, sizeof words);
+    word_difference d;
+    st = net_agree_words(s->net, words, KNOBS, func, &d);
+    if (st != PCNN_ERR_MISMATCH) return st;
+    double first, other;
+    memcpy(&first, &d.first, sizeof first);
+    memcpy(&other, &d.other, sizeof other);
+    return error_set(PCNN_ERR_MISMATCH, func, "ranks configured the scheduler differently: %s "
+                     "is %g on rank 0 and %g on rank %d (set the same options on every rank)",
+                     names[d.index], first, other, d.rank);
 }
 
 static pcnn_status begin(pcnn_scheduler *s, int *batch, double *lr, const char *func)
@@ -246,7 +248,7 @@ static pcnn_status end(pcnn_scheduler *s, double loss, const char *func)
     const bool known = !isnan(s->st.initial_loss);
     double v[4] = {st == PCNN_OK ? sched_local_sq_distance(s) : 0.0, loss,
                    known ? s->st.initial_loss : 0.0, known ? 1.0 : 0.0};
-    if (net_comm(s->net)) TRY(agree_sum(net_comm(s->net), st, v, 4, func));
+    if (net_comm(s->net)) TRY(net_agree_sum(s->net, AGREE_ENTRY, st, v, 4, func));
     TRY(st);
     const double P = ranks_of(s);
     if (s->st.epoch == 0 && v[3] > 0) {

@@ -34,8 +34,10 @@ PCNN_API pcnn_status pcnn_scheduler_state_bytes(const pcnn_scheduler *sched, siz
     return PCNN_OK;
 }
 
-/* Every rank's w_0 slice into `all` (num_params floats) on every rank. */
-static pcnn_status gather_w0(const pcnn_scheduler *s, float *all, int *counts, int *displs)
+/* Every rank's w_0 slice into `all` (num_params floats) on every rank,
+ * within the timeout (then the buffers stay MPI's: comm_gave_up). */
+static pcnn_status gather_w0(const pcnn_scheduler *s, float *all, int *counts, int *displs,
+                             const char *func)
 {
     const pcnn_comm *c = net_comm(s->net);
     if (!c) {
@@ -47,10 +49,10 @@ static pcnn_status gather_w0(const pcnn_scheduler *s, float *all, int *counts, i
         counts[p] = decomp_share((long)s->num_params, c->size, p, &off);
         displs[p] = (int)off;
     }
-    MPI_TRY(MPI_Allgatherv(s->w0, (int)s->w0_count, MPI_FLOAT, all, counts, displs, MPI_FLOAT,
-                           c->comm),
-            "MPI_Allgatherv (w_0)");
-    return PCNN_OK;
+    MPI_Request req;
+    const int code = MPI_Iallgatherv(s->w0, (int)s->w0_count, MPI_FLOAT, all, counts, displs,
+                                     MPI_FLOAT, c->comm, &req);
+    return net_complete(s->net, code, &req, func, "MPI_Allgatherv (w_0)");
 }
 
 static void encode(const pcnn_scheduler *s, const float *w0, unsigned char *out)
@@ -103,9 +105,10 @@ PCNN_API pcnn_status pcnn_scheduler_save_state(const pcnn_scheduler *sched, void
         if (!all || !counts || !displs)
             st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "w_0 of %zu parameters", sched->num_params);
     }
-    if (net_comm(sched->net)) st = agree(net_comm(sched->net), st, __func__);
-    if (st == PCNN_OK) st = gather_w0(sched, all, counts, displs);
+    if (net_comm(sched->net)) st = net_agree(sched->net, st, __func__);
+    if (st == PCNN_OK) st = gather_w0(sched, all, counts, displs, __func__);
     if (st == PCNN_OK) encode(sched, all, buf);
+    if (net_comm(sched->net) && comm_gave_up(net_comm(sched->net))) return st; /* MPI's */
     mem_free(all);
     mem_free(counts);
     mem_free(displs);
@@ -164,7 +167,7 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
         st = FAIL(PCNN_ERR_INVALID_STATE, "load the state between epochs, not inside one");
     else st = check_image(sched, b, size, __func__);
     if (st == PCNN_OK) st = sched_state_reserve(&sched->st, (long)le_get_u64(b + 40), __func__);
-    if (net_comm(sched->net)) st = agree(net_comm(sched->net), st, __func__);
+    if (net_comm(sched->net)) st = net_agree(sched->net, st, __func__);
     TRY(st);
     sched_state *t = &sched->st;
     t->epoch = (long)le_get_u64(b + 40);

@@ -9,9 +9,9 @@
  *      and the communicator still trains a new network.
  *   2. A timeout inside the gradient exchange, for the allreduce and the
  *      all-to-all + all-gather exchanges: the stopping rank trains a
- *      second network on the same communicator, so the step's agreements
- *      match but the exchanges (each network has its own communicator) do
- *      not.  Every rank gets PCNN_ERR_TIMEOUT after the timeout and within
+ *      second network on the same communicator (at the same step count),
+ *      so the step's agreements match but the exchanges (each network has
+ *      its own communicator) do not.  Every rank gets PCNN_ERR_TIMEOUT after the timeout and within
  *      5 s more, the query reports it, later calls are refused, destroy
  *      returns (keeping the buffers of the collectives in flight), no
  *      thread is left, and the communicator still trains a new network.
@@ -189,6 +189,9 @@ static void exchange_timeout(pcnn_comm *comm, int engine, pcnn_exchange exchange
     const long live = pcnn_debug_live_allocations();
     pcnn_net *mine = build(comm, engine, exchange), *other = build(comm, engine, exchange);
     const bool trained = trains(mine);
+    /* The step agreement compares step counters: the other network takes
+     * mine's, so that only the exchanges differ. */
+    if (stopper) CK(pcnn_net_set_option(other, PCNN_OPT_STEP, 3));
     float loss;
     const double t0 = now();
     const pcnn_status st = step(stopper ? other : mine, &loss);
