@@ -5,6 +5,7 @@
 
 #include "../core/hash.h"
 #include "../core/rng.h"
+#include "../layers/batchnorm.h"
 #include "net.h"
 
 static uint64_t hash_text(const char *s) { return hash_fnv1a(HASH_FNV1A_BASIS, s, strlen(s)); }
@@ -20,6 +21,7 @@ void net_layer_hashes(const pcnn_net *net, uint64_t *out)
                               ((uint64_t)l->out.w << 32) ^ (uint64_t)l->out.d);
         for (int j = 0; j < l->num_inputs; j++) h = rng_hash(h, (uint64_t)l->inputs[j]->index, j, 1);
         h = rng_hash(h, l->num_params, (uint64_t)l->exchange, l == net->output);
+        if (batchnorm_synchronised(l)) h = rng_hash(h, 1, 0, 2); /* statistics over ranks */
         if (i == 0) /* network-wide settings that must agree */
             h = rng_hash(h, ((uint64_t)net->loss << 8) ^ (uint64_t)net->optimizer,
                          (uint64_t)net->global_max_batch, net->opt.seed ^ net->opt.bucket_bytes);

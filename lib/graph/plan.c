@@ -255,7 +255,8 @@ static pcnn_status plan(pcnn_net *net, int max_batch)
     if (net->threads < 1) net->threads = 1;
     plan_ctx p = {.max_batch = max_batch, .threads = net->threads,
                   .keep_im2col = net->opt.keep_im2col,
-                  .conv_algorithm = net->opt.conv_algorithm};
+                  .conv_algorithm = net->opt.conv_algorithm,
+                  .sync_batchnorm = net->opt.sync_batchnorm};
     plan_fusion(net);
     /* Decide first (pure, see layer.h), then allocate what was decided. */
     for (int i = 0; i < net->layers.count; i++)
@@ -375,6 +376,7 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
     if (net->comm) {
         st = agree(net->comm, st, __func__);
         if (st == PCNN_OK) st = check_same_network(net);
+        if (st == PCNN_OK) st = agree(net->comm, net_sync_start(net), __func__);
         if (st == PCNN_OK) st = agree(net->comm, exchange_start(net->exchange), __func__);
     }
     if (st != PCNN_OK) {
@@ -395,6 +397,8 @@ void net_release_plan(pcnn_net *net)
      * read and write the parameters and gradients freed below. */
     exchange_destroy(net->exchange);
     net->exchange = NULL;
+    reducer_destroy(net->reducer); /* keeps the buffer of a given-up reduction */
+    net->reducer = NULL;
     for (int i = 0; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
         mem_free(l->y);

@@ -21,9 +21,7 @@ static pcnn_status refuse_failed(const pcnn_comm *c, const char *func)
                      "communicator", c->failed == PCNN_ERR_TIMEOUT ? "timed out" : "failed");
 }
 
-/* Complete a nonblocking agreement, or give it up after timeout_ms: then
- * *broke receives the status that makes the communicator unusable. */
-static pcnn_status complete_within(MPI_Request *req, long timeout_ms, pcnn_status *broke,
+pcnn_status comm_complete_within(MPI_Request *req, long timeout_ms, pcnn_status *broke,
                                    const char *func, const char *what)
 {
     const double deadline = engine_now() + (double)timeout_ms * 1e-3;
@@ -61,7 +59,7 @@ static pcnn_status sum_core(const pcnn_comm *c, pcnn_status local, double *value
         MPI_Request req;
         MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, buf, count + 1, MPI_DOUBLE, MPI_SUM, c->comm, &req),
                 "MPI_Iallreduce (agreement)");
-        TRY(complete_within(&req, timeout_ms, broke, func, "MPI_Allreduce (agreement)"));
+        TRY(comm_complete_within(&req, timeout_ms, broke, func, "MPI_Allreduce (agreement)"));
     } else {
         int code = MPI_Allreduce(MPI_IN_PLACE, buf, count + 1, MPI_DOUBLE, MPI_SUM, c->comm);
         if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Allreduce (agreement)");
@@ -102,7 +100,8 @@ static pcnn_status batch_core(const pcnn_comm *c, pcnn_status local, double *siz
         MPI_Request req;
         MPI_TRY(MPI_Iallgather(mine, 2, MPI_DOUBLE, c->gather, 2, MPI_DOUBLE, c->comm, &req),
                 "MPI_Iallgather (batch agreement)");
-        TRY(complete_within(&req, timeout_ms, broke, func, "MPI_Allgather (batch agreement)"));
+        TRY(comm_complete_within(&req, timeout_ms, broke, func,
+                                 "MPI_Allgather (batch agreement)"));
     } else {
         int code = MPI_Allgather(mine, 2, MPI_DOUBLE, c->gather, 2, MPI_DOUBLE, c->comm);
         if (code != MPI_SUCCESS) return mpi_status(code, func, "MPI_Allgather (batch agreement)");

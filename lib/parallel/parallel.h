@@ -4,6 +4,7 @@
 #define PCNN_PARALLEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pcnn.h"
@@ -58,6 +59,35 @@ pcnn_status agree_sum_within(pcnn_comm *c, pcnn_status local, double *values, in
                              long timeout_ms, const char *func);
 pcnn_status agree_batch_within(pcnn_comm *c, pcnn_status local, double *sizes, long timeout_ms,
                                const char *func);
+
+/* Complete a nonblocking collective, or give it up after timeout_ms (> 0):
+ * then *broke receives the status that makes its communicator unusable
+ * (PCNN_ERR_TIMEOUT, or PCNN_ERR_MPI when MPI_Test failed); `what` names
+ * the collective in the message. */
+pcnn_status comm_complete_within(MPI_Request *req, long timeout_ms, pcnn_status *broke,
+                                 const char *func, const char *what);
+
+/* Reductions inside a training step (synchronised batch norm), on a
+ * duplicate of the network's communicator of their own, so that they never
+ * mix with the step's agreements or the exchange.  reducer_create is
+ * collective (MPI_Comm_dup) and sizes the buffer for counts up to
+ * max_count; *timeout_ms (the network's PCNN_OPT_TIMEOUT_MS, read at each
+ * call; 0 waits forever) bounds every call.  reducer_gather returns every
+ * rank's count doubles, rank after rank, in the reducer's buffer (valid
+ * until the next call); reducer_sum replaces values by their sums over the
+ * ranks.  A call that fails or times out marks the reducer failed: MPI may
+ * still write its buffer, every later call fails at once with the same
+ * status (reducer_error), and reducer_destroy then keeps the buffer for
+ * good.  NULL reducer: reducer_error is OK, reducer_destroy a no-op. */
+typedef struct reducer reducer;
+pcnn_status reducer_create(const pcnn_comm *c, int max_count, const long *timeout_ms,
+                           reducer **out);
+pcnn_status reducer_gather(reducer *r, const double *mine, int count, const double **all);
+pcnn_status reducer_sum(reducer *r, double *values, int count);
+pcnn_status reducer_error(const reducer *r);
+int reducer_ranks(const reducer *r);
+size_t reducer_bytes(const reducer *r);
+void reducer_destroy(reducer *r);
 
 /* Per-layer structural hashes of a network must agree across ranks: a
  * mismatch returns PCNN_ERR_MISMATCH on every rank, naming the first layer
