@@ -606,7 +606,8 @@ PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *byte
 /*
  * Giving up on collectives (as NCCL's ncclCommAbort / ncclCommGetAsyncError).
  * With PCNN_OPT_TIMEOUT_MS set, a training step whose collective (the
- * step's agreements or the gradient exchange) does not complete in time --
+ * step's agreements, the gradient exchange, or a synchronised batch norm's
+ * reduction) does not complete in time --
  * another rank stopped, hangs or died -- returns PCNN_ERR_TIMEOUT on the
  * ranks still waiting, and the network is then aborted: as after
  * pcnn_net_abort, every later call on it but the three below returns
