@@ -2,15 +2,16 @@
  *
  *   mpiexec -n 2 bench_parallel MODEL [GLOBAL_BATCH [ITERS]]
  *       [--exchange allreduce|a2a] [--overlap 0|1] [--engine 0|1|2]
- *       [--threads T] [--bucket-bytes B]
+ *       [--threads T] [--bucket-bytes B] [--sync-bn 0|1]
  *
  * Builds MODEL (see models.c), splits each synthetic global batch over the
  * ranks, trains with momentum SGD, and prints from rank 0 one JSON line:
  * median/min step time over ITERS steps after 3 warm-ups, and the library's
  * own breakdown per step (forward, backward, update, communication,
  * exposed communication, overlap ratio R of seed 001 eq. 3.8) and the bytes
- * each rank sends per step. */
-#define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, PCNN_OPT_ENGINE: pcnn.h section 9 */
+ * each rank sends per step.  --sync-bn 1 synchronises the batch norms'
+ * statistics across ranks (PCNN_OPT_SYNC_BATCHNORM). */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, ENGINE, SYNC_BATCHNORM: pcnn.h section 9 */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -40,7 +41,7 @@ int main(int argc, char **argv)
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     const char *exchange = "a2a";
-    int overlap = 1, engine = 0, threads = 0;
+    int overlap = 1, engine = 0, threads = 0, sync_bn = 0;
     double bucket_bytes = -1;
     char *pos[3] = {NULL, NULL, NULL};
     int npos = 0;
@@ -49,6 +50,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--overlap") && i + 1 < argc) overlap = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--engine") && i + 1 < argc) engine = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--sync-bn") && i + 1 < argc) sync_bn = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bucket-bytes") && i + 1 < argc) bucket_bytes = atof(argv[++i]);
         else if (npos < 3) pos[npos++] = argv[i];
     }
@@ -80,6 +82,7 @@ int main(int argc, char **argv)
                                                  : PCNN_EXCHANGE_ALLTOALL_ALLGATHER));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_OVERLAP, overlap));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_ENGINE, engine));
+    CHECK(pcnn_net_set_option(b.net, PCNN_OPT_SYNC_BATCHNORM, sync_bn));
     if (bucket_bytes >= 0) CHECK(pcnn_net_set_option(b.net, PCNN_OPT_BUCKET_BYTES, bucket_bytes));
     CHECK(pcnn_net_finalize(b.net, batch));
 
@@ -119,12 +122,12 @@ int main(int argc, char **argv)
     CHECK(pcnn_net_exchange_bytes(b.net, &bytes));
     if (rank == 0)
         printf("{\"model\": \"%s\", \"ranks\": %d, \"global_batch\": %d, \"exchange\": \"%s%s\", "
-               "\"overlap\": %d, \"engine\": \"%s\", \"median_ms\": %.2f, \"min_ms\": %.2f, "
+               "\"overlap\": %d, \"engine\": \"%s\", \"sync_bn\": %d, \"median_ms\": %.2f, \"min_ms\": %.2f, "
                "\"forward_ms\": %.2f, \"backward_ms\": %.2f, \"update_ms\": %.2f, "
                "\"comm_ms\": %.2f, \"exposed_ms\": %.2f, \"exposed_pct\": %.1f, "
                "\"overlap_ratio\": %.1f, \"mb_per_step\": %.2f}\n",
                m->name, ranks, batch, exchange, allreduce ? "" : " (+fc by eq. 4.8)", overlap,
-               active == 1 ? "thread" : active == 2 ? "nonblocking" : "none", med * 1e3,
+               active == 1 ? "thread" : active == 2 ? "nonblocking" : "none", sync_bn, med * 1e3,
                best * 1e3, part[1] * 1e3, part[2] * 1e3, part[3] * 1e3, part[4] * 1e3,
                part[5] * 1e3, 100.0 * part[5] / part[0], r, (double)bytes / 1e6);
     free(times);

@@ -215,7 +215,8 @@ typedef enum pcnn_option {
     /* Keep the most recent N compute and communication spans for
      * pcnn_net_write_trace.  Before finalize.  Default 0 (no trace). */
     PCNN_OPT_TRACE_EVENTS = 21,
-    PCNN_OPT_EXPERIMENTAL_5 = 22 /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_5 = 22, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_6 = 23  /* section 9 */
 } pcnn_option;
 
 /* Create an empty network.  *out receives a handle to destroy with
@@ -292,7 +293,8 @@ PCNN_API pcnn_status pcnn_leaky_relu(pcnn_net *net, pcnn_layer *in, float slope,
  * variance (unbiased) as running = (1-momentum)*running + momentum*batch;
  * inference (predict, evaluate) uses the running statistics.  PyTorch's
  * defaults are eps 1e-5, momentum 0.1.  With several ranks, statistics are
- * per rank (as in the peers). */
+ * per rank (as in the peers), unless synchronised across ranks
+ * (PCNN_OPT_SYNC_BATCHNORM, pcnn_batchnorm_set_sync: section 9). */
 PCNN_API pcnn_status pcnn_batchnorm(pcnn_net *net, pcnn_layer *in, float eps, float momentum,
                                     pcnn_layer **out);
 
@@ -525,8 +527,9 @@ PCNN_API pcnn_status pcnn_dataset_batch(const pcnn_dataset *data, int start, int
  * delete callback on MPI_COMM_SELF).
  *
  * Batch normalisation uses each rank's local batch statistics, as the peers
- * (Horovod, DDP) do.  Dropout masks depend on the global sample index, so
- * they do not depend on P.
+ * (Horovod, DDP) do, unless synchronised (PyTorch's SyncBatchNorm:
+ * PCNN_OPT_SYNC_BATCHNORM, section 9).  Dropout masks depend on the global
+ * sample index, so they do not depend on P.
  */
 
 typedef struct pcnn_comm pcnn_comm;
@@ -642,7 +645,8 @@ PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *byte
 /*
  * Giving up on collectives (as NCCL's ncclCommAbort / ncclCommGetAsyncError).
  * With PCNN_OPT_TIMEOUT_MS set, every collective of a network -- finalize's
- * agreements and checks, each step's agreements and gradient exchange,
+ * agreements and checks, each step's agreements, gradient exchange and
+ * synchronised batch-norm reductions,
  * evaluate, train_epoch, save, load, the scheduler's calls -- is given up
  * when it does not complete in time (another rank stopped, hangs, died, or
  * makes another call).  The rule then:
@@ -747,7 +751,8 @@ PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path)
  * ranks resumes on any number of ranks, with another batch size, exchange
  * strategy or PCNN_OPT_BUCKET_BYTES.  Batch-norm statistics are per rank:
  * each rank gets its own back when the number of ranks is unchanged, and
- * their mean otherwise.  A bad file or a failed write returns the same
+ * their mean otherwise (synchronised batch norms hold the same statistics
+ * on every rank).  A bad file or a failed write returns the same
  * status and message on every rank; a failure of one rank's own (out of
  * memory) returns PCNN_ERR_REMOTE on the others.
  */
@@ -839,8 +844,9 @@ PCNN_API pcnn_status pcnn_net_load_extra(pcnn_net *net, const char *path, void *
  * until all P compute.  Training equals a single rank training on the
  * whole batch (up to float summation order; batch normalisation uses each
  * computing rank's local statistics, as everywhere, and an idle rank's
- * running statistics wait until it computes).  Memory is planned
- * once: finalize the network with max_batch >= B_m, large enough also for
+ * running statistics wait until it computes; synchronised batch norms,
+ * section 9, use the whole batch's on every rank, idle ones included).
+ * Memory is planned once: finalize the network with max_batch >= B_m, large enough also for
  * the largest share the rule gives one rank (checked by
  * pcnn_scheduler_begin_epoch, whose error names the max_batch needed);
  * changing B then allocates nothing.
@@ -1078,6 +1084,31 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * finalize. */
 #define PCNN_OPT_CONV_ALGORITHM PCNN_OPT_EXPERIMENTAL_5
 
+/* Synchronised batch normalisation (PyTorch's SyncBatchNorm), unlike the
+ * knobs above a choice of WHAT is computed.  1: in every training step
+ * (pcnn_net_train_step, pcnn_net_train_epoch, the scheduler's steps) of a
+ * network with a communicator, each batch norm normalises with the
+ * statistics of the whole global batch instead of this rank's share: each
+ * rank's per-channel count, mean and sum of squared deviations are
+ * gathered and combined (Chan et al.'s pairwise formula, in rank order:
+ * the same bits on every rank), and backward sums the two per-channel
+ * gradient sums over the ranks.  Training then equals one rank training
+ * on the whole batch (up to float summation order) with any split of the
+ * batch, ranks without samples included, and the running statistics
+ * (updated with the global mean and unbiased global variance) are
+ * identical on every rank.  Costs one small collective per batch norm in
+ * forward and one in backward, on the network's own duplicate
+ * communicator, which a timeout (PCNN_OPT_TIMEOUT_MS) aborts like the
+ * exchange's.  pcnn_net_compute_gradients and pcnn_net_compute_loss stay
+ * local (this rank's statistics), inference uses the running statistics,
+ * and a network without a communicator is unaffected.  The default of the
+ * network's batch norms; pcnn_batchnorm_set_sync overrides it per layer.
+ * Ranks must agree (finalize fails with PCNN_ERR_MISMATCH naming the
+ * layer otherwise).  Checkpoints do not depend on it.  Before finalize.
+ * Default 0. */
+#define PCNN_OPT_SYNC_BATCHNORM PCNN_OPT_EXPERIMENTAL_6
+
+
 /* New calls of this release.  They join the stable sections once they have
  * been used for a release; until then their names and contracts may change.
  * (The behaviour after a timeout is stable: section 5.) */
@@ -1137,6 +1168,12 @@ PCNN_API pcnn_status pcnn_net_async_error(const pcnn_net *net, pcnn_status *stat
  * a stale temporary cannot be removed; the others are removed all the
  * same). */
 PCNN_API pcnn_status pcnn_checkpoint_cleanup(const char *path, int *removed);
+
+/* Synchronise this batch-norm layer's statistics across ranks (1), keep
+ * them per rank (0), or follow PCNN_OPT_SYNC_BATCHNORM (-1, the default).
+ * Before finalize.  Errors: INVALID_ARGUMENT (layer NULL or not a batch
+ * norm, sync not -1, 0 or 1), INVALID_STATE (finalized). */
+PCNN_API pcnn_status pcnn_batchnorm_set_sync(pcnn_layer *layer, int sync);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,8 @@
  * gradient, which the exchange then sums identically everywhere),
  * KEEP_IM2COL, COMM_CORE, TIMEOUT_MS and TRACE_EVENTS.
  * Layers: kind and configuration, output shape, inputs, exchange,
- * parameter count, and which layer is the output. */
+ * parameter count, which layer is the output, and batch-norm
+ * synchronisation. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "../core/error.h"
 #include "../core/hash.h"
 #include "../core/memory.h"
+#include "../layers/batchnorm.h"
 #include "net.h"
 
 typedef enum word_kind { WORD_INT, WORD_DOUBLE, WORD_HASH } word_kind;
@@ -78,7 +80,7 @@ static void settings_of(const pcnn_net *net, uint64_t *w)
     memcpy(w, words, sizeof words);
 }
 
-enum { LAYER_WORDS = 9 };
+enum { LAYER_WORDS = 10 };
 
 static const word_name layer_word_names[LAYER_WORDS] = {
     {"output channels", WORD_INT},        {"output height", WORD_INT},
@@ -86,6 +88,7 @@ static const word_name layer_word_names[LAYER_WORDS] = {
     {"kind or configuration", WORD_HASH}, {"inputs", WORD_HASH},
     {"exchange (pcnn_layer_set_exchange or eq. 4.8)", WORD_INT},
     {"parameter count", WORD_INT},        {"being the output (pcnn_net_set_loss)", WORD_INT},
+    {"batch-norm statistics synchronised (PCNN_OPT_SYNC_BATCHNORM)", WORD_INT},
 };
 
 static void layer_words(const pcnn_net *net, uint64_t *w)
@@ -100,7 +103,8 @@ static void layer_words(const pcnn_net *net, uint64_t *w)
         const uint64_t words[LAYER_WORDS] = {
             (uint64_t)l->out.c, (uint64_t)l->out.h, (uint64_t)l->out.w, (uint64_t)l->out.d,
             hash_text(hash_text(HASH_FNV1A_BASIS, l->ops->kind), config), inputs,
-            (uint64_t)l->exchange, l->num_params, l == net->output};
+            (uint64_t)l->exchange, l->num_params, l == net->output,
+            batchnorm_synchronised(l)};
         memcpy(w, words, sizeof words);
     }
 }

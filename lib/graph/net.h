@@ -35,6 +35,7 @@ typedef struct net_options {
     int comm_core;        /* -1: not pinned */
     long timeout_ms;      /* 0: none */
     size_t trace_events;
+    bool sync_batchnorm;  /* default of batch norms that did not choose */
 } net_options;
 
 struct pcnn_net {
@@ -67,6 +68,7 @@ struct pcnn_net {
     double step_lr;       /* learning rate of the step in progress */
     long sample_base;
     int global_max_batch; /* as given to finalize; max_batch is this rank's share */
+    reducer *reducer;     /* synchronised batch norms' reductions (NULL: none) */
 
     /* Planned buffers. */
     float *workspace;     /* shared scratch (see layer_ops.workspace_floats) */
@@ -139,6 +141,17 @@ pcnn_status net_async_status(const pcnn_net *net);
 pcnn_status net_agree_batch(pcnn_net *net, pcnn_status local, double *sizes, double lr,
                             const char *func);
 bool net_destroy_abandoned(pcnn_net *net);
+
+/* Synchronised batch norm (graph/sync_batchnorm.c).
+ *   net_sync_start     at finalize, collective once the ranks agree on the
+ *                      structure: the reducer, when a layer synchronises
+ *                      and the network has a communicator.
+ *   net_sync_hooks     a parallel training step's run_reduce over it.
+ *   net_sync_checked   after each pass: st, or the reducer's failure, which
+ *                      also aborts the exchange (the step must then fail). */
+pcnn_status net_sync_start(pcnn_net *net);
+run_reduce net_sync_hooks(pcnn_net *net);
+pcnn_status net_sync_checked(pcnn_net *net, pcnn_status st);
 
 /* The learning rate of the next step, schedule included. */
 double net_effective_lr(const pcnn_net *net);

@@ -25,6 +25,7 @@ PCNN_API pcnn_status pcnn_net_abort(pcnn_net *net)
 pcnn_status net_async_status(const pcnn_net *net)
 {
     pcnn_status st = exchange_error(net->exchange);
+    if (st == PCNN_OK) st = reducer_error(net->reducer);
     if (st == PCNN_OK && net->comm) st = net->comm->failed;
     if (st == PCNN_OK) st = net->remote_failure;
     return st;

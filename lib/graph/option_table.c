@@ -82,6 +82,9 @@ static const option_row rows[] = {
                                  CHOICE(3, "0 (automatic), 1 (im2col + GEMM), 2 (direct) or "
                                            "3 (taps)"),
                                  OPTION_BEFORE_FINALIZE, 0, OPTION_INT, OFF(conv_algorithm), NULL, NULL},
+    [PCNN_OPT_SYNC_BATCHNORM] = {"sync_batchnorm", "sync_batchnorm", FLAG,
+                                 OPTION_BEFORE_FINALIZE, 0, OPTION_BOOL, OFF(sync_batchnorm), NULL,
+                                 NULL},
 };
 
 #define NUM_ROWS (sizeof rows / sizeof rows[0])

@@ -259,7 +259,8 @@ static void plan_decide(pcnn_net *net, plan_ctx *p)
     if (net->threads < 1) net->threads = 1;
     *p = (plan_ctx){.max_batch = net->max_batch, .threads = net->threads,
                     .keep_im2col = net->opt.keep_im2col,
-                    .conv_algorithm = net->opt.conv_algorithm};
+                    .conv_algorithm = net->opt.conv_algorithm,
+                    .sync_batchnorm = net->opt.sync_batchnorm};
     plan_fusion(net);
     /* Decide first (pure, see layer.h), then allocate what was decided. */
     for (int i = 0; i < net->layers.count; i++)
@@ -413,6 +414,8 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
         if (net->comm) st = net_agree_sum(net, AGREE_LATER, st, NULL, 0, __func__);
     }
     if (st == PCNN_OK && net->comm) st = start_exchange(net, __func__);
+    if (st == PCNN_OK && net->comm)
+        st = net_agree_sum(net, AGREE_LATER, net_sync_start(net), NULL, 0, __func__);
     if (st != PCNN_OK) {
         if (net->comm && comm_gave_up(net->comm)) exchange_abort(net->exchange);
         net_release_plan(net);
@@ -432,6 +435,8 @@ void net_release_plan(pcnn_net *net)
      * read and write the parameters and gradients freed below. */
     exchange_destroy(net->exchange);
     net->exchange = NULL;
+    reducer_destroy(net->reducer); /* keeps the buffer of a given-up reduction */
+    net->reducer = NULL;
     for (int i = 0; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
         mem_free(l->y);

@@ -5,11 +5,13 @@
 #include "../core/clock.h"
 #include "../core/error.h"
 #include "../kernels/kernels.h"
+#include "../layers/batchnorm.h"
 #include "loss.h"
 #include "net.h"
 #include "option_table.h"
 
-static run_ctx make_ctx(const pcnn_net *net, int n, bool train, bool update_stats)
+static run_ctx make_ctx(const pcnn_net *net, int n, bool train, bool update_stats,
+                        const run_reduce *reduce)
 {
     run_ctx ctx = {
         .n = n,
@@ -21,18 +23,42 @@ static run_ctx make_ctx(const pcnn_net *net, int n, bool train, bool update_stat
         .sample_base = net->sample_base,
         .exchange_step = exchange_step_active(net->exchange),
         .workspace = net->workspace,
+        .reduce = reduce,
     };
     return ctx;
 }
 
-/* Before each layer, wait for the parameters of the previous step's
- * exchange that this layer needs, and no others (seed 001 section 4.4). */
-pcnn_status net_forward(pcnn_net *net, int n, bool train, bool update_stats)
+/* With reduce (a parallel training step of a network with synchronised
+ * batch norms), the layers that reduce across ranks must take part in every
+ * reduction, in the order of the other ranks: on a rank without samples
+ * (n == 0), and for the rest of a forward pass that failed, they run with
+ * n == 0, contributing nothing, and no other layer runs. */
+static bool joins_reductions(const pcnn_layer *l, const run_reduce *reduce)
 {
-    run_ctx ctx = make_ctx(net, n, train, update_stats);
+    return reduce && batchnorm_synchronised(l);
+}
+
+/* Before each layer, wait for the parameters of the previous step's
+ * exchange that this layer needs, and no others (seed 001 section 4.4).
+ * A rank without samples (n == 0) only meets the exchange and the
+ * reductions. */
+static pcnn_status forward_pass(pcnn_net *net, int n, bool train, bool update_stats,
+                                const run_reduce *reduce)
+{
+    run_ctx ctx = make_ctx(net, n, train, update_stats, reduce);
+    run_ctx idle = ctx;
+    idle.n = 0;
+    pcnn_status st = PCNN_OK;
     for (int i = 1; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
-        TRY(exchange_before_forward(net->exchange, i));
+        if (st == PCNN_OK) {
+            st = exchange_before_forward(net->exchange, i);
+            if (n == 0) exchange_after_forward(net->exchange, i);
+        }
+        if (n == 0 || st != PCNN_OK) {
+            if (joins_reductions(l, reduce)) l->ops->forward(l, &idle);
+            continue;
+        }
         const double t0 = clock_now();
         l->ops->forward(l, &ctx);
         const double t1 = clock_now();
@@ -43,17 +69,30 @@ pcnn_status net_forward(pcnn_net *net, int n, bool train, bool update_stats)
         exchange_after_forward(net->exchange, i);
         exchange_poll(net->exchange);
     }
-    return PCNN_OK;
+    return st;
+}
+
+pcnn_status net_forward(pcnn_net *net, int n, bool train, bool update_stats)
+{
+    return forward_pass(net, n, train, update_stats, NULL);
 }
 
 /* After each layer, hand a completed bucket of gradients to the exchange
- * and let arrived reductions update their parameters. */
-void net_backward(pcnn_net *net, int n, bool want_input_grad)
+ * and let arrived reductions update their parameters.  A rank without
+ * samples (n == 0, its gradients zeroed) only meets the exchange and the
+ * reductions. */
+static void backward_pass(pcnn_net *net, int n, bool want_input_grad, const run_reduce *reduce)
 {
-    run_ctx ctx = make_ctx(net, n, true, false);
+    run_ctx ctx = make_ctx(net, n, true, false, reduce);
     for (int i = net->layers.count - 1; i > 0; i--) {
         pcnn_layer *l = net->layers.items[i];
         float *dx[2] = {NULL, NULL};
+        if (n == 0) {
+            exchange_before_backward(net->exchange, i);
+            if (joins_reductions(l, reduce)) l->ops->backward(l, &ctx, dx);
+            exchange_after_backward(net->exchange, i);
+            continue;
+        }
         for (int j = 0; j < l->num_inputs; j++)
             if (want_input_grad || !layer_is_input(l->inputs[j])) dx[j] = l->inputs[j]->dy;
         exchange_before_backward(net->exchange, i);
@@ -66,6 +105,11 @@ void net_backward(pcnn_net *net, int n, bool want_input_grad)
         exchange_poll(net->exchange);
     }
     net->last_backward_n = want_input_grad ? n : 0;
+}
+
+void net_backward(pcnn_net *net, int n, bool want_input_grad)
+{
+    backward_pass(net, n, want_input_grad, NULL);
 }
 
 pcnn_status net_check_ready(const pcnn_net *net, const char *func)
@@ -235,23 +279,22 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     if (global < 1)
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "no rank passed any sample");
     net->sample_base = (long)sizes[1];
+    /* Synchronised batch norms reduce across ranks through these hooks. */
+    run_reduce hooks;
+    const run_reduce *reduce = net->reducer ? (hooks = net_sync_hooks(net), &hooks) : NULL;
 
     int saved = blas_threads_enter();
     begin_step(net, lr);
     double loss = 0.0;
-    if (n > 0) {
-        net_load_input(net, n, x);
-        st = net_forward(net, n, true, true);
-        if (st == PCNN_OK) loss = net_loss(net, n, labels, targets, global, true);
-        if (st == PCNN_OK) st = numeric_check(net, func, loss);
-    } else {
-        /* No samples here: take part in every collective all the same, in
-         * the order the other ranks post them. */
-        for (int i = 1; i < net->layers.count && st == PCNN_OK; i++) {
-            st = exchange_before_forward(net->exchange, i);
-            exchange_after_forward(net->exchange, i);
-        }
+    /* No samples here (n == 0): take part in every collective all the same,
+     * in the order the other ranks post them. */
+    if (n > 0) net_load_input(net, n, x);
+    st = forward_pass(net, n, true, true, reduce);
+    if (st == PCNN_OK && n > 0) {
+        loss = net_loss(net, n, labels, targets, global, true);
+        st = numeric_check(net, func, loss);
     }
+    st = net_sync_checked(net, st);
     st = net_agree_sum(net, AGREE_STEP_LOSS, st, &loss, 1, func);
     if (st != PCNN_OK) {
         /* Drain what the failed step posted (an aborted exchange has
@@ -260,16 +303,10 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
             net_async_status(net) == PCNN_OK ? exchange_flush(net->exchange) : PCNN_OK;
         if (drained != PCNN_OK) st = drained;
     } else {
-        if (n > 0) {
-            net_backward(net, n, false);
-        } else {
-            zero_grads(net);
-            for (int i = net->layers.count - 1; i > 0; i--) {
-                exchange_before_backward(net->exchange, i);
-                exchange_after_backward(net->exchange, i);
-            }
-        }
-        st = end_step(net);
+        if (n == 0) zero_grads(net);
+        backward_pass(net, n, false, reduce);
+        st = net_sync_checked(net, PCNN_OK);
+        if (st == PCNN_OK) st = end_step(net); /* else aborted: nothing to wait for */
         st = net_agree_sum(net, AGREE_STEP_END, st, NULL, 0, func);
         net->profile.steps++;
         net->profile.step_seconds += clock_now() - t0;

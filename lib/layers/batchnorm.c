@@ -13,7 +13,17 @@
  * max(0, y) into the ReLU's output, and backward reads the ReLU's output
  * gradient where the ReLU's output is positive, zero elsewhere, that
  * output recomputed from x with the forward's operations rather than
- * read: the same values, bit for bit, without the ReLU's own passes. */
+ * read: the same values, bit for bit, without the ReLU's own passes.
+ *
+ * Synchronised (PyTorch's SyncBatchNorm; in a parallel training step, when
+ * resolved on at finalize): forward gathers each rank's count, mean and
+ * sum of squared deviations M2 per channel and combines them in rank
+ * order with Chan et al.'s pairwise formula, so that every rank
+ * normalises with, and keeps as running statistics, the same global
+ * values; backward sums the two per-channel reductions over the ranks
+ * before computing dx (the parameter gradients stay this rank's share,
+ * which the exchange sums).  A rank without samples runs with n == 0 and
+ * contributes a count of 0. */
 #include <math.h>
 #include <stdio.h>
 
@@ -28,6 +38,10 @@
 
 typedef struct bn_priv {
     float eps, momentum;
+    int sync_setting; /* pcnn_batchnorm_set_sync: -1 the network's default, 0, 1 */
+    bool sync;        /* resolved at finalize (decide) */
+    double count;     /* values per channel behind the last training forward's
+                         statistics: local, or global when synchronised */
     float *running; /* mean[C] then unbiased var[C]: one buffer */
     float *batch;   /* mean[C], inv_std[C], mean_lo[C] of the last training
                        forward: mean + mean_lo is the batch mean to ~2^-48,
@@ -36,13 +50,27 @@ typedef struct bn_priv {
 
 static size_t bn_chunks(size_t m) { return (m + CHUNK - 1) / CHUNK; }
 
+/* What a rank contributes to a synchronised forward: its count of values
+ * per channel, then the C means, then the C sums of squared deviations. */
+static size_t sync_doubles(size_t c) { return 1 + 2 * c; }
+
 static size_t bn_workspace(const pcnn_layer *l, const plan_ctx *p)
 {
     /* Per unit two double partial sums; per channel two double totals and
      * two floats (mean or shift, multiplier). */
     size_t c = (size_t)l->out.c;
     size_t units = c * bn_chunks((size_t)p->max_batch * shape_spatial(l->out));
-    return 2 * (2 * units + 2 * c) + 2 * c;
+    const bn_priv *b = l->priv;
+    size_t sync = b->sync ? 2 * sync_doubles(c) : 0; /* this rank's contribution */
+    return 2 * (2 * units + 2 * c) + 2 * c + sync;
+}
+
+static void bn_decide(pcnn_layer *l, const plan_ctx *p)
+{
+    bn_priv *b = l->priv;
+    b->sync = b->sync_setting < 0 ? p->sync_batchnorm : b->sync_setting == 1;
+    snprintf(l->choice, sizeof l->choice, "%s",
+             b->sync ? "statistics synchronised across ranks" : "");
 }
 
 static pcnn_status bn_setup(pcnn_layer *l, const plan_ctx *p)
@@ -90,6 +118,7 @@ typedef struct bn_args {
     float *out;                         /* y or dx */
     const float *shift, *shift_lo, *scale, *beta;
     const double *tot;                  /* backward apply: the reductions */
+    double norm;                        /* backward apply: values behind tot */
     double *part;
     size_t m, nch;
     const float *relu_beta;             /* fused ReLU, backward apply: beta */
@@ -167,6 +196,62 @@ static void bn_apply(const float *x, float *y, bool relu, const float *mean,
     parallel_for((size_t)c * nch, 1, (size_t)c * m, threads, apply_range, &g);
 }
 
+/* Keep a training forward's statistics of channel ch (mean mu, biased
+ * variance var) for the output and the backward pass, and with `update`
+ * fold them into the running statistics (unbias: the factor to the
+ * unbiased variance). */
+static inline void bn_keep(bn_priv *b, size_t C, size_t ch, double mu, double var,
+                           double unbias, bool update)
+{
+    const double mom = b->momentum;
+    b->batch[ch] = (float)mu;
+    b->batch[2 * C + ch] = (float)(mu - (double)b->batch[ch]);
+    b->batch[C + ch] = (float)(1.0 / sqrt(var + b->eps));
+    if (update) {
+        b->running[ch] = (float)((1.0 - mom) * b->running[ch] + mom * mu);
+        b->running[C + ch] = (float)((1.0 - mom) * b->running[C + ch] + mom * var * unbias);
+    }
+}
+
+/* The statistics of the global batch, from this rank's sums tot over its m
+ * values per channel (shifted by shift): every rank's count, mean and M2
+ * are gathered and combined pairwise in rank order (Chan, Golub and
+ * LeVeque), the same arithmetic on every rank.  False when the gather
+ * failed (nothing kept). */
+static bool bn_sync_stats(bn_priv *b, const run_ctx *ctx, size_t C, const float *shift,
+                          const double *tot, double *mine, const float *gamma, float *mul,
+                          size_t m)
+{
+    const size_t stride = sync_doubles(C);
+    mine[0] = (double)m;
+    for (size_t ch = 0; ch < C; ch++) {
+        const double dm = m > 0 ? tot[2 * ch] / (double)m : 0.0;
+        const double m2 = m > 0 ? tot[2 * ch + 1] - tot[2 * ch] * dm : 0.0;
+        mine[1 + ch] = m > 0 ? shift[ch] + dm : 0.0;
+        mine[1 + C + ch] = m2 > 0.0 ? m2 : 0.0;
+    }
+    const double *all = ctx->reduce->gather(ctx->reduce->arg, mine, (int)stride);
+    if (!all) return false;
+    double total = 0.0;
+    for (int q = 0; q < ctx->reduce->ranks; q++) total += all[(size_t)q * stride];
+    const double unbias = total > 1.0 ? total / (total - 1.0) : 1.0;
+    for (size_t ch = 0; ch < C; ch++) {
+        double n = 0.0, mu = 0.0, m2 = 0.0;
+        for (int q = 0; q < ctx->reduce->ranks; q++) {
+            const double *r = all + (size_t)q * stride;
+            if (r[0] == 0.0) continue;
+            const double nn = n + r[0], d = r[1 + ch] - mu;
+            mu += d * (r[0] / nn);
+            m2 += r[1 + C + ch] + d * d * (n * r[0] / nn);
+            n = nn;
+        }
+        bn_keep(b, C, ch, mu, n > 0.0 ? m2 / n : 0.0, unbias, ctx->update_stats);
+        mul[ch] = gamma[ch] * b->batch[C + ch];
+    }
+    b->count = total;
+    return true;
+}
+
 static void bn_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     bn_priv *b = l->priv;
@@ -190,25 +275,27 @@ static void bn_forward(pcnn_layer *l, const run_ctx *ctx)
     /* Shifting by each channel's first value keeps the one-pass variance
      * accurate when |mean| >> std. */
     float *shift = mean;
-    for (size_t ch = 0; ch < C; ch++) shift[ch] = x[ch * m];
-    bn_reduce(x, NULL, NULL, NULL, shift, NULL, NULL, c, m, part, tot, ctx->threads);
-    double mom = b->momentum, unbias = m > 1 ? (double)m / (double)(m - 1) : 1.0;
-    for (size_t ch = 0; ch < C; ch++) {
-        double dm = tot[2 * ch] / (double)m;
-        double var = tot[2 * ch + 1] / (double)m - dm * dm;
-        if (var < 0.0) var = 0.0;
-        double mu = shift[ch] + dm;
-        b->batch[ch] = (float)mu;
-        b->batch[2 * C + ch] = (float)(mu - (double)b->batch[ch]);
-        b->batch[C + ch] = (float)(1.0 / sqrt(var + b->eps));
-        mul[ch] = gamma[ch] * b->batch[C + ch];
-        if (ctx->update_stats) {
-            b->running[ch] = (float)((1.0 - mom) * b->running[ch] + mom * mu);
-            b->running[C + ch] =
-                (float)((1.0 - mom) * b->running[C + ch] + mom * var * unbias);
-        }
+    if (m > 0) { /* m == 0: a rank without samples joining a synchronised step */
+        for (size_t ch = 0; ch < C; ch++) shift[ch] = x[ch * m];
+        bn_reduce(x, NULL, NULL, NULL, shift, NULL, NULL, c, m, part, tot, ctx->threads);
     }
-    bn_apply(x, out, relu, b->batch, b->batch + 2 * C, mul, beta, c, m, ctx->threads);
+    const bool sync = b->sync && ctx->reduce;
+    double *mine = (double *)(mul + C); /* workspace after mean and mul (bn_workspace) */
+    /* A failed reduction leaves the running statistics alone and
+     * normalises with the local ones: the graph fails the step. */
+    if (!sync || !bn_sync_stats(b, ctx, C, shift, tot, mine, gamma, mul, m)) {
+        double unbias = m > 1 ? (double)m / (double)(m - 1) : 1.0;
+        for (size_t ch = 0; ch < C && m > 0; ch++) {
+            double dm = tot[2 * ch] / (double)m;
+            double var = tot[2 * ch + 1] / (double)m - dm * dm;
+            if (var < 0.0) var = 0.0;
+            bn_keep(b, C, ch, shift[ch] + dm, var, unbias, ctx->update_stats && !sync);
+            mul[ch] = gamma[ch] * b->batch[C + ch];
+        }
+        b->count = (double)m;
+    }
+    if (m > 0)
+        bn_apply(x, out, relu, b->batch, b->batch + 2 * C, mul, beta, c, m, ctx->threads);
 }
 
 /* dx = gamma*inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat)), over
@@ -222,8 +309,8 @@ static inline void grad_units(const bn_args *g, size_t u0, size_t u1, bool acc)
         float *restrict gc = g->out + ch * g->m;
         float mu = g->shift[ch], mu_lo = g->shift_lo[ch], is = g->scale[ch];
         float k = g->beta[ch] * is;
-        float mdy = (float)(g->tot[2 * ch] / (double)g->m);
-        float mdx = (float)(g->tot[2 * ch + 1] / (double)g->m);
+        float mdy = (float)(g->tot[2 * ch] / g->norm);
+        float mdx = (float)(g->tot[2 * ch + 1] / g->norm);
         if (g->relu_mul) { /* fused ReLU: dy where its output, recomputed, is positive */
             const float a = g->relu_mul[ch], b = g->relu_beta[ch];
             if (acc)
@@ -273,15 +360,23 @@ static void bn_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
         relu_mul = (float *)(tot + 2 * C);
         for (size_t ch = 0; ch < C; ch++) relu_mul[ch] = gamma[ch] * istd[ch];
     }
-    bn_reduce(x, dy, relu_mul, beta, mean, mean_lo, istd, c, m, part, tot, ctx->threads);
+    if (m > 0)
+        bn_reduce(x, dy, relu_mul, beta, mean, mean_lo, istd, c, m, part, tot, ctx->threads);
+    else /* a rank without samples joining a synchronised step */
+        for (size_t i = 0; i < 2 * C; i++) tot[i] = 0.0;
     for (size_t ch = 0; ch < C; ch++) {
         l->grads[ch] = (float)tot[2 * ch + 1]; /* dgamma = sum dy * x_hat */
         l->grads[C + ch] = (float)tot[2 * ch]; /* dbeta = sum dy */
     }
-    if (!dx[0]) return;
+    /* Synchronised: dx needs the sums of the global batch, whose mean the
+     * forward took (the parameter gradients above stay this rank's share:
+     * the exchange sums them).  A failed sum fails the step. */
+    const bool sync = b->sync && ctx->reduce;
+    if (sync) ctx->reduce->sum(ctx->reduce->arg, tot, (int)(2 * C));
+    if (!dx[0] || m == 0) return;
     bn_args g = {.a = x, .b = dy, .out = dx[0], .shift = mean, .shift_lo = mean_lo,
                  .scale = istd, .beta = gamma, .tot = tot, .m = m, .nch = bn_chunks(m),
-                 .relu_beta = beta, .relu_mul = relu_mul};
+                 .norm = sync ? b->count : (double)m, .relu_beta = beta, .relu_mul = relu_mul};
     parallel_for(C * g.nch, 1, C * m, ctx->threads,
                  l->accumulate_dx[0] ? grad_range_acc : grad_range, &g);
 }
@@ -306,6 +401,7 @@ static void bn_describe(const pcnn_layer *l, char *buf, size_t size)
 static const layer_ops bn_ops = {
     .kind = "batchnorm",
     .workspace_floats = bn_workspace,
+    .decide = bn_decide,
     .setup = bn_setup,
     .init_params = bn_init,
     .forward = bn_forward,
@@ -327,6 +423,34 @@ float *batchnorm_running_stats(pcnn_layer *l, size_t *count)
     return ready ? b->running : NULL;
 }
 
+bool batchnorm_synchronised(const pcnn_layer *l)
+{
+    const bn_priv *b = l && l->ops == &bn_ops ? l->priv : NULL;
+    return b && b->sync;
+}
+
+size_t batchnorm_sync_doubles(const pcnn_layer *l)
+{
+    return batchnorm_synchronised(l) ? sync_doubles((size_t)l->out.c) : 0;
+}
+
+pcnn_status batchnorm_set_sync(pcnn_layer *l, int sync, const char *func)
+{
+    char name[64];
+    if (l->ops != &bn_ops)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "%s is not a batch norm",
+                         layer_name(l, name, sizeof name));
+    if (l->list->frozen)
+        return error_set(PCNN_ERR_INVALID_STATE, func,
+                         "the network is finalized: synchronisation is set before finalize");
+    if (sync < -1 || sync > 1)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "%s: sync %d must be -1 (the "
+                         "network's PCNN_OPT_SYNC_BATCHNORM), 0 or 1",
+                         layer_name(l, name, sizeof name), sync);
+    ((bn_priv *)l->priv)->sync_setting = sync;
+    return PCNN_OK;
+}
+
 pcnn_status batchnorm_add(layer_list *list, pcnn_layer *in, float eps, float momentum,
                           pcnn_layer **out, const char *func)
 {
@@ -340,6 +464,7 @@ pcnn_status batchnorm_add(layer_list *list, pcnn_layer *in, float eps, float mom
     if (!b) return ADD_FAIL(PCNN_ERR_OUT_OF_MEMORY, "layer %d (batchnorm): no memory", index);
     b->eps = eps;
     b->momentum = momentum;
+    b->sync_setting = -1;
     pcnn_layer *l;
     pcnn_status st =
         layer_append(list, &bn_ops, &in, 1, in->out, 2 * (size_t)in->out.c, b, &l);

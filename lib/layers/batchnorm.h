@@ -15,4 +15,15 @@ float *batchnorm_running_stats(pcnn_layer *l, size_t *count);
 
 bool layer_is_batchnorm(const pcnn_layer *l);
 
+/* Synchronised batch norm (pcnn.h section 9).  batchnorm_set_sync records
+ * the layer's choice (-1: the network's default, 0, 1) before finalize;
+ * func names the public function in messages.  After finalize's decide:
+ * batchnorm_synchronised says whether the layer reduces its statistics
+ * across ranks in a parallel training step (false for other layers), and
+ * batchnorm_sync_doubles how many doubles each rank then contributes to
+ * its gather (0 when it does not). */
+pcnn_status batchnorm_set_sync(pcnn_layer *l, int sync, const char *func);
+bool batchnorm_synchronised(const pcnn_layer *l);
+size_t batchnorm_sync_doubles(const pcnn_layer *l);
+
 #endif

@@ -45,11 +45,32 @@ typedef struct plan_ctx {
     int threads;      /* the network's resolved OpenMP thread count */
     bool keep_im2col; /* PCNN_OPT_KEEP_IM2COL */
     int conv_algorithm; /* PCNN_OPT_CONV_ALGORITHM: 0 auto, 1 GEMM, 2 direct, 3 taps */
+    bool sync_batchnorm; /* PCNN_OPT_SYNC_BATCHNORM: the batch norms' default */
 } plan_ctx;
+
+/* A parallel training step's door to the other ranks that share the batch,
+ * for layers whose statistics span the global batch (synchronised batch
+ * norm).  Every rank makes the same calls in the same order with the same
+ * counts -- a rank without samples too: the graph then runs such layers
+ * with n == 0, contributing nothing.  After a failure (a collective not
+ * done within PCNN_OPT_TIMEOUT_MS, an MPI error) every call fails at once
+ * for the rest of the step; the graph then fails the step on every rank,
+ * so a layer need only keep going with what it has. */
+typedef struct run_reduce {
+    /* Every rank's `count` doubles, rank after rank (ranks * count values,
+     * the same bits on every rank), valid until the next call; NULL: failed. */
+    const double *(*gather)(void *arg, const double *mine, int count);
+    /* Replace values[0..count) by their sums over the ranks; false: failed
+     * (values unchanged). */
+    bool (*sum)(void *arg, double *values, int count);
+    void *arg;
+    int ranks;
+} run_reduce;
 
 /* What a layer may know while it runs. */
 typedef struct run_ctx {
-    int n;            /* samples in this batch, 1..max_batch */
+    int n;            /* samples in this batch, 1..max_batch; 0 only with
+                           reduce, for layers that join its reductions */
     bool train;       /* training mode: batch statistics, dropout on */
     bool update_stats; /* training mode only: update running statistics */
     bool exchange_step; /* a parallel training step: a layer whose exchange
@@ -60,6 +81,8 @@ typedef struct run_ctx {
     uint64_t step;    /* the step counter: dropout masks */
     long sample_base; /* global index of this rank's first sample in the batch */
     float *workspace; /* shared scratch of max over layers' workspace_floats */
+    const run_reduce *reduce; /* a parallel training step's reductions across
+                                 ranks; NULL otherwise */
 } run_ctx;
 
 /* The layers of one network in order of addition (a topological order of

@@ -33,6 +33,32 @@ static pcnn_status give_up(pcnn_comm *c, pcnn_status why)
     return why;
 }
 
+pcnn_status request_complete(MPI_Request *req, long timeout_ms, pcnn_status *broke,
+                             const char *func, const char *what)
+{
+    if (timeout_ms <= 0) {
+        int code = MPI_Wait(req, MPI_STATUS_IGNORE);
+        if (code == MPI_SUCCESS) return PCNN_OK;
+        *broke = PCNN_ERR_MPI;
+        return mpi_status(code, func, what);
+    }
+    const double deadline = engine_now() + (double)timeout_ms * 1e-3;
+    for (;;) {
+        int flag = 0, code = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+        if (code != MPI_SUCCESS) {
+            *broke = PCNN_ERR_MPI;
+            return mpi_status(code, func, what);
+        }
+        if (flag) return PCNN_OK;
+        if (engine_now() > deadline) {
+            *broke = PCNN_ERR_TIMEOUT;
+            return error_set(PCNN_ERR_TIMEOUT, func, "%s did not complete within %ld ms "
+                             "(another rank may have stopped, or be in another call); the "
+                             "communicator is now unusable", what, timeout_ms);
+        }
+    }
+}
+
 pcnn_status comm_complete(pcnn_comm *c, int post_code, MPI_Request *req, long timeout_ms,
                           const char *func, const char *what)
 {
@@ -40,24 +66,10 @@ pcnn_status comm_complete(pcnn_comm *c, int post_code, MPI_Request *req, long ti
         give_up(c, PCNN_ERR_MPI); /* the other ranks may have posted theirs */
         return mpi_status(post_code, func, what);
     }
-    if (timeout_ms <= 0) {
-        int code = MPI_Wait(req, MPI_STATUS_IGNORE);
-        if (code != MPI_SUCCESS) give_up(c, PCNN_ERR_MPI);
-        return code == MPI_SUCCESS ? PCNN_OK : mpi_status(code, func, what);
-    }
-    const double deadline = engine_now() + (double)timeout_ms * 1e-3;
-    for (;;) {
-        int flag = 0, code = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
-        if (code != MPI_SUCCESS) {
-            give_up(c, PCNN_ERR_MPI);
-            return mpi_status(code, func, what);
-        }
-        if (flag) return PCNN_OK;
-        if (engine_now() > deadline)
-            return error_set(give_up(c, PCNN_ERR_TIMEOUT), func, "%s did not complete within "
-                             "%ld ms (another rank may have stopped, or be in another call); "
-                             "the communicator is now unusable", what, timeout_ms);
-    }
+    pcnn_status broke = PCNN_OK;
+    const pcnn_status st = request_complete(req, timeout_ms, &broke, func, what);
+    if (broke != PCNN_OK) give_up(c, broke);
+    return st;
 }
 
 /* ------------------------------------------------------------------ */

@@ -63,6 +63,11 @@ static inline int comm_batch_of(const pcnn_comm *c, int q) { return c->batches[q
 pcnn_status comm_check_usable(const pcnn_comm *c, const char *func);
 pcnn_status comm_complete(pcnn_comm *c, int post_code, MPI_Request *req, long timeout_ms,
                           const char *func, const char *what);
+/* The same for a request on a communicator of one's own: *broke receives
+ * the status that makes that communicator unusable (PCNN_ERR_TIMEOUT, or
+ * PCNN_ERR_MPI), and `what` names the collective in the message. */
+pcnn_status request_complete(MPI_Request *req, long timeout_ms, pcnn_status *broke,
+                             const char *func, const char *what);
 static inline bool comm_gave_up(const pcnn_comm *c) { return c->failed != PCNN_OK; }
 
 /*
@@ -115,5 +120,27 @@ typedef struct word_difference {
  * are agreed first.  Collective, timed. */
 pcnn_status agree_words(pcnn_comm *c, pcnn_status local, const uint64_t *words, int count,
                         long timeout_ms, const char *func, word_difference *diff);
+
+/* Reductions inside a training step (synchronised batch norm), on a
+ * duplicate of the network's communicator of their own, so that they never
+ * mix with the step's agreements or the exchange.  reducer_create is
+ * collective (MPI_Comm_idup, timed) and sizes the buffer for counts up to
+ * max_count; *timeout_ms (the network's PCNN_OPT_TIMEOUT_MS, read at each
+ * call; 0 waits forever) bounds every call.  reducer_gather returns every
+ * rank's count doubles, rank after rank, in the reducer's buffer (valid
+ * until the next call); reducer_sum replaces values by their sums over the
+ * ranks.  A call that fails or times out marks the reducer failed: MPI may
+ * still write its buffer, every later call fails at once with the same
+ * status (reducer_error), and reducer_destroy then keeps the buffer for
+ * good.  NULL reducer: reducer_error is OK, reducer_destroy a no-op. */
+typedef struct reducer reducer;
+pcnn_status reducer_create(pcnn_comm *c, int max_count, const long *timeout_ms,
+                           reducer **out);
+pcnn_status reducer_gather(reducer *r, const double *mine, int count, const double **all);
+pcnn_status reducer_sum(reducer *r, double *values, int count);
+pcnn_status reducer_error(const reducer *r);
+int reducer_ranks(const reducer *r);
+size_t reducer_bytes(const reducer *r);
+void reducer_destroy(reducer *r);
 
 #endif

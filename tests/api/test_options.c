@@ -51,6 +51,7 @@ static const expected options[] = {
     {PCNN_OPT_TIMEOUT_MS, "timeout_ms", 0, POW_53, 1, ANYTIME, 0},
     {PCNN_OPT_TRACE_EVENTS, "trace_events", 0, 1e8, 1, BEFORE_FINALIZE, 0},
     {PCNN_OPT_CONV_ALGORITHM, "conv_algorithm", 0, 3, 1, BEFORE_FINALIZE, 0},
+    {PCNN_OPT_SYNC_BATCHNORM, "sync_batchnorm", 0, 1, 1, BEFORE_FINALIZE, 0},
 };
 #define NUM_OPTIONS (int)(sizeof options / sizeof options[0])
 
@@ -129,8 +130,8 @@ static void check_info(void)
         CHECK(pcnn_net_option_info(e->option, NULL, NULL, NULL, NULL) == PCNN_OK,
               "%s: NULL outputs refused", e->name);
     }
-    /* PCNN_OPT_CONV_ALGORITHM is the header's last option. */
-    CHECK(NUM_OPTIONS == PCNN_OPT_CONV_ALGORITHM + 1, "the expectations miss options");
+    /* PCNN_OPT_SYNC_BATCHNORM is the header's last option. */
+    CHECK(NUM_OPTIONS == PCNN_OPT_SYNC_BATCHNORM + 1, "the expectations miss options");
     double lo = -7.25;
     const char *name = "untouched";
     pcnn_status st = pcnn_net_option_info((pcnn_option)NUM_OPTIONS, &lo, NULL, NULL, &name);

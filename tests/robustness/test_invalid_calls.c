@@ -279,6 +279,8 @@ static void fresh_and_building(void)
     CASE(E_ARG, "unknown exchange -3", pcnn_layer_set_exchange, conv, (pcnn_exchange)-3);
     CASE(E_ARG, "layer 3 (relu) has no parameters", pcnn_layer_set_exchange, relu,
          PCNN_EXCHANGE_ALLREDUCE);
+    CASE(E_ARG, "layer is NULL", pcnn_batchnorm_set_sync, NULL, 1);
+    CASE(E_ARG, "layer 3 (relu) is not a batch norm", pcnn_batchnorm_set_sync, relu, 1);
     CASE(E_ARG, "net is NULL", pcnn_net_set_comm, NULL, SENTINEL_PTR);
     CASE(E_ARG, "comm is NULL", pcnn_net_set_comm, net, NULL);
 
@@ -331,7 +333,9 @@ static void fresh_and_building(void)
     CASE(E_ARG, "bucket_bytes 1e+10", pcnn_net_set_option, net, PCNN_OPT_BUCKET_BYTES, 1e10);
     CASE(E_ARG, "net is NULL", pcnn_net_get_option, NULL, PCNN_OPT_SEED, &o_dbl);
     CASE(E_ARG, "value is NULL", pcnn_net_get_option, net, PCNN_OPT_SEED, NULL);
-    CASE(E_ARG, "unknown option 23", pcnn_net_get_option, net, (pcnn_option)23, &o_dbl);
+    CASE(E_ARG, "unknown option 24", pcnn_net_get_option, net, (pcnn_option)24, &o_dbl);
+    CASE(E_ARG, "sync_batchnorm is a flag", pcnn_net_set_option, net, PCNN_OPT_SYNC_BATCHNORM,
+         2.0);
     CASE(E_ARG, "unknown option 99", pcnn_net_option_info, (pcnn_option)99, &o_dbl, &o_dbl,
          &o_int, &o_str);
     CASE(E_ARG, "unknown option -1", pcnn_net_option_info, (pcnn_option)-1, &o_dbl, NULL, &o_int,

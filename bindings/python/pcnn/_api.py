@@ -55,6 +55,7 @@ PROTOTYPES = [
     ("pcnn_relu", STATUS, (H, H, HH)),
     ("pcnn_leaky_relu", STATUS, (H, H, F, HH)),
     ("pcnn_batchnorm", STATUS, (H, H, F, F, HH)),
+    ("pcnn_batchnorm_set_sync", STATUS, (H, I)),  # section 9
     ("pcnn_dropout", STATUS, (H, H, F, HH)),
     ("pcnn_add", STATUS, (H, H, H, HH)),
     ("pcnn_add_scaled", STATUS, (H, H, H, F, HH)),

@@ -66,6 +66,7 @@ class Option(enum.IntEnum):
     TIMEOUT_MS = 20
     TRACE_EVENTS = 21
     CONV_ALGORITHM = 22
+    SYNC_BATCHNORM = 23
 
 
 class Exchange(enum.IntEnum):

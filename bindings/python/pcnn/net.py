@@ -103,6 +103,13 @@ class Layer:
         net._lib.pcnn_layer_set_exchange(self._h, coerce(exchange, Exchange,
                                                          "Layer.set_exchange"))
 
+    def set_sync(self, sync):
+        """A batch norm's statistics across ranks (experimental): True
+        synchronises them over the global batch, False keeps them per rank,
+        None follows the network's sync_batchnorm option; before finalize."""
+        net = self._owner()
+        net._lib.pcnn_batchnorm_set_sync(self._h, -1 if sync is None else int(bool(sync)))
+
     def __repr__(self):
         net = self._net()
         if net is None or net.closed:
@@ -262,8 +269,12 @@ class Net(Handle):
     def leaky_relu(self, src, slope=0.01):
         return self._add("pcnn_leaky_relu", self._in(src), slope)
 
-    def batchnorm(self, src, eps=1e-5, momentum=0.1):
-        return self._add("pcnn_batchnorm", self._in(src), eps, momentum)
+    def batchnorm(self, src, eps=1e-5, momentum=0.1, sync=None):
+        """sync: see Layer.set_sync (None: the network's sync_batchnorm)."""
+        layer = self._add("pcnn_batchnorm", self._in(src), eps, momentum)
+        if sync is not None:
+            layer.set_sync(sync)
+        return layer
 
     def dropout(self, src, p=0.5):
         return self._add("pcnn_dropout", self._in(src), p)

@@ -77,3 +77,23 @@ def test_names_resolve_through_the_library(monkeypatch):
                            match=r"Net.get_option: unknown option 'warmup_steps' \(one of: "
                                  r"learning_rate, .*renamed_warmup"):
             net.get_option("warmup_steps")
+
+
+def test_synchronised_batchnorm_per_network_and_per_layer():
+    with pcnn.Net() as net:
+        net.set_option("sync_batchnorm", 1)
+        x = net.input(1, 4, 4)
+        conv = net.conv2d(x, 2, 3, padding=1, bias=False)
+        a = net.batchnorm(conv, sync=False)
+        b = net.batchnorm(net.relu(a))
+        with pytest.raises(pcnn.InvalidArgumentError, match="pcnn_batchnorm_set_sync: layer 1 "
+                                                             r"\(conv2d\) is not a batch norm"):
+            conv.set_sync(True)
+        b.set_sync(None)
+        net.set_loss(net.dense(b, 3))
+        net.finalize(2)
+        # Only b is synchronised (network default); a chose per-rank statistics.
+        assert net.summary().count("synchronised across ranks") == 1
+        with pytest.raises(pcnn.InvalidStateError, match="finalized"):
+            a.set_sync(True)
+        assert net.get_option(pcnn.Option.SYNC_BATCHNORM) == 1
