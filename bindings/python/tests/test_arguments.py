@@ -291,9 +291,5 @@ def test_an_invalid_fortran_handle_raises_instead_of_ending_the_process():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=120)
     assert "refused 1099511627776 OverflowError" in r.stdout, r.stdout + r.stderr
-    if r.returncode != 0 and "Fatal error in internal_Comm_dup" in r.stderr:
-        pytest.skip("this libpcnn still lets MPICH abort the process on an invalid Fortran "
-                    "handle (the C side of issue 18 makes pcnn_comm_create_fortran return "
-                    "INVALID_ARGUMENT); remove this skip once both are merged")
     assert r.returncode == 0, r.stderr
     assert "refused 12345 InvalidArgumentError" in r.stdout, r.stdout + r.stderr
