@@ -2,14 +2,16 @@
  *
  *   mpiexec -n 2 bench_parallel MODEL [GLOBAL_BATCH [ITERS]]
  *       [--exchange allreduce|a2a] [--overlap 0|1] [--engine 0|1|2]
- *       [--threads T] [--bucket-bytes B]
+ *       [--threads T] [--bucket-bytes B] [--fc auto|on|off]
  *
  * Builds MODEL (see models.c), splits each synthetic global batch over the
  * ranks, trains with momentum SGD, and prints from rank 0 one JSON line:
  * median/min step time over ITERS steps after 3 warm-ups, and the library's
  * own breakdown per step (forward, backward, update, communication,
  * exposed communication, overlap ratio R of seed 001 eq. 3.8) and the bytes
- * each rank sends per step. */
+ * each rank sends per step.  --fc sets every dense layer's exchange: on, the
+ * FC gradient of seed 001 section 4.1.1; off, the network's exchange; auto
+ * (default), eq. 4.8 decides under all-to-all + all-gather. */
 #define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, PCNN_OPT_ENGINE: pcnn.h section 9 */
 #include <math.h>
 #include <stdbool.h>
@@ -39,7 +41,7 @@ int main(int argc, char **argv)
 {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    const char *exchange = "a2a";
+    const char *exchange = "a2a", *fc = "auto";
     int overlap = 1, engine = 0, threads = 0;
     double bucket_bytes = -1;
     char *pos[3] = {NULL, NULL, NULL};
@@ -50,6 +52,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--engine") && i + 1 < argc) engine = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bucket-bytes") && i + 1 < argc) bucket_bytes = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--fc") && i + 1 < argc) fc = argv[++i];
         else if (npos < 3) pos[npos++] = argv[i];
     }
     const model *m = pos[0] ? model_find(pos[0]) : NULL;
@@ -65,7 +68,11 @@ int main(int argc, char **argv)
     CHECK(pcnn_comm_create(MPI_COMM_WORLD, &comm));
     CHECK(pcnn_comm_info(comm, &rank, &ranks, NULL));
 
+    const bool allreduce = !strcmp(exchange, "allreduce");
     builder b = {0};
+    if (!strcmp(fc, "on")) b.dense_exchange = 1 + PCNN_EXCHANGE_FC_GRADIENT;
+    if (!strcmp(fc, "off"))
+        b.dense_exchange = 1 + (allreduce ? PCNN_EXCHANGE_ALLREDUCE : PCNN_EXCHANGE_ALLTOALL_ALLGATHER);
     pcnn_layer *in;
     CHECK(pcnn_net_create(&b.net));
     CHECK(pcnn_net_input(b.net, m->c, m->h, m->w, &in));
@@ -74,7 +81,6 @@ int main(int argc, char **argv)
     CHECK(pcnn_net_set_optimizer(b.net, PCNN_OPTIMIZER_MOMENTUM));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_THREADS, threads));
     CHECK(pcnn_net_set_comm(b.net, comm));
-    const bool allreduce = !strcmp(exchange, "allreduce");
     CHECK(pcnn_net_set_exchange(b.net, allreduce ? PCNN_EXCHANGE_ALLREDUCE
                                                  : PCNN_EXCHANGE_ALLTOALL_ALLGATHER));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_OVERLAP, overlap));
@@ -121,11 +127,12 @@ int main(int argc, char **argv)
                "\"overlap\": %d, \"engine\": \"%s\", \"median_ms\": %.2f, \"min_ms\": %.2f, "
                "\"forward_ms\": %.2f, \"backward_ms\": %.2f, \"update_ms\": %.2f, "
                "\"comm_ms\": %.2f, \"exposed_ms\": %.2f, \"exposed_pct\": %.1f, "
-               "\"overlap_ratio\": %.1f, \"mb_per_step\": %.2f}\n",
-               m->name, ranks, batch, exchange, allreduce ? "" : " (+fc by eq. 4.8)", overlap,
+               "\"overlap_ratio\": %.1f, \"mb_per_step\": %.2f, \"fc\": \"%s\"}\n",
+               m->name, ranks, batch, exchange,
+               allreduce || strcmp(fc, "auto") ? "" : " (+fc by eq. 4.8)", overlap,
                active == 1 ? "thread" : active == 2 ? "nonblocking" : "none", med * 1e3,
                best * 1e3, part[1] * 1e3, part[2] * 1e3, part[3] * 1e3, part[4] * 1e3,
-               part[5] * 1e3, 100.0 * part[5] / part[0], r, (double)bytes / 1e6);
+               part[5] * 1e3, 100.0 * part[5] / part[0], r, (double)bytes / 1e6, fc);
     free(times);
     free(x);
     free(t);
