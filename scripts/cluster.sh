@@ -15,6 +15,7 @@
 #   scripts/cluster.sh rate R                            change the cap (then self-check)
 #   scripts/cluster.sh check                             the self-check again
 #   scripts/cluster.sh status
+#   scripts/cluster.sh kill                              end every job's processes
 #   scripts/cluster.sh down                              remove all it made (idempotent)
 #
 # Ranks go round-robin over the hosts (rank r on host r mod N + 1).  With
@@ -408,6 +409,7 @@ case "$sub" in
   rate) cmd_rate "$@" ;;
   check) cmd_check "$@" ;;
   status) cmd_status ;;
+  kill) kill_host_processes; say "no job process left" ;;
   down) cmd_down ;;
   *) usage ;;
 esac
