@@ -133,6 +133,7 @@ int main(int argc, char **argv)
                active == 1 ? "thread" : active == 2 ? "nonblocking" : "none", med * 1e3,
                best * 1e3, part[1] * 1e3, part[2] * 1e3, part[3] * 1e3, part[4] * 1e3,
                part[5] * 1e3, 100.0 * part[5] / part[0], r, (double)bytes / 1e6, fc);
+    fflush(stdout); /* the figures are out even if MPI_Finalize never returns */
     free(times);
     free(x);
     free(t);
