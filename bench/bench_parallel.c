@@ -2,7 +2,7 @@
  *
  *   mpiexec -n 2 bench_parallel MODEL [GLOBAL_BATCH [ITERS]]
  *       [--exchange allreduce|a2a] [--overlap 0|1] [--engine 0|1|2]
- *       [--threads T] [--bucket-bytes B] [--sync-bn 0|1]
+ *       [--threads T] [--bucket-bytes B] [--sync-bn 0|1] [--fc auto|on|off]
  *
  * Builds MODEL (see models.c), splits each synthetic global batch over the
  * ranks, trains with momentum SGD, and prints from rank 0 one JSON line:
@@ -10,7 +10,10 @@
  * own breakdown per step (forward, backward, update, communication,
  * exposed communication, overlap ratio R of seed 001 eq. 3.8) and the bytes
  * each rank sends per step.  --sync-bn 1 synchronises the batch norms'
- * statistics across ranks (PCNN_OPT_SYNC_BATCHNORM). */
+ * statistics across ranks (PCNN_OPT_SYNC_BATCHNORM).  --fc sets every dense
+ * layer's exchange: on, the FC gradient of seed 001 section 4.1.1; off, the
+ * network's exchange; auto (default), eq. 4.8 decides under all-to-all +
+ * all-gather. */
 #define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, ENGINE, SYNC_BATCHNORM: pcnn.h section 9 */
 #include <math.h>
 #include <stdbool.h>
@@ -40,7 +43,7 @@ int main(int argc, char **argv)
 {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    const char *exchange = "a2a";
+    const char *exchange = "a2a", *fc = "auto";
     int overlap = 1, engine = 0, threads = 0, sync_bn = 0;
     double bucket_bytes = -1;
     char *pos[3] = {NULL, NULL, NULL};
@@ -52,6 +55,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sync-bn") && i + 1 < argc) sync_bn = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bucket-bytes") && i + 1 < argc) bucket_bytes = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--fc") && i + 1 < argc) fc = argv[++i];
         else if (npos < 3) pos[npos++] = argv[i];
     }
     const model *m = pos[0] ? model_find(pos[0]) : NULL;
@@ -67,7 +71,11 @@ int main(int argc, char **argv)
     CHECK(pcnn_comm_create(MPI_COMM_WORLD, &comm));
     CHECK(pcnn_comm_info(comm, &rank, &ranks, NULL));
 
+    const bool allreduce = !strcmp(exchange, "allreduce");
     builder b = {0};
+    if (!strcmp(fc, "on")) b.dense_exchange = 1 + PCNN_EXCHANGE_FC_GRADIENT;
+    if (!strcmp(fc, "off"))
+        b.dense_exchange = 1 + (allreduce ? PCNN_EXCHANGE_ALLREDUCE : PCNN_EXCHANGE_ALLTOALL_ALLGATHER);
     pcnn_layer *in;
     CHECK(pcnn_net_create(&b.net));
     if (m->d > 1) CHECK(pcnn_net_input3d(b.net, m->c, m->d, m->h, m->w, &in));
@@ -77,7 +85,6 @@ int main(int argc, char **argv)
     CHECK(pcnn_net_set_optimizer(b.net, PCNN_OPTIMIZER_MOMENTUM));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_THREADS, threads));
     CHECK(pcnn_net_set_comm(b.net, comm));
-    const bool allreduce = !strcmp(exchange, "allreduce");
     CHECK(pcnn_net_set_exchange(b.net, allreduce ? PCNN_EXCHANGE_ALLREDUCE
                                                  : PCNN_EXCHANGE_ALLTOALL_ALLGATHER));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_OVERLAP, overlap));
@@ -122,14 +129,17 @@ int main(int argc, char **argv)
     CHECK(pcnn_net_exchange_bytes(b.net, &bytes));
     if (rank == 0)
         printf("{\"model\": \"%s\", \"ranks\": %d, \"global_batch\": %d, \"exchange\": \"%s%s\", "
-               "\"overlap\": %d, \"engine\": \"%s\", \"sync_bn\": %d, \"median_ms\": %.2f, \"min_ms\": %.2f, "
+               "\"overlap\": %d, \"engine\": \"%s\", \"sync_bn\": %d, \"median_ms\": %.2f, "
+               "\"min_ms\": %.2f, "
                "\"forward_ms\": %.2f, \"backward_ms\": %.2f, \"update_ms\": %.2f, "
                "\"comm_ms\": %.2f, \"exposed_ms\": %.2f, \"exposed_pct\": %.1f, "
-               "\"overlap_ratio\": %.1f, \"mb_per_step\": %.2f}\n",
-               m->name, ranks, batch, exchange, allreduce ? "" : " (+fc by eq. 4.8)", overlap,
+               "\"overlap_ratio\": %.1f, \"mb_per_step\": %.2f, \"fc\": \"%s\"}\n",
+               m->name, ranks, batch, exchange,
+               allreduce || strcmp(fc, "auto") ? "" : " (+fc by eq. 4.8)", overlap,
                active == 1 ? "thread" : active == 2 ? "nonblocking" : "none", sync_bn, med * 1e3,
                best * 1e3, part[1] * 1e3, part[2] * 1e3, part[3] * 1e3, part[4] * 1e3,
-               part[5] * 1e3, 100.0 * part[5] / part[0], r, (double)bytes / 1e6);
+               part[5] * 1e3, 100.0 * part[5] / part[0], r, (double)bytes / 1e6, fc);
+    fflush(stdout); /* the figures are out even if MPI_Finalize never returns */
     free(times);
     free(x);
     free(t);

@@ -22,6 +22,8 @@ static pcnn_layer *dense(builder *b, pcnn_layer *in, int out)
     pcnn_layer *l;
     CHECK(pcnn_layer_output_shape3d(in, &c, &d, &h, &w));
     CHECK(pcnn_dense(b->net, in, out, 1, &l));
+    if (b->dense_exchange)
+        CHECK(pcnn_layer_set_exchange(l, (pcnn_exchange)(b->dense_exchange - 1)));
     b->flops += 2.0 * out * (double)c * d * h * w;
     return l;
 }

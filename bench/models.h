@@ -25,6 +25,7 @@
 typedef struct builder {
     pcnn_net *net;
     double flops;
+    int dense_exchange; /* 0: the network's choice; 1 + a pcnn_exchange: every dense layer's */
 } builder;
 
 typedef struct model {

@@ -4,7 +4,8 @@
 # is missing.  Usage: scripts/install_deps.sh [extra-package ...]
 set -euo pipefail
 packages=(gcc g++ libc6-dev libopenblas-dev libmpich-dev mpich meson ninja-build pkg-config
-          zlib1g-dev python3 python3-numpy python3-pytest dataset-fashion-mnist "$@")
+          zlib1g-dev python3 python3-numpy python3-pytest dataset-fashion-mnist
+          iproute2 iputils-ping procps "$@")   # the last three: the cluster suite (scripts/cluster.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
