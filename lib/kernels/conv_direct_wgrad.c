@@ -1,4 +1,6 @@
 /* Weight gradient of the direct convolution (see conv_direct.h). */
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -12,15 +14,23 @@
  * blocks (dt), and every pixel contributes one dY vector times R input
  * channels x K*K taps of broadcast x values, R*K*K accumulators (27 for
  * k3, 25 for k5) that never need a horizontal sum.  Only real output
- * pixels are visited, so the border of the grid costs nothing here.  Each
- * thread takes a share of the output rows, in chunks, and accumulates into
- * its own partial [ci][tap][co]; the partials are summed in thread order. */
+ * pixels are visited, so the border of the grid costs nothing here.
+ *
+ * Sums are blocked: the accumulators start at zero for every chunk of
+ * CHUNK_PIXELS output pixels and are added in double to the thread's
+ * partial [ci][tap][co] after it, so no float32 sum runs longer than a
+ * chunk (a float running sum over batch x pixels loses digits when the
+ * sum cancels, as under batch norm).  Each thread takes a share of the
+ * chunks in order, its first chunk of each channel block storing rather
+ * than adding (no partial is cleared beforehand); the partials are summed
+ * in thread order: the same bits for the same thread count. */
 static size_t lanes_of(int cout) { return round_up((size_t)cout, LANES); }
 
 size_t direct_wgrad_floats(int cout, int cin, int k, int n, int ho, int wo, int threads)
 {
     const size_t parts = (size_t)(threads > 0 ? threads : 1), co = lanes_of(cout);
-    return (size_t)n * ho * wo * co + parts * (size_t)cin * k * k * co;
+    const size_t doubles = parts * (size_t)cin * k * k * co;
+    return (size_t)n * ho * wo * co + doubles * (sizeof(double) / sizeof(float));
 }
 
 /* Input channels per tile: 3 (27 accumulators) for k3, 1 (25) for k5. */
@@ -30,23 +40,23 @@ static int wtile_width(int k, int remaining)
 }
 
 typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane, int wp,
-                         const size_t *off, int count, float *acc_mem);
+                         const size_t *off, int count, bool first, double *sums);
 
 #if PCNN_AVX512
 /* `count` output pixels of one 16-channel block of dY (dt rows, co_pad
  * floats apart) against input channels ci0 .. ci0+R-1: pixel p's window
- * starts off[p] floats into x's planes.  acc at the partial's entry (ci0,
- * tap 0) of the block, entries co_pad floats apart. */
+ * starts off[p] floats into x's planes.  The chunk's float sums are added
+ * to (first: stored in) sums, the double partial at entry (ci0, tap 0) of
+ * the block, entries co_pad doubles apart. */
 TARGET static inline __attribute__((always_inline)) void
 wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, size_t plane,
-      int wp, const size_t *off, int count, float *acc_mem)
+      int wp, const size_t *off, int count, bool first, double *sums)
 {
     __m512 acc[3][25];
 #pragma GCC unroll 3
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 25
-        for (int t = 0; t < K * K; t++)
-            acc[r][t] = _mm512_loadu_ps(acc_mem + (size_t)(r * K * K + t) * co_pad);
+        for (int t = 0; t < K * K; t++) acc[r][t] = _mm512_setzero_ps();
     /* One pointer per (channel, kernel row): each x value is then a base +
      * index load that folds into its FMA as a broadcast. */
     const float *src[3][5];
@@ -69,8 +79,18 @@ wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, 
 #pragma GCC unroll 3
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 25
-        for (int t = 0; t < K * K; t++)
-            _mm512_storeu_ps(acc_mem + (size_t)(r * K * K + t) * co_pad, acc[r][t]);
+        for (int t = 0; t < K * K; t++) {
+            double *s = sums + (size_t)(r * K * K + t) * co_pad;
+            const __m512 a = acc[r][t];
+            const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+            __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(a)), d1 = _mm512_cvtps_pd(hi);
+            if (!first) {
+                d0 = _mm512_add_pd(_mm512_loadu_pd(s), d0);
+                d1 = _mm512_add_pd(_mm512_loadu_pd(s + 8), d1);
+            }
+            _mm512_storeu_pd(s, d0);
+            _mm512_storeu_pd(s + 8, d1);
+        }
 }
 
 /* Without GCC's predictive commoning, which would carry the broadcasts of
@@ -84,9 +104,9 @@ wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, 
 #define WTILE_FN(R, K)                                                                       \
     TARGET KEEP_MEMORY_OPERANDS static void wtile_##R##_##K(                                 \
         const float *dt, size_t co_pad, const float *x, size_t plane, int wp,                \
-        const size_t *off, int count, float *acc_mem)                                        \
+        const size_t *off, int count, bool first, double *sums)                              \
     {                                                                                        \
-        wtile(R, K, dt, co_pad, x, plane, wp, off, count, acc_mem);                          \
+        wtile(R, K, dt, co_pad, x, plane, wp, off, count, first, sums);                      \
     }
 WTILE_FN(3, 3)
 WTILE_FN(2, 3)
@@ -128,21 +148,23 @@ static void transpose_pixels(void *arg, size_t lo, size_t hi)
     }
 }
 
-#define CHUNK_PIXELS 256 /* output pixels per chunk: accumulators loaded once */
+#define CHUNK_PIXELS 256 /* output pixels per chunk: one float sum, then double */
 
 typedef struct wgrad_args {
     const float *dt, *xp;
-    float *partials;
+    double *partials;
     int cout, cin;
     size_t pixels;
     const direct_grid *g;
+    atomic_int *parts_run; /* the parts that ran: always 0 .. count-1 */
 } wgrad_args;
 
 /* Work items [lo, hi): item = (chunk of CHUNK_PIXELS output pixels, block
  * of 16 output channels), chunk-major, so that small planes with few
  * chunks still give every thread work.  Per item the window offsets of
  * the chunk's pixels are tabled once, then every input-channel tile sweeps
- * the chunk. */
+ * the chunk.  Items lo .. lo+blocks-1 are the part's first of each channel
+ * block; blocks a short share never reaches are zeroed. */
 static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
 {
     const wgrad_args *a = arg;
@@ -150,8 +172,9 @@ static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
     const int kk = g->k * g->k;
     const size_t co_pad = lanes_of(a->cout), blocks = co_pad / LANES;
     const size_t image = (size_t)g->hp * g->wp, per_image = (size_t)g->ho * g->wo;
-    float *acc = a->partials + (size_t)part * a->cin * kk * co_pad;
+    double *acc = a->partials + (size_t)part * a->cin * kk * co_pad;
     size_t off[CHUNK_PIXELS], tabled = SIZE_MAX;
+    atomic_fetch_add(a->parts_run, 1);
     for (size_t item = lo; item < hi; item++) {
         const size_t p0 = item / blocks * CHUNK_PIXELS, cb = item % blocks * LANES;
         const int count = (int)(a->pixels - p0 < CHUNK_PIXELS ? a->pixels - p0 : CHUNK_PIXELS);
@@ -166,14 +189,19 @@ static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
             const int r = wtile_width(g->k, a->cin - ci);
             wtile_for(r, g->k)(a->dt + p0 * co_pad + cb, co_pad,
                                a->xp + g->lead + (size_t)ci * g->plane, g->plane, g->wp, off,
-                               count, acc + (size_t)ci * kk * co_pad + cb);
+                               count, item - lo < blocks, acc + (size_t)ci * kk * co_pad + cb);
             ci += r;
         }
+    }
+    for (size_t j = hi - lo; j < blocks; j++) {
+        const size_t cb = (lo + j) % blocks * LANES;
+        for (size_t e = 0; e < (size_t)a->cin * kk; e++)
+            memset(acc + e * co_pad + cb, 0, LANES * sizeof(double));
     }
 }
 
 typedef struct wsum_args {
-    const float *partials;
+    const double *partials;
     float *dw;
     int cout, cin, kk, parts;
 } wsum_args;
@@ -186,9 +214,9 @@ static void wgrad_sum(void *arg, size_t lo, size_t hi)
         for (int t = 0; t < a->kk; t++)
             for (int co = 0; co < a->cout; co++) {
                 const size_t at = (ci * a->kk + t) * co_pad + co;
-                float s = a->partials[at];
+                double s = a->partials[at];
                 for (int q = 1; q < a->parts; q++) s += a->partials[q * per_part + at];
-                a->dw[((size_t)co * a->cin + ci) * a->kk + t] = s;
+                a->dw[((size_t)co * a->cin + ci) * a->kk + t] = (float)s;
             }
 }
 
@@ -197,14 +225,16 @@ void direct_weight_grad(const float *dy, int cout, const float *xp, int cin,
 {
     const int parts = threads > 0 ? threads : 1, kk = g->k * g->k;
     const size_t co_pad = lanes_of(cout), rows = (size_t)g->n * g->ho;
-    float *dt = scratch, *partials = dt + rows * g->wo * co_pad;
     const size_t pixels = rows * g->wo;
+    /* dt holds a multiple of 16 floats: the partials stay 64-byte aligned. */
+    float *dt = scratch;
+    double *partials = (double *)(dt + pixels * co_pad);
     transpose_args t = {dy, dt, cout, pixels, co_pad};
     parallel_for((pixels + LANES - 1) / LANES, 1, pixels * co_pad, threads, transpose_pixels, &t);
-    memset(partials, 0, (size_t)parts * cin * kk * co_pad * sizeof(float));
-    wgrad_args a = {dt, xp, partials, cout, cin, pixels, g};
+    atomic_int parts_run = 0;
+    wgrad_args a = {dt, xp, partials, cout, cin, pixels, g, &parts_run};
     const size_t items = (pixels + CHUNK_PIXELS - 1) / CHUNK_PIXELS * (co_pad / LANES);
     parallel_parts(items, 1, (size_t)cout * cin * kk * pixels / 64, parts, wgrad_part, &a);
-    wsum_args s = {partials, dw, cout, cin, kk, parts};
+    wsum_args s = {partials, dw, cout, cin, kk, atomic_load(&parts_run)};
     parallel_for((size_t)cin, 1, (size_t)parts * cin * kk * co_pad, threads, wgrad_sum, &s);
 }

@@ -53,9 +53,26 @@ size_t conv_taps_weight_floats(const pixel_conv *s)
 static size_t in_floats(const pixel_conv *s) { return (size_t)s->h * s->w * s->n * s->cin; }
 static size_t out_floats(const pixel_conv *s) { return (size_t)s->ho * s->wo * s->n * s->cout; }
 
+/* The weight gradient's sums of one tap: a float GEMM over at most
+ * DW_ROWS pixel-rows at a time (a short float32 sum), added in double.  A
+ * float sum over all the batch's pixels loses digits when the sum cancels,
+ * as under batch norm. */
+#define DW_ROWS 512
+
+/* Backward: x and dY as rows, then (at a multiple of 16 floats, for the
+ * doubles) either the weight gradient's double sums and float block of
+ * one tap or, after them, the input gradient's rows. */
+static size_t rest_offset(const pixel_conv *s) { return (in_floats(s) + out_floats(s) + 15) / 16 * 16; }
+static size_t dw_floats(const pixel_conv *s)
+{
+    const size_t matrix = (size_t)s->cin * s->cout;
+    return matrix * (sizeof(double) / sizeof(float)) + matrix;
+}
+
 size_t conv_taps_workspace_floats(const pixel_conv *s)
 {
-    return 2 * in_floats(s) + out_floats(s) + conv_taps_weight_floats(s);
+    const size_t dw = dw_floats(s), dx = in_floats(s);
+    return rest_offset(s) + (dw > dx ? dw : dx);
 }
 
 typedef struct zero_args {
@@ -85,13 +102,33 @@ typedef struct pass_args {
     const float *x_rows;  /* [P][N][Cin] */
     const float *y_rows;  /* forward: unused; else dY [Po][N][Cout] */
     const float *wt;      /* [KK][Cin][Cout] */
-    float *out;           /* Y rows, dX rows, or dW as [KK][Cin][Cout] */
+    float *out;           /* Y rows, dX rows, or dW [Cout][Cin][KK] */
+    double *sums;         /* dW: one tap's [Cin][Cout] sums */
+    float *block;         /* dW: one GEMM's [Cin][Cout] */
 } pass_args;
+
+/* dW's sums of columns [lo, hi) += X[irow..]^T dY[orow..] over m rows, in
+ * float GEMMs of DW_ROWS rows at most, each added in double. */
+static void block_dw(const pass_args *a, size_t orow, size_t irow, int m, int lo, int hi)
+{
+    const pixel_conv *s = a->s;
+    const int cin = s->cin, cout = s->cout, cols = hi - lo;
+    for (int r0 = 0; r0 < m; r0 += DW_ROWS) {
+        const int rows = m - r0 < DW_ROWS ? m - r0 : DW_ROWS;
+        gemm_serial(true, false, cin, cols, rows, 1.0f, a->x_rows + (irow + r0) * cin, cin,
+                    a->y_rows + (orow + r0) * cout + lo, cout, 0.0f, a->block + lo, cout);
+        for (int ci = 0; ci < cin; ci++) {
+            double *restrict sum = a->sums + (size_t)ci * cout;
+            const float *restrict b = a->block + (size_t)ci * cout;
+            for (int co = lo; co < hi; co++) sum[co] += b[co];
+        }
+    }
+}
 
 /* One block of `m` rows: output pixel-rows from `orow`, input from
  * `irow`, on output columns [lo, hi) of this pass. */
 static void block_gemm(const pass_args *a, int t, size_t orow, size_t irow, int m, int lo,
-                       int hi, bool first)
+                       int hi)
 {
     const pixel_conv *s = a->s;
     const int cin = s->cin, cout = s->cout, cols = hi - lo;
@@ -105,10 +142,8 @@ static void block_gemm(const pass_args *a, int t, size_t orow, size_t irow, int 
         gemm_serial(false, true, m, cols, cout, 1.0f, a->y_rows + orow * cout, cout,
                     w + (size_t)lo * cout, cout, 1.0f, a->out + irow * cin + lo, cin);
         break;
-    case PASS_DW: /* dW_t (+)= X[irow..]^T dY[orow..] */
-        gemm_serial(true, false, cin, cols, m, 1.0f, a->x_rows + irow * cin, cin,
-                    a->y_rows + orow * cout + lo, cout, first ? 0.0f : 1.0f,
-                    a->out + (size_t)t * cin * cout + lo, cout);
+    case PASS_DW: /* dW_t += X[irow..]^T dY[orow..] */
+        block_dw(a, orow, irow, m, lo, hi);
         break;
     }
 }
@@ -124,7 +159,10 @@ static void pass_columns(void *arg, size_t lo_, size_t hi_, int part)
         for (int kx = 0; kx < s->k; kx++) {
             const int t = ky * s->k + kx;
             const tap_range r = tap_range_of(s, ky, kx);
-            bool first = true;
+            if (a->kind == PASS_DW)
+                for (int ci = 0; ci < s->cin; ci++)
+                    memset(a->sums + (size_t)ci * s->cout + lo, 0,
+                           (size_t)(hi - lo) * sizeof(double));
             if (r.i0 < r.i1 && r.j0 < r.j1) {
                 const bool whole_rows = r.j0 == 0 && r.j1 == s->wo && s->wo == s->w;
                 const int lines = whole_rows ? 1 : r.i1 - r.i0;
@@ -133,14 +171,14 @@ static void pass_columns(void *arg, size_t lo_, size_t hi_, int part)
                     const int i = r.i0 + b;
                     const size_t orow = ((size_t)i * s->wo + (size_t)r.j0) * n;
                     const size_t irow = ((size_t)(i + r.dy) * s->w + (size_t)(r.j0 + r.dx)) * n;
-                    block_gemm(a, t, orow, irow, m * s->n, lo, hi, first);
-                    first = false;
+                    block_gemm(a, t, orow, irow, m * s->n, lo, hi);
                 }
             }
-            if (first && a->kind == PASS_DW) /* a tap that never reads the input */
-                for (int ci = 0; ci < s->cin; ci++)
-                    memset(a->out + ((size_t)t * s->cin + ci) * s->cout + lo, 0,
-                           (size_t)(hi - lo) * sizeof(float));
+            if (a->kind == PASS_DW) /* zero for a tap that never reads the input */
+                for (int co = lo; co < hi; co++)
+                    for (int ci = 0; ci < s->cin; ci++)
+                        a->out[((size_t)co * s->cin + ci) * s->k * s->k + t] =
+                            (float)a->sums[(size_t)ci * s->cout + co];
         }
 }
 
@@ -160,7 +198,7 @@ void conv_taps_forward(const pixel_conv *s, const float *x, const float *w, cons
     rows_from_cnhw(x, x_rows, s->cin, s->n, s->h * s->w, threads);
     taps_pack_weights(w, s->cout, s->cin, s->k * s->k, wt, threads);
     zero_floats(y_rows, out_floats(s), threads);
-    pass_args a = {s, PASS_FORWARD, x_rows, NULL, wt, y_rows};
+    pass_args a = {s, PASS_FORWARD, x_rows, NULL, wt, y_rows, NULL, NULL};
     run_pass(&a, s->cout, threads);
     rows_to_cnhw(y_rows, y, bias, s->cout, s->n, s->ho * s->wo, false, threads);
 }
@@ -169,15 +207,16 @@ void conv_taps_backward(const pixel_conv *s, const float *x, const float *dy, co
                         float *dw, float *dx, bool accumulate, float *workspace, int threads)
 {
     float *x_rows = workspace, *dy_rows = x_rows + in_floats(s);
-    float *dx_rows = dy_rows + out_floats(s), *dw_taps = dx_rows + in_floats(s);
+    float *rest = workspace + rest_offset(s), *dx_rows = rest;
+    double *sums = (double *)rest;
+    float *block = rest + (size_t)s->cin * s->cout * (sizeof(double) / sizeof(float));
     rows_from_cnhw(x, x_rows, s->cin, s->n, s->h * s->w, threads);
     rows_from_cnhw(dy, dy_rows, s->cout, s->n, s->ho * s->wo, threads);
-    pass_args a = {s, PASS_DW, x_rows, dy_rows, wt, dw_taps};
+    pass_args a = {s, PASS_DW, x_rows, dy_rows, wt, dw, sums, block};
     run_pass(&a, s->cout, threads);
-    taps_unpack_weights(dw_taps, s->cout, s->cin, s->k * s->k, dw, threads);
     if (!dx) return;
     zero_floats(dx_rows, in_floats(s), threads);
-    a = (pass_args){s, PASS_DX, x_rows, dy_rows, wt, dx_rows};
+    a = (pass_args){s, PASS_DX, x_rows, dy_rows, wt, dx_rows, NULL, NULL};
     run_pass(&a, s->cin, threads);
     rows_to_cnhw(dx_rows, dx, NULL, s->cin, s->n, s->h * s->w, accumulate, threads);
 }
