@@ -53,10 +53,10 @@ size_t conv_taps_weight_floats(const pixel_conv *s)
 static size_t in_floats(const pixel_conv *s) { return (size_t)s->h * s->w * s->n * s->cin; }
 static size_t out_floats(const pixel_conv *s) { return (size_t)s->ho * s->wo * s->n * s->cout; }
 
-/* The weight gradient's sums of one tap: a float GEMM over at most
- * DW_ROWS pixel-rows at a time (a short float32 sum), added in double.  A
- * float sum over all the batch's pixels loses digits when the sum cancels,
- * as under batch norm. */
+/* The weight gradient's sums of one tap: float GEMMs over at most DW_ROWS
+ * pixel-rows in all (a short float32 sum), combined in double.  A float
+ * sum over all the batch's pixels loses digits when the sum cancels, as
+ * under batch norm. */
 #define DW_ROWS 512
 
 /* Backward: x and dY as rows, then (at a multiple of 16 floats, for the
@@ -107,28 +107,68 @@ typedef struct pass_args {
     float *block;         /* dW: one GEMM's [Cin][Cout] */
 } pass_args;
 
-/* dW's sums of columns [lo, hi) += X[irow..]^T dY[orow..] over m rows, in
- * float GEMMs of DW_ROWS rows at most, each added in double. */
-static void block_dw(const pass_args *a, size_t orow, size_t irow, int m, int lo, int hi)
+/* One tap's weight gradient on columns [lo, hi): float GEMMs accumulate
+ * in `block` until the next would take it past DW_ROWS rows; then block
+ * goes into the double sums (stored by the first flush, added after). */
+typedef struct dw_tap {
+    int pending; /* rows summed in block since the last flush */
+    int flushes;
+} dw_tap;
+
+static void dw_flush(const pass_args *a, dw_tap *st, int lo, int hi)
+{
+    const int cout = a->s->cout;
+    for (int ci = 0; ci < a->s->cin; ci++) {
+        double *restrict sum = a->sums + (size_t)ci * cout;
+        const float *restrict b = a->block + (size_t)ci * cout;
+        if (st->flushes)
+            for (int co = lo; co < hi; co++) sum[co] += b[co];
+        else
+            for (int co = lo; co < hi; co++) sum[co] = b[co];
+    }
+    st->flushes++, st->pending = 0;
+}
+
+/* block += X[irow..]^T dY[orow..] over m rows, DW_ROWS at most at a time. */
+static void block_dw(const pass_args *a, dw_tap *st, size_t orow, size_t irow, int m, int lo,
+                     int hi)
 {
     const pixel_conv *s = a->s;
     const int cin = s->cin, cout = s->cout, cols = hi - lo;
-    for (int r0 = 0; r0 < m; r0 += DW_ROWS) {
-        const int rows = m - r0 < DW_ROWS ? m - r0 : DW_ROWS;
-        gemm_serial(true, false, cin, cols, rows, 1.0f, a->x_rows + (irow + r0) * cin, cin,
-                    a->y_rows + (orow + r0) * cout + lo, cout, 0.0f, a->block + lo, cout);
-        for (int ci = 0; ci < cin; ci++) {
-            double *restrict sum = a->sums + (size_t)ci * cout;
-            const float *restrict b = a->block + (size_t)ci * cout;
-            for (int co = lo; co < hi; co++) sum[co] += b[co];
+    for (int r0 = 0; r0 < m;) {
+        if (st->pending == DW_ROWS) dw_flush(a, st, lo, hi);
+        int rows = m - r0 < DW_ROWS - st->pending ? m - r0 : DW_ROWS - st->pending;
+        if (st->pending && m - r0 > rows) { /* a whole piece rather than a sliver */
+            dw_flush(a, st, lo, hi);
+            rows = m - r0 < DW_ROWS ? m - r0 : DW_ROWS;
         }
+        gemm_serial(true, false, cin, cols, rows, 1.0f, a->x_rows + (irow + r0) * cin, cin,
+                    a->y_rows + (orow + r0) * cout + lo, cout, st->pending ? 1.0f : 0.0f,
+                    a->block + lo, cout);
+        st->pending += rows, r0 += rows;
     }
+}
+
+/* dW[co][ci][t] on columns [lo, hi): the tap's block if it never flushed
+ * (a short sum, float is enough), else its double sums; zero for a tap
+ * that never reads the input. */
+static void dw_store(const pass_args *a, dw_tap *st, int t, int lo, int hi)
+{
+    const pixel_conv *s = a->s;
+    const size_t kk = (size_t)s->k * s->k;
+    if (st->flushes && st->pending) dw_flush(a, st, lo, hi);
+    for (int co = lo; co < hi; co++)
+        for (int ci = 0; ci < s->cin; ci++) {
+            const size_t at = (size_t)ci * s->cout + co;
+            a->out[((size_t)co * s->cin + ci) * kk + t] =
+                st->flushes ? (float)a->sums[at] : st->pending ? a->block[at] : 0.0f;
+        }
 }
 
 /* One block of `m` rows: output pixel-rows from `orow`, input from
  * `irow`, on output columns [lo, hi) of this pass. */
-static void block_gemm(const pass_args *a, int t, size_t orow, size_t irow, int m, int lo,
-                       int hi)
+static void block_gemm(const pass_args *a, dw_tap *st, int t, size_t orow, size_t irow, int m,
+                       int lo, int hi)
 {
     const pixel_conv *s = a->s;
     const int cin = s->cin, cout = s->cout, cols = hi - lo;
@@ -143,7 +183,7 @@ static void block_gemm(const pass_args *a, int t, size_t orow, size_t irow, int 
                     w + (size_t)lo * cout, cout, 1.0f, a->out + irow * cin + lo, cin);
         break;
     case PASS_DW: /* dW_t += X[irow..]^T dY[orow..] */
-        block_dw(a, orow, irow, m, lo, hi);
+        block_dw(a, st, orow, irow, m, lo, hi);
         break;
     }
 }
@@ -159,10 +199,7 @@ static void pass_columns(void *arg, size_t lo_, size_t hi_, int part)
         for (int kx = 0; kx < s->k; kx++) {
             const int t = ky * s->k + kx;
             const tap_range r = tap_range_of(s, ky, kx);
-            if (a->kind == PASS_DW)
-                for (int ci = 0; ci < s->cin; ci++)
-                    memset(a->sums + (size_t)ci * s->cout + lo, 0,
-                           (size_t)(hi - lo) * sizeof(double));
+            dw_tap st = {0, 0};
             if (r.i0 < r.i1 && r.j0 < r.j1) {
                 const bool whole_rows = r.j0 == 0 && r.j1 == s->wo && s->wo == s->w;
                 const int lines = whole_rows ? 1 : r.i1 - r.i0;
@@ -171,14 +208,10 @@ static void pass_columns(void *arg, size_t lo_, size_t hi_, int part)
                     const int i = r.i0 + b;
                     const size_t orow = ((size_t)i * s->wo + (size_t)r.j0) * n;
                     const size_t irow = ((size_t)(i + r.dy) * s->w + (size_t)(r.j0 + r.dx)) * n;
-                    block_gemm(a, t, orow, irow, m * s->n, lo, hi);
+                    block_gemm(a, &st, t, orow, irow, m * s->n, lo, hi);
                 }
             }
-            if (a->kind == PASS_DW) /* zero for a tap that never reads the input */
-                for (int co = lo; co < hi; co++)
-                    for (int ci = 0; ci < s->cin; ci++)
-                        a->out[((size_t)co * s->cin + ci) * s->k * s->k + t] =
-                            (float)a->sums[(size_t)ci * s->cout + co];
+            if (a->kind == PASS_DW) dw_store(a, &st, t, lo, hi);
         }
 }
 
