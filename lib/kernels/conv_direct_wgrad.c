@@ -16,21 +16,26 @@
  * k3, 25 for k5) that never need a horizontal sum.  Only real output
  * pixels are visited, so the border of the grid costs nothing here.
  *
- * Sums are blocked: the accumulators start at zero for every chunk of
- * CHUNK_PIXELS output pixels and are added in double to the thread's
- * partial [ci][tap][co] after it, so no float32 sum runs longer than a
- * chunk (a float running sum over batch x pixels loses digits when the
- * sum cancels, as under batch norm).  Each thread takes a share of the
- * chunks in order, its first chunk of each channel block storing rather
- * than adding (no partial is cleared beforehand); the partials are summed
- * in thread order: the same bits for the same thread count. */
+ * Sums are blocked, so that no float32 sum runs long (a float running
+ * sum over batch x pixels loses digits when the sum cancels, as under
+ * batch norm): the accumulators start at zero for every chunk of
+ * CHUNK_PIXELS output pixels and are added to the thread's float partial
+ * [ci][tap][co] after it; every CHUNK_GROUP chunks of a channel block, and
+ * after its last, the float partial goes into the thread's double partial.
+ * (Adding every chunk in double straight away doubles the partials' memory
+ * traffic, which shows on wide layers.)  Each thread takes a share of the
+ * chunks in order; the first chunk of a group stores rather than adds, so
+ * no partial is cleared beforehand.  The double partials are summed in
+ * thread order: the same bits for the same thread count. */
+#define CHUNK_GROUP 8
+
 static size_t lanes_of(int cout) { return round_up((size_t)cout, LANES); }
 
 size_t direct_wgrad_floats(int cout, int cin, int k, int n, int ho, int wo, int threads)
 {
     const size_t parts = (size_t)(threads > 0 ? threads : 1), co = lanes_of(cout);
-    const size_t doubles = parts * (size_t)cin * k * k * co;
-    return (size_t)n * ho * wo * co + doubles * (sizeof(double) / sizeof(float));
+    const size_t entries = parts * (size_t)cin * k * k * co;
+    return (size_t)n * ho * wo * co + entries * (1 + sizeof(double) / sizeof(float));
 }
 
 /* Input channels per tile: 3 (27 accumulators) for k3, 1 (25) for k5. */
@@ -40,17 +45,17 @@ static int wtile_width(int k, int remaining)
 }
 
 typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane, int wp,
-                         const size_t *off, int count, bool first, double *sums);
+                         const size_t *off, int count, bool first, float *sums);
 
 #if PCNN_AVX512
 /* `count` output pixels of one 16-channel block of dY (dt rows, co_pad
  * floats apart) against input channels ci0 .. ci0+R-1: pixel p's window
- * starts off[p] floats into x's planes.  The chunk's float sums are added
- * to (first: stored in) sums, the double partial at entry (ci0, tap 0) of
- * the block, entries co_pad doubles apart. */
+ * starts off[p] floats into x's planes.  The chunk's sums are added to
+ * (first: stored in) sums, the float partial at entry (ci0, tap 0) of the
+ * block, entries co_pad floats apart. */
 TARGET static inline __attribute__((always_inline)) void
 wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, size_t plane,
-      int wp, const size_t *off, int count, bool first, double *sums)
+      int wp, const size_t *off, int count, bool first, float *sums)
 {
     __m512 acc[3][25];
 #pragma GCC unroll 3
@@ -80,16 +85,8 @@ wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, 
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 25
         for (int t = 0; t < K * K; t++) {
-            double *s = sums + (size_t)(r * K * K + t) * co_pad;
-            const __m512 a = acc[r][t];
-            const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
-            __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(a)), d1 = _mm512_cvtps_pd(hi);
-            if (!first) {
-                d0 = _mm512_add_pd(_mm512_loadu_pd(s), d0);
-                d1 = _mm512_add_pd(_mm512_loadu_pd(s + 8), d1);
-            }
-            _mm512_storeu_pd(s, d0);
-            _mm512_storeu_pd(s + 8, d1);
+            float *s = sums + (size_t)(r * K * K + t) * co_pad;
+            _mm512_storeu_ps(s, first ? acc[r][t] : _mm512_add_ps(_mm512_loadu_ps(s), acc[r][t]));
         }
 }
 
@@ -104,7 +101,7 @@ wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, 
 #define WTILE_FN(R, K)                                                                       \
     TARGET KEEP_MEMORY_OPERANDS static void wtile_##R##_##K(                                 \
         const float *dt, size_t co_pad, const float *x, size_t plane, int wp,                \
-        const size_t *off, int count, bool first, double *sums)                              \
+        const size_t *off, int count, bool first, float *sums)                               \
     {                                                                                        \
         wtile(R, K, dt, co_pad, x, plane, wp, off, count, first, sums);                      \
     }
@@ -152,7 +149,8 @@ static void transpose_pixels(void *arg, size_t lo, size_t hi)
 
 typedef struct wgrad_args {
     const float *dt, *xp;
-    double *partials;
+    float *partials;   /* per part: the chunk group's sums */
+    double *totals;    /* per part: the groups' sums */
     int cout, cin;
     size_t pixels;
     const direct_grid *g;
@@ -163,8 +161,8 @@ typedef struct wgrad_args {
  * of 16 output channels), chunk-major, so that small planes with few
  * chunks still give every thread work.  Per item the window offsets of
  * the chunk's pixels are tabled once, then every input-channel tile sweeps
- * the chunk.  Items lo .. lo+blocks-1 are the part's first of each channel
- * block; blocks a short share never reaches are zeroed. */
+ * the chunk.  A part visits each channel block every `blocks` items;
+ * blocks a short share never reaches get zero totals. */
 static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
 {
     const wgrad_args *a = arg;
@@ -172,11 +170,14 @@ static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
     const int kk = g->k * g->k;
     const size_t co_pad = lanes_of(a->cout), blocks = co_pad / LANES;
     const size_t image = (size_t)g->hp * g->wp, per_image = (size_t)g->ho * g->wo;
-    double *acc = a->partials + (size_t)part * a->cin * kk * co_pad;
+    const size_t entries = (size_t)a->cin * kk;
+    float *acc = a->partials + (size_t)part * entries * co_pad;
+    double *total = a->totals + (size_t)part * entries * co_pad;
     size_t off[CHUNK_PIXELS], tabled = SIZE_MAX;
     atomic_fetch_add(a->parts_run, 1);
     for (size_t item = lo; item < hi; item++) {
         const size_t p0 = item / blocks * CHUNK_PIXELS, cb = item % blocks * LANES;
+        const size_t visit = (item - lo) / blocks; /* of this block by this part */
         const int count = (int)(a->pixels - p0 < CHUNK_PIXELS ? a->pixels - p0 : CHUNK_PIXELS);
         if (tabled != p0) {
             for (int q = 0; q < count; q++) {
@@ -189,14 +190,24 @@ static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
             const int r = wtile_width(g->k, a->cin - ci);
             wtile_for(r, g->k)(a->dt + p0 * co_pad + cb, co_pad,
                                a->xp + g->lead + (size_t)ci * g->plane, g->plane, g->wp, off,
-                               count, item - lo < blocks, acc + (size_t)ci * kk * co_pad + cb);
+                               count, visit % CHUNK_GROUP == 0,
+                               acc + (size_t)ci * kk * co_pad + cb);
             ci += r;
         }
+        if (visit % CHUNK_GROUP == CHUNK_GROUP - 1 || item + blocks >= hi)
+            for (size_t e = 0; e < entries; e++) {
+                const float *restrict f = acc + e * co_pad + cb;
+                double *restrict d = total + e * co_pad + cb;
+                if (visit < CHUNK_GROUP)
+                    for (int l = 0; l < LANES; l++) d[l] = f[l];
+                else
+                    for (int l = 0; l < LANES; l++) d[l] += f[l];
+            }
     }
     for (size_t j = hi - lo; j < blocks; j++) {
         const size_t cb = (lo + j) % blocks * LANES;
-        for (size_t e = 0; e < (size_t)a->cin * kk; e++)
-            memset(acc + e * co_pad + cb, 0, LANES * sizeof(double));
+        for (size_t e = 0; e < entries; e++)
+            memset(total + e * co_pad + cb, 0, LANES * sizeof(double));
     }
 }
 
@@ -226,15 +237,16 @@ void direct_weight_grad(const float *dy, int cout, const float *xp, int cin,
     const int parts = threads > 0 ? threads : 1, kk = g->k * g->k;
     const size_t co_pad = lanes_of(cout), rows = (size_t)g->n * g->ho;
     const size_t pixels = rows * g->wo;
-    /* dt holds a multiple of 16 floats: the partials stay 64-byte aligned. */
-    float *dt = scratch;
-    double *partials = (double *)(dt + pixels * co_pad);
+    /* dt and the float partials hold multiples of 16 floats: the double
+     * totals stay 64-byte aligned. */
+    float *dt = scratch, *partials = dt + pixels * co_pad;
+    double *totals = (double *)(partials + (size_t)parts * cin * kk * co_pad);
     transpose_args t = {dy, dt, cout, pixels, co_pad};
     parallel_for((pixels + LANES - 1) / LANES, 1, pixels * co_pad, threads, transpose_pixels, &t);
     atomic_int parts_run = 0;
-    wgrad_args a = {dt, xp, partials, cout, cin, pixels, g, &parts_run};
+    wgrad_args a = {dt, xp, partials, totals, cout, cin, pixels, g, &parts_run};
     const size_t items = (pixels + CHUNK_PIXELS - 1) / CHUNK_PIXELS * (co_pad / LANES);
     parallel_parts(items, 1, (size_t)cout * cin * kk * pixels / 64, parts, wgrad_part, &a);
-    wsum_args s = {partials, dw, cout, cin, kk, atomic_load(&parts_run)};
+    wsum_args s = {totals, dw, cout, cin, kk, atomic_load(&parts_run)};
     parallel_for((size_t)cin, 1, (size_t)parts * cin * kk * co_pad, threads, wgrad_sum, &s);
 }

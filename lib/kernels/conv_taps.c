@@ -57,16 +57,19 @@ static size_t out_floats(const pixel_conv *s) { return (size_t)s->ho * s->wo * s
  * pixel-rows in all (a short float32 sum), combined in double.  A float
  * sum over all the batch's pixels loses digits when the sum cancels, as
  * under batch norm. */
-#define DW_ROWS 512
+#define DW_ROWS 1024
 
-/* Backward: x and dY as rows, then (at a multiple of 16 floats, for the
- * doubles) either the weight gradient's double sums and float block of
- * one tap or, after them, the input gradient's rows. */
+/* Backward: x and dY as rows, then either the weight gradient by tap
+ * [KK][Cin][Cout] and (at a multiple of 16 floats) one tap's double sums,
+ * or, after them, the input gradient's rows. */
 static size_t rest_offset(const pixel_conv *s) { return (in_floats(s) + out_floats(s) + 15) / 16 * 16; }
+static size_t sums_offset(const pixel_conv *s)
+{
+    return (conv_taps_weight_floats(s) + 15) / 16 * 16;
+}
 static size_t dw_floats(const pixel_conv *s)
 {
-    const size_t matrix = (size_t)s->cin * s->cout;
-    return matrix * (sizeof(double) / sizeof(float)) + matrix;
+    return sums_offset(s) + (size_t)s->cin * s->cout * (sizeof(double) / sizeof(float));
 }
 
 size_t conv_taps_workspace_floats(const pixel_conv *s)
@@ -102,16 +105,17 @@ typedef struct pass_args {
     const float *x_rows;  /* [P][N][Cin] */
     const float *y_rows;  /* forward: unused; else dY [Po][N][Cout] */
     const float *wt;      /* [KK][Cin][Cout] */
-    float *out;           /* Y rows, dX rows, or dW [Cout][Cin][KK] */
+    float *out;           /* Y rows, dX rows, or dW as [KK][Cin][Cout] */
     double *sums;         /* dW: one tap's [Cin][Cout] sums */
-    float *block;         /* dW: one GEMM's [Cin][Cout] */
 } pass_args;
 
 /* One tap's weight gradient on columns [lo, hi): float GEMMs accumulate
- * in `block` until the next would take it past DW_ROWS rows; then block
- * goes into the double sums (stored by the first flush, added after). */
+ * in the tap's block of dW until the next would take it past DW_ROWS
+ * rows; then the block goes into the double sums (stored by the first
+ * flush, added after), which in the end are written back to the block. */
 typedef struct dw_tap {
-    int pending; /* rows summed in block since the last flush */
+    float *block; /* dW_t [Cin][Cout] */
+    int pending;  /* rows summed in block since the last flush */
     int flushes;
 } dw_tap;
 
@@ -120,7 +124,7 @@ static void dw_flush(const pass_args *a, dw_tap *st, int lo, int hi)
     const int cout = a->s->cout;
     for (int ci = 0; ci < a->s->cin; ci++) {
         double *restrict sum = a->sums + (size_t)ci * cout;
-        const float *restrict b = a->block + (size_t)ci * cout;
+        const float *restrict b = st->block + (size_t)ci * cout;
         if (st->flushes)
             for (int co = lo; co < hi; co++) sum[co] += b[co];
         else
@@ -144,25 +148,24 @@ static void block_dw(const pass_args *a, dw_tap *st, size_t orow, size_t irow, i
         }
         gemm_serial(true, false, cin, cols, rows, 1.0f, a->x_rows + (irow + r0) * cin, cin,
                     a->y_rows + (orow + r0) * cout + lo, cout, st->pending ? 1.0f : 0.0f,
-                    a->block + lo, cout);
+                    st->block + lo, cout);
         st->pending += rows, r0 += rows;
     }
 }
 
-/* dW[co][ci][t] on columns [lo, hi): the tap's block if it never flushed
- * (a short sum, float is enough), else its double sums; zero for a tap
- * that never reads the input. */
-static void dw_store(const pass_args *a, dw_tap *st, int t, int lo, int hi)
+/* The tap's block, columns [lo, hi): as summed if it never flushed (a
+ * short sum, float is enough), else its double sums; zero for a tap that
+ * never reads the input. */
+static void dw_finish(const pass_args *a, dw_tap *st, int lo, int hi)
 {
-    const pixel_conv *s = a->s;
-    const size_t kk = (size_t)s->k * s->k;
+    const int cout = a->s->cout;
     if (st->flushes && st->pending) dw_flush(a, st, lo, hi);
-    for (int co = lo; co < hi; co++)
-        for (int ci = 0; ci < s->cin; ci++) {
-            const size_t at = (size_t)ci * s->cout + co;
-            a->out[((size_t)co * s->cin + ci) * kk + t] =
-                st->flushes ? (float)a->sums[at] : st->pending ? a->block[at] : 0.0f;
-        }
+    if (!st->flushes && st->pending) return;
+    for (int ci = 0; ci < a->s->cin; ci++) {
+        float *restrict b = st->block + (size_t)ci * cout;
+        const double *restrict sum = a->sums + (size_t)ci * cout;
+        for (int co = lo; co < hi; co++) b[co] = st->flushes ? (float)sum[co] : 0.0f;
+    }
 }
 
 /* One block of `m` rows: output pixel-rows from `orow`, input from
@@ -199,7 +202,7 @@ static void pass_columns(void *arg, size_t lo_, size_t hi_, int part)
         for (int kx = 0; kx < s->k; kx++) {
             const int t = ky * s->k + kx;
             const tap_range r = tap_range_of(s, ky, kx);
-            dw_tap st = {0, 0};
+            dw_tap st = {a->out + (size_t)t * s->cin * s->cout, 0, 0};
             if (r.i0 < r.i1 && r.j0 < r.j1) {
                 const bool whole_rows = r.j0 == 0 && r.j1 == s->wo && s->wo == s->w;
                 const int lines = whole_rows ? 1 : r.i1 - r.i0;
@@ -211,7 +214,7 @@ static void pass_columns(void *arg, size_t lo_, size_t hi_, int part)
                     block_gemm(a, &st, t, orow, irow, m * s->n, lo, hi);
                 }
             }
-            if (a->kind == PASS_DW) dw_store(a, &st, t, lo, hi);
+            if (a->kind == PASS_DW) dw_finish(a, &st, lo, hi);
         }
 }
 
@@ -231,7 +234,7 @@ void conv_taps_forward(const pixel_conv *s, const float *x, const float *w, cons
     rows_from_cnhw(x, x_rows, s->cin, s->n, s->h * s->w, threads);
     taps_pack_weights(w, s->cout, s->cin, s->k * s->k, wt, threads);
     zero_floats(y_rows, out_floats(s), threads);
-    pass_args a = {s, PASS_FORWARD, x_rows, NULL, wt, y_rows, NULL, NULL};
+    pass_args a = {s, PASS_FORWARD, x_rows, NULL, wt, y_rows, NULL};
     run_pass(&a, s->cout, threads);
     rows_to_cnhw(y_rows, y, bias, s->cout, s->n, s->ho * s->wo, false, threads);
 }
@@ -240,16 +243,16 @@ void conv_taps_backward(const pixel_conv *s, const float *x, const float *dy, co
                         float *dw, float *dx, bool accumulate, float *workspace, int threads)
 {
     float *x_rows = workspace, *dy_rows = x_rows + in_floats(s);
-    float *rest = workspace + rest_offset(s), *dx_rows = rest;
-    double *sums = (double *)rest;
-    float *block = rest + (size_t)s->cin * s->cout * (sizeof(double) / sizeof(float));
+    float *rest = workspace + rest_offset(s), *dx_rows = rest, *dw_taps = rest;
+    double *sums = (double *)(rest + sums_offset(s));
     rows_from_cnhw(x, x_rows, s->cin, s->n, s->h * s->w, threads);
     rows_from_cnhw(dy, dy_rows, s->cout, s->n, s->ho * s->wo, threads);
-    pass_args a = {s, PASS_DW, x_rows, dy_rows, wt, dw, sums, block};
+    pass_args a = {s, PASS_DW, x_rows, dy_rows, wt, dw_taps, sums};
     run_pass(&a, s->cout, threads);
+    taps_unpack_weights(dw_taps, s->cout, s->cin, s->k * s->k, dw, threads);
     if (!dx) return;
     zero_floats(dx_rows, in_floats(s), threads);
-    a = (pass_args){s, PASS_DX, x_rows, dy_rows, wt, dx_rows, NULL, NULL};
+    a = (pass_args){s, PASS_DX, x_rows, dy_rows, wt, dx_rows, NULL};
     run_pass(&a, s->cin, threads);
     rows_to_cnhw(dx_rows, dx, NULL, s->cin, s->n, s->h * s->w, accumulate, threads);
 }
