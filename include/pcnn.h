@@ -175,7 +175,23 @@ typedef enum pcnn_option {
     /* Threads for the library's OpenMP loops and for OpenBLAS GEMMs.  Default
      * 0 = omp_get_max_threads().  OpenBLAS keeps its thread count
      * process-wide: libpcnn sets it at the start of each call that runs
-     * GEMMs, so hosts sharing OpenBLAS should set it on their side after. */
+     * GEMMs, so hosts sharing OpenBLAS should set it on their side after.
+     *
+     * Reproducibility.  Bitwise: the same network, seed, data, number of
+     * ranks and number of threads on the same machine and OpenBLAS give the
+     * same bits run after run (losses, gradients, parameters, checkpoints),
+     * whatever the timing of threads and messages.  Not bitwise: another
+     * thread count or number of ranks changes the order in which float sums
+     * are combined (per-thread and per-rank partial sums), and may change
+     * the convolution algorithm chosen at finalize (pcnn_net_summary shows
+     * it); so does PCNN_OPT_CONV_ALGORITHM.  Results then agree to float
+     * rounding only.  Batch norm's statistics and the loss are summed in an
+     * order fixed by the shapes alone, whatever the thread count.  The
+     * weight gradient of a convolution, a sum over batch x pixels, is summed
+     * by the direct and per-tap algorithms in short float32 blocks combined
+     * in double, and by im2col + GEMM in OpenBLAS's blocks: all as accurate
+     * when the sum cancels (as it does with batch norm after the
+     * convolution). */
     PCNN_OPT_THREADS = 10,
     PCNN_OPT_EXPERIMENTAL_1 = 11, /* section 9 */
     /* 1: check losses and inputs of each step for NaN/Inf and fail with

@@ -124,7 +124,9 @@ void direct_weight_grad_few(const float *dyp, int cout, const float *xp, int cin
 /* dw[cout][cin][k*k] = sum over output pixels of dY[co] * x[ci] at the
  * pixel's window (stride positions apart) shifted by the tap; dy is C x N
  * x Ho x Wo (CNHW), xp the grid planes of x placed at (p, p).  scratch
- * holds direct_wgrad_floats. */
+ * holds direct_wgrad_floats (float and double parts, 64-byte aligned when
+ * scratch is).  Both weight gradients sum short runs of pixels in float and
+ * combine them in double, in an order fixed by the thread count. */
 void direct_weight_grad(const float *dy, int cout, const float *xp, int cin,
                         const direct_grid *g, float *dw, float *scratch, int threads);
 

@@ -1,4 +1,6 @@
 /* Weight gradient of the direct convolution (see conv_direct.h). */
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -12,15 +14,28 @@
  * blocks (dt), and every pixel contributes one dY vector times R input
  * channels x K*K taps of broadcast x values, R*K*K accumulators (27 for
  * k3, 25 for k5) that never need a horizontal sum.  Only real output
- * pixels are visited, so the border of the grid costs nothing here.  Each
- * thread takes a share of the output rows, in chunks, and accumulates into
- * its own partial [ci][tap][co]; the partials are summed in thread order. */
+ * pixels are visited, so the border of the grid costs nothing here.
+ *
+ * Sums are blocked, so that no float32 sum runs long (a float running
+ * sum over batch x pixels loses digits when the sum cancels, as under
+ * batch norm): the accumulators start at zero for every chunk of
+ * CHUNK_PIXELS output pixels and are added to the thread's float partial
+ * [ci][tap][co] after it; every CHUNK_GROUP chunks of a channel block, and
+ * after its last, the float partial goes into the thread's double partial.
+ * (Adding every chunk in double straight away doubles the partials' memory
+ * traffic, which shows on wide layers.)  Each thread takes a share of the
+ * chunks in order; the first chunk of a group stores rather than adds, so
+ * no partial is cleared beforehand.  The double partials are summed in
+ * thread order: the same bits for the same thread count. */
+#define CHUNK_GROUP 8
+
 static size_t lanes_of(int cout) { return round_up((size_t)cout, LANES); }
 
 size_t direct_wgrad_floats(int cout, int cin, int k, int n, int ho, int wo, int threads)
 {
     const size_t parts = (size_t)(threads > 0 ? threads : 1), co = lanes_of(cout);
-    return (size_t)n * ho * wo * co + parts * (size_t)cin * k * k * co;
+    const size_t entries = parts * (size_t)cin * k * k * co;
+    return (size_t)n * ho * wo * co + entries * (1 + sizeof(double) / sizeof(float));
 }
 
 /* Input channels per tile: 3 (27 accumulators) for k3, 1 (25) for k5. */
@@ -30,23 +45,23 @@ static int wtile_width(int k, int remaining)
 }
 
 typedef void (*wtile_fn)(const float *dt, size_t co_pad, const float *x, size_t plane, int wp,
-                         const size_t *off, int count, float *acc_mem);
+                         const size_t *off, int count, bool first, float *sums);
 
 #if PCNN_AVX512
 /* `count` output pixels of one 16-channel block of dY (dt rows, co_pad
  * floats apart) against input channels ci0 .. ci0+R-1: pixel p's window
- * starts off[p] floats into x's planes.  acc at the partial's entry (ci0,
- * tap 0) of the block, entries co_pad floats apart. */
+ * starts off[p] floats into x's planes.  The chunk's sums are added to
+ * (first: stored in) sums, the float partial at entry (ci0, tap 0) of the
+ * block, entries co_pad floats apart. */
 TARGET static inline __attribute__((always_inline)) void
 wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, size_t plane,
-      int wp, const size_t *off, int count, float *acc_mem)
+      int wp, const size_t *off, int count, bool first, float *sums)
 {
     __m512 acc[3][25];
 #pragma GCC unroll 3
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 25
-        for (int t = 0; t < K * K; t++)
-            acc[r][t] = _mm512_loadu_ps(acc_mem + (size_t)(r * K * K + t) * co_pad);
+        for (int t = 0; t < K * K; t++) acc[r][t] = _mm512_setzero_ps();
     /* One pointer per (channel, kernel row): each x value is then a base +
      * index load that folds into its FMA as a broadcast. */
     const float *src[3][5];
@@ -69,8 +84,10 @@ wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, 
 #pragma GCC unroll 3
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 25
-        for (int t = 0; t < K * K; t++)
-            _mm512_storeu_ps(acc_mem + (size_t)(r * K * K + t) * co_pad, acc[r][t]);
+        for (int t = 0; t < K * K; t++) {
+            float *s = sums + (size_t)(r * K * K + t) * co_pad;
+            _mm512_storeu_ps(s, first ? acc[r][t] : _mm512_add_ps(_mm512_loadu_ps(s), acc[r][t]));
+        }
 }
 
 /* Without GCC's predictive commoning, which would carry the broadcasts of
@@ -84,9 +101,9 @@ wtile(const int R, const int K, const float *dt, size_t co_pad, const float *x, 
 #define WTILE_FN(R, K)                                                                       \
     TARGET KEEP_MEMORY_OPERANDS static void wtile_##R##_##K(                                 \
         const float *dt, size_t co_pad, const float *x, size_t plane, int wp,                \
-        const size_t *off, int count, float *acc_mem)                                        \
+        const size_t *off, int count, bool first, float *sums)                               \
     {                                                                                        \
-        wtile(R, K, dt, co_pad, x, plane, wp, off, count, acc_mem);                          \
+        wtile(R, K, dt, co_pad, x, plane, wp, off, count, first, sums);                      \
     }
 WTILE_FN(3, 3)
 WTILE_FN(2, 3)
@@ -128,21 +145,24 @@ static void transpose_pixels(void *arg, size_t lo, size_t hi)
     }
 }
 
-#define CHUNK_PIXELS 256 /* output pixels per chunk: accumulators loaded once */
+#define CHUNK_PIXELS 256 /* output pixels per chunk: one float sum, then double */
 
 typedef struct wgrad_args {
     const float *dt, *xp;
-    float *partials;
+    float *partials;   /* per part: the chunk group's sums */
+    double *totals;    /* per part: the groups' sums */
     int cout, cin;
     size_t pixels;
     const direct_grid *g;
+    atomic_int *parts_run; /* the parts that ran: always 0 .. count-1 */
 } wgrad_args;
 
 /* Work items [lo, hi): item = (chunk of CHUNK_PIXELS output pixels, block
  * of 16 output channels), chunk-major, so that small planes with few
  * chunks still give every thread work.  Per item the window offsets of
  * the chunk's pixels are tabled once, then every input-channel tile sweeps
- * the chunk. */
+ * the chunk.  A part visits each channel block every `blocks` items;
+ * blocks a short share never reaches get zero totals. */
 static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
 {
     const wgrad_args *a = arg;
@@ -150,10 +170,14 @@ static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
     const int kk = g->k * g->k;
     const size_t co_pad = lanes_of(a->cout), blocks = co_pad / LANES;
     const size_t image = (size_t)g->hp * g->wp, per_image = (size_t)g->ho * g->wo;
-    float *acc = a->partials + (size_t)part * a->cin * kk * co_pad;
+    const size_t entries = (size_t)a->cin * kk;
+    float *acc = a->partials + (size_t)part * entries * co_pad;
+    double *total = a->totals + (size_t)part * entries * co_pad;
     size_t off[CHUNK_PIXELS], tabled = SIZE_MAX;
+    atomic_fetch_add(a->parts_run, 1);
     for (size_t item = lo; item < hi; item++) {
         const size_t p0 = item / blocks * CHUNK_PIXELS, cb = item % blocks * LANES;
+        const size_t visit = (item - lo) / blocks; /* of this block by this part */
         const int count = (int)(a->pixels - p0 < CHUNK_PIXELS ? a->pixels - p0 : CHUNK_PIXELS);
         if (tabled != p0) {
             for (int q = 0; q < count; q++) {
@@ -166,14 +190,29 @@ static void wgrad_part(void *arg, size_t lo, size_t hi, int part)
             const int r = wtile_width(g->k, a->cin - ci);
             wtile_for(r, g->k)(a->dt + p0 * co_pad + cb, co_pad,
                                a->xp + g->lead + (size_t)ci * g->plane, g->plane, g->wp, off,
-                               count, acc + (size_t)ci * kk * co_pad + cb);
+                               count, visit % CHUNK_GROUP == 0,
+                               acc + (size_t)ci * kk * co_pad + cb);
             ci += r;
         }
+        if (visit % CHUNK_GROUP == CHUNK_GROUP - 1 || item + blocks >= hi)
+            for (size_t e = 0; e < entries; e++) {
+                const float *restrict f = acc + e * co_pad + cb;
+                double *restrict d = total + e * co_pad + cb;
+                if (visit < CHUNK_GROUP)
+                    for (int l = 0; l < LANES; l++) d[l] = f[l];
+                else
+                    for (int l = 0; l < LANES; l++) d[l] += f[l];
+            }
+    }
+    for (size_t j = hi - lo; j < blocks; j++) {
+        const size_t cb = (lo + j) % blocks * LANES;
+        for (size_t e = 0; e < entries; e++)
+            memset(total + e * co_pad + cb, 0, LANES * sizeof(double));
     }
 }
 
 typedef struct wsum_args {
-    const float *partials;
+    const double *partials;
     float *dw;
     int cout, cin, kk, parts;
 } wsum_args;
@@ -186,9 +225,9 @@ static void wgrad_sum(void *arg, size_t lo, size_t hi)
         for (int t = 0; t < a->kk; t++)
             for (int co = 0; co < a->cout; co++) {
                 const size_t at = (ci * a->kk + t) * co_pad + co;
-                float s = a->partials[at];
+                double s = a->partials[at];
                 for (int q = 1; q < a->parts; q++) s += a->partials[q * per_part + at];
-                a->dw[((size_t)co * a->cin + ci) * a->kk + t] = s;
+                a->dw[((size_t)co * a->cin + ci) * a->kk + t] = (float)s;
             }
 }
 
@@ -197,14 +236,17 @@ void direct_weight_grad(const float *dy, int cout, const float *xp, int cin,
 {
     const int parts = threads > 0 ? threads : 1, kk = g->k * g->k;
     const size_t co_pad = lanes_of(cout), rows = (size_t)g->n * g->ho;
-    float *dt = scratch, *partials = dt + rows * g->wo * co_pad;
     const size_t pixels = rows * g->wo;
+    /* dt and the float partials hold multiples of 16 floats: the double
+     * totals stay 64-byte aligned. */
+    float *dt = scratch, *partials = dt + pixels * co_pad;
+    double *totals = (double *)(partials + (size_t)parts * cin * kk * co_pad);
     transpose_args t = {dy, dt, cout, pixels, co_pad};
     parallel_for((pixels + LANES - 1) / LANES, 1, pixels * co_pad, threads, transpose_pixels, &t);
-    memset(partials, 0, (size_t)parts * cin * kk * co_pad * sizeof(float));
-    wgrad_args a = {dt, xp, partials, cout, cin, pixels, g};
+    atomic_int parts_run = 0;
+    wgrad_args a = {dt, xp, partials, totals, cout, cin, pixels, g, &parts_run};
     const size_t items = (pixels + CHUNK_PIXELS - 1) / CHUNK_PIXELS * (co_pad / LANES);
     parallel_parts(items, 1, (size_t)cout * cin * kk * pixels / 64, parts, wgrad_part, &a);
-    wsum_args s = {partials, dw, cout, cin, kk, parts};
+    wsum_args s = {totals, dw, cout, cin, kk, atomic_load(&parts_run)};
     parallel_for((size_t)cin, 1, (size_t)parts * cin * kk * co_pad, threads, wgrad_sum, &s);
 }

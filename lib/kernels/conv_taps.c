@@ -53,9 +53,29 @@ size_t conv_taps_weight_floats(const pixel_conv *s)
 static size_t in_floats(const pixel_conv *s) { return (size_t)s->h * s->w * s->n * s->cin; }
 static size_t out_floats(const pixel_conv *s) { return (size_t)s->ho * s->wo * s->n * s->cout; }
 
+/* The weight gradient's sums of one tap: float GEMMs over at most DW_ROWS
+ * pixel-rows in all (a short float32 sum), combined in double.  A float
+ * sum over all the batch's pixels loses digits when the sum cancels, as
+ * under batch norm. */
+#define DW_ROWS 1024
+
+/* Backward: x and dY as rows, then either the weight gradient by tap
+ * [KK][Cin][Cout] and (at a multiple of 16 floats) one tap's double sums,
+ * or, after them, the input gradient's rows. */
+static size_t rest_offset(const pixel_conv *s) { return (in_floats(s) + out_floats(s) + 15) / 16 * 16; }
+static size_t sums_offset(const pixel_conv *s)
+{
+    return (conv_taps_weight_floats(s) + 15) / 16 * 16;
+}
+static size_t dw_floats(const pixel_conv *s)
+{
+    return sums_offset(s) + (size_t)s->cin * s->cout * (sizeof(double) / sizeof(float));
+}
+
 size_t conv_taps_workspace_floats(const pixel_conv *s)
 {
-    return 2 * in_floats(s) + out_floats(s) + conv_taps_weight_floats(s);
+    const size_t dw = dw_floats(s), dx = in_floats(s);
+    return rest_offset(s) + (dw > dx ? dw : dx);
 }
 
 typedef struct zero_args {
@@ -86,12 +106,72 @@ typedef struct pass_args {
     const float *y_rows;  /* forward: unused; else dY [Po][N][Cout] */
     const float *wt;      /* [KK][Cin][Cout] */
     float *out;           /* Y rows, dX rows, or dW as [KK][Cin][Cout] */
+    double *sums;         /* dW: one tap's [Cin][Cout] sums */
 } pass_args;
+
+/* One tap's weight gradient on columns [lo, hi): float GEMMs accumulate
+ * in the tap's block of dW until the next would take it past DW_ROWS
+ * rows; then the block goes into the double sums (stored by the first
+ * flush, added after), which in the end are written back to the block. */
+typedef struct dw_tap {
+    float *block; /* dW_t [Cin][Cout] */
+    int pending;  /* rows summed in block since the last flush */
+    int flushes;
+} dw_tap;
+
+static void dw_flush(const pass_args *a, dw_tap *st, int lo, int hi)
+{
+    const int cout = a->s->cout;
+    for (int ci = 0; ci < a->s->cin; ci++) {
+        double *restrict sum = a->sums + (size_t)ci * cout;
+        const float *restrict b = st->block + (size_t)ci * cout;
+        if (st->flushes)
+            for (int co = lo; co < hi; co++) sum[co] += b[co];
+        else
+            for (int co = lo; co < hi; co++) sum[co] = b[co];
+    }
+    st->flushes++, st->pending = 0;
+}
+
+/* block += X[irow..]^T dY[orow..] over m rows, DW_ROWS at most at a time. */
+static void block_dw(const pass_args *a, dw_tap *st, size_t orow, size_t irow, int m, int lo,
+                     int hi)
+{
+    const pixel_conv *s = a->s;
+    const int cin = s->cin, cout = s->cout, cols = hi - lo;
+    for (int r0 = 0; r0 < m;) {
+        if (st->pending == DW_ROWS) dw_flush(a, st, lo, hi);
+        int rows = m - r0 < DW_ROWS - st->pending ? m - r0 : DW_ROWS - st->pending;
+        if (st->pending && m - r0 > rows) { /* a whole piece rather than a sliver */
+            dw_flush(a, st, lo, hi);
+            rows = m - r0 < DW_ROWS ? m - r0 : DW_ROWS;
+        }
+        gemm_serial(true, false, cin, cols, rows, 1.0f, a->x_rows + (irow + r0) * cin, cin,
+                    a->y_rows + (orow + r0) * cout + lo, cout, st->pending ? 1.0f : 0.0f,
+                    st->block + lo, cout);
+        st->pending += rows, r0 += rows;
+    }
+}
+
+/* The tap's block, columns [lo, hi): as summed if it never flushed (a
+ * short sum, float is enough), else its double sums; zero for a tap that
+ * never reads the input. */
+static void dw_finish(const pass_args *a, dw_tap *st, int lo, int hi)
+{
+    const int cout = a->s->cout;
+    if (st->flushes && st->pending) dw_flush(a, st, lo, hi);
+    if (!st->flushes && st->pending) return;
+    for (int ci = 0; ci < a->s->cin; ci++) {
+        float *restrict b = st->block + (size_t)ci * cout;
+        const double *restrict sum = a->sums + (size_t)ci * cout;
+        for (int co = lo; co < hi; co++) b[co] = st->flushes ? (float)sum[co] : 0.0f;
+    }
+}
 
 /* One block of `m` rows: output pixel-rows from `orow`, input from
  * `irow`, on output columns [lo, hi) of this pass. */
-static void block_gemm(const pass_args *a, int t, size_t orow, size_t irow, int m, int lo,
-                       int hi, bool first)
+static void block_gemm(const pass_args *a, dw_tap *st, int t, size_t orow, size_t irow, int m,
+                       int lo, int hi)
 {
     const pixel_conv *s = a->s;
     const int cin = s->cin, cout = s->cout, cols = hi - lo;
@@ -105,10 +185,8 @@ static void block_gemm(const pass_args *a, int t, size_t orow, size_t irow, int 
         gemm_serial(false, true, m, cols, cout, 1.0f, a->y_rows + orow * cout, cout,
                     w + (size_t)lo * cout, cout, 1.0f, a->out + irow * cin + lo, cin);
         break;
-    case PASS_DW: /* dW_t (+)= X[irow..]^T dY[orow..] */
-        gemm_serial(true, false, cin, cols, m, 1.0f, a->x_rows + irow * cin, cin,
-                    a->y_rows + orow * cout + lo, cout, first ? 0.0f : 1.0f,
-                    a->out + (size_t)t * cin * cout + lo, cout);
+    case PASS_DW: /* dW_t += X[irow..]^T dY[orow..] */
+        block_dw(a, st, orow, irow, m, lo, hi);
         break;
     }
 }
@@ -124,7 +202,7 @@ static void pass_columns(void *arg, size_t lo_, size_t hi_, int part)
         for (int kx = 0; kx < s->k; kx++) {
             const int t = ky * s->k + kx;
             const tap_range r = tap_range_of(s, ky, kx);
-            bool first = true;
+            dw_tap st = {a->out + (size_t)t * s->cin * s->cout, 0, 0};
             if (r.i0 < r.i1 && r.j0 < r.j1) {
                 const bool whole_rows = r.j0 == 0 && r.j1 == s->wo && s->wo == s->w;
                 const int lines = whole_rows ? 1 : r.i1 - r.i0;
@@ -133,14 +211,10 @@ static void pass_columns(void *arg, size_t lo_, size_t hi_, int part)
                     const int i = r.i0 + b;
                     const size_t orow = ((size_t)i * s->wo + (size_t)r.j0) * n;
                     const size_t irow = ((size_t)(i + r.dy) * s->w + (size_t)(r.j0 + r.dx)) * n;
-                    block_gemm(a, t, orow, irow, m * s->n, lo, hi, first);
-                    first = false;
+                    block_gemm(a, &st, t, orow, irow, m * s->n, lo, hi);
                 }
             }
-            if (first && a->kind == PASS_DW) /* a tap that never reads the input */
-                for (int ci = 0; ci < s->cin; ci++)
-                    memset(a->out + ((size_t)t * s->cin + ci) * s->cout + lo, 0,
-                           (size_t)(hi - lo) * sizeof(float));
+            if (a->kind == PASS_DW) dw_finish(a, &st, lo, hi);
         }
 }
 
@@ -160,7 +234,7 @@ void conv_taps_forward(const pixel_conv *s, const float *x, const float *w, cons
     rows_from_cnhw(x, x_rows, s->cin, s->n, s->h * s->w, threads);
     taps_pack_weights(w, s->cout, s->cin, s->k * s->k, wt, threads);
     zero_floats(y_rows, out_floats(s), threads);
-    pass_args a = {s, PASS_FORWARD, x_rows, NULL, wt, y_rows};
+    pass_args a = {s, PASS_FORWARD, x_rows, NULL, wt, y_rows, NULL};
     run_pass(&a, s->cout, threads);
     rows_to_cnhw(y_rows, y, bias, s->cout, s->n, s->ho * s->wo, false, threads);
 }
@@ -169,15 +243,16 @@ void conv_taps_backward(const pixel_conv *s, const float *x, const float *dy, co
                         float *dw, float *dx, bool accumulate, float *workspace, int threads)
 {
     float *x_rows = workspace, *dy_rows = x_rows + in_floats(s);
-    float *dx_rows = dy_rows + out_floats(s), *dw_taps = dx_rows + in_floats(s);
+    float *rest = workspace + rest_offset(s), *dx_rows = rest, *dw_taps = rest;
+    double *sums = (double *)(rest + sums_offset(s));
     rows_from_cnhw(x, x_rows, s->cin, s->n, s->h * s->w, threads);
     rows_from_cnhw(dy, dy_rows, s->cout, s->n, s->ho * s->wo, threads);
-    pass_args a = {s, PASS_DW, x_rows, dy_rows, wt, dw_taps};
+    pass_args a = {s, PASS_DW, x_rows, dy_rows, wt, dw_taps, sums};
     run_pass(&a, s->cout, threads);
     taps_unpack_weights(dw_taps, s->cout, s->cin, s->k * s->k, dw, threads);
     if (!dx) return;
     zero_floats(dx_rows, in_floats(s), threads);
-    a = (pass_args){s, PASS_DX, x_rows, dy_rows, wt, dx_rows};
+    a = (pass_args){s, PASS_DX, x_rows, dy_rows, wt, dx_rows, NULL};
     run_pass(&a, s->cin, threads);
     rows_to_cnhw(dx_rows, dx, NULL, s->cin, s->n, s->h * s->w, accumulate, threads);
 }
