@@ -5,7 +5,8 @@
 set -euo pipefail
 packages=(gcc g++ libc6-dev libopenblas-dev libmpich-dev mpich meson ninja-build pkg-config
           zlib1g-dev python3 python3-numpy python3-pytest dataset-fashion-mnist
-          iproute2 iputils-ping procps "$@")   # the last three: the cluster suite (scripts/cluster.sh)
+          iproute2 iputils-ping procps openssh-client "$@")   # the last four: the cluster suite
+                                                              # (hydra's ssh launcher, scripts/cluster.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
