@@ -253,6 +253,17 @@ static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int
     return st;
 }
 
+/* A step's agreement, except on a rank whose network already failed (one
+ * of its collectives gave up): waiting for partners again would double the
+ * time to fail on a broken link; they fail at their own deadline or learn
+ * of it at their next agreement. */
+static pcnn_status agree_unless_failed(pcnn_net *net, agree_stage stage, pcnn_status st,
+                                       double *values, int count, const char *func)
+{
+    if (net_async_status(net) != PCNN_OK) return st;
+    return net_agree_sum(net, stage, st, values, count, func);
+}
+
 /* A data-parallel training step.  Three agreement points make every rank
  * fail together: after validating the local batch (which also sums the
  * batch sizes, finds this rank's first global sample, and checks that the
@@ -295,7 +306,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
         st = numeric_check(net, func, loss);
     }
     st = net_sync_checked(net, st);
-    st = net_agree_sum(net, AGREE_STEP_LOSS, st, &loss, 1, func);
+    st = agree_unless_failed(net, AGREE_STEP_LOSS, st, &loss, 1, func);
     if (st != PCNN_OK) {
         /* Drain what the failed step posted (an aborted exchange has
          * nothing to wait for); a drain that gives up fails the network. */
@@ -307,7 +318,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
         backward_pass(net, n, false, reduce);
         st = net_sync_checked(net, PCNN_OK);
         if (st == PCNN_OK) st = end_step(net); /* else aborted: nothing to wait for */
-        st = net_agree_sum(net, AGREE_STEP_END, st, NULL, 0, func);
+        st = agree_unless_failed(net, AGREE_STEP_END, st, NULL, 0, func);
         net->profile.steps++;
         net->profile.step_seconds += clock_now() - t0;
     }

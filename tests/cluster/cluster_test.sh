@@ -113,12 +113,11 @@ case_equivalence() {
 # A host's link is cut during training with PCNN_OPT_TIMEOUT_MS: every rank
 # must return an error from its step within the timeout plus a margin.
 case_link_cut() {
-  # Today a step can wait out the timeout twice: a gradient exchange that
-  # times out in the forward pass, then the loss agreement, which cannot
-  # complete either (lib/graph/run.c).  The bound allows `waits` timeouts
-  # and says so when a step needed more than one; set waits=1 once a step
-  # stops waiting after its first timeout.
-  local engine=$1 prog=$2 timeout_ms=2000 margin_ms=1500 waits=2
+  # A step gives up once: after a collective of the step timed out, the
+  # network has failed and the step's later agreements are skipped
+  # (lib/graph/run.c agree_unless_failed), so every rank fails within one
+  # timeout plus the margin.
+  local engine=$1 prog=$2 timeout_ms=2000 margin_ms=1500 waits=1
   "$cluster" up 2 --rate 1gbit --no-check
   setsid "$cluster" run --no-check -n 2 --timeout 300 -- "$prog" "$tmp" "$timeout_ms" "$engine" \
     >"$tmp/job.log" 2>&1 &
