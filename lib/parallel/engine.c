@@ -30,6 +30,7 @@ struct engine {
     /* Abort: read by the communication thread between two MPI_Test. */
     atomic_bool aborted;
     struct engine *next_live; /* the live thread engines (stop_at_finalize) */
+    request *left_in_flight;  /* the collective an abort left in MPI's hands */
     bool abandoned;       /* the thread left a started collective behind */
     pcnn_status error;    /* first failed or timed-out wait (main thread) */
 };
@@ -98,6 +99,7 @@ static void *comm_thread(void *arg)
         pthread_mutex_lock(&e->lock);
         if (left) {
             e->abandoned = true;
+            e->left_in_flight = r;
             break;
         }
         r->t_start = t0;
@@ -114,8 +116,8 @@ static void *comm_thread(void *arg)
  * (C++ destructors and Fortran finalizers destroy networks after it): MPI
  * deletes MPI_COMM_SELF's attributes first thing in MPI_Finalize, and the
  * delete callback of ours stops every live communication thread there,
- * before MPI shuts down.  Their engines are then aborted and destroy joins
- * nothing. */
+ * before MPI shuts down, and completes what they had posted.  Their
+ * engines are then aborted and destroy joins nothing. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static engine *live_threads;
 static int finalize_key = MPI_KEYVAL_INVALID;
@@ -128,6 +130,20 @@ static int stop_at_finalize(MPI_Comm comm, int key, void *value, void *extra)
         engine_abort(e);
         pthread_join(e->thread, NULL); /* it leaves within one MPI_Test */
         e->thread_started = false;
+        /* MPI requires pending communication to complete before
+         * MPI_Finalize, and every rank is finalizing: finish here, on the
+         * finalizing thread, the collective the thread left in flight and
+         * those still queued, in posting order as the partners do. */
+        if (e->left_in_flight) {
+            MPI_Wait(&e->left_in_flight->handle, MPI_STATUS_IGNORE);
+            e->left_in_flight = NULL;
+            e->abandoned = false;
+        }
+        for (; e->count > 0; e->count--, e->head = (e->head + 1) % e->capacity) {
+            request *r = e->queue[e->head];
+            if (start_nonblocking(e->comm, r) == MPI_SUCCESS)
+                MPI_Wait(&r->handle, MPI_STATUS_IGNORE);
+        }
     }
     live_threads = NULL;
     finalize_key = MPI_KEYVAL_INVALID; /* MPI frees its keyvals */
