@@ -184,7 +184,7 @@ self_check() {
 }
 
 # The processes of our jobs: everything inside our namespaces, and the
-# launchers (mpiexec) on this side, which name our launcher script.
+# launchers (mpiexec.mpich) on this side, which name our launcher script.
 job_pids() {
   local ns
   for ns in $(our_namespaces); do ip netns pids "$ns" 2>/dev/null || true; done
