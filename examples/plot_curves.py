@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Draw the curves an example wrote as CSV into a PNG.
+"""usage: /usr/bin/python3 examples/plot_curves.py CURVES.csv OUT.png
 
-usage: /usr/bin/python3 examples/plot_curves.py CURVES.csv OUT.png
+Draw the curves an example wrote as CSV into a PNG.
 
 Works on the CSV of every example (fashion_mnist.c and .py, edsr_superres,
 insitu_gray_scott, adaptive_batch).  The x axis is the first numeric

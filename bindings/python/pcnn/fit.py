@@ -179,7 +179,8 @@ def fit(net, x, y=None, epochs=1, batch=None, validation=None, callbacks=(), ver
         if seed is None:
             seed = int(net.get_option("seed"))
         history = {"epoch": [], "loss": []}
-        per_step = show == 1 or any(type(c).on_batch_end is not Callback.on_batch_end
+        # the same on every rank: the two ways make different collective calls
+        per_step = verbose == 1 or any(type(c).on_batch_end is not Callback.on_batch_end
                                     for c in callbacks)
         for c in callbacks:
             c.on_train_begin(net)
