@@ -160,5 +160,6 @@ def test_dataset_iteration():
     assert sorted(order) == list(range(10)) and order != list(range(10))
     np.testing.assert_array_equal(ys, y[order])
     t = pcnn.Dataset(x, targets=np.arange(20, dtype=np.float32).reshape(10, 2))
-    tx, ty = d[0][0], t[2][1]
+    tx, ty = t[2]
     assert ty.shape == (2,) and list(ty) == [4, 5]
+    np.testing.assert_array_equal(tx, x[2])

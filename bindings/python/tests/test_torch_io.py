@@ -130,3 +130,26 @@ def test_no_bias_conv():
         net.load_torch_state_dict(model)
         np.testing.assert_allclose(net.predict(x), torch_out(model, x), rtol=0, atol=1e-5)
         assert "1.conv2d.bias" not in net.state_dict()
+
+
+def test_volumes_same_outputs():
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Conv3d(2, 4, 3, padding=1), nn.BatchNorm3d(4), nn.ReLU(),
+                          nn.MaxPool3d(2), nn.Flatten(), nn.Linear(4 * 2 * 2 * 2, 3))
+    model.train()
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(4, 2, 4, 4, 4)).astype(np.float32)
+    with torch.no_grad():
+        model(torch.from_numpy(x))  # running statistics away from 0 / 1
+    net = pcnn.Net(seed=1, threads=1)
+    a = net.input3d(2, 4, 4, 4)
+    a = net.maxpool3d(net.relu(net.batchnorm(net.conv3d(a, 4, 3, padding=1))), 2)
+    net.set_loss(net.dense(a, 3), "softmax_cross_entropy")
+    net.finalize(4)
+    with net:
+        assert net.state_dict()["1.conv3d.weight"].shape == (4, 2, 3, 3, 3)
+        net.load_torch_state_dict(model)
+        np.testing.assert_allclose(net.predict(x), torch_out(model, x), rtol=0, atol=1e-5)
+        back = net.torch_state_dict(model)
+        for k, v in model.state_dict().items():
+            assert torch.equal(back[k], v), k
