@@ -1,7 +1,7 @@
 /* Adaptive batch size (seed 001 chapter 5) on Fashion-MNIST: a small CNN
  * trained three ways under the same stopping rule, side by side.
  *
- *   mpiexec -n 2 adaptive_batch [--mode all|fixed|linear|adaptive]
+ *   mpiexec.mpich -n 2 adaptive_batch [--mode all|fixed|linear|adaptive]
  *       [--small 32] [--large 1024] [--lr 0.025] [--warmup 3]
  *       [--growth 4] [--rule root|linear] [--theta 0.2] [--interval 0]
  *       [--epochs 30] [--stop-decays 2] [--patience 2] [--plateau 0.05]
@@ -146,10 +146,41 @@ static result train(const char *name, int b_start, int b_max, double lr, int war
     return r;
 }
 
-static int parse(int argc, char **argv, options *o)
+static const char usage[] =
+    "usage: mpiexec.mpich -n 2 adaptive_batch [options]\n"
+    "  --mode NAME         all, fixed, linear or adaptive (all)\n"
+    "  --small N           the small batch B_s: fixed's batch, adaptive's start (32)\n"
+    "  --large N           the large batch B_m: linear's batch, adaptive's end (1024)\n"
+    "  --lr X              learning rate at --small; linear uses X * large / small (0.025)\n"
+    "  --warmup N          linear: warm-up epochs (3)\n"
+    "  --growth X          adaptive: batch growth factor (4)\n"
+    "  --rule NAME         adaptive: learning rate follows the batch by root or linear (root)\n"
+    "  --theta X           adaptive: relative change under which theta saturates (0.2)\n"
+    "  --interval N        adaptive: grow every N epochs instead (0 = from theta)\n"
+    "  --epochs N          at most N epochs per method (30)\n"
+    "  --stop-decays N     stop at the N-th plateau decay of the learning rate (2)\n"
+    "  --patience N        epochs without a --plateau improvement before a decay (2)\n"
+    "  --plateau X         relative improvement of the training loss that counts (0.05)\n"
+    "  --threads N         OpenMP threads per rank (1)\n"
+    "  --engine N          0 auto, 1 communication thread, 2 non-blocking collectives (2)\n"
+    "  --seed N            initialisation and shuffling seed (0)\n"
+    "  --csv FILE          per-epoch curves of every method as CSV\n"
+    "  --data DIR          Fashion-MNIST IDX files (/usr/share/datasets/fashion-mnist)\n";
+
+/* 1: options parsed; 0: an error (reported); 2: --help printed. */
+static int parse(int argc, char **argv, options *o, int rank)
 {
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const char *k = argv[i], *v = argv[i + 1];
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            if (rank == 0) fputs(usage, stdout);
+            return 2;
+        }
+    for (int i = 1; i < argc; i += 2) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            if (rank == 0) fprintf(stderr, "option %s needs a value\n%s", k, usage);
+            return 0;
+        }
         if (!strcmp(k, "--mode")) o->mode = v;
         else if (!strcmp(k, "--data")) o->data = v;
         else if (!strcmp(k, "--csv")) o->csv = v;
@@ -169,7 +200,7 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(k, "--theta")) o->theta = atof(v);
         else if (!strcmp(k, "--rule")) o->root = !strcmp(v, "root");
         else {
-            fprintf(stderr, "unknown option %s\n", k);
+            if (rank == 0) fprintf(stderr, "unknown option %s\n%s", k, usage);
             return 0;
         }
     }
@@ -184,7 +215,14 @@ int main(int argc, char **argv)
                  .large = 1024, .warmup = 3, .epochs = 30, .stop_decays = 2, .patience = 2,
                  .interval = 0, .threads = 1, .seed = 0, .lr = 0.025, .plateau = 0.05,
                  .growth = 4, .root = 1, .theta = 0.2, .engine = 2};
-    if (!parse(argc, argv, &o)) MPI_Abort(MPI_COMM_WORLD, 2);
+    int world_rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    const int parsed = parse(argc, argv, &o, world_rank);
+    if (parsed == 2) { /* --help: nothing else to do */
+        MPI_Finalize();
+        return 0;
+    }
+    if (!parsed) MPI_Abort(MPI_COMM_WORLD, 2);
     char xtr[512], ytr[512], xte[512], yte[512];
     snprintf(xtr, sizeof xtr, "%s/train-images-idx3-ubyte.gz", o.data);
     snprintf(ytr, sizeof ytr, "%s/train-labels-idx1-ubyte.gz", o.data);

@@ -15,7 +15,7 @@
 #include "common/example.h"
 
 static const char usage[] =
-    "usage: mpiexec -n 2 edsr_superres [options]\n"
+    "usage: mpiexec.mpich -n 2 edsr_superres [options]\n"
     "  --features N      feature maps (64, as models.py)\n"
     "  --blocks N        residual blocks (8, as models.py)\n"
     "  --train N         training images (3000 of 60000)\n"

@@ -15,7 +15,7 @@
 #include "common/example.h"
 
 static const char usage[] =
-    "usage: mpiexec -n 2 fashion_mnist [options]\n"
+    "usage: mpiexec.mpich -n 2 fashion_mnist [options]\n"
     "  --epochs N          epochs (5)\n"
     "  --batch N           global batch, split over the ranks (64)\n"
     "  --lr X              learning rate of momentum SGD (0.05)\n"

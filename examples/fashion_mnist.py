@@ -2,18 +2,27 @@
 """Train LeNet-5 on Fashion-MNIST with libpcnn's Python binding, on one or
 several MPI ranks.
 
-    OMP_NUM_THREADS=1 mpiexec -n 2 /usr/bin/python3 examples/fashion_mnist.py \
-        [--epochs 5] [--batch 64] [--lr 0.05] [--momentum 0.9] [--decay-every 4]
-        [--decay 0.1] [--warmup STEPS] [--seed 0] [--threads N] [--no-overlap]
-        [--exchange a2a|allreduce] [--schedule START_BATCH] [--train-limit N]
-        [--csv curves.csv] [--plot curves.png] [--progress auto|bar|lines|off]
+    OMP_NUM_THREADS=1 mpiexec.mpich -n 2 /usr/bin/python3 examples/fashion_mnist.py \
+        [--epochs 5] [--batch 64] [--lr 0.05] [--momentum 0.9] [--warmup 1]
+        [--decay-every 3] [--decay 0.1] [--seed 0] [--threads 0] [--no-overlap]
+        [--exchange a2a|allreduce] [--engine auto|thread|nonblocking]
+        [--train-limit N] [--schedule START_BATCH] [--csv curves.csv]
+        [--plot curves.png] [--trace FILE] [--progress auto|bar|lines|off]
         [--data /usr/share/datasets/fashion-mnist] [--library path/to/libpcnn.so]
         [--mpi4py]
 
-The same model and training as examples/fashion_mnist.c: LeNet-5 with
-Glorot-uniform weights, momentum SGD on global batches of --batch samples
-split over the ranks, the learning rate x --decay every --decay-every
-epochs.  Rank 0 prints the
+The Python twin of examples/fashion_mnist.c, with the C example's
+defaults option for option: LeNet-5 with Glorot-uniform weights, momentum
+SGD (lr 0.05, momentum 0.9) on global batches of 64 samples split over the
+ranks, a one-epoch linear warm-up, the learning rate x 0.1 every 3
+epochs, 5 epochs, the training set shuffled by (seed, epoch) and
+--train-limit taking the first N samples of each epoch's order.  On the
+same ranks and threads it computes the same steps: the losses and
+accuracies it prints equal the C example's (checked by the meson test
+example_fashion_mnist_py_matches_c).  What differs is the driver: the C
+example copies each rank's share of every batch itself and calls
+pcnn_net_train_step; this one calls Net.train_epoch (the same steps,
+driven by the binding).  Rank 0 prints the
 model summary, a progress bar per epoch (redrawn in place on a terminal,
 plain lines otherwise: under mpiexec stdout is a pipe, so pass --progress
 bar to get the bar there), per-epoch metrics, and at the end libpcnn's
@@ -38,6 +47,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bindings", "python"))
 import pcnn  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST training-set pixel statistics
+ENGINES = ["auto", "thread", "nonblocking"]  # the values of the engine option
 
 
 def parse_args():
@@ -46,21 +56,26 @@ def parse_args():
     p.add_argument("--batch", type=int, default=64, help="global batch (largest, with --schedule)")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--decay-every", type=int, default=4,
+    p.add_argument("--warmup", type=int, default=1, metavar="EPOCHS",
+                   help="ramp the learning rate up over the first EPOCHS epochs (0: off)")
+    p.add_argument("--decay-every", type=int, default=3,
                    help="multiply the learning rate by --decay every N epochs (0: off)")
     p.add_argument("--decay", type=float, default=0.1)
-    p.add_argument("--warmup", type=int, default=0, metavar="STEPS",
-                   help="ramp the learning rate up over the first STEPS steps")
     p.add_argument("--no-overlap", action="store_true",
                    help="exchange gradients after the backward pass, not during it")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None,
-                   help="threads per rank (default: this rank's cores / ranks)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="OpenMP threads per rank (0: OMP_NUM_THREADS)")
     p.add_argument("--exchange", choices=["a2a", "allreduce"], default="a2a")
+    p.add_argument("--engine", choices=["auto", "thread", "nonblocking"], default="auto",
+                   help="progress engine (auto: the communication thread when MPI provides "
+                        "THREAD_MULTIPLE)")
+    p.add_argument("--trace", metavar="FILE",
+                   help="write each rank's last steps as a Chrome trace FILE.rankR.json")
     p.add_argument("--schedule", type=int, metavar="START_BATCH",
                    help="adaptive batch: grow from START_BATCH to --batch")
     p.add_argument("--train-limit", type=int, metavar="N",
-                   help="train on the first N samples only")
+                   help="train on the first N samples of each epoch's order (all 60000)")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--csv", help="write per-epoch curves to this CSV file")
     p.add_argument("--plot", help="write the curves as a PNG plot (matplotlib)")
@@ -119,8 +134,11 @@ def build_lenet(comm, args, threads, steps_per_epoch):
     """LeNet-5 as in the peers' models.py: conv5(pad 2) relu pool, conv5 relu
     pool, dense 120, 84, 10, with Glorot-uniform weights."""
     net = pcnn.Net(comm, optimizer="momentum", learning_rate=args.lr,
-                   momentum=args.momentum, warmup_steps=args.warmup, seed=args.seed,
-                   threads=threads, overlap=0 if args.no_overlap else 1)
+                   momentum=args.momentum, warmup_steps=args.warmup * steps_per_epoch,
+                   seed=args.seed, threads=threads, overlap=0 if args.no_overlap else 1,
+                   engine=ENGINES.index(args.engine))
+    if args.trace:
+        net.configure(trace_events=4096)
     if args.decay_every > 0 and not args.schedule:
         net.configure(decay_every_steps=args.decay_every * steps_per_epoch,
                       decay_factor=args.decay)
@@ -146,11 +164,18 @@ def load(args):
                                   path("train-labels-idx1-ubyte.gz"), MEAN, STD)
     test = pcnn.Dataset.load_idx(path("t10k-images-idx3-ubyte.gz"),
                                  path("t10k-labels-idx1-ubyte.gz"), MEAN, STD)
-    if args.train_limit and args.train_limit < len(train):
-        with train:
-            x, y = train.batch(0, args.train_limit)
-        train = pcnn.Dataset(x, y)
     return train, test
+
+
+def epoch_data(train, args, epoch):
+    """The epoch's samples in order: the shuffled training set, or with
+    --train-limit a dataset of the first N samples of that order (as the C
+    example's loop takes them); the caller closes it."""
+    train.shuffle(args.seed, epoch)
+    if not args.train_limit or args.train_limit >= len(train):
+        return train
+    x, y = train.batch(0, args.train_limit)
+    return pcnn.Dataset(x, labels=y)
 
 
 def write_plot(path, rows):
@@ -188,32 +213,35 @@ def main():
     else:
         comm = pcnn.Comm.world()
     root = comm.rank == 0
-    threads = args.threads or max(1, len(os.sched_getaffinity(0)) // comm.size)
+    threads = args.threads or os.environ.get("OMP_NUM_THREADS", "all")
     train, test = load(args)
-    net = build_lenet(comm, args, threads, -(-len(train) // args.batch))
+    n_train = min(len(train), args.train_limit or len(train))
+    net = build_lenet(comm, args, args.threads, -(-n_train // args.batch))
     # --lr is the rate of the full batch: start from its linear share
     sched = (pcnn.Scheduler(net, args.schedule, args.batch,
                             args.lr * args.schedule / args.batch)
              if args.schedule else None)
     if root:
-        print("libpcnn %s (%s) — LeNet-5 on Fashion-MNIST, %d rank(s) x %d thread(s), "
+        print("libpcnn %s (%s) — LeNet-5 on Fashion-MNIST, %d rank(s) x %s thread(s), "
               "global batch %s, %s exchange"
               % (pcnn.library_version(), pcnn.library_path(), comm.size, threads,
                  "%d -> %d (adaptive)" % (args.schedule, args.batch) if sched else args.batch,
                  "allreduce" if args.exchange == "allreduce" else "all-to-all + all-gather"))
-        print("training samples %d, test samples %d" % (len(train), len(test)))
+        print("training samples %d, test samples %d" % (n_train, len(test)))
         print(net.summary(), flush=True)
 
     rows, total = [], 0.0
     for epoch in range(1, args.epochs + 1):
-        train.shuffle(args.seed, epoch)
+        data = epoch_data(train, args, epoch)
         bar = Progress(args.progress, root, "epoch %d/%d" % (epoch, args.epochs))
         batch = sched.batch if sched else args.batch
         t0 = time.perf_counter()
         if sched:
-            train_loss = sched.train_epoch(train, callback=bar)
+            train_loss = sched.train_epoch(data, callback=bar)
         else:
-            train_loss = net.train_epoch(train, args.batch, callback=bar)
+            train_loss = net.train_epoch(data, args.batch, callback=bar)
+        if data is not train:
+            data.close()
         seconds = time.perf_counter() - t0
         total += seconds
         lr = net.get_option("learning_rate")
@@ -224,7 +252,7 @@ def main():
             print("epoch %d/%d  train loss %.4f  test loss %.4f  test accuracy %.2f%%  "
                   "%.2f s  %.0f samples/s%s"
                   % (epoch, args.epochs, train_loss, test_loss, 100 * accuracy, seconds,
-                     len(train) / seconds,
+                     n_train / seconds,
                      "  batch %d  lr %.4g" % (batch, lr) if sched else ""), flush=True)
 
     if root:
@@ -232,6 +260,12 @@ def main():
               % (args.epochs, total, 100 * rows[-1]["test_accuracy"]))
         print("\ntiming breakdown (rank 0):")
         print(net.timing_report(), end="")
+    if args.trace:
+        path = "%s.rank%d.json" % (args.trace, comm.rank)
+        net.write_trace(path)
+        if root:
+            print("trace written to %s (one file per rank)" % path)
+    if root:
         if args.csv:
             with open(args.csv, "w", newline="") as f:
                 w = csv.DictWriter(f, fieldnames=list(rows[0]))

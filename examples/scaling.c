@@ -2,7 +2,7 @@
  * the job (strong scaling; --weak keeps the batch per rank instead), with
  * the speedup and the library's timing breakdown of each run.
  *
- *   mpiexec -n 2 scaling [--model resnet20|lenet] [--batch 64] [--steps 20]
+ *   mpiexec.mpich -n 2 scaling [--model resnet20|lenet] [--batch 64] [--steps 20]
  *
  * One job measures every configuration: the 1-rank runs use a
  * communicator holding rank 0 only, while the other ranks wait in a
@@ -16,7 +16,7 @@
 #include "common/example.h"
 
 static const char usage[] =
-    "usage: mpiexec -n 2 scaling [options]\n"
+    "usage: mpiexec.mpich -n 2 scaling [options]\n"
     "  --model NAME      resnet20 (3x32x32, 10 classes) or lenet (1x28x28) (resnet20)\n"
     "  --batch N         global batch (64)\n"
     "  --steps N         timed steps per configuration, after 3 warm-up steps (20)\n"

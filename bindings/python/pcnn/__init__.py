@@ -23,7 +23,10 @@ from .errors import (CorruptError, FileError, InternalError, InvalidArgumentErro
                      InvalidStateError, LibraryError, LibraryNotFoundError, MismatchError,
                      MPIError, NumericError, OutOfMemoryError, PcnnError, RemoteError,
                      ShapeError, TimeoutError, UnsupportedError)
+from .fit import Callback, EarlyStopping, ProgressBar
 from .net import Evaluation, Layer, Net, StepInfo
+from .state import StateKeyError
+from .torch_io import from_torch_state_dict, to_torch_state_dict
 from .scheduler import Scheduler
 
 __version__ = "0.1.0"  # the binding's own version; the library's: library_version()
@@ -67,5 +70,7 @@ __all__ = [
     "OutOfMemoryError", "MPIError", "RemoteError", "TimeoutError", "UnsupportedError",
     "NumericError", "FileError", "CorruptError", "MismatchError", "InternalError",
     "LibraryError", "LibraryNotFoundError",
+    "Callback", "EarlyStopping", "ProgressBar", "StateKeyError",
+    "from_torch_state_dict", "to_torch_state_dict",
     "load_library", "library_path", "library_version", "checkpoint_cleanup",
 ]

@@ -123,6 +123,38 @@ class Dataset(Handle):
             self._lib.pcnn_dataset_batch(h, start, count, addr(x), None, addr(y))
         return x, y
 
+    def batches(self, size, drop_last=False):
+        """Iterate over (x, y) batches of `size` samples in the current order
+        (see shuffle), the last one partial unless drop_last: fresh arrays
+        each time, x shaped (n,) + sample_shape, y int32 labels (n,) or
+        float32 targets (n, k).
+
+            for x, y in data.batches(64):
+                loss = net.train_step(x, labels=y)"""
+        if int(size) < 1:
+            raise InvalidArgumentError("Dataset.batches: size %r < 1" % (size,))
+        return _Batches(self, int(size), bool(drop_last))
+
+    def __iter__(self):
+        """One sample at a time, as (x, y) with x shaped sample_shape and y
+        a label (int) or targets (float32 array of target_count)."""
+        for x, y in self.batches(256):
+            for i in range(x.shape[0]):
+                yield x[i], (int(y[i]) if self.has_labels else y[i])
+
+    def __getitem__(self, i):
+        """Sample i of the current order as (x, y); negative i counts from
+        the end."""
+        n = len(self)
+        if not isinstance(i, (int, np.integer)):
+            raise TypeError("Dataset indices are integers, got %s" % type(i).__name__)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("Dataset index %d out of range for %d samples" % (i, n))
+        x, y = self.batch(int(i), 1)
+        return x[0], (int(y[0]) if self.has_labels else y[0])
+
     def __repr__(self):
         if self.closed:
             return "<pcnn.Dataset closed>"
@@ -130,3 +162,23 @@ class Dataset(Handle):
             self._n, self.sample_shape,
             "labels" if self.has_labels else "%d targets" % self.target_count)
 
+
+
+class _Batches:
+    """The iterable Dataset.batches returns: len() is the number of batches,
+    and each iteration starts again from the first sample."""
+
+    def __init__(self, data, size, drop_last):
+        self.data, self.size, self.drop_last = data, size, drop_last
+
+    def __len__(self):
+        n = len(self.data)
+        return n // self.size if self.drop_last else -(-n // self.size)
+
+    def __iter__(self):
+        n = len(self.data)
+        for start in range(0, n, self.size):
+            count = min(self.size, n - start)
+            if count < self.size and self.drop_last:
+                return
+            yield self.data.batch(start, count)

@@ -8,7 +8,7 @@ from ctypes import byref, c_double, c_float, c_int, c_size_t, c_uint64, c_void_p
 
 import numpy as np
 
-from . import _options
+from . import _options, fit as _fit, state as _state, torch_io as _torch_io
 from ._arrays import F32, I32, addr, count as values_of, floats_in, floats_out, labels_in, samples
 from ._args import path as _path
 from ._handle import Handle, new_handle
@@ -39,11 +39,13 @@ class Layer:
     refers to its network weakly and raises InvalidStateError once the
     network is closed or gone."""
 
-    __slots__ = ("_net", "_h", "index", "kind", "__weakref__")
+    __slots__ = ("_net", "_h", "index", "kind", "inputs", "config", "__weakref__")
 
-    def __init__(self, net, h):
+    def __init__(self, net, h, inputs=(), config=None):
         self._net = weakref.ref(net)
         self._h = h
+        self.inputs = tuple(inputs)  # the Layers that feed this one
+        self.config = dict(config or {})  # the arguments it was added with
         index, kind = c_int(), ctypes.c_char_p()
         net._lib.pcnn_layer_info(h, byref(index), byref(kind))
         self.index, self.kind = index.value, kind.value.decode()
@@ -207,10 +209,10 @@ class Net(Handle):
                                        % (what, layer.index, layer.kind))
         return layer._h
 
-    def _add(self, fn, *args):
+    def _add(self, fn, *args, inputs=(), config=None):
         out = c_void_p()
         getattr(self._lib, fn)(self._handle(), *args, byref(out))
-        layer = Layer(self, out.value)
+        layer = Layer(self, out.value, inputs, config)
         self.layers.append(layer)
         return layer
 
@@ -230,7 +232,8 @@ class Net(Handle):
     def conv3d(self, src, out_channels, kernel, stride=1, padding=0, bias=True):
         """3D convolution as torch.nn.Conv3d (cubic kernel, any padding)."""
         return self._add("pcnn_conv3d", self._in(src), out_channels, kernel, stride, padding,
-                         int(bool(bias)))
+                         int(bool(bias)), inputs=(src,),
+                         config=dict(out_channels=out_channels, kernel=kernel, bias=bool(bias)))
 
     def maxpool3d(self, src, kernel, stride=None, padding=0):
         """3D max pooling; stride defaults to kernel, as in PyTorch."""
@@ -243,7 +246,8 @@ class Net(Handle):
 
     def conv2d(self, src, out_channels, kernel, stride=1, padding=0, bias=True):
         return self._add("pcnn_conv2d", self._in(src), out_channels, kernel, stride, padding,
-                         int(bool(bias)))
+                         int(bool(bias)), inputs=(src,),
+                         config=dict(out_channels=out_channels, kernel=kernel, bias=bool(bias)))
 
     def maxpool2d(self, src, kernel, stride=None, padding=0):
         """Max pooling; stride defaults to kernel, as in PyTorch."""
@@ -258,7 +262,8 @@ class Net(Handle):
         return self._add("pcnn_global_avgpool", self._in(src))
 
     def dense(self, src, out_features, bias=True):
-        return self._add("pcnn_dense", self._in(src), out_features, int(bool(bias)))
+        return self._add("pcnn_dense", self._in(src), out_features, int(bool(bias)),
+                         inputs=(src,), config=dict(out_features=out_features, bias=bool(bias)))
 
     def flatten(self, src):
         return self._add("pcnn_flatten", self._in(src))
@@ -271,7 +276,8 @@ class Net(Handle):
 
     def batchnorm(self, src, eps=1e-5, momentum=0.1, sync=None):
         """sync: see Layer.set_sync (None: the network's sync_batchnorm)."""
-        layer = self._add("pcnn_batchnorm", self._in(src), eps, momentum)
+        layer = self._add("pcnn_batchnorm", self._in(src), eps, momentum, inputs=(src,),
+                          config=dict(eps=eps, momentum=momentum))
         if sync is not None:
             layer.set_sync(sync)
         return layer
@@ -421,11 +427,38 @@ class Net(Handle):
         self._lib.pcnn_net_predict(h, n, addr(x), addr(out), count)
         return out
 
-    def evaluate(self, data):
-        """Evaluation(loss, accuracy) over a whole Dataset, in inference mode
-        (collective with a communicator; equal on all ranks)."""
+    def evaluate(self, x, y=None):
+        """Evaluation(loss, accuracy) over a whole Dataset, or over arrays x
+        (samples) and y (labels, or targets for a regression loss), in
+        inference mode (collective with a communicator, every rank passing
+        the same data; equal on all ranks)."""
+        return _fit.evaluate(self, x, y)
+
+    def fit(self, x, y=None, epochs=1, batch=None, validation=None, callbacks=(), verbose=1,
+            shuffle=True, seed=None, initial_epoch=0, stream=None):
+        """Train for `epochs` epochs on arrays x, y (labels or targets) or a
+        Dataset x, in global batches of `batch` samples (default: the
+        max_batch of finalize); returns the history
+        {"epoch": [...], "loss": [...], "val_loss", "val_accuracy",
+        "seconds"} (one value per epoch).
+
+        validation: (x_val, y_val) or a Dataset, evaluated after each epoch.
+        callbacks: pcnn.Callback objects (on_train_begin, on_epoch_begin,
+        on_batch_end(StepInfo), on_epoch_end(epoch, logs) -> True stops,
+        on_train_end) or plain functions f(epoch, logs) -> True stops; see
+        pcnn.EarlyStopping.  verbose: 0 silent, 1 a progress bar (redrawn on
+        a terminal, a line per quarter epoch otherwise), 2 one line per
+        epoch; only rank 0 prints, to `stream` (sys.stdout).  shuffle:
+        Dataset.shuffle(seed, epoch) before each epoch (seed: the network's
+        seed option by default), so every rank and every resumed run agrees.
+        With a communicator, collective: every rank passes the same full
+        data and trains on its share of each global batch."""
+        return _fit.fit(self, x, y, epochs, batch, validation, callbacks, verbose, shuffle,
+                        seed, initial_epoch, stream)
+
+    def _evaluate_dataset(self, data):
         if not isinstance(data, Dataset):
-            raise TypeError("Net.evaluate: expected a pcnn.Dataset, got %r" % (data,))
+            raise TypeError("Net.evaluate: expected a pcnn.Dataset or arrays, got %r" % (data,))
         loss, acc = c_double(), c_double()
         with data._using() as d:
             self._lib.pcnn_net_evaluate(self._handle(), d, byref(loss), byref(acc))
@@ -534,6 +567,31 @@ class Net(Handle):
     def set_params(self, values):
         values = floats_in(values, "Net.set_params")
         self._lib.pcnn_net_set_params(self._handle(), addr(values), values.size)
+
+    def state_dict(self, buffers=True):
+        """OrderedDict of named, shaped float32 arrays (copies): for each
+        layer with parameters "<index>.<kind>.weight" / ".bias" in
+        PyTorch's shapes, and for batch norms ".running_mean" and
+        ".running_var" (unless buffers=False; read through a checkpoint,
+        single process only).  After finalize."""
+        return _state.state_dict(self, buffers)
+
+    def load_state_dict(self, state, strict=True):
+        """Copy named arrays (as state_dict gives) into the network.  Every
+        shape is checked first and nothing changes on error.  strict:
+        unknown names and missing trainable parts raise
+        pcnn.StateKeyError (a KeyError); running statistics may be left
+        out.  Returns (missing, unexpected) names (empty when strict).
+        Collective with a communicator when it sets running statistics."""
+        return _state.load_state_dict(self, state, strict)
+
+    def load_torch_state_dict(self, state_dict, strict=True):
+        """pcnn.from_torch_state_dict(self, state_dict, strict)."""
+        return _torch_io.from_torch_state_dict(self, state_dict, strict)
+
+    def torch_state_dict(self, template):
+        """pcnn.to_torch_state_dict(self, template)."""
+        return _torch_io.to_torch_state_dict(self, template)
 
     def get_grads(self, out=None):
         """The gradients of the last backward pass, laid out as get_params."""
