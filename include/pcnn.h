@@ -1191,6 +1191,17 @@ PCNN_API pcnn_status pcnn_checkpoint_cleanup(const char *path, int *removed);
  * norm, sync not -1, 0 or 1), INVALID_STATE (finalized). */
 PCNN_API pcnn_status pcnn_batchnorm_set_sync(pcnn_layer *layer, int sync);
 
+/* A layer's non-trainable state, as flat floats: for a batch norm its
+ * running mean[C] then running (unbiased) variance[C], PyTorch's
+ * running_mean and running_var; other layers have none (count 0).  After
+ * finalize; each rank holds its own (sync batch norm keeps them equal).
+ * set checks every value (finite, variances >= 0) before changing any.
+ * Errors: INVALID_ARGUMENT (NULL, bad values), INVALID_STATE (before
+ * finalize), SHAPE (count differs from pcnn_layer_num_buffers). */
+PCNN_API pcnn_status pcnn_layer_num_buffers(const pcnn_layer *layer, size_t *count);
+PCNN_API pcnn_status pcnn_layer_get_buffers(const pcnn_layer *layer, float *buf, size_t count);
+PCNN_API pcnn_status pcnn_layer_set_buffers(pcnn_layer *layer, const float *buf, size_t count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,8 +1,10 @@
 /* Parameters in and out as flat float arrays, counts and sizes. */
+#include <math.h>
 #include <string.h>
 
 #include "../core/error.h"
 #include "../kernels/kernels.h"
+#include "../layers/batchnorm.h"
 #include "net.h"
 
 PCNN_API pcnn_status pcnn_net_num_params(const pcnn_net *net, size_t *count)
@@ -111,5 +113,62 @@ PCNN_API pcnn_status pcnn_net_get_input_grad(const pcnn_net *net, float *buf, si
             count, need);
     cnhw_to_nchw(net->layers.items[0]->dy, buf, net->last_backward_n, s.c, shape_spatial(s),
                  net->threads);
+    return PCNN_OK;
+}
+
+/* Non-trainable state (batch norm's running statistics): count 0 for
+ * layers without any. */
+static float *layer_buffers(const pcnn_layer *layer, size_t *count)
+{
+    *count = 0;
+    if (!layer_is_batchnorm(layer)) return NULL;
+    return batchnorm_running_stats((pcnn_layer *)layer, count);
+}
+
+static pcnn_status check_buffers(const pcnn_layer *layer, const void *buf, size_t count,
+                                 float **stats, const char *func)
+{
+    if (!layer) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "layer is NULL");
+    TRY(net_check_ready(net_of_layer(layer), func));
+    size_t have;
+    *stats = layer_buffers(layer, &have);
+    char name[64];
+    if (count != have)
+        return error_set(PCNN_ERR_SHAPE, func, "%s has %zu buffer values, count is %zu",
+                         layer_name(layer, name, sizeof name), have, count);
+    if (count && !buf) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "buf is NULL");
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_layer_num_buffers(const pcnn_layer *layer, size_t *count)
+{
+    API_ENTRY();
+    REQUIRE_PTR(layer);
+    REQUIRE_PTR(count);
+    TRY(net_check_ready(net_of_layer(layer), __func__));
+    layer_buffers(layer, count);
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_layer_get_buffers(const pcnn_layer *layer, float *buf, size_t count)
+{
+    API_ENTRY();
+    float *stats = NULL;
+    TRY(check_buffers(layer, buf, count, &stats, __func__));
+    if (count) memcpy(buf, stats, count * sizeof(float));
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_layer_set_buffers(pcnn_layer *layer, const float *buf, size_t count)
+{
+    API_ENTRY();
+    float *stats = NULL;
+    TRY(check_buffers(layer, buf, count, &stats, __func__));
+    /* Batch norm: mean[C] then variance[C]; a variance must be >= 0. */
+    for (size_t i = 0; i < count; i++)
+        REQUIRE(isfinite(buf[i]) && (i < count / 2 || buf[i] >= 0), PCNN_ERR_INVALID_ARGUMENT,
+                "buffer value %zu is %g: running statistics must be finite, variances >= 0", i,
+                (double)buf[i]);
+    if (count) memcpy(stats, buf, count * sizeof(float));
     return PCNN_OK;
 }

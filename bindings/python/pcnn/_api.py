@@ -84,6 +84,9 @@ PROTOTYPES = [
     ("pcnn_net_get_grads", STATUS, (H, H, Z)),
     ("pcnn_layer_get_params", STATUS, (H, H, Z)),
     ("pcnn_layer_set_params", STATUS, (H, H, Z)),
+    ("pcnn_layer_num_buffers", STATUS, (H, pZ)),  # section 9
+    ("pcnn_layer_get_buffers", STATUS, (H, H, Z)),
+    ("pcnn_layer_set_buffers", STATUS, (H, H, Z)),
     ("pcnn_net_get_input_grad", STATUS, (H, H, Z)),
     ("pcnn_net_summary", STATUS, (H, H, Z, pZ)),
     # 4. datasets

@@ -93,6 +93,31 @@ class Layer:
         if values.size or self.num_params:
             net._lib.pcnn_layer_set_params(self._h, addr(values), values.size)
 
+    @property
+    def num_buffers(self):
+        """Floats of non-trainable state (batch norm: running mean and
+        variance, 2 x channels); 0 for other layers.  After finalize."""
+        net = self._owner()
+        n = ctypes.c_size_t()
+        net._lib.pcnn_layer_num_buffers(self._h, ctypes.byref(n))
+        return n.value
+
+    def get_buffers(self, out=None):
+        """This rank's non-trainable state: running mean[C] then variance[C]."""
+        net = self._owner()
+        count = self.num_buffers
+        out = floats_out(out, count, "Layer.get_buffers")
+        if count:
+            net._lib.pcnn_layer_get_buffers(self._h, addr(out), count)
+        return out
+
+    def set_buffers(self, values):
+        """Set this rank's non-trainable state (checked: finite, variances >= 0)."""
+        net = self._owner()
+        values = floats_in(values, "Layer.set_buffers")
+        if values.size or self.num_buffers:
+            net._lib.pcnn_layer_set_buffers(self._h, addr(values), values.size)
+
     def set_init(self, init):
         """Weight initialisation of a conv2d or dense layer; before finalize."""
         net = self._owner()
@@ -572,8 +597,7 @@ class Net(Handle):
         """OrderedDict of named, shaped float32 arrays (copies): for each
         layer with parameters "<index>.<kind>.weight" / ".bias" in
         PyTorch's shapes, and for batch norms ".running_mean" and
-        ".running_var" (unless buffers=False; read through a checkpoint,
-        single process only).  After finalize."""
+        ".running_var" (this rank's; unless buffers=False).  After finalize."""
         return _state.state_dict(self, buffers)
 
     def load_state_dict(self, state, strict=True):
@@ -582,7 +606,7 @@ class Net(Handle):
         unknown names and missing trainable parts raise
         pcnn.StateKeyError (a KeyError); running statistics may be left
         out.  Returns (missing, unexpected) names (empty when strict).
-        Collective with a communicator when it sets running statistics."""
+        Local: running statistics are set on this rank only."""
         return _state.load_state_dict(self, state, strict)
 
     def load_torch_state_dict(self, state_dict, strict=True):

@@ -5,16 +5,14 @@ Names are "<layer index>.<kind>.<part>", e.g. "1.conv2d.weight",
 the layer's kind, and PyTorch's name of the part.  Trainable parts come
 from pcnn_net_get_params (each layer in PyTorch's order, weight then bias);
 batch-norm running statistics ("running_mean", "running_var", unbiased as
-in PyTorch) exist in the C API only inside checkpoints, so they go through
-one (see _ckpt.py).
+in PyTorch) from pcnn_layer_get_buffers, this rank's own.
 """
 import collections
 
 import numpy as np
 
-from . import _ckpt
 from ._arrays import F32, count
-from .errors import InternalError, InvalidStateError, ShapeError, UnsupportedError
+from .errors import InternalError, InvalidStateError, ShapeError
 
 class StateKeyError(KeyError):
     """Unknown or missing names in load_state_dict (a KeyError whose
@@ -82,42 +80,27 @@ def _finalized(net, what):
         raise InvalidStateError("%s: finalize the network first" % what)
 
 
-def _multi_rank(net):
-    return net.comm is not None and net.comm.size > 1
-
-
 def _bn_layers(net):
     return [l for l in net.layers if l.kind == "batchnorm"]
 
 
 def read_buffers(net, what):
-    """This process's running statistics, one flat float32 array (each
-    batch norm's mean[C] then var[C]), from a checkpoint."""
-    if _multi_rank(net):
-        raise UnsupportedError(
-            "%s: batch-norm running statistics are per rank and reach Python only through a "
-            "checkpoint that rank 0 writes; with %d ranks pass buffers=False (or call "
-            "net.save and read it on rank 0)" % (what, net.comm.size))
-    with _ckpt.TempCheckpoint() as tmp:
-        net.save(tmp.path)
-        with open(tmp.path, "rb") as f:
-            ranks, stats = _ckpt.read_bn_stats(f.read())
-    return stats[0]
+    """This rank's running statistics, one flat float32 array (each batch
+    norm's mean[C] then var[C])."""
+    parts = [l.get_buffers() for l in _bn_layers(net)]
+    return np.concatenate(parts) if parts else np.empty(0, F32)
 
 
 def write_buffers(net, values, what):
-    """Set every rank's running statistics to `values` (flat, as
-    read_buffers).  Collective with a communicator: rank 0 patches the
-    checkpoint every rank then loads."""
-    with _ckpt.TempCheckpoint() as tmp:
-        net.save(tmp.path)
-        rank0 = net.comm is None or net.comm.rank == 0
-        if rank0:
-            with open(tmp.path, "rb") as f:
-                raw = _ckpt.write_bn_stats(f.read(), values)
-            with open(tmp.path, "wb") as f:
-                f.write(raw)
-        net.load(tmp.path)  # rank 0 reads; the others receive its bytes
+    """Set this rank's running statistics to `values` (flat, as
+    read_buffers); the C call checks every value first."""
+    pos = 0
+    for layer in _bn_layers(net):
+        n = layer.num_buffers
+        layer.set_buffers(values[pos:pos + n])
+        pos += n
+    if pos != values.size:
+        raise InternalError("%s: %d running statistics for %d values" % (what, pos, values.size))
 
 
 def state_dict(net, buffers=True):
