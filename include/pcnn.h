@@ -40,6 +40,12 @@
 #ifndef PCNN_H
 #define PCNN_H
 
+/* C++: the C API of mpi.h only.  Open MPI's otherwise pulls in its C++
+ * bindings (removed from the MPI standard in 3.0), which warn under -Wextra.
+ * Without effect if the host included mpi.h first. */
+#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX)
+#define OMPI_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -96,6 +96,7 @@ class Comm(Handle):
     _destroy = "pcnn_comm_destroy"
 
     def __init__(self, comm):
+        check_mpi4py()
         if hasattr(comm, "py2f"):
             fint = comm.py2f()
         elif isinstance(comm, int) and not isinstance(comm, bool):
@@ -103,7 +104,6 @@ class Comm(Handle):
         else:
             raise TypeError("Comm(comm): expected an mpi4py communicator (anything with "
                             ".py2f()) or a Fortran communicator handle, got %r" % (comm,))
-        check_mpi4py()
         lib, out = new_handle()
         lib.pcnn_comm_create_fortran(fint, ctypes.byref(out))
         self._adopt(lib, out)
