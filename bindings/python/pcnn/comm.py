@@ -82,8 +82,8 @@ class Comm(Handle):
     Comm(mpi4py_comm)     any object with .py2f() (an mpi4py communicator;
                           mpi4py must run the same MPI family as libpcnn:
                           MPIMismatchError otherwise, see mpi_info()), or a
-                          Fortran handle (int):
-                          passed to pcnn_comm_create_fortran, whose
+                          Fortran handle (int): passed to
+                          pcnn_comm_create_fortran, whose
                           refusal of an invalid handle raises
                           InvalidArgumentError (OverflowError beyond C int).
     Comm.world()          MPI_COMM_WORLD; initialises MPI if nobody has.
