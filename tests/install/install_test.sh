@@ -29,8 +29,14 @@ done
 grep -q "^#define PCNN_MPI_FAMILY PCNN_MPI_FAMILY_$( [ "$family" = mpich ] && echo MPICH || echo OPENMPI)\$" \
   "$inc/pcnn_config.h" || fail "pcnn_config.h does not record $family"
 
-# pkg-config: only PKG_CONFIG_PATH (pcnn.pc is relocatable).
+# pkg-config: only PKG_CONFIG_PATH (pcnn.pc is relocatable).  A build
+# directory configured before the project defaulted to relocatable .pc files
+# keeps absolute ones: then the staged copy is pointed at the stage.
 export PKG_CONFIG_PATH=$lib/pkgconfig
+if grep -q "^prefix=/" "$lib/pkgconfig/pcnn.pc"; then
+  echo "note: $build has pkgconfig.relocatable=false (meson configure -Dpkgconfig.relocatable=true)"
+  sed -i "s|^prefix=.*|prefix=$root|" "$lib/pkgconfig/pcnn.pc"
+fi
 cflags=$(pkg-config --cflags pcnn) || fail "pkg-config --cflags pcnn"
 libs=$(pkg-config --libs pcnn)
 incdir=$(for f in $cflags; do if [ -f "${f#-I}/pcnn.h" ]; then realpath "${f#-I}"; fi; done)
