@@ -91,7 +91,10 @@ class Progress:
 
     def __init__(self, mode, enabled, label):
         if mode == "auto":
-            mode = "bar" if sys.stdout.isatty() else "lines"
+            # Open MPI hands every rank a pseudo-terminal even when the
+            # output goes to a pipe: only a real terminal gets the bar.
+            mode = "bar" if sys.stdout.isatty() and "OMPI_COMM_WORLD_SIZE" not in os.environ \
+                else "lines"
         self.mode = mode if enabled else "off"
         self.label = label
         self.t0 = time.perf_counter()

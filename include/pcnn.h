@@ -40,9 +40,29 @@
 #ifndef PCNN_H
 #define PCNN_H
 
+/* C++: the C API of mpi.h only.  Open MPI's otherwise pulls in its C++
+ * bindings (removed from the MPI standard in 3.0), which warn under -Wextra.
+ * Without effect if the host included mpi.h first. */
+#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX)
+#define OMPI_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The MPI libpcnn was built against (generated at build time).  A host
+ * must compile against the same family's mpi.h: MPI_Comm and the MPI
+ * constants differ between families, and a mix crashes at run time.  Use
+ * the flags of `pkg-config --cflags pcnn` or CMake's pcnn::pcnn, which name
+ * the right mpi.h. */
+#include "pcnn_config.h"
+#if PCNN_MPI_FAMILY == PCNN_MPI_FAMILY_MPICH && !defined(MPICH_VERSION)
+#error "libpcnn was built against MPICH (pcnn_config.h) but this compilation's mpi.h is another MPI's (Open MPI?): compile with MPICH's mpi.h (pkg-config --cflags pcnn, mpicc.mpich) or use a libpcnn built with -Dmpi=openmpi"
+#elif PCNN_MPI_FAMILY == PCNN_MPI_FAMILY_OPENMPI && !defined(OMPI_MAJOR_VERSION)
+#error "libpcnn was built against Open MPI (pcnn_config.h) but this compilation's mpi.h is another MPI's (MPICH?): compile with Open MPI's mpi.h (pkg-config --cflags pcnn, mpicc.openmpi) or use a libpcnn built with -Dmpi=mpich"
+#elif PCNN_MPI_FAMILY == PCNN_MPI_FAMILY_OPENMPI && OMPI_MAJOR_VERSION != PCNN_MPI_BUILD_MAJOR
+#error "libpcnn was built against another major version of Open MPI (PCNN_MPI_BUILD_VERSION in pcnn_config.h) than this compilation's mpi.h (OMPI_MAJOR_VERSION): their ABIs differ; rebuild libpcnn against this Open MPI"
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -1263,5 +1283,17 @@ PCNN_API pcnn_status pcnn_dataset_create3d(int n, int channels, int depth, int h
  * Any pointer may be NULL. */
 PCNN_API pcnn_status pcnn_dataset_info3d(const pcnn_dataset *data, int *n, int *channels,
                                          int *depth, int *height, int *width);
+
+/* The MPI behind this libpcnn.  family: PCNN_MPI_FAMILY_MPICH (MPICH and
+ * its ABI derivatives) or PCNN_MPI_FAMILY_OPENMPI, as built (PCNN_MPI_FAMILY
+ * of pcnn_config.h); built_with: a static "MPICH 4.0.2"-style string of the
+ * mpi.h it was compiled with; library: MPI_Get_library_version of the MPI
+ * library the process runs (callable before MPI_Init and after
+ * MPI_Finalize), truncated to size - 1 bytes and NUL-terminated (size 0:
+ * not written; MPI_MAX_LIBRARY_VERSION_STRING holds all of it).  Any pointer
+ * may be NULL.  Errors: INVALID_ARGUMENT (library non-NULL with size 0),
+ * MPI (MPI_Get_library_version failed). */
+PCNN_API pcnn_status pcnn_mpi_info(int *family, const char **built_with, char *library,
+                                   size_t size);
 
 #endif /* PCNN_EXPERIMENTAL */

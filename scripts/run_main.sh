@@ -6,5 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh
-mpiexec=$(command -v mpiexec.mpich || command -v mpiexec)
-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$mpiexec" -n 2 build/examples/fashion_mnist "$@"
+# build/pcnn-mpiexec: the launcher of the MPI this build uses (mpiexec.mpich
+# by default), never whatever a bare mpiexec points at.
+OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 build/pcnn-mpiexec -n 2 build/examples/fashion_mnist "$@"

@@ -25,7 +25,7 @@ case "$mode" in
 asan)
   scripts/install_deps.sh
   [ -f build-asan/build.ninja ] ||
-    meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+    meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
       -Dbuildtype=debugoptimized
   ninja -C build-asan
   # fast_unwind_on_malloc=0: full stacks, so that leaks from dlopen'ed
@@ -40,7 +40,7 @@ asan)
 tsan)
   scripts/install_deps.sh clang-14 libomp-14-dev libclang-rt-14-dev
   [ -f build-tsan/build.ninja ] ||
-    CC=clang-14 CXX=clang++-14 meson setup build-tsan -Db_sanitize=thread \
+    CC=clang-14 CXX=clang++-14 meson setup build-tsan -Dwerror=true -Db_sanitize=thread \
       -Db_lundef=false -Dbuildtype=debugoptimized
   ninja -C build-tsan
   # Archer tells TSan about OpenMP's fork/join/barriers (LLVM's runtime is
@@ -72,7 +72,7 @@ valgrind)
 fuzz)
   scripts/install_deps.sh clang-14 libclang-rt-14-dev
   [ -f build-fuzz/build.ninja ] ||
-    CC=clang-14 CXX=clang++-14 meson setup build-fuzz -Db_sanitize=address,undefined \
+    CC=clang-14 CXX=clang++-14 meson setup build-fuzz -Dwerror=true -Db_sanitize=address,undefined \
       -Db_lundef=false -Dbuildtype=debugoptimized
   ninja -C build-fuzz tests/io/fuzz_idx
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

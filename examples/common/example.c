@@ -139,7 +139,9 @@ int ex_share(int total, int size, int rank, int *first)
 
 void ex_progress_start(ex_progress *p, int enabled, const char *label, long total)
 {
-    *p = (ex_progress){.enabled = enabled, .tty = enabled && isatty(STDOUT_FILENO),
+    /* Open MPI hands every rank a pseudo-terminal even behind a pipe. */
+    int tty = isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE");
+    *p = (ex_progress){.enabled = enabled, .tty = enabled && tty,
                        .total = total > 0 ? total : 1, .t0 = ex_now()};
     snprintf(p->label, sizeof p->label, "%s", label);
 }

@@ -142,6 +142,7 @@ PROTOTYPES = [
     ("pcnn_layer_output_shape3d", STATUS, (H, pI, pI, pI, pI)),
     ("pcnn_dataset_create3d", STATUS, (I, I, I, I, I, H, H, H, I, HH)),
     ("pcnn_dataset_info3d", STATUS, (H, pI, pI, pI, pI, pI)),
+    ("pcnn_mpi_info", STATUS, (pI, pSTR, H, Z)),
 ]
 
 

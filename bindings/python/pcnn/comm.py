@@ -1,7 +1,78 @@
 """Communicators: libpcnn's duplicate of an MPI communicator."""
 import ctypes
+import sys
 
+from . import _api
 from ._handle import Handle, new_handle
+from .errors import LibraryError, UnsupportedError
+
+
+class MPIMismatchError(LibraryError):
+    """mpi4py and libpcnn use different MPI implementations (say Open MPI and
+    MPICH): one process cannot hold both, and the first MPI call would
+    crash.  Raised before any communicator is handed over."""
+
+
+# pcnn_mpi_info's family values (PCNN_MPI_FAMILY_* of pcnn_config.h).
+_FAMILIES = {1: "MPICH", 2: "Open MPI"}
+
+
+def mpi_family_of(text):
+    """The MPI family ("MPICH" or "Open MPI") an MPI_Get_library_version
+    string names, or None.  MPICH's derivatives share its ABI: Intel MPI,
+    Cray MPICH, MVAPICH count as MPICH."""
+    if "Open MPI" in text:
+        return "Open MPI"
+    upper = text.upper()
+    if any(k in upper for k in ("MPICH", "MVAPICH", "INTEL(R) MPI")):
+        return "MPICH"
+    return None
+
+
+def mpi_info():
+    """{"family", "built_with", "library"}: the MPI family libpcnn was built
+    for, the mpi.h version it was compiled with ("MPICH 4.0.2") and the
+    MPI_Get_library_version text of the MPI library this process runs."""
+    lib = _api.current()
+    family, built = ctypes.c_int(), ctypes.c_char_p()
+    text = ctypes.create_string_buffer(8192)
+    lib.pcnn_mpi_info(ctypes.byref(family), ctypes.byref(built), text, len(text))
+    return {"family": _FAMILIES.get(family.value, "unknown (%d)" % family.value),
+            "built_with": built.value.decode(),
+            "library": text.value.decode("utf-8", "replace").strip()}
+
+
+def check_mpi4py():
+    """Raise MPIMismatchError if mpi4py is imported and runs another MPI
+    family than the one libpcnn was built for.  Checks nothing when mpi4py
+    is not imported, or when either side does not say (an older libpcnn,
+    an MPI whose version string names no known family)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None:
+        return
+    try:
+        theirs_text = mpi.Get_library_version()
+    except Exception:  # an mpi4py too old or too broken to say
+        return
+    lib = _api.current()
+    family, built = ctypes.c_int(), ctypes.c_char_p()
+    try:
+        lib.pcnn_mpi_info(ctypes.byref(family), ctypes.byref(built), None, 0)
+    except UnsupportedError:
+        return
+    ours = _FAMILIES.get(family.value)
+    theirs = mpi_family_of(theirs_text)
+    if ours is None or theirs is None or ours == theirs:
+        return
+    raise MPIMismatchError(
+        "mpi4py runs %s (%s) but libpcnn (%s) was built against %s: one process cannot use "
+        "both MPIs.  Use an mpi4py built on %s (e.g. MPICC=%s pip install --no-binary "
+        "mpi4py mpi4py), or a libpcnn built with -Dmpi=%s, or no mpi4py at all "
+        "(pcnn.Comm.world())."
+        % (theirs, theirs_text.splitlines()[0].strip() if theirs_text else "?", lib.path,
+           built.value.decode(), ours,
+           "mpicc.mpich" if ours == "MPICH" else "mpicc.openmpi",
+           "openmpi" if theirs == "Open MPI" else "mpich"))
 
 
 class Comm(Handle):
@@ -9,9 +80,10 @@ class Comm(Handle):
     communicator, so the library's traffic never mixes with the host's.
 
     Comm(mpi4py_comm)     any object with .py2f() (an mpi4py communicator;
-                          mpi4py must be built against the same MPI as
-                          libpcnn, i.e. MPICH), or a Fortran handle (int):
-                          passed to pcnn_comm_create_fortran, whose
+                          mpi4py must run the same MPI family as libpcnn:
+                          MPIMismatchError otherwise, see mpi_info()), or a
+                          Fortran handle (int): passed to
+                          pcnn_comm_create_fortran, whose
                           refusal of an invalid handle raises
                           InvalidArgumentError (OverflowError beyond C int).
     Comm.world()          MPI_COMM_WORLD; initialises MPI if nobody has.
@@ -24,6 +96,7 @@ class Comm(Handle):
     _destroy = "pcnn_comm_destroy"
 
     def __init__(self, comm):
+        check_mpi4py()
         if hasattr(comm, "py2f"):
             fint = comm.py2f()
         elif isinstance(comm, int) and not isinstance(comm, bool):
@@ -42,6 +115,7 @@ class Comm(Handle):
         libpcnn initialises it (MPI_THREAD_MULTIPLE requested); the binding
         then keeps MPI up until the interpreter exits, as mpi4py does, so
         that closing one communicator never finalises MPI under another."""
+        check_mpi4py()
         _MPIKeeper.ensure()
         self = cls.__new__(cls)
         lib, out = new_handle()

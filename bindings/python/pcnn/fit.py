@@ -7,6 +7,7 @@ so losses and metrics are global and equal on all ranks, and only rank 0
 prints.
 """
 import math
+import os
 import sys
 import time
 
@@ -80,8 +81,11 @@ class ProgressBar:
 
     def __init__(self, epoch, epochs, stream=None, tty=None):
         self.stream = stream if stream is not None else sys.stdout
+        # Open MPI gives every rank a pseudo-terminal even when the output
+        # goes to a pipe: under it only an explicit tty=True draws the bar.
         self.tty = tty if tty is not None else bool(getattr(self.stream, "isatty", None)
-                                                    and self.stream.isatty())
+                                                    and self.stream.isatty()
+                                                    and "OMPI_COMM_WORLD_SIZE" not in os.environ)
         self.label = "epoch %d/%d" % (epoch, epochs)
         self.start = time.perf_counter()
         self.last_draw = 0.0

@@ -14,14 +14,15 @@ import numpy as np  # noqa: E402
 import pcnn  # noqa: E402
 import models  # noqa: E402
 
-MPICH_COMM_WORLD_FINT = 0x44000000  # MPI_Comm_c2f(MPI_COMM_WORLD) in MPICH
+# MPI_Comm_c2f(MPI_COMM_WORLD): a constant in MPICH, index 0 in Open MPI.
+WORLD_FINT = {"MPICH": 0x44000000, "Open MPI": 0}
 
 
 class FakeMpi4pyComm:
     """Stands in for an mpi4py communicator: only .py2f() is used."""
 
     def py2f(self):
-        return MPICH_COMM_WORLD_FINT
+        return WORLD_FINT[pcnn.comm.mpi_info()["family"]]
 
 
 def main(out, xfile, lfile):
