@@ -1191,6 +1191,92 @@ PCNN_API pcnn_status pcnn_checkpoint_cleanup(const char *path, int *removed);
  * norm, sync not -1, 0 or 1), INVALID_STATE (finalized). */
 PCNN_API pcnn_status pcnn_batchnorm_set_sync(pcnn_layer *layer, int sync);
 
+/*
+ * Callbacks and merged traces.
+ *
+ * A step callback sees each training step of pcnn_net_train_epoch (and of
+ * pcnn_scheduler_train_epoch, which trains through the same loop) and may
+ * stop the epoch early; a log callback receives the library's rare
+ * diagnostics, which the library otherwise keeps to itself (it never
+ * prints).  Both are per network: no global state.  They run on the
+ * thread that called into the network, inside that call: a callback must
+ * not call functions on the same network (other networks, and any host
+ * code, are fine).
+ */
+
+/* Called on every rank after each completed step of an epoch: `step` is
+ * the step counter when the step began (0 for a network's first step;
+ * PCNN_OPT_STEP is step + 1 afterwards), `batch` the index of the step in
+ * the epoch (0 .. batches - 1), `loss` the step's global mean loss (equal
+ * on every rank).  Return 0 to go on, nonzero to stop the epoch early.
+ * Ranks agree on stopping without any collective of their own: the votes
+ * travel with the next step's first agreement, and if any rank voted, no
+ * rank trains that step and pcnn_net_train_epoch returns PCNN_OK on every
+ * rank, *mean_loss being the mean over the samples trained; a vote after
+ * the epoch's last step stops nothing.  So one rank may decide alone (say
+ * on a wall-clock budget) and no rank deadlocks. */
+typedef int (*pcnn_step_callback)(void *user, int64_t step, int batch, int batches,
+                                  double loss);
+
+/* Install (or, with callback NULL, remove) the step callback; `user` is
+ * passed back to it.  Local; any time after pcnn_net_create.  Errors:
+ * INVALID_ARGUMENT (net NULL). */
+PCNN_API pcnn_status pcnn_net_set_step_callback(pcnn_net *net, pcnn_step_callback callback,
+                                                void *user);
+
+/* *stopped receives 1 when the last pcnn_net_train_epoch (or scheduler
+ * epoch) ended before its last batch because a step callback on some rank
+ * asked, else 0: the same on every rank.  Errors: INVALID_ARGUMENT (net or
+ * stopped NULL). */
+PCNN_API pcnn_status pcnn_net_stopped_early(const pcnn_net *net, int *stopped);
+
+/* How much a diagnostic matters. */
+typedef enum pcnn_log_level {
+    PCNN_LOG_INFO = 0,    /* a choice the host may want to know of */
+    PCNN_LOG_WARNING = 1  /* something fell back or failed: worth a look */
+} pcnn_log_level;
+
+/* Receives a diagnostic: one line without a newline, valid during the call
+ * only.  Today's messages, all rare (at most a few per network):
+ *   - at finalize, INFO: the progress engine chosen automatically when it
+ *     is not the communication thread, with the reason;
+ *   - at finalize, WARNING: a convolution algorithm asked for with
+ *     PCNN_OPT_CONV_ALGORITHM that does not apply to a layer, and what
+ *     the layer computes with instead;
+ *   - once, WARNING: the network failed because one of its collectives
+ *     timed out or failed, here or on another rank (the call that noticed
+ *     also returns the error).
+ * The texts may change; the levels say how much they matter. */
+typedef void (*pcnn_log_callback)(void *user, pcnn_log_level level, const char *message);
+
+/* Install (or, with callback NULL, remove) the log callback; `user` is
+ * passed back to it.  Local; any time after pcnn_net_create (set it before
+ * finalize to hear finalize's messages).  Errors: INVALID_ARGUMENT (net
+ * NULL). */
+PCNN_API pcnn_status pcnn_net_set_log_callback(pcnn_net *net, pcnn_log_callback callback,
+                                               void *user);
+
+/* Write ONE Chrome-trace file of every rank's recent spans
+ * (PCNN_OPT_TRACE_EVENTS) to `path` on rank 0, for chrome://tracing and
+ * ui.perfetto.dev.  Collective over the network's communicator (a local
+ * call without one, as pcnn_net_write_trace).  Every rank's timestamps are
+ * on rank 0's clock: finalize measured each rank's clock offset to rank 0
+ * with a few pings on the communicator (the shortest round trip wins; the
+ * trace's "clock sync" event of each rank gives the offset and its error
+ * bound, half that round trip), and time 0 is rank 0's clock at that
+ * measurement; pcnn_net_write_trace's per-rank files use the same clock,
+ * so scripts/pcnn_merge_traces.py (installed as pcnn_merge_traces) merges
+ * them into the same file.  Each rank is one process whose pid is its rank
+ * in MPI_COMM_WORLD (read through MPI's groups, never communicated on),
+ * named "rank N", with three tracks: compute, communication, and steps,
+ * which holds one span per training step named "step S" (args.step = S,
+ * the step counter when it began).  rank 0 gathers the parts and writes
+ * the file atomically; `path` matters on rank 0 only but must not be NULL
+ * anywhere.  Errors: INVALID_ARGUMENT (path NULL), INVALID_STATE (tracing
+ * off), OUT_OF_MEMORY, UNSUPPORTED (a part over 2 GiB), IO (on rank 0;
+ * REMOTE on the others), TIMEOUT. */
+PCNN_API pcnn_status pcnn_net_write_trace_merged(pcnn_net *net, const char *path);
+
 #ifdef __cplusplus
 }
 #endif
