@@ -70,8 +70,8 @@ void net_log_choices(const pcnn_net *net)
     if (!net->log_callback) return;
     if (net->comm && net->comm->size > 1 && net->opt.engine == 0 &&
         exchange_active_engine(net->exchange) != 1)
-        net_log(net, PCNN_LOG_INFO, "progress engine: non-blocking collectives, not the "
-                "communication thread: %s", exchange_engine_reason(net->exchange));
+        net_log(net, PCNN_LOG_INFO, "progress engine chosen automatically: %s",
+                exchange_engine_reason(net->exchange));
     log_conv_fallbacks(net);
 }
 
