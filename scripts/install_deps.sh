@@ -3,7 +3,7 @@
 # examples, if they are missing.  Needs root (or sudo) only when something
 # is missing.  Usage: scripts/install_deps.sh [extra-package ...]
 set -euo pipefail
-packages=(gcc g++ libc6-dev libopenblas-dev libmpich-dev mpich meson ninja-build pkg-config
+packages=(gcc g++ gfortran libc6-dev libopenblas-dev libmpich-dev mpich meson ninja-build pkg-config
           zlib1g-dev python3 python3-numpy python3-pytest dataset-fashion-mnist
           iproute2 iputils-ping procps openssh-client "$@")   # the last four: the cluster suite
                                                               # (hydra's ssh launcher, scripts/cluster.sh)

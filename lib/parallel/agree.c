@@ -81,7 +81,8 @@ static const char *const collective_calls[] = {
     "pcnn_net_finalize", "pcnn_net_train_step", "pcnn_net_train_epoch", "pcnn_net_evaluate",
     "pcnn_net_save", "pcnn_net_load", "pcnn_net_save_extra", "pcnn_net_load_extra",
     "pcnn_scheduler_create", "pcnn_scheduler_begin_epoch", "pcnn_scheduler_end_epoch",
-    "pcnn_scheduler_train_epoch", "pcnn_scheduler_save_state", "pcnn_scheduler_load_state"};
+    "pcnn_scheduler_train_epoch", "pcnn_scheduler_save_state", "pcnn_scheduler_load_state",
+    "pcnn_net_write_trace_merged"};
 
 static const char *const stage_names[] = {"", " (batch agreement)", " (loss agreement)",
                                           " (end of step)", " (a later agreement)"};
