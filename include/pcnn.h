@@ -228,8 +228,10 @@ typedef enum pcnn_option {
      * save, load, the scheduler's calls and destroy's wait (section 5,
      * "Giving up on collectives").  0 = wait forever.  Default 0. */
     PCNN_OPT_TIMEOUT_MS = 20,
-    /* Keep the most recent N compute and communication spans for
-     * pcnn_net_write_trace.  Before finalize.  Default 0 (no trace). */
+    /* Keep the most recent N compute and communication spans and step
+     * markers for pcnn_net_write_trace.  Before finalize.  Default 0 (no
+     * trace).  With a communicator, finalize then also measures each
+     * rank's clock offset to rank 0 (a few pings). */
     PCNN_OPT_TRACE_EVENTS = 21,
     PCNN_OPT_EXPERIMENTAL_5 = 22, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_6 = 23  /* section 9 */
@@ -734,7 +736,11 @@ PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size
 
 /* Write this rank's recent spans (PCNN_OPT_TRACE_EVENTS) as a Chrome-trace
  * JSON file (chrome://tracing, ui.perfetto.dev): compute on one track,
- * communication on another, one process per rank.  Written atomically.
+ * communication on another, a marker per training step on a third, one
+ * process per rank (pid: its rank in MPI_COMM_WORLD).  With a
+ * communicator, times are on rank 0's clock (measured at finalize), so the
+ * ranks' files merge into one trace (scripts/pcnn_merge_traces.py, or
+ * pcnn_net_write_trace_merged in section 9).  Written atomically.
  * Errors: INVALID_STATE (tracing off), IO. */
 PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path);
 
