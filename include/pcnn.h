@@ -1267,10 +1267,13 @@ PCNN_API pcnn_status pcnn_net_set_log_callback(pcnn_net *net, pcnn_log_callback 
  * ui.perfetto.dev.  Collective over the network's communicator (a local
  * call without one, as pcnn_net_write_trace).  Every rank's timestamps are
  * on rank 0's clock: finalize measured each rank's clock offset to rank 0
- * with a few pings on the communicator (the shortest round trip wins; the
- * trace's "clock sync" event of each rank gives the offset and its error
- * bound, half that round trip), and time 0 is rank 0's clock at that
- * measurement; pcnn_net_write_trace's per-rank files use the same clock,
+ * with a few pings on the communicator (the shortest round trip wins), and
+ * this call measures it again; when the two offsets differ by more than
+ * their error bounds (half those round trips), the drift between the
+ * clocks is corrected linearly, else the more precise offset holds.  Each
+ * rank's "clock sync" event gives its offset, error bound and drift.
+ * Time 0 is rank 0's clock at finalize's measurement.
+ * pcnn_net_write_trace's per-rank files use the same clock,
  * so scripts/pcnn_merge_traces.py (installed as pcnn_merge_traces) merges
  * them into the same file.  Each rank is one process whose pid is its rank
  * in MPI_COMM_WORLD (read through MPI's groups, never communicated on),

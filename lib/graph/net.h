@@ -162,10 +162,11 @@ pcnn_status net_sync_start(pcnn_net *net);
 run_reduce net_sync_hooks(pcnn_net *net);
 pcnn_status net_sync_checked(pcnn_net *net, pcnn_status st);
 
-/* Tracing's common clock (graph/trace_clock.c): at finalize, with a
- * communicator and tracing on, measure this rank's clock offset to rank
- * 0 (pings on the communicator, timed) and its world rank into
- * net->profile.clock.  Collective; ends in an agreement. */
+/* Tracing's common clock (graph/trace_clock.c): at finalize (with a
+ * communicator and tracing on) and at each merged write, measure this
+ * rank's clock offset to rank 0 (pings on the communicator, timed) into
+ * net->profile.clock, with its world rank.  Collective; ends in an
+ * agreement. */
 pcnn_status net_trace_clock_sync(pcnn_net *net, const char *func);
 
 /* One training step (graph/run.c): pcnn_net_train_step, where stop (NULL:

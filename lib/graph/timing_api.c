@@ -151,5 +151,7 @@ PCNN_API pcnn_status pcnn_net_write_trace_merged(pcnn_net *net, const char *path
         return trace_write(&net->profile, &net->layers, path);
     }
     TRY(net_agree(net, st, __func__));
+    /* Measured again: the two measurements also give the clocks' drift. */
+    TRY(net_trace_clock_sync(net, __func__));
     return gather_and_write(net, path, __func__);
 }

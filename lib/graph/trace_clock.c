@@ -1,7 +1,8 @@
-/* One clock for the traces of all ranks: at finalize each rank pings rank
- * 0 a few times on the network's communicator and keeps the offset of the
- * ping with the shortest round trip (profile/trace.c turns it into
- * timestamps); its process in a trace is its world rank. */
+/* One clock for the traces of all ranks: at finalize, and again at each
+ * merged write, each rank pings rank 0 a few times on the network's
+ * communicator and keeps the offset of the ping with the shortest round
+ * trip (profile/trace.c turns the two into timestamps, drift included);
+ * its process in a trace is its world rank. */
 #include "../core/clock.h"
 #include "../core/error.h"
 #include "../core/memory.h"
@@ -45,8 +46,7 @@ static pcnn_status serve_pings(pcnn_net *net, double *buf, const char *func)
 }
 
 /* The other ranks: buf[2] the ping, buf[0..1] rank 0's clock and origin. */
-static pcnn_status ping(pcnn_net *net, double *buf, clock_ping *pings, double *origin,
-                        const char *func)
+static pcnn_status ping(pcnn_net *net, double *buf, clock_ping *pings, const char *func)
 {
     MPI_Comm comm = net->comm->comm;
     for (int k = 0; k < CLOCK_PINGS; k++) {
@@ -58,7 +58,6 @@ static pcnn_status ping(pcnn_net *net, double *buf, clock_ping *pings, double *o
         TRY(net_complete(net, code, &send, func, "a clock ping"));
         TRY(net_complete(net, MPI_SUCCESS, &recv, func, "a clock ping's reply"));
         pings[k] = (clock_ping){buf[2], buf[0], clock_now()};
-        *origin = buf[1];
     }
     return PCNN_OK;
 }
@@ -74,16 +73,19 @@ pcnn_status net_trace_clock_sync(pcnn_net *net, const char *func)
         mem_free(buf);
         return st;
     }
+    clock_measure m = {clock_now(), 0.0, 0.0}; /* rank 0: the reference */
     if (net->comm->rank == 0) {
-        c->origin = buf[1] = clock_now();
-        c->offset = c->error = 0.0;
+        buf[1] = c->measured ? c->origin : m.at;
         st = serve_pings(net, buf, func);
     } else {
         clock_ping pings[CLOCK_PINGS];
-        st = ping(net, buf, pings, &c->origin, func);
-        if (st == PCNN_OK) trace_clock_estimate(pings, CLOCK_PINGS, &c->offset, &c->error);
+        st = ping(net, buf, pings, func);
+        if (st == PCNN_OK) m = trace_clock_estimate(pings, CLOCK_PINGS);
     }
-    c->measured = st == PCNN_OK;
+    if (st == PCNN_OK) {
+        if (!c->measured) c->origin = buf[1];
+        trace_clock_add(c, m);
+    }
     if (!comm_gave_up(net->comm)) mem_free(buf); /* else MPI may still write it */
     /* A rank that gave up fails the others here rather than at their next
      * collective. */

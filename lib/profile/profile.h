@@ -41,13 +41,22 @@ typedef struct trace_event {
 } trace_event;
 
 /* Where this rank's timeline sits among the ranks' (measured by the graph
- * at finalize, graph/trace_clock.c): a merged trace needs one clock. */
-typedef struct trace_clock {
-    int pid;         /* the world rank: the process of this rank in a trace */
-    bool measured;   /* false: one process, times relative to its first span */
+ * at finalize and again at each merged write, graph/trace_clock.c): a
+ * merged trace needs one clock.  Two measurements whose offsets differ by
+ * more than their errors also give the drift: a time t of this rank then
+ * reads on rank 0's clock linearly through both (trace_clock_to_rank0);
+ * otherwise with the offset of the more precise one. */
+typedef struct clock_measure {
+    double at;       /* this rank's clock at the measurement */
     double offset;   /* seconds to add to this rank's clock to read rank 0's */
     double error;    /* bound on |offset error|: half the best ping's round trip */
-    double origin;   /* rank 0's clock at the measurement: time 0 of every rank */
+} clock_measure;
+
+typedef struct trace_clock {
+    int pid;         /* the world rank: the process of this rank in a trace */
+    int measured;    /* 0: one process, times relative to its first span; 1 or 2 */
+    clock_measure first, last; /* at finalize; at the last merged write */
+    double origin;   /* rank 0's clock at finalize's measurement: time 0 of every rank */
 } trace_clock;
 
 /* One ping of rank 0 by this rank: this rank's clock when it sent and when
@@ -87,8 +96,17 @@ void trace_step(profile *p, uint64_t step, double t0, double t1);
 
 /* The offset to rank 0's clock from pings (NTP's estimate): the ping with
  * the shortest round trip gives offset = remote - (sent + received) / 2,
- * within error = half that round trip.  count >= 1. */
-void trace_clock_estimate(const clock_ping *pings, int count, double *offset, double *error);
+ * within error = half that round trip, at = (sent + received) / 2.
+ * count >= 1. */
+clock_measure trace_clock_estimate(const clock_ping *pings, int count);
+
+/* Record a measurement (the first, or a later one replacing the last). */
+void trace_clock_add(trace_clock *c, clock_measure m);
+
+/* This rank's time t on rank 0's clock; the bound of its error (with the
+ * drift, the larger of the two measurements' bounds). */
+double trace_clock_to_rank0(const trace_clock *c, double t);
+double trace_clock_error(const trace_clock *c);
 
 /* Mean seconds per step of `what` for one layer, or all (layer -1). */
 double profile_per_step(const profile *p, int layer, pcnn_time what);

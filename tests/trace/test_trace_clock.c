@@ -26,12 +26,30 @@ int main(void)
         const double sent = 10.0 + k;
         pings[k] = (clock_ping){sent, sent + out[k] + skew, sent + out[k] + back[k]};
     }
-    double offset, error;
-    trace_clock_estimate(pings, 4, &offset, &error);
+    const clock_measure m = trace_clock_estimate(pings, 4);
+    const double offset = m.offset, error = m.error;
     expect(fabs(error - 1.5e-6) < 1e-12, "the error bound is half the shortest round trip");
     expect(fabs(offset - (skew + 0.5e-6)) < 1e-9,
            "the offset comes from the ping with the shortest round trip");
     expect(fabs(offset - skew) <= error, "the true offset lies within the error bound");
+    expect(fabs(m.at - 12.0000015) < 1e-9, "measured at the middle of that ping");
+
+    /* A clock running 20 ppm slow: 5 s behind at 100 s, 5.0002 s at 110 s.
+     * Between and after the two measurements, times follow the drift. */
+    trace_clock drifting = {0};
+    trace_clock_add(&drifting, (clock_measure){100.0, 5.0, 1e-6});
+    expect(drifting.measured == 1 && trace_clock_to_rank0(&drifting, 110.0) == 115.0,
+           "one measurement: a constant offset");
+    trace_clock_add(&drifting, (clock_measure){110.0, 5.0002, 3e-6});
+    expect(drifting.measured == 2 && fabs(trace_clock_to_rank0(&drifting, 105.0) - 110.0001) < 1e-9 &&
+               fabs(trace_clock_to_rank0(&drifting, 120.0) - 125.0004) < 1e-9,
+           "two measurements: the offset follows the drift");
+    expect(trace_clock_error(&drifting) == 3e-6, "the error bound is the larger one");
+    trace_clock noisy = {0};
+    trace_clock_add(&noisy, (clock_measure){100.0, 5.0, 1e-6});
+    trace_clock_add(&noisy, (clock_measure){110.0, 5.002, 8e-3}); /* a busy machine's ping */
+    expect(trace_clock_to_rank0(&noisy, 120.0) == 125.0 && trace_clock_error(&noisy) == 1e-6,
+           "a change within the errors is noise: the more precise offset alone");
 
     /* A rank (world rank 3) whose clock is 5 s behind rank 0's: rank 0
      * measured at its 105 s; this rank's step ran from its 100.5 s to
@@ -40,8 +58,8 @@ int main(void)
     profile p = {0};
     p.events = events;
     p.capacity = 2;
-    p.clock = (trace_clock){.pid = 3, .measured = true, .offset = skew, .error = error,
-                            .origin = 105.0};
+    p.clock = (trace_clock){.pid = 3, .origin = 105.0};
+    trace_clock_add(&p.clock, (clock_measure){100.0, skew, error});
     trace_step(&p, 7, 100.5, 100.75);
     char buf[4096];
     const size_t len = trace_format(&p, NULL, buf, sizeof buf);
