@@ -8,7 +8,9 @@ test regenerates it and compares.
 
 What the module holds, all from the header:
   - every enum value and every numeric #define as an integer(c_int)
-    parameter of the same name (the experimental ones too), except
+    parameter of the same name (the experimental ones too; a string
+    #define as a character parameter; one built from C or MPI macros is
+    listed as a comment, not bound), except
     PCNN_VERSION_NUMBER, which Fortran would confuse with the function
     pcnn_version_number: PCNN_HEADER_VERSION_NUMBER;
   - an ISO_C_BINDING interface for every PCNN_API function, under the C
@@ -84,10 +86,17 @@ def parse(text):
         m = re.match(r"\s*#\s*define\s+(PCNN_\w+)\s+(.+?)\s*$", line)
         if not m or m.group(1) == "PCNN_API":
             continue
+        if re.fullmatch(r'"[^"\\]*"', m.group(2)):  # a string: a character parameter
+            defines.append((m.group(1), m.group(2)))
+            continue
         value = re.sub(r"\b(0x[0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", m.group(2))
         value = re.sub(r"\b0x([0-9a-fA-F]+)\b", r"int(z'\1', c_int)", value)
-        if not re.fullmatch(r"[\w\s()*+\-,']+", value):
-            raise Unmapped(f"#define {m.group(1)}: cannot translate '{m.group(2)}'")
+        names = re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"int\(z'\w+', c_int\)", "", value))
+        if not re.fullmatch(r"[\w\s()*+\-,']+", value) or \
+                [n for n in names if not n.startswith("PCNN_")]:
+            # Built from the C compiler's or MPI's macros: nothing Fortran can use.
+            defines.append((m.group(1), None))
+            continue
         defines.append((m.group(1), value))
     body = "\n".join(l for l in src.splitlines() if not l.lstrip().startswith("#"))
     for decl in re.findall(r"PCNN_API\s+([^;]*?)\s*;", body, re.S):
@@ -263,7 +272,12 @@ def generate(header_text, header_name="include/pcnn.h"):
         out.append("")
     out.append("  ! #defines")
     for n, v in defines:
-        out += wrap(f"  integer(c_int), parameter :: {const(n)} = {const(v)}", 2)
+        if v is None:
+            out.append(f"  ! {n}: not bound (built from C or MPI macros)")
+        elif v.startswith('"'):
+            out.append(f"  character(len=*), parameter :: {const(n)} = {v}")
+        else:
+            out += wrap(f"  integer(c_int), parameter :: {const(n)} = {const(v)}", 2)
     out += ["", "  ! Callback types: write the procedures you pass bind(c), with these",
             "  ! interfaces, and pass c_funloc(procedure).", "  abstract interface"]
     for name, ret, args in callbacks:
