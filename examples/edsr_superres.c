@@ -60,6 +60,7 @@ static pcnn_net *build_edsr(pcnn_comm *comm, int features, int blocks, double lr
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_SEED, seed));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
     EX_CHECK(pcnn_net_set_comm(net, comm));
+    ex_trace_enable(net, ex_trace_path(NULL)); /* PCNN_TRACE=FILE */
     EX_CHECK(pcnn_net_finalize(net, batch));
     return net;
 }
@@ -270,6 +271,7 @@ int main(int argc, char **argv)
         printf("trained %d epochs in %.1f s; test PSNR %.2f dB vs bicubic %.2f, bilinear %.2f, "
                "nearest %.2f dB\n", epochs, train_time, model_psnr, base[2], base[1], base[0]);
     ex_print_timing(net, rank);
+    ex_trace_write(net, ex_trace_path(NULL), rank);
 
     free(up), free(in), free(x), free(y), free(test_hr), free(test_lr);
     EX_CHECK(pcnn_net_destroy(&net));

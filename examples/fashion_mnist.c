@@ -32,7 +32,8 @@ static const char usage[] =
     "  --train-limit N     train on N images per epoch (all 60000)\n"
     "  --csv FILE          write the training curves as CSV\n"
     "  --plot FILE.png     draw the curves with examples/plot_curves.py (implies a CSV)\n"
-    "  --trace FILE        write each rank's last steps as a Chrome trace FILE.rankR.json\n"
+    "  --trace FILE        write the last steps of all ranks as one Chrome trace FILE\n"
+    "                      (also: PCNN_TRACE=FILE in the environment)\n"
     "  --data DIR          Fashion-MNIST IDX files (/usr/share/datasets/fashion-mnist)\n";
 
 /* LeNet-5, layer for layer the `lenet` of the peer benchmarks (models.py):
@@ -129,7 +130,8 @@ int main(int argc, char **argv)
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_OVERLAP, overlap));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_ENGINE, engine));
-    if (trace) EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_TRACE_EVENTS, 4096));
+    trace = ex_trace_path(trace);
+    ex_trace_enable(net, trace);
     EX_CHECK(pcnn_net_set_comm(net, comm));
     EX_CHECK(pcnn_net_set_exchange(net, exchange));
     EX_CHECK(pcnn_net_finalize(net, batch)); /* collective: ranks agree on the model */
@@ -195,12 +197,7 @@ int main(int argc, char **argv)
         printf("trained %d epochs in %.2f s; final test accuracy %.2f%%\n", epochs, train_time,
                100 * accuracy);
     ex_print_timing(net, rank);
-    if (trace) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s.rank%d.json", trace, rank);
-        EX_CHECK(pcnn_net_write_trace(net, path));
-        if (rank == 0) printf("trace written to %s (one file per rank)\n", path);
-    }
+    ex_trace_write(net, trace, rank);
 
     free(x);
     free(labels);

@@ -109,6 +109,7 @@ static result run(MPI_Comm mpi_comm, const char *model, pcnn_exchange exchange, 
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
     EX_CHECK(pcnn_net_set_comm(net, comm));
     EX_CHECK(pcnn_net_set_exchange(net, exchange));
+    ex_trace_enable(net, ex_trace_path(NULL)); /* PCNN_TRACE=FILE */
     EX_CHECK(pcnn_net_finalize(net, batch));
 
     /* This rank's share of a synthetic batch: uniform inputs, labels. */
@@ -136,6 +137,7 @@ static result run(MPI_Comm mpi_comm, const char *model, pcnn_exchange exchange, 
     EX_CHECK(pcnn_net_time(net, -1, PCNN_TIME_EXPOSED, &r.exposed));
     EX_CHECK(pcnn_net_overlap_ratio(net, &r.overlap));
     if (ranks > 1) ex_print_timing(net, rank); /* the multi-rank run in full */
+    ex_trace_write(net, ex_trace_path(NULL), rank);
     free(x);
     free(labels);
     EX_CHECK(pcnn_net_destroy(&net));

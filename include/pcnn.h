@@ -248,8 +248,10 @@ typedef enum pcnn_option {
      * save, load, the scheduler's calls and destroy's wait (section 5,
      * "Giving up on collectives").  0 = wait forever.  Default 0. */
     PCNN_OPT_TIMEOUT_MS = 20,
-    /* Keep the most recent N compute and communication spans for
-     * pcnn_net_write_trace.  Before finalize.  Default 0 (no trace). */
+    /* Keep the most recent N compute and communication spans and step
+     * markers for pcnn_net_write_trace.  Before finalize.  Default 0 (no
+     * trace).  With a communicator, finalize then also measures each
+     * rank's clock offset to rank 0 (a few pings). */
     PCNN_OPT_TRACE_EVENTS = 21,
     PCNN_OPT_EXPERIMENTAL_5 = 22, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_6 = 23  /* section 9 */
@@ -754,7 +756,11 @@ PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size
 
 /* Write this rank's recent spans (PCNN_OPT_TRACE_EVENTS) as a Chrome-trace
  * JSON file (chrome://tracing, ui.perfetto.dev): compute on one track,
- * communication on another, one process per rank.  Written atomically.
+ * communication on another, a marker per training step on a third, one
+ * process per rank (pid: its rank in MPI_COMM_WORLD).  With a
+ * communicator, times are on rank 0's clock (measured at finalize), so the
+ * ranks' files merge into one trace (scripts/pcnn_merge_traces.py, or
+ * pcnn_net_write_trace_merged in section 9).  Written atomically.
  * Errors: INVALID_STATE (tracing off), IO. */
 PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path);
 
@@ -1221,6 +1227,95 @@ PCNN_API pcnn_status pcnn_batchnorm_set_sync(pcnn_layer *layer, int sync);
 PCNN_API pcnn_status pcnn_layer_num_buffers(const pcnn_layer *layer, size_t *count);
 PCNN_API pcnn_status pcnn_layer_get_buffers(const pcnn_layer *layer, float *buf, size_t count);
 PCNN_API pcnn_status pcnn_layer_set_buffers(pcnn_layer *layer, const float *buf, size_t count);
+
+/*
+ * Callbacks and merged traces.
+ *
+ * A step callback sees each training step of pcnn_net_train_epoch (and of
+ * pcnn_scheduler_train_epoch, which trains through the same loop) and may
+ * stop the epoch early; a log callback receives the library's rare
+ * diagnostics, which the library otherwise keeps to itself (it never
+ * prints).  Both are per network: no global state.  They run on the
+ * thread that called into the network, inside that call: a callback must
+ * not call functions on the same network (other networks, and any host
+ * code, are fine).
+ */
+
+/* Called on every rank after each completed step of an epoch: `step` is
+ * the step counter when the step began (0 for a network's first step;
+ * PCNN_OPT_STEP is step + 1 afterwards), `batch` the index of the step in
+ * the epoch (0 .. batches - 1), `loss` the step's global mean loss (equal
+ * on every rank).  Return 0 to go on, nonzero to stop the epoch early.
+ * Ranks agree on stopping without any collective of their own: the votes
+ * travel with the next step's first agreement, and if any rank voted, no
+ * rank trains that step and pcnn_net_train_epoch returns PCNN_OK on every
+ * rank, *mean_loss being the mean over the samples trained; a vote after
+ * the epoch's last step stops nothing.  So one rank may decide alone (say
+ * on a wall-clock budget) and no rank deadlocks. */
+typedef int (*pcnn_step_callback)(void *user, int64_t step, int batch, int batches,
+                                  double loss);
+
+/* Install (or, with callback NULL, remove) the step callback; `user` is
+ * passed back to it.  Local; any time after pcnn_net_create.  Errors:
+ * INVALID_ARGUMENT (net NULL). */
+PCNN_API pcnn_status pcnn_net_set_step_callback(pcnn_net *net, pcnn_step_callback callback,
+                                                void *user);
+
+/* *stopped receives 1 when the last pcnn_net_train_epoch (or scheduler
+ * epoch) ended before its last batch because a step callback on some rank
+ * asked, else 0: the same on every rank.  Errors: INVALID_ARGUMENT (net or
+ * stopped NULL). */
+PCNN_API pcnn_status pcnn_net_stopped_early(const pcnn_net *net, int *stopped);
+
+/* How much a diagnostic matters. */
+typedef enum pcnn_log_level {
+    PCNN_LOG_INFO = 0,    /* a choice the host may want to know of */
+    PCNN_LOG_WARNING = 1  /* something fell back or failed: worth a look */
+} pcnn_log_level;
+
+/* Receives a diagnostic: one line without a newline, valid during the call
+ * only.  Today's messages, all rare (at most a few per network):
+ *   - at finalize, INFO: the progress engine chosen automatically when it
+ *     is not the communication thread, with the reason;
+ *   - at finalize, WARNING: a convolution algorithm asked for with
+ *     PCNN_OPT_CONV_ALGORITHM that does not apply to a layer, and what
+ *     the layer computes with instead;
+ *   - once, WARNING: the network failed because one of its collectives
+ *     timed out or failed, here or on another rank (the call that noticed
+ *     also returns the error).
+ * The texts may change; the levels say how much they matter. */
+typedef void (*pcnn_log_callback)(void *user, pcnn_log_level level, const char *message);
+
+/* Install (or, with callback NULL, remove) the log callback; `user` is
+ * passed back to it.  Local; any time after pcnn_net_create (set it before
+ * finalize to hear finalize's messages).  Errors: INVALID_ARGUMENT (net
+ * NULL). */
+PCNN_API pcnn_status pcnn_net_set_log_callback(pcnn_net *net, pcnn_log_callback callback,
+                                               void *user);
+
+/* Write ONE Chrome-trace file of every rank's recent spans
+ * (PCNN_OPT_TRACE_EVENTS) to `path` on rank 0, for chrome://tracing and
+ * ui.perfetto.dev.  Collective over the network's communicator (a local
+ * call without one, as pcnn_net_write_trace).  Every rank's timestamps are
+ * on rank 0's clock: finalize measured each rank's clock offset to rank 0
+ * with a few pings on the communicator (the shortest round trip wins), and
+ * this call measures it again; when the two offsets differ by more than
+ * their error bounds (half those round trips), the drift between the
+ * clocks is corrected linearly, else the more precise offset holds.  Each
+ * rank's "clock sync" event gives its offset, error bound and drift.
+ * Time 0 is rank 0's clock at finalize's measurement.
+ * pcnn_net_write_trace's per-rank files use the same clock,
+ * so scripts/pcnn_merge_traces.py (installed as pcnn_merge_traces) merges
+ * them into the same file.  Each rank is one process whose pid is its rank
+ * in MPI_COMM_WORLD (read through MPI's groups, never communicated on),
+ * named "rank N", with three tracks: compute, communication, and steps,
+ * which holds one span per training step named "step S" (args.step = S,
+ * the step counter when it began).  rank 0 gathers the parts and writes
+ * the file atomically; `path` matters on rank 0 only but must not be NULL
+ * anywhere.  Errors: INVALID_ARGUMENT (path NULL), INVALID_STATE (tracing
+ * off), OUT_OF_MEMORY, UNSUPPORTED (a part over 2 GiB), IO (on rank 0;
+ * REMOTE on the others), TIMEOUT. */
+PCNN_API pcnn_status pcnn_net_write_trace_merged(pcnn_net *net, const char *path);
 
 #ifdef __cplusplus
 }

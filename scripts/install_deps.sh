@@ -11,7 +11,7 @@
 # bare mpiexec keeps meaning what it meant (our builds name their MPI and
 # its launcher explicitly and do not depend on it either way).
 set -euo pipefail
-packages=(gcc g++ libc6-dev libopenblas-dev libmpich-dev mpich meson ninja-build pkg-config
+packages=(gcc g++ gfortran libc6-dev libopenblas-dev libmpich-dev mpich meson ninja-build pkg-config
           zlib1g-dev python3 python3-numpy python3-pytest dataset-fashion-mnist
           cmake python3-pip                                   # the 'install' suite
           iproute2 iputils-ping procps openssh-client)        # the cluster suite

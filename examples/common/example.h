@@ -90,4 +90,15 @@ void ex_csv_close(FILE **f);
  * the command to run by hand. */
 int ex_plot(const char *csv, const char *png);
 
+/* Tracing switched on from outside: ex_trace_path returns the option's
+ * value (an example's --trace FILE) or else the environment's PCNN_TRACE
+ * (NULL: no trace).  With a path, ex_trace_enable (before finalize) keeps
+ * the last spans of every rank and ex_trace_write (collective) writes ONE
+ * Chrome trace of all ranks there, on one clock, with a step marker per
+ * training step (pcnn_net_write_trace_merged).  The variable is read here,
+ * by the examples: libpcnn never reads the environment. */
+const char *ex_trace_path(const char *option);
+void ex_trace_enable(pcnn_net *net, const char *path);
+void ex_trace_write(pcnn_net *net, const char *path, int rank);
+
 #endif

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../core/error.h"
 #include "../layers/layer.h"
 #include "../optim/optim.h"
 #include "../parallel/exchange.h"
@@ -82,6 +83,14 @@ struct pcnn_net {
 
     int last_backward_n;  /* batch size of the last backward (input grad) */
     profile profile;      /* timing breakdown and trace */
+
+    /* The host's callbacks (graph/callbacks.c). */
+    pcnn_step_callback step_callback;
+    void *step_user;
+    pcnn_log_callback log_callback;
+    void *log_user;
+    bool stopped_early;   /* the last epoch ended early at a callback's request */
+    bool failure_logged;  /* the network's failure was told to the log callback */
 };
 
 /* The network a layer belongs to: its list is that network's `layers`. */
@@ -152,6 +161,28 @@ bool net_destroy_abandoned(pcnn_net *net);
 pcnn_status net_sync_start(pcnn_net *net);
 run_reduce net_sync_hooks(pcnn_net *net);
 pcnn_status net_sync_checked(pcnn_net *net, pcnn_status st);
+
+/* Tracing's common clock (graph/trace_clock.c): at finalize (with a
+ * communicator and tracing on) and at each merged write, measure this
+ * rank's clock offset to rank 0 (pings on the communicator, timed) into
+ * net->profile.clock, with its world rank.  Collective; ends in an
+ * agreement. */
+pcnn_status net_trace_clock_sync(pcnn_net *net, const char *func);
+
+/* One training step (graph/run.c): pcnn_net_train_step, where stop (NULL:
+ * none) carries this rank's vote to stop before this step (0 or 1) into
+ * the step's first agreement and receives the number of ranks that voted;
+ * when that is > 0 no rank trains: PCNN_OK without a step. */
+pcnn_status net_train_step(pcnn_net *net, int n, const float *x, const int32_t *labels,
+                           const float *targets, float *loss, double *stop, const char *func);
+
+/* The log callback (graph/callbacks.c): a printf-style message to the
+ * host's callback, if any; never printed.  net_log_choices tells, after
+ * finalize, what fell back from what was asked (the progress engine, a
+ * convolution algorithm); net_log_failure, once, that the network failed. */
+void net_log(const pcnn_net *net, pcnn_log_level level, const char *fmt, ...) PCNN_PRINTF(3, 4);
+void net_log_choices(const pcnn_net *net);
+void net_log_failure(pcnn_net *net);
 
 /* The learning rate of the next step, schedule included. */
 double net_effective_lr(const pcnn_net *net);

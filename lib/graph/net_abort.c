@@ -68,6 +68,7 @@ static pcnn_status after_collective(pcnn_net *net, pcnn_status st)
         net->remote_failure = net->comm->peer_failed;
     if (net->comm->failed != PCNN_OK || net->remote_failure != PCNN_OK)
         exchange_abort(net->exchange);
+    net_log_failure(net);
     return st;
 }
 

@@ -416,6 +416,8 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
     if (st == PCNN_OK && net->comm) st = start_exchange(net, __func__);
     if (st == PCNN_OK && net->comm)
         st = net_agree_sum(net, AGREE_LATER, net_sync_start(net), NULL, 0, __func__);
+    if (st == PCNN_OK && net->comm && net->opt.trace_events)
+        st = net_trace_clock_sync(net, __func__);
     if (st != PCNN_OK) {
         if (net->comm && comm_gave_up(net->comm)) exchange_abort(net->exchange);
         net_release_plan(net);
@@ -426,6 +428,7 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
     }
     net->finalized = true;
     net->layers.frozen = true;
+    net_log_choices(net);
     return PCNN_OK;
 }
 

@@ -243,9 +243,12 @@ static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int
         if (mode == RUN_TRAIN) begin_step(net, net_effective_lr(net));
         net_backward(net, n, mode == RUN_GRADIENTS);
         if (mode == RUN_TRAIN) {
+            const uint64_t step = net->step;
             st = end_step(net);
+            const double t1 = clock_now();
             net->profile.steps++;
-            net->profile.step_seconds += clock_now() - t0;
+            net->profile.step_seconds += t1 - t0;
+            trace_step(&net->profile, step, t0, t1);
         }
     }
     blas_threads_leave(saved);
@@ -274,7 +277,8 @@ static pcnn_status agree_unless_failed(pcnn_net *net, agree_stage stage, pcnn_st
  * whole update (a rank that gave up on a reduction fails the step
  * everywhere). */
 static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const float *x,
-                                const int32_t *labels, const float *targets, float *loss_out)
+                                const int32_t *labels, const float *targets, float *loss_out,
+                                double *stop)
 {
     TRY(net_check_alive(net, func)); /* n == 0 skips the batch check */
     const double t0 = clock_now();
@@ -284,8 +288,9 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
                        "local batch of %d samples: must be in [0, %d] on each rank", n,
                        net->max_batch);
     const double lr = net_effective_lr(net);
-    double sizes[2] = {n, 0};
+    double sizes[3] = {n, 0, stop ? *stop : 0.0};
     TRY(net_agree_batch(net, st, sizes, lr, func));
+    if (stop && (*stop = sizes[2]) > 0) return PCNN_OK; /* a callback asked: no rank steps */
     const double global = sizes[0];
     if (global < 1)
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "no rank passed any sample");
@@ -295,6 +300,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     const run_reduce *reduce = net->reducer ? (hooks = net_sync_hooks(net), &hooks) : NULL;
 
     int saved = blas_threads_enter();
+    const uint64_t step = net->step;
     begin_step(net, lr);
     double loss = 0.0;
     /* No samples here (n == 0): take part in every collective all the same,
@@ -319,8 +325,10 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
         st = net_sync_checked(net, PCNN_OK);
         if (st == PCNN_OK) st = end_step(net); /* else aborted: nothing to wait for */
         st = agree_unless_failed(net, AGREE_STEP_END, st, NULL, 0, func);
+        const double t1 = clock_now();
         net->profile.steps++;
-        net->profile.step_seconds += clock_now() - t0;
+        net->profile.step_seconds += t1 - t0;
+        trace_step(&net->profile, step, t0, t1);
     }
     blas_threads_leave(saved);
     if (st == PCNN_OK && loss_out) *loss_out = (float)loss;
@@ -340,15 +348,22 @@ static pcnn_status check_step_room(const pcnn_net *net, const char *func)
     return PCNN_OK;
 }
 
+pcnn_status net_train_step(pcnn_net *net, int n, const float *x, const int32_t *labels,
+                           const float *targets, float *loss, double *stop, const char *func)
+{
+    TRY(check_step_room(net, func));
+    if (net && net->finalized && net->comm)
+        return run_parallel(net, func, n, x, labels, targets, loss, stop);
+    if (stop && *stop > 0) return PCNN_OK;
+    return run_local(net, func, RUN_TRAIN, n, x, labels, targets, loss);
+}
+
 PCNN_API pcnn_status pcnn_net_train_step(pcnn_net *net, int n, const float *x,
                                          const int32_t *labels, const float *targets,
                                          float *loss)
 {
     API_ENTRY();
-    TRY(check_step_room(net, __func__));
-    if (net && net->finalized && net->comm)
-        return run_parallel(net, __func__, n, x, labels, targets, loss);
-    return run_local(net, __func__, RUN_TRAIN, n, x, labels, targets, loss);
+    return net_train_step(net, n, x, labels, targets, loss, NULL, __func__);
 }
 
 PCNN_API pcnn_status pcnn_net_compute_gradients(pcnn_net *net, int n, const float *x,

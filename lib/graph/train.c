@@ -103,19 +103,32 @@ pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, 
     if (net->comm) TRY(net_agree(net, st, func));
     TRY(st);
     const int ranks = net->comm ? net->comm->size : 1, rank = net->comm ? net->comm->rank : 0;
-    double loss_sum = 0.0;
-    for (int start = 0; start < data->n; start += batch) {
+    const int batches = (data->n + batch - 1) / batch;
+    double loss_sum = 0.0, stop = 0.0;
+    long trained = 0;
+    net->stopped_early = false;
+    for (int b = 0; b < batches; b++) {
+        const int start = b * batch;
         const int total = data->n - start < batch ? data->n - start : batch;
         long first;
         const int count = decomp_active_share(total, ranks, rank, min_local, &first);
         stage(net, data, start + (int)first, count);
         float loss;
-        TRY(pcnn_net_train_step(net, count, net->stage_x, net->stage_labels,
-                                net->stage_targets, &loss));
+        /* The callbacks' votes to stop ride on the step's first agreement. */
+        TRY(net_train_step(net, count, net->stage_x, net->stage_labels, net->stage_targets,
+                           &loss, &stop, "pcnn_net_train_step"));
+        if (stop > 0) {
+            net->stopped_early = true;
+            break;
+        }
         if (start == 0 && first_loss) *first_loss = loss;
         loss_sum += (double)loss * total;
+        trained += total;
+        if (net->step_callback)
+            stop = net->step_callback(net->step_user, (int64_t)net->step - 1, b, batches,
+                                      (double)loss) != 0;
     }
-    if (mean_loss) *mean_loss = loss_sum / data->n;
+    if (mean_loss) *mean_loss = loss_sum / (double)trained;
     return PCNN_OK;
 }
 

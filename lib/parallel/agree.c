@@ -81,7 +81,8 @@ static const char *const collective_calls[] = {
     "pcnn_net_finalize", "pcnn_net_train_step", "pcnn_net_train_epoch", "pcnn_net_evaluate",
     "pcnn_net_save", "pcnn_net_load", "pcnn_net_save_extra", "pcnn_net_load_extra",
     "pcnn_scheduler_create", "pcnn_scheduler_begin_epoch", "pcnn_scheduler_end_epoch",
-    "pcnn_scheduler_train_epoch", "pcnn_scheduler_save_state", "pcnn_scheduler_load_state"};
+    "pcnn_scheduler_train_epoch", "pcnn_scheduler_save_state", "pcnn_scheduler_load_state",
+    "pcnn_net_write_trace_merged"};
 
 static const char *const stage_names[] = {"", " (batch agreement)", " (loss agreement)",
                                           " (end of step)", " (a later agreement)"};
@@ -199,14 +200,15 @@ static int first_differing(const pcnn_comm *c, int i)
 pcnn_status agree_batch(pcnn_comm *c, pcnn_status local, double *sizes, uint64_t step,
                         double lr, long timeout_ms, const char *func)
 {
-    const double mine[3] = {sizes[0], (double)step, lr};
-    TRY(exchange_records(c, AGREE_STEP_BATCH, local, mine, 3, timeout_ms, func));
-    double total = 0.0, below = 0.0;
+    const double mine[4] = {sizes[0], (double)step, lr, sizes[2]};
+    TRY(exchange_records(c, AGREE_STEP_BATCH, local, mine, 4, timeout_ms, func));
+    double total = 0.0, below = 0.0, stops = 0.0;
     for (int q = 0; q < c->size; q++) {
         const double n = record_of(c, q)[2];
         c->batches[q] = (int)n;
         total += n;
         if (q < c->rank) below += n;
+        stops += record_of(c, q)[5];
     }
     int q = first_differing(c, 1);
     if (q > 0)
@@ -224,6 +226,7 @@ pcnn_status agree_batch(pcnn_comm *c, pcnn_status local, double *sizes, uint64_t
     }
     sizes[0] = total;
     sizes[1] = below;
+    sizes[2] = stops;
     return PCNN_OK;
 }
 

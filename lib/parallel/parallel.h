@@ -100,6 +100,8 @@ pcnn_status agree_sum(pcnn_comm *c, agree_stage stage, pcnn_status local, double
 /* The step-start agreement of a data-parallel step: sizes[0] holds this
  * rank's sample count and receives the global count; sizes[1] receives the
  * number of samples on lower ranks (this rank's first global sample);
+ * sizes[2] holds this rank's vote to stop training here (0 or 1: a step
+ * callback's, graph/train.c) and receives the number of votes;
  * every rank's count goes to comm_batch_of.  step and lr (the step counter
  * and the learning rate this step will use) must be equal on every rank,
  * else PCNN_ERR_MISMATCH names them and their values. */

@@ -63,7 +63,7 @@ void timing_range(profile *p, int first_layer, int last_layer, timing_kind kind,
 void trace_span(profile *p, int layer, trace_kind kind, double t0, double t1)
 {
     if (!p->capacity) return;
-    p->events[p->next] = (trace_event){layer, kind, t0, t1};
+    p->events[p->next] = (trace_event){layer, kind, t0, t1, 0};
     if (++p->next == p->capacity) {
         p->next = 0;
         p->wrapped = true;

@@ -364,6 +364,8 @@ static void fresh_and_building(void)
     CASE(E_STATE, "not finalized", pcnn_net_reset_timing, net);
     CASE(E_STATE, "not finalized", pcnn_net_timing_report, net, NULL, 0, &o_size);
     CASE(E_STATE, "not finalized", pcnn_net_write_trace, net, "/tmp/pcnn_never_written.json");
+    CASE(E_STATE, "not finalized", pcnn_net_write_trace_merged, net,
+         "/tmp/pcnn_never_written.json");
 
     /* Graph checks at finalize: a layer that does not reach the output
      * (relu 3 feeds the 1-class dense 4; the output is pool 2). */
@@ -628,6 +630,8 @@ static void finalized(void)
     CASE(E_ARG, "percent is NULL", pcnn_net_overlap_ratio, net, NULL);
     CASE(E_ARG, "net is NULL", pcnn_net_reset_timing, NULL);
     CASE(E_STATE, "tracing is off", pcnn_net_write_trace, net, "/tmp/pcnn_never_written.json");
+    CASE(E_STATE, "tracing is off", pcnn_net_write_trace_merged, net,
+         "/tmp/pcnn_never_written.json");
     CASE(E_ARG, "bytes_per_step is NULL", pcnn_net_exchange_bytes, net, NULL);
 
     /* Datasets against the network. */
@@ -680,6 +684,16 @@ static void finalized(void)
     CASE(E_ARG, "path is NULL", pcnn_net_write_trace, t.net, NULL);
     /* Found by the shared atomic-file writer, reported under the call. */
     CASE(PCNN_ERR_IO, "/nonexistent-dir/trace.json", pcnn_net_write_trace, t.net,
+         "/nonexistent-dir/trace.json");
+    /* Section 9: the callbacks and the merged trace (written locally by a
+     * network without a communicator). */
+    CASE(E_ARG, "net is NULL", pcnn_net_set_step_callback, NULL, NULL, NULL);
+    CASE(E_ARG, "net is NULL", pcnn_net_set_log_callback, NULL, NULL, NULL);
+    CASE(E_ARG, "net is NULL", pcnn_net_stopped_early, NULL, &o_int);
+    CASE(E_ARG, "stopped is NULL", pcnn_net_stopped_early, t.net, NULL);
+    CASE(E_ARG, "net is NULL", pcnn_net_write_trace_merged, NULL, "/tmp/pcnn_never_written.json");
+    CASE(E_ARG, "path is NULL", pcnn_net_write_trace_merged, t.net, NULL);
+    CASE(PCNN_ERR_IO, "/nonexistent-dir/trace.json", pcnn_net_write_trace_merged, t.net,
          "/nonexistent-dir/trace.json");
 
     pcnn_dataset_destroy(&d_shape);

@@ -134,6 +134,11 @@ PROTOTYPES = [
     ("pcnn_scheduler_load_state", STATUS, (H, H, Z)),
     # 9. experimental
     ("pcnn_checkpoint_cleanup", STATUS, (STR, pI)),
+    # 9. experimental: callbacks (C function pointers, c_void_p) and merged traces
+    ("pcnn_net_set_step_callback", STATUS, (H, H, H)),
+    ("pcnn_net_stopped_early", STATUS, (H, pI)),
+    ("pcnn_net_set_log_callback", STATUS, (H, H, H)),
+    ("pcnn_net_write_trace_merged", STATUS, (H, STR)),
     # 9. experimental: 3D networks
     ("pcnn_net_input3d", STATUS, (H, I, I, I, I, HH)),
     ("pcnn_conv3d", STATUS, (H, H, I, I, I, I, I, HH)),

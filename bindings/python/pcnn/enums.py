@@ -84,6 +84,11 @@ class Time(enum.IntEnum):
     STEP = 5
 
 
+class LogLevel(enum.IntEnum):
+    INFO = 0
+    WARNING = 1
+
+
 class SchedLrRule(enum.IntEnum):
     LINEAR = 0
     ROOT = 1
@@ -126,6 +131,7 @@ C_PREFIX = {
     "pcnn_option": (Option, "PCNN_OPT_"),
     "pcnn_exchange": (Exchange, "PCNN_EXCHANGE_"),
     "pcnn_time": (Time, "PCNN_TIME_"),
+    "pcnn_log_level": (LogLevel, "PCNN_LOG_"),
     "pcnn_sched_lr_rule": (SchedLrRule, "PCNN_SCHED_LR_"),
     "pcnn_sched_option": (SchedOption, "PCNN_SCHED_"),
 }

@@ -40,6 +40,8 @@ def expected_ctype(decl, structs, enum_names, returned=False):
         return "STATUS"
     if base in structs:
         return {1: ctypes.c_void_p, 2: ctypes.POINTER(ctypes.c_void_p)}[stars]
+    if base in ("pcnn_step_callback", "pcnn_log_callback") and stars == 0:
+        return ctypes.c_void_p  # a C function pointer (ctypes.CFUNCTYPE passes as one)
     if base in enum_names:  # an enum, or an enum out-parameter
         return {0: ctypes.c_int, 1: ctypes.POINTER(ctypes.c_int)}[stars]
     if base == "char":  # const char * strings in, char * buffers out
