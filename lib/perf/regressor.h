@@ -1,18 +1,23 @@
 /* Per-kernel regressors of the performance model (seed 004 §3.1, spec
  * C.2): for each kind of kernel a small MLP, trained on log-normalised
  * shape features against times measured on the real layers of this
- * library, predicts the kernel's seconds at shapes never timed.
+ * library, predicts the kernel's seconds at shapes never timed.  The MLP
+ * corrects a roofline-like baseline (overhead + work + bytes, fitted
+ * first), which carries the trend over orders of magnitude and keeps the
+ * extrapolation sane; the MLP learns the rest (algorithm switches, cache
+ * effects, threading).
  *
  * The MLPs are libpcnn networks themselves (pcnn_dense + pcnn_relu, MSE
  * loss, Adam), built through the public API on one process.  A regressor
  * set is calibrated for one thread count (perf_regressors_threads); a
  * caller predicting for another thread count calibrates another set.
  *
- * What is timed, per kind (one measurement = the median of a few
- * repetitions after a warm-up, read from the network's own timing
- * breakdown, so that each time is exactly what pcnn_net_time reports for
- * such a layer; convolutions run the algorithm conv_decide picks for the
- * shape, or the one forced by perf_shape.algorithm):
+ * What is timed, per kind: one measurement is the fastest of a few
+ * repetitions after a warm-up (load from other processes only adds time),
+ * read from the network's own timing breakdown, so that each time is what
+ * pcnn_net_time reports for such a layer on an idle machine; convolutions
+ * run the algorithm conv_decide picks for the shape, or the one forced by
+ * perf_shape.algorithm:
  *
  *   *_FWD           the layer's forward pass
  *   *_BWD           its backward pass, input gradient included (every layer
@@ -87,6 +92,10 @@ typedef struct perf_regressors perf_regressors;
 /* "conv2d_fwd", ...; NULL for an unknown kind. */
 const char *perf_kind_name(perf_kind kind);
 
+/* The *_FWD kind whose timed layer also gives `kind` (PERF_CONV2D_FWD for
+ * PERF_CONV2D_BWD, ...); PERF_UPDATE and *_FWD kinds give themselves. */
+perf_kind perf_kind_family(perf_kind kind);
+
 /* The MLP's input features of `shape` for `kind`, before normalisation,
  * already in log space: log(1 + x) of each field the kind reads, then
  * derived terms (log of the kind's flops and of its bytes moved; for
@@ -108,10 +117,12 @@ typedef struct perf_calib_config {
     uint32_t kinds;            /* bit (1u << kind) per kind to calibrate */
     int max_points;            /* shapes per kind at most (the budget may stop earlier) */
     int min_points;            /* fewer than this: the kind is left uncalibrated */
-    int repetitions;           /* timed runs per shape (median), >= 1 */
+    int repetitions;           /* timed runs per shape (the fastest counts), >= 1 */
     double holdout;            /* fraction held out for the error, in [0.05, 0.5] */
     int hidden_layers, hidden; /* MLP: hidden_layers x (FC hidden + ReLU) -> FC 1 */
-    int epochs;                /* training epochs at most (early stopping on validation) */
+    int steps, batch;          /* Adam steps on minibatches of `batch` points */
+    double learning_rate;      /* Adam's at the start, cosine-decayed to 1 % of it */
+    double weight_decay;       /* L2 on the MLP's weights, >= 0 */
 } perf_calib_config;
 
 void perf_calib_defaults(perf_calib_config *c);
