@@ -370,6 +370,11 @@ static void fit_baseline(perf_mlp *m, const fit_data *d)
 static void fit_normalise(perf_mlp *m, fit_data *d)
 {
     const int first = d->ntest, F = d->features;
+    for (int i = 0; i < d->count; i++) {
+        const double log_t0 = log(baseline_seconds(m->baseline, d->work + 2 * i));
+        d->x[(size_t)i * ROW + F - 1] = log_t0;
+        d->y[i] = log(d->seconds[i]) - log_t0;
+    }
     for (int f = 0; f < F; f++) {
         double s = 0, s2 = 0;
         for (int i = first; i < d->count; i++) s += d->x[(size_t)i * ROW + f];
