@@ -5,14 +5,16 @@
  * exp(MLP), the MLP predicting log(t / t0) from the log-normalised
  * features and log t0.  The MLP is a libpcnn network: hidden_layers x
  * (dense + ReLU) -> dense 1, plus a linear dense path from the input added
- * to it, trained with MSE and Adam (cosine-decayed learning rate, L2
- * weight decay) on the points not held out (seed 004 §3.1.3, with a fixed
- * schedule instead of early stopping: see train). */
+ * to it, trained with Adam (cosine-decayed learning rate, L2 weight
+ * decay) on the points not held out (seed 004 §3.1.3, with a fixed
+ * schedule instead of early stopping: see train), on the L1 loss by
+ * default (perf_calib_config.loss). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/error.h"
+#include "../core/hash.h"
 #include "../core/memory.h"
 #include "../core/rng.h"
 #include "regressor_set.h"
@@ -23,7 +25,7 @@ void perf_calib_defaults(perf_calib_config *c)
                              .kinds = perf_kinds_resnet(), .max_points = 400, .min_points = 12,
                              .repetitions = 3, .holdout = 0.2, .hidden_layers = 2, .hidden = 32,
                              .steps = 1000, .batch = 64, .learning_rate = 1e-2,
-                             .weight_decay = 1e-3};
+                             .weight_decay = 1e-3, .loss = PCNN_LOSS_L1};
 }
 
 static uint32_t family_bits(perf_kind fwd)
@@ -78,7 +80,7 @@ int perf_regressor_has(const perf_regressors *set, perf_kind kind)
 
 /* The MLP as a network for batches of max_batch points. */
 static pcnn_status mlp_layers(pcnn_net *net, const perf_mlp *m, int max_batch, uint64_t seed,
-                              double learning_rate, double weight_decay)
+                              double learning_rate, double weight_decay, pcnn_loss loss)
 {
     pcnn_layer *in, *deep, *wide, *out;
     TRY(pcnn_net_set_option(net, PCNN_OPT_THREADS, 1));
@@ -98,15 +100,15 @@ static pcnn_status mlp_layers(pcnn_net *net, const perf_mlp *m, int max_batch, u
         TRY(pcnn_dense(net, deep, 1, 1, &deep));
         TRY(pcnn_add(net, deep, wide, &out));
     }
-    TRY(pcnn_net_set_loss(net, out, PCNN_LOSS_MSE));
+    TRY(pcnn_net_set_loss(net, out, loss));
     return pcnn_net_finalize(net, max_batch);
 }
 
 static pcnn_status mlp_net(const perf_mlp *m, int max_batch, uint64_t seed, double lr,
-                           double weight_decay, pcnn_net **out)
+                           double weight_decay, pcnn_loss loss, pcnn_net **out)
 {
     TRY(pcnn_net_create(out));
-    pcnn_status st = mlp_layers(*out, m, max_batch, seed, lr, weight_decay);
+    pcnn_status st = mlp_layers(*out, m, max_batch, seed, lr, weight_decay, loss);
     if (st != PCNN_OK) pcnn_net_destroy(out);
     return st;
 }
@@ -114,7 +116,7 @@ static pcnn_status mlp_net(const perf_mlp *m, int max_batch, uint64_t seed, doub
 pcnn_status perf_mlp_build_predictor(perf_mlp *m)
 {
     pcnn_net_destroy(&m->net);
-    TRY(mlp_net(m, 1, 0, 1e-3, 0, &m->net));
+    TRY(mlp_net(m, 1, 0, 1e-3, 0, PCNN_LOSS_L1, &m->net)); /* loss unused */
     size_t count;
     TRY(pcnn_net_num_params(m->net, &count));
     if (count != m->num_params)
@@ -227,10 +229,50 @@ pcnn_status perf_calib_check(const perf_calib_config *c)
             "steps %d and batch %d must be >= 1", c->steps, c->batch);
     REQUIRE(isfinite(c->learning_rate) && c->learning_rate > 0, PCNN_ERR_INVALID_ARGUMENT,
             "learning rate %g must be finite and > 0", c->learning_rate);
+    REQUIRE(c->loss == PCNN_LOSS_MSE || c->loss == PCNN_LOSS_L1, PCNN_ERR_INVALID_ARGUMENT,
+            "loss %d: MSE (%d) or L1 (%d)", c->loss, PCNN_LOSS_MSE, PCNN_LOSS_L1);
     REQUIRE(isfinite(c->weight_decay) && c->weight_decay >= 0, PCNN_ERR_INVALID_ARGUMENT,
             "weight decay %g must be finite and >= 0", c->weight_decay);
     REQUIRE(isfinite(c->budget_seconds) && c->budget_seconds > 0, PCNN_ERR_INVALID_ARGUMENT,
             "budget %g s must be finite and > 0", c->budget_seconds);
+    return PCNN_OK;
+}
+
+/* A shape's group: every field but the batch (points timed on one
+ * network at several batches are one group). */
+static uint64_t group_key(const perf_shape *s)
+{
+    const int64_t v[13] = {s->cin, s->cout, s->d, s->h, s->w, s->k, s->stride, s->pad,
+                           s->algorithm, s->pool_max, s->fused_relu, s->optimizer, s->params};
+    uint64_t h = HASH_FNV1A_BASIS;
+    for (int i = 0; i < 13; i++) h = hash_fnv1a_u64(h, (uint64_t)v[i]);
+    return h;
+}
+
+typedef struct keyed {
+    uint64_t key;
+    int index;
+} keyed;
+
+static int compare_keyed(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* A seeded random order of the samples that keeps each group together, so
+ * that the held-out points are shapes the fit has not seen at another
+ * batch (at most one group straddles the split). */
+static pcnn_status group_order(const perf_sample *samples, int count, uint64_t seed, int *order)
+{
+    keyed *k = mem_alloc((size_t)count * sizeof *k);
+    if (!k) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "ordering %d samples", count);
+    for (int i = 0; i < count; i++)
+        k[i] = (keyed){rng_hash(seed, group_key(&samples[i].shape), 0x67726f7570ull, 0), i};
+    qsort(k, (size_t)count, sizeof *k, compare_keyed);
+    for (int i = 0; i < count; i++) order[i] = k[i].index;
+    mem_free(k);
     return PCNN_OK;
 }
 
@@ -254,15 +296,7 @@ static pcnn_status fit_prepare(perf_kind kind, const perf_sample *samples, int c
         mem_free(order);
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "fitting %d samples", count);
     }
-    for (int i = 0; i < count; i++) order[i] = i;
-    rng g = rng_make(c->seed, 0x73706c6974ull, (uint64_t)kind, 0);
-    for (int i = count - 1; i > 0; i--) {
-        const int j = (int)rng_below(&g, (uint64_t)i + 1);
-        const int t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
-    pcnn_status st = PCNN_OK;
+    pcnn_status st = group_order(samples, count, c->seed ^ ((uint64_t)kind << 56), order);
     for (int i = 0; i < count && st == PCNN_OK; i++) {
         const perf_sample *s = &samples[order[i]];
         int n;
@@ -472,7 +506,7 @@ static pcnn_status fit_kind(perf_mlp *m, perf_kind kind, fit_data *d, const perf
     const int batch = d->ntrain < c->batch ? d->ntrain : c->batch;
     pcnn_net *net = NULL;
     TRY(mlp_net(m, batch, rng_hash(c->seed, 0x696e6974ull, (uint64_t)kind, 0), c->learning_rate,
-                c->weight_decay, &net));
+                c->weight_decay, (pcnn_loss)c->loss, &net));
     size_t nparams = 0;
     pcnn_status st = pcnn_net_num_params(net, &nparams);
     train_buffers b = {mem_alloc_floats((size_t)batch * d->features), mem_alloc_floats(batch),

@@ -7,8 +7,8 @@
  * extrapolation sane; the MLP learns the rest (algorithm switches, cache
  * effects, threading).
  *
- * The MLPs are libpcnn networks themselves (pcnn_dense + pcnn_relu, MSE
- * loss, Adam), built through the public API on one process.  A regressor
+ * The MLPs are libpcnn networks themselves (pcnn_dense + pcnn_relu, an
+ * L1 or MSE loss, Adam), built through the public API on one process.  A regressor
  * set is calibrated for one thread count (perf_regressors_threads); a
  * caller predicting for another thread count calibrates another set.
  *
@@ -123,6 +123,10 @@ typedef struct perf_calib_config {
     int steps, batch;          /* Adam steps on minibatches of `batch` points */
     double learning_rate;      /* Adam's at the start, cosine-decayed to 1 % of it */
     double weight_decay;       /* L2 on the MLP's weights, >= 0 */
+    int loss;                  /* PCNN_LOSS_L1 (default) or PCNN_LOSS_MSE (seed 004's).  L1
+                                  on log time fits the median, which is what the held-out
+                                  error measures; MSE fits the mean, pulled by the few shapes
+                                  that cache or alignment effects slow down */
 } perf_calib_config;
 
 void perf_calib_defaults(perf_calib_config *c);

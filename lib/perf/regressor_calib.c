@@ -29,8 +29,8 @@ static const struct family {
 #define FIT_SHARE 0.25
 
 /* Work caps per point: the largest shapes take a few milliseconds per pass. */
-#define MAX_FLOPS_PER_THREAD 3e8
-#define MAX_ELEMENTS 4e6
+#define MAX_FLOPS_PER_THREAD 2e8
+#define MAX_ELEMENTS 2e6
 
 /* Log-uniform integer in [lo, hi]. */
 static int log_uniform(rng *g, int lo, int hi)
@@ -135,8 +135,9 @@ static void add_sample(sample_sets *ss, perf_kind kind, const perf_shape *shape,
 }
 
 /* One drawn shape timed for every kind of its family, at its batch and
- * at a half and a quarter of it on the same network (three points for
- * one network's setup); *taken counts the points (0: shape refused). */
+ * at a half, a quarter and an eighth of it on the same network (up to four
+ * points for one network's setup, whose fresh memory costs more than the
+ * runs on a virtual machine); *taken counts the points (0: shape refused). */
 static pcnn_status time_point(perf_kind family, const perf_shape *s, const perf_calib_config *c,
                               sample_sets *ss, int *taken)
 {
@@ -148,11 +149,12 @@ static pcnn_status time_point(perf_kind family, const perf_shape *s, const perf_
         *taken = 1;
         return PCNN_OK;
     }
-    const int candidates[3] = {s->batch, (s->batch + 1) / 2, (s->batch + 3) / 4};
-    int batches[3], count = 0;
-    for (int i = 0; i < 3; i++)
+    const int candidates[4] = {s->batch, (s->batch + 1) / 2, (s->batch + 3) / 4,
+                               (s->batch + 7) / 8};
+    int batches[4], count = 0;
+    for (int i = 0; i < 4; i++)
         if (count == 0 || candidates[i] < batches[count - 1]) batches[count++] = candidates[i];
-    perf_layer_times t[3];
+    perf_layer_times t[4];
     const pcnn_status st =
         perf_time_layer_batches(family, s, c->threads, c->repetitions, batches, count, t);
     if (st == PCNN_ERR_SHAPE || st == PCNN_ERR_OUT_OF_MEMORY) { /* too big or refused: skip */
