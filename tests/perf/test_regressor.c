@@ -177,6 +177,14 @@ static void test_fit_known_function(void)
     EXPECT(perf_regressor_has(set, PERF_DENSE_FWD) && !perf_regressor_has(set, PERF_DENSE_BWD),
            "has: only the fitted kind");
     EXPECT(perf_regressors_threads(set) == 1, "threads %d", perf_regressors_threads(set));
+    /* Seed 004's loss recovers it as well. */
+    perf_calib_config mse = c;
+    mse.loss = PCNN_LOSS_MSE;
+    perf_regressors *by_mse = NULL;
+    EXPECT(perf_regressors_fit(&by_mse, PERF_DENSE_FWD, s, N, &mse) == PCNN_OK, "fit with MSE");
+    EXPECT(perf_regressor_error(by_mse, PERF_DENSE_FWD, &re, NULL, NULL) == PCNN_OK && re <= 0.04,
+           "MSE fit: held-out median |RE| %.4f > 4 %%", re);
+    perf_regressors_destroy(&by_mse);
 
     /* Deterministic given the seed: the same bytes; another seed: others. */
     perf_regressors *again = NULL, *other = NULL;
@@ -295,6 +303,10 @@ static void test_bad_fits(void)
     c.holdout = 0.9;
     expect_status(perf_regressors_fit(&set, PERF_DENSE_FWD, s, N, &c), PCNN_ERR_INVALID_ARGUMENT,
                   "holdout", "holdout 0.9");
+    perf_calib_defaults(&c);
+    c.loss = PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
+    expect_status(perf_regressors_fit(&set, PERF_DENSE_FWD, s, N, &c), PCNN_ERR_INVALID_ARGUMENT,
+                  "loss 0", "cross entropy for a regression");
     perf_calib_defaults(&c);
     c.learning_rate = NAN;
     expect_status(perf_regressors_fit(&set, PERF_DENSE_FWD, s, N, &c), PCNN_ERR_INVALID_ARGUMENT,
