@@ -98,8 +98,11 @@ perf_kind perf_kind_family(perf_kind kind);
 
 /* The MLP's input features of `shape` for `kind`, before normalisation,
  * already in log space: log(1 + x) of each field the kind reads, then
- * derived terms (log of the kind's flops and of its bytes moved; for
- * convolutions one-hot of the algorithm conv_decide picks for `threads`).
+ * derived terms: the log of the kind's work (flops, window reads, elements
+ * or parameters) and of the bytes it moves; for convolutions the im2col
+ * size, and for 2D ones the algorithm conv_decide picks for `threads`
+ * (one-hot GEMM / direct / taps, and whether the forward runs the grid
+ * kernel).  The model adds log t0 of its baseline (regressor_set.h).
  * Writes at most PERF_MAX_FEATURES values to out and their number to
  * *count.  Errors: INVALID_ARGUMENT (unknown kind, NULL), SHAPE (a
  * field the kind reads is out of range: sizes < 1, a window larger than
@@ -115,10 +118,12 @@ typedef struct perf_calib_config {
     int threads;               /* compute threads of the timed kernels, >= 1 */
     uint64_t seed;             /* shape draws and MLP initialisation */
     uint32_t kinds;            /* bit (1u << kind) per kind to calibrate */
-    int max_points;            /* shapes per kind at most (the budget may stop earlier) */
+    int max_points;            /* points per kind at most (the budget may stop earlier) */
     int min_points;            /* fewer than this: the kind is left uncalibrated */
     int repetitions;           /* timed runs per shape (the fastest counts), >= 1 */
-    double holdout;            /* fraction held out for the error, in [0.05, 0.5] */
+    double holdout;            /* fraction held out for the error, in [0.05, 0.5]: whole
+                                  groups (one shape at several batches), never a shape the
+                                  fit saw at another batch */
     int hidden_layers, hidden; /* MLP: hidden_layers x (FC hidden + ReLU) -> FC 1 */
     int steps, batch;          /* Adam steps on minibatches of `batch` points */
     double learning_rate;      /* Adam's at the start, cosine-decayed to 1 % of it */
@@ -139,7 +144,11 @@ uint32_t perf_kinds_all(void);
 
 /* Calibrate a new set on this process: for each kind in c->kinds draw
  * random shapes (log-uniform, seeded), time the real layers, fit one MLP
- * per kind, and record its held-out median |RE|.  Kinds the budget leaves
+ * per kind, and record its held-out median |RE|.  Three quarters of the
+ * budget time layers, a quarter is left for fitting; each layer family
+ * gets a share by weight (convolutions the most), the family furthest
+ * behind its share is timed next, and each drawn shape gives points at its
+ * batch and at 1/2, 1/4 and 1/8 of it.  Kinds the budget leaves
  * with fewer than c->min_points points stay uncalibrated (predict then
  * fails for them).  Local, no communication.  *out is destroyed with
  * perf_regressors_destroy.  Errors: INVALID_ARGUMENT (bad config),
@@ -181,8 +190,8 @@ pcnn_status perf_regressor_error(const perf_regressors *set, perf_kind kind, dou
                                  int *train_points, int *test_points);
 
 /* Serialisation: little-endian, versioned ("PCNNREG1", format version,
- * the set's threads, per kind the normalisation, sizes, weights and
- * error), FNV-1a checksum at the end.  perf_regressors_save with buf NULL
+ * the set's threads, per kind the sizes, error, baseline, normalisation
+ * and weights), FNV-1a checksum at the end.  perf_regressors_save with buf NULL
  * (size 0) only reports *needed; otherwise buf must hold *needed bytes
  * (SHAPE if size is smaller).  perf_regressors_load rebuilds a set that
  * predicts bit for bit like the saved one.  Errors of load: INVALID_ARGUMENT
