@@ -148,7 +148,9 @@ uint32_t perf_kinds_all(void);
  * budget time layers, a quarter is left for fitting; each layer family
  * gets a share by weight (convolutions the most), the family furthest
  * behind its share is timed next, and each drawn shape gives points at its
- * batch and at 1/2, 1/4 and 1/8 of it.  Kinds the budget leaves
+ * batch and at 1/2, 1/4 and 1/8 of it; a fit short of time trains for
+ * fewer steps (at least 200), so the result depends on the machine's
+ * speed as well as on the seed.  Kinds the budget leaves
  * with fewer than c->min_points points stay uncalibrated (predict then
  * fails for them).  Local, no communication.  *out is destroyed with
  * perf_regressors_destroy.  Errors: INVALID_ARGUMENT (bad config),

@@ -243,18 +243,42 @@ pcnn_status perf_regressors_measure(const perf_calib_config *c, perf_sample *sam
     return st;
 }
 
+/* Fit every kind with enough points within what is left of the budget:
+ * a machine slower than expected (or shared) trains each MLP for fewer
+ * steps, never under MIN_STEPS, rather than overrun. */
+#define MIN_STEPS 200
+
+static pcnn_status fit_all(const perf_calib_config *c, double start, perf_sample *samples[],
+                           const int counts[], perf_regressors *set)
+{
+    int left = 0;
+    for (int k = 0; k < PERF_KIND_COUNT; k++)
+        left += (c->kinds >> k & 1u) && counts[k] >= c->min_points;
+    double per_step = 0; /* seconds, measured on the first fit */
+    for (int k = 0; k < PERF_KIND_COUNT; k++) {
+        if (!(c->kinds >> k & 1u) || counts[k] < c->min_points) continue;
+        perf_calib_config fit = *c;
+        const double share = (c->budget_seconds - (clock_now() - start)) / left--;
+        if (per_step > 0 && share < per_step * c->steps)
+            fit.steps = share / per_step > MIN_STEPS ? (int)(share / per_step) : MIN_STEPS;
+        const double t0 = clock_now();
+        TRY(perf_regressors_fit(&set, (perf_kind)k, samples[k], counts[k], &fit));
+        if (per_step == 0) per_step = (clock_now() - t0) / fit.steps;
+    }
+    return PCNN_OK;
+}
+
 pcnn_status perf_regressors_calibrate(const perf_calib_config *c, perf_regressors **out)
 {
     REQUIRE_PTR(c);
     REQUIRE_PTR(out);
+    const double start = clock_now();
     perf_sample *samples[PERF_KIND_COUNT];
     int counts[PERF_KIND_COUNT];
     TRY(perf_regressors_measure(c, samples, counts));
     perf_regressors *set = NULL;
     pcnn_status st = perf_set_create(c->threads, &set);
-    for (int k = 0; k < PERF_KIND_COUNT && st == PCNN_OK; k++)
-        if ((c->kinds >> k & 1u) && counts[k] >= c->min_points)
-            st = perf_regressors_fit(&set, (perf_kind)k, samples[k], counts[k], c);
+    if (st == PCNN_OK) st = fit_all(c, start, samples, counts, set);
     for (int k = 0; k < PERF_KIND_COUNT; k++) mem_free(samples[k]);
     if (st != PCNN_OK) {
         perf_regressors_destroy(&set);
