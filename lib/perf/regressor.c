@@ -8,7 +8,8 @@
  * to it, trained with Adam (cosine-decayed learning rate, L2 weight
  * decay) on the points not held out (seed 004 §3.1.3, with a fixed
  * schedule instead of early stopping: see train), on the L1 loss by
- * default (perf_calib_config.loss). */
+ * default (perf_calib_config.loss).  A prediction's correction is held to
+ * the range seen in training. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +140,9 @@ static pcnn_status mlp_eval(perf_mlp *m, const double *raw, double *seconds)
     float x[PERF_MAX_FEATURES + 1], y;
     for (int i = 0; i < m->features; i++) x[i] = (float)((raw[i] - m->mean[i]) / m->scale[i]);
     TRY(pcnn_net_predict(m->net, 1, x, &y, 1));
-    *seconds = exp((double)y * m->y_scale + m->y_mean + raw[m->features - 1]);
+    double r = (double)y * m->y_scale + m->y_mean;
+    r = r < m->y_lo ? m->y_lo : r > m->y_hi ? m->y_hi : r;
+    *seconds = exp(r + raw[m->features - 1]);
     return PCNN_OK;
 }
 
@@ -424,6 +427,11 @@ static void fit_normalise(perf_mlp *m, fit_data *d)
     double s = 0, s2 = 0;
     for (int i = first; i < d->count; i++) s += d->y[i];
     m->y_mean = s / d->ntrain;
+    m->y_lo = m->y_hi = d->y[first];
+    for (int i = first; i < d->count; i++) {
+        if (d->y[i] < m->y_lo) m->y_lo = d->y[i];
+        if (d->y[i] > m->y_hi) m->y_hi = d->y[i];
+    }
     for (int i = first; i < d->count; i++) s2 += (d->y[i] - m->y_mean) * (d->y[i] - m->y_mean);
     m->y_scale = sqrt(s2 / d->ntrain) > 1e-9 ? sqrt(s2 / d->ntrain) : 1.0;
     for (int i = 0; i < d->count; i++) {

@@ -192,8 +192,8 @@ pcnn_status perf_regressor_error(const perf_regressors *set, perf_kind kind, dou
                                  int *train_points, int *test_points);
 
 /* Serialisation: little-endian, versioned ("PCNNREG1", format version,
- * the set's threads, per kind the sizes, error, baseline, normalisation
- * and weights), FNV-1a checksum at the end.  perf_regressors_save with buf NULL
+ * the set's threads, per kind the sizes, error, baseline, the range of
+ * corrections, normalisation and weights), FNV-1a checksum at the end.  perf_regressors_save with buf NULL
  * (size 0) only reports *needed; otherwise buf must hold *needed bytes
  * (SHAPE if size is smaller).  perf_regressors_load rebuilds a set that
  * predicts bit for bit like the saved one.  Errors of load: INVALID_ARGUMENT

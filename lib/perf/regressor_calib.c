@@ -112,8 +112,8 @@ static bool draw(perf_kind family, rng *g, int threads, perf_shape *s)
         s->batch = log_uniform(g, 1, 256);
         s->cin = log_uniform(g, 4, 8192);
         s->cout = log_uniform(g, 1, 4096);
-        return 2.0 * s->batch * s->cin * s->cout <= MAX_FLOPS_PER_THREAD * threads &&
-               (double)s->cin * s->cout <= MAX_ELEMENTS;
+        return 2.0 * s->batch * s->cin * s->cout <= MAX_FLOPS_PER_THREAD / 2 * threads &&
+               (double)s->cin * s->cout <= MAX_ELEMENTS / 2;
     case PERF_UPDATE:
         s->params = log_uniform(g, 64, 1 << 21);
         s->optimizer = (int)rng_below(g, 3);

@@ -16,7 +16,7 @@
 
 static size_t kind_bytes(const perf_mlp *m)
 {
-    return 6 * 4 + 6 * 8 + (size_t)m->features * 16 + 8 + m->num_params * 4;
+    return 6 * 4 + 8 * 8 + (size_t)m->features * 16 + 8 + m->num_params * 4;
 }
 
 /* A cursor over a buffer: writes when out is non-NULL, always counts. */
@@ -75,6 +75,8 @@ pcnn_status perf_regressors_save(const perf_regressors *set, void *buf, size_t s
         put_u32(&c, (uint32_t)m->test_points);
         put_f64(&c, m->median_re);
         for (int j = 0; j < 3; j++) put_f64(&c, m->baseline[j]);
+        put_f64(&c, m->y_lo);
+        put_f64(&c, m->y_hi);
         put_f64(&c, m->y_mean);
         put_f64(&c, m->y_scale);
         for (int f = 0; f < m->features; f++) put_f64(&c, m->mean[f]);
@@ -131,11 +133,14 @@ static pcnn_status read_kind(cursor *c, perf_regressors *set)
     m->test_points = (int)test;
     GET(c, 8, le_get_f64, m->median_re, "a kind's error");
     for (int j = 0; j < 3; j++) GET(c, 8, le_get_f64, m->baseline[j], "a kind's baseline");
+    GET(c, 8, le_get_f64, m->y_lo, "a kind's normalisation");
+    GET(c, 8, le_get_f64, m->y_hi, "a kind's normalisation");
     GET(c, 8, le_get_f64, m->y_mean, "a kind's normalisation");
     GET(c, 8, le_get_f64, m->y_scale, "a kind's normalisation");
     for (uint32_t f = 0; f < features; f++) GET(c, 8, le_get_f64, m->mean[f], "normalisation");
     for (uint32_t f = 0; f < features; f++) GET(c, 8, le_get_f64, m->scale[f], "normalisation");
-    bool finite = isfinite(m->y_mean) && isfinite(m->y_scale) && m->y_scale > 0;
+    bool finite = isfinite(m->y_mean) && isfinite(m->y_scale) && m->y_scale > 0 &&
+                  isfinite(m->y_lo) && isfinite(m->y_hi) && m->y_lo <= m->y_hi;
     for (int j = 0; j < 3; j++) finite = finite && isfinite(m->baseline[j]) && m->baseline[j] >= 0;
     for (uint32_t f = 0; f < features; f++)
         finite = finite && isfinite(m->mean[f]) && isfinite(m->scale[f]) && m->scale[f] > 0;

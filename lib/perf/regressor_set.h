@@ -25,6 +25,9 @@ typedef struct perf_mlp {
     int features, hidden_layers, hidden; /* features: the MLP's inputs, log t0 included */
     double mean[PERF_MAX_FEATURES + 1], scale[PERF_MAX_FEATURES + 1]; /* x' = (x - mean) / scale */
     double y_mean, y_scale;                                   /* log(t / t0) */
+    double y_lo, y_hi; /* the range of log(t / t0) in training: an MLP far from its points
+                          (few of them, a shape unlike any timed) is held to the
+                          corrections it has seen rather than extrapolate */
     double median_re;
     int train_points, test_points;
     size_t num_params;

@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "kernels/conv_direct.h"
 #include "perf/regressor.h"
+#include "perf/regressor_set.h"
 #include "strategy/conv_choice.h"
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-12 * (fabs(b) + 1); }
@@ -173,6 +174,19 @@ static void test_fit_known_function(void)
         if (e > worst) worst = e;
     }
     EXPECT(sum / 50 <= 0.04, "mean |RE| %.4f on fresh shapes > 4 %%", sum / 50);
+    /* Far from every timed shape, the MLP's correction stays within the
+     * range it saw in training. */
+    const perf_shape far = {.batch = 1, .cin = 1 << 24, .cout = 1};
+    const perf_mlp *m = &set->mlp[PERF_DENSE_FWD];
+    double feats[PERF_MAX_FEATURES], work[2], t_far;
+    int nf;
+    EXPECT(perf_kernel_work(PERF_DENSE_FWD, &far, 1, feats, &nf, work) == PCNN_OK &&
+               perf_regressor_predict(set, PERF_DENSE_FWD, &far, &t_far) == PCNN_OK,
+           "far shape: %s", pcnn_last_error());
+    const double t0 = m->baseline[0] + m->baseline[1] * work[0] + m->baseline[2] * work[1];
+    EXPECT(m->y_lo <= m->y_hi && log(t_far / t0) >= m->y_lo - 1e-9 &&
+               log(t_far / t0) <= m->y_hi + 1e-9,
+           "far shape: correction %g outside [%g, %g]", log(t_far / t0), m->y_lo, m->y_hi);
     EXPECT(worst <= 0.15, "worst |RE| %.4f on fresh shapes > 15 %%", worst);
     EXPECT(perf_regressor_has(set, PERF_DENSE_FWD) && !perf_regressor_has(set, PERF_DENSE_BWD),
            "has: only the fitted kind");
