@@ -185,9 +185,10 @@ static bool family_wanted(perf_kind family, uint32_t kinds)
     return false;
 }
 
-/* Time the wanted families within the timing budget, always the one
- * furthest behind its share (time spent / weight), so that a slow shape
- * delays every family a little rather than starving the last ones. */
+/* Time the wanted families within the timing budget: first every family
+ * up to min_points, then always the one furthest behind its share (time
+ * spent / weight), so that a slow shape delays every family a little
+ * rather than starving the last ones. */
 static pcnn_status time_families(const perf_calib_config *c, sample_sets *ss)
 {
     const double start = clock_now(), timing_budget = c->budget_seconds * (1 - FIT_SHARE);
@@ -198,7 +199,14 @@ static pcnn_status time_families(const perf_calib_config *c, sample_sets *ss)
         int next = -1;
         for (int f = 0; f < FAMILIES; f++) {
             if (!family_wanted(families[f].fwd, c->kinds) || points[f] >= c->max_points) continue;
-            if (next < 0 || spent[f] / families[f].weight < spent[next] / families[next].weight)
+            /* A family short of min_points first (fewest points), so that a
+             * stall in one slow run cannot leave a kind uncalibrated. */
+            const bool short_f = points[f] < c->min_points;
+            const bool short_n = next >= 0 && points[next] < c->min_points;
+            if (next < 0 || (short_f && !short_n) ||
+                (short_f && short_n && points[f] < points[next]) ||
+                (!short_f && !short_n &&
+                 spent[f] / families[f].weight < spent[next] / families[next].weight))
                 next = f;
         }
         if (next < 0 || clock_now() - start >= timing_budget) return PCNN_OK;
