@@ -1,0 +1,250 @@
+/* The regressors' input features (regressor.h, perf_features): the log of
+ * each shape field a kind reads, then the log of its work and traffic, and
+ * for 2D convolutions which algorithm the library will run. */
+#include <math.h>
+
+#include "../core/error.h"
+#include "../kernels/conv_direct.h"
+#include "../strategy/conv_choice.h"
+#include "regressor_set.h"
+
+static const char *const kind_names[PERF_KIND_COUNT] = {
+    [PERF_CONV2D_FWD] = "conv2d_fwd",
+    [PERF_CONV2D_BWD] = "conv2d_bwd",
+    [PERF_CONV2D_BWD_WEIGHTS] = "conv2d_bwd_weights",
+    [PERF_CONV3D_FWD] = "conv3d_fwd",
+    [PERF_CONV3D_BWD] = "conv3d_bwd",
+    [PERF_CONV3D_BWD_WEIGHTS] = "conv3d_bwd_weights",
+    [PERF_DENSE_FWD] = "dense_fwd",
+    [PERF_DENSE_BWD] = "dense_bwd",
+    [PERF_DENSE_BWD_WEIGHTS] = "dense_bwd_weights",
+    [PERF_POOL2D_FWD] = "pool2d_fwd",
+    [PERF_POOL2D_BWD] = "pool2d_bwd",
+    [PERF_POOL3D_FWD] = "pool3d_fwd",
+    [PERF_POOL3D_BWD] = "pool3d_bwd",
+    [PERF_GLOBAL_AVGPOOL_FWD] = "global_avgpool_fwd",
+    [PERF_GLOBAL_AVGPOOL_BWD] = "global_avgpool_bwd",
+    [PERF_RELU_FWD] = "relu_fwd",
+    [PERF_RELU_BWD] = "relu_bwd",
+    [PERF_BATCHNORM_FWD] = "batchnorm_fwd",
+    [PERF_BATCHNORM_BWD] = "batchnorm_bwd",
+    [PERF_ADD_FWD] = "add_fwd",
+    [PERF_ADD_BWD] = "add_bwd",
+    [PERF_DROPOUT_FWD] = "dropout_fwd",
+    [PERF_DROPOUT_BWD] = "dropout_bwd",
+    [PERF_UPDATE] = "update",
+};
+
+const char *perf_kind_name(perf_kind kind)
+{
+    return kind >= 0 && kind < PERF_KIND_COUNT ? kind_names[kind] : NULL;
+}
+
+perf_kind perf_kind_family(perf_kind kind)
+{
+    switch (kind) {
+    case PERF_CONV2D_BWD: case PERF_CONV2D_BWD_WEIGHTS: return PERF_CONV2D_FWD;
+    case PERF_CONV3D_BWD: case PERF_CONV3D_BWD_WEIGHTS: return PERF_CONV3D_FWD;
+    case PERF_DENSE_BWD: case PERF_DENSE_BWD_WEIGHTS: return PERF_DENSE_FWD;
+    case PERF_POOL2D_BWD: return PERF_POOL2D_FWD;
+    case PERF_POOL3D_BWD: return PERF_POOL3D_FWD;
+    case PERF_GLOBAL_AVGPOOL_BWD: return PERF_GLOBAL_AVGPOOL_FWD;
+    case PERF_RELU_BWD: return PERF_RELU_FWD;
+    case PERF_BATCHNORM_BWD: return PERF_BATCHNORM_FWD;
+    case PERF_ADD_BWD: return PERF_ADD_FWD;
+    case PERF_DROPOUT_BWD: return PERF_DROPOUT_FWD;
+    default: return kind;
+    }
+}
+
+typedef struct feature_list {
+    double *v;
+    int n;
+    double work, bytes; /* the baseline's terms (perf_kernel_work) */
+} feature_list;
+
+static void put_log(feature_list *f, double x) { f->v[f->n++] = log1p(x); }
+static void put_raw(feature_list *f, double x) { f->v[f->n++] = x; }
+
+#define CHECK_FIELD(cond, name, fmt, ...)                                             \
+    do {                                                                              \
+        if (!(cond)) return FAIL(PCNN_ERR_SHAPE, "%s: " fmt, (name), __VA_ARGS__);     \
+    } while (0)
+
+/* Output extent of a window of k with stride s and padding p over n. */
+static int out_extent(int n, int k, int s, int p) { return (n + 2 * p - k) / s + 1; }
+
+static pcnn_status check_volume(const char *name, const perf_shape *s, bool flat)
+{
+    CHECK_FIELD(s->batch >= 1, name, "batch %d must be >= 1", s->batch);
+    CHECK_FIELD(s->cin >= 1, name, "channels %d must be >= 1", s->cin);
+    if (flat) return PCNN_OK;
+    CHECK_FIELD(s->d >= 1 && s->h >= 1 && s->w >= 1, name, "extent %d x %d x %d must be >= 1",
+                s->d, s->h, s->w);
+    return PCNN_OK;
+}
+
+static pcnn_status check_window(const char *name, const perf_shape *s, bool volume, bool pool)
+{
+    CHECK_FIELD(s->k >= 1 && s->stride >= 1 && s->pad >= 0, name,
+                "kernel %d, stride %d must be >= 1 and padding %d >= 0", s->k, s->stride, s->pad);
+    CHECK_FIELD(!pool || s->pad <= s->k / 2, name, "padding %d exceeds kernel/2 = %d", s->pad,
+                s->k / 2);
+    CHECK_FIELD(s->k <= s->h + 2 * s->pad && s->k <= s->w + 2 * s->pad &&
+                    (!volume || s->k <= s->d + 2 * s->pad),
+                name, "kernel %d exceeds the padded input %d x %d x %d (padding %d)", s->k, s->d,
+                s->h, s->w, s->pad);
+    return PCNN_OK;
+}
+
+static pcnn_status conv_features(perf_kind family, const perf_shape *s, int threads,
+                                 feature_list *f)
+{
+    const char *name = perf_kind_name(family);
+    const bool volume = family == PERF_CONV3D_FWD;
+    TRY(check_volume(name, s, false));
+    CHECK_FIELD(s->cout >= 1, name, "output channels %d must be >= 1", s->cout);
+    CHECK_FIELD(volume || s->d == 1, name, "depth %d of a 2D convolution must be 1", s->d);
+    CHECK_FIELD(s->algorithm >= 0 && s->algorithm <= 3, name, "algorithm %d not in 0..3",
+                s->algorithm);
+    TRY(check_window(name, s, volume, false));
+    const double od = volume ? out_extent(s->d, s->k, s->stride, s->pad) : 1;
+    const double oh = out_extent(s->h, s->k, s->stride, s->pad);
+    const double ow = out_extent(s->w, s->k, s->stride, s->pad);
+    const double taps = (double)s->k * s->k * (volume ? s->k : 1);
+    const double out_px = od * oh * ow, in_px = (double)s->d * s->h * s->w;
+    put_log(f, s->batch);
+    put_log(f, s->cin);
+    put_log(f, s->cout);
+    if (volume) put_log(f, s->d);
+    put_log(f, s->h);
+    put_log(f, s->w);
+    put_log(f, s->k);
+    put_log(f, s->stride);
+    put_log(f, s->pad);
+    f->work = 2.0 * s->batch * s->cin * s->cout * taps * out_px; /* flops */
+    f->bytes = 4.0 * (s->batch * (s->cin * in_px + s->cout * out_px) + s->cin * s->cout * taps);
+    put_log(f, f->work);
+    put_log(f, f->bytes);
+    put_log(f, 4.0 * s->batch * s->cin * taps * out_px);                         /* im2col */
+    if (!volume) {
+        const conv_geometry g = {.cin = s->cin, .cout = s->cout, .k = s->k, .stride = s->stride,
+                                 .pad = s->pad, .h = s->h, .w = s->w, .batch = s->batch,
+                                 .threads = threads, .keep_im2col = true,
+                                 .direct_available = direct_conv_available()};
+        conv_choice c;
+        conv_decide(&g, (conv_algorithm)s->algorithm, &c);
+        put_raw(f, c.algorithm == CONV_ALGO_GEMM);
+        put_raw(f, c.algorithm == CONV_ALGO_DIRECT);
+        put_raw(f, c.algorithm == CONV_ALGO_TAPS);
+        put_raw(f, c.forward == CONV_KERNEL_DIRECT_GRID);
+    }
+    return PCNN_OK;
+}
+
+static pcnn_status pool_features(perf_kind family, const perf_shape *s, feature_list *f)
+{
+    const char *name = perf_kind_name(family);
+    const bool volume = family == PERF_POOL3D_FWD;
+    TRY(check_volume(name, s, false));
+    CHECK_FIELD(volume || s->d == 1, name, "depth %d of 2D pooling must be 1", s->d);
+    CHECK_FIELD(s->pool_max == 0 || s->pool_max == 1, name, "pool_max %d must be 0 or 1",
+                s->pool_max);
+    TRY(check_window(name, s, volume, true));
+    const double od = volume ? out_extent(s->d, s->k, s->stride, s->pad) : 1;
+    const double out_px =
+        od * out_extent(s->h, s->k, s->stride, s->pad) * out_extent(s->w, s->k, s->stride, s->pad);
+    const double taps = (double)s->k * s->k * (volume ? s->k : 1);
+    put_log(f, s->batch);
+    put_log(f, s->cin);
+    if (volume) put_log(f, s->d);
+    put_log(f, s->h);
+    put_log(f, s->w);
+    put_log(f, s->k);
+    put_log(f, s->stride);
+    put_log(f, s->pad);
+    put_raw(f, s->pool_max);
+    f->work = (double)s->batch * s->cin * out_px * taps; /* window reads */
+    f->bytes = 4.0 * s->batch * s->cin * ((double)s->d * s->h * s->w + out_px);
+    put_log(f, f->work);
+    put_log(f, f->bytes);
+    return PCNN_OK;
+}
+
+/* Element-wise layers and global pooling: batch, channels, extents,
+ * elements, and the fused ReLU of batch norm and add. */
+static pcnn_status elementwise_features(perf_kind family, const perf_shape *s, feature_list *f)
+{
+    const char *name = perf_kind_name(family);
+    TRY(check_volume(name, s, false));
+    const bool fusable = family == PERF_BATCHNORM_FWD || family == PERF_ADD_FWD;
+    CHECK_FIELD(!fusable || s->fused_relu == 0 || s->fused_relu == 1, name,
+                "fused_relu %d must be 0 or 1", s->fused_relu);
+    put_log(f, s->batch);
+    put_log(f, s->cin);
+    put_log(f, s->d);
+    put_log(f, s->h);
+    put_log(f, s->w);
+    f->work = (double)s->batch * s->cin * s->d * s->h * s->w; /* elements */
+    f->bytes = 4.0 * f->work * (family == PERF_ADD_FWD ? 3 : 2);
+    put_log(f, f->work);
+    if (fusable) put_raw(f, s->fused_relu);
+    return PCNN_OK;
+}
+
+pcnn_status perf_features(perf_kind kind, const perf_shape *shape, int threads, double *out,
+                          int *count)
+{
+    double work[2];
+    return perf_kernel_work(kind, shape, threads, out, count, work);
+}
+
+pcnn_status perf_kernel_work(perf_kind kind, const perf_shape *shape, int threads, double *out,
+                             int *count, double work[2])
+{
+    REQUIRE_PTR(shape);
+    REQUIRE_PTR(out);
+    REQUIRE_PTR(count);
+    REQUIRE(perf_kind_name(kind) != NULL, PCNN_ERR_INVALID_ARGUMENT, "unknown kernel kind %d",
+            (int)kind);
+    REQUIRE(threads >= 1, PCNN_ERR_INVALID_ARGUMENT, "threads %d must be >= 1", threads);
+    feature_list f = {out, 0, 0, 0};
+    const perf_kind family = perf_kind_family(kind);
+    const perf_shape *s = shape;
+    switch (family) {
+    case PERF_CONV2D_FWD:
+    case PERF_CONV3D_FWD: TRY(conv_features(family, s, threads, &f)); break;
+    case PERF_POOL2D_FWD:
+    case PERF_POOL3D_FWD: TRY(pool_features(family, s, &f)); break;
+    case PERF_DENSE_FWD: {
+        const char *name = perf_kind_name(kind);
+        TRY(check_volume(name, s, true));
+        CHECK_FIELD(s->cout >= 1, name, "output features %d must be >= 1", s->cout);
+        put_log(&f, s->batch);
+        put_log(&f, s->cin);
+        put_log(&f, s->cout);
+        f.work = 2.0 * s->batch * s->cin * s->cout;
+        f.bytes = 4.0 * ((double)s->batch * (s->cin + s->cout) + (double)s->cin * s->cout);
+        put_log(&f, f.work);
+        put_log(&f, f.bytes);
+        break;
+    }
+    case PERF_UPDATE: {
+        CHECK_FIELD(s->params >= 1, "update", "params %lld must be >= 1", (long long)s->params);
+        CHECK_FIELD(s->optimizer >= PCNN_OPTIMIZER_SGD && s->optimizer <= PCNN_OPTIMIZER_ADAM,
+                    "update", "unknown optimizer %d", s->optimizer);
+        f.work = (double)s->params;
+        f.bytes = 4.0 * (double)s->params * (2 + s->optimizer); /* params, grads, state */
+        put_log(&f, f.work);
+        put_raw(&f, s->optimizer == PCNN_OPTIMIZER_SGD);
+        put_raw(&f, s->optimizer == PCNN_OPTIMIZER_MOMENTUM);
+        put_raw(&f, s->optimizer == PCNN_OPTIMIZER_ADAM);
+        break;
+    }
+    default: TRY(elementwise_features(family, s, &f)); break;
+    }
+    *count = f.n;
+    work[0] = f.work;
+    work[1] = f.bytes;
+    return PCNN_OK;
+}
