@@ -1301,7 +1301,7 @@ PCNN_API pcnn_status pcnn_dataset_open_volumes(const char *manifest, int channel
  * regression dataset or targets of a labelled one), IO, CORRUPT (a file
  * shorter than at open: names the file and offset), OUT_OF_MEMORY. */
 PCNN_API pcnn_status pcnn_dataset_batch_box(const pcnn_dataset *data, int start, int count,
-                                            const int box_start[3], const int box_count[3],
+                                            const int *box_start, const int *box_count,
                                             float *x, int32_t *labels, float *targets);
 
 /* Read up to `batches` (0..64) batches ahead on a helper thread: after each

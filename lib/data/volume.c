@@ -341,7 +341,7 @@ PCNN_API pcnn_status pcnn_dataset_open_volumes(const char *manifest, int channel
 }
 
 PCNN_API pcnn_status pcnn_dataset_batch_box(const pcnn_dataset *data, int start, int count,
-                                            const int box_start[3], const int box_count[3],
+                                            const int *box_start, const int *box_count,
                                             float *x, int32_t *labels, float *targets)
 {
     API_ENTRY();

@@ -118,6 +118,12 @@ class SchedEvent(enum.IntFlag):
 
 
 # Header prefix of each enum's members, for the consistency test.
+class Dtype(enum.IntEnum):
+    """Element type of volume files (pcnn_dtype, pcnn.volumes)."""
+    F32 = 0
+    F64 = 1
+
+
 C_PREFIX = {
     "pcnn_status": (Status, "PCNN_"),
     "pcnn_optimizer": (Optimizer, "PCNN_OPTIMIZER_"),
@@ -128,6 +134,7 @@ C_PREFIX = {
     "pcnn_time": (Time, "PCNN_TIME_"),
     "pcnn_sched_lr_rule": (SchedLrRule, "PCNN_SCHED_LR_"),
     "pcnn_sched_option": (SchedOption, "PCNN_SCHED_"),
+    "pcnn_dtype": (Dtype, "PCNN_DTYPE_"),
 }
 
 
