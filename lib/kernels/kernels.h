@@ -103,6 +103,13 @@ void vol2col_batch(const float *x, const vol_shape *g, float *col, int threads);
 /* dx (C x N x D x H x W) = or += col2vol(dcol), the adjoint of vol2col_batch. */
 void col2vol_batch(const float *dcol, const vol_shape *g, float *dx, bool accumulate,
                    int threads);
+/* The same for one band: sample s, output planes [d0, d1); col has C*K^3
+ * rows of (d1 - d0)*Ho*Wo columns.  col2vol_band clears dx[., s] at the
+ * band d0 == 0 unless accumulate, and adds every other band. */
+void vol2col_band(const float *x, const vol_shape *g, int s, int d0, int d1, float *col,
+                  int threads);
+void col2vol_band(const float *dcol, const vol_shape *g, int s, int d0, int d1, float *dx,
+                  bool accumulate, int threads);
 
 /* Per-row sums and fills of a rows x n row-major matrix (a convolution's
  * bias gradient and bias), rows split over threads.  row_sums sums each
