@@ -99,6 +99,83 @@ static pcnn_status read_run(const volume_source *v, int fd, const char *path, ui
     return PCNN_OK;
 }
 
+/* Runs of the box separated by small gaps (a box narrower than W: one
+ * run per row) are read as one span into a bounce buffer, then copied out:
+ * a few bytes more, far fewer system calls. */
+#define GAP_MAX_BYTES 4096
+#define BOUNCE_BYTES ((size_t)128 << 10)
+#define MAX_PIECES 1024
+
+/* Runs waiting to be read: one (any length, read straight into x) or
+ * several within BOUNCE_BYTES (through the bounce buffer). */
+typedef struct pending {
+    uint64_t start, end;   /* file bytes [start, end) */
+    int count;
+    struct piece {
+        uint64_t off;      /* in the file */
+        size_t floats, placed; /* values, first destination index */
+    } pieces[MAX_PIECES];
+} pending;
+
+static void convert(const volume_source *v, const unsigned char *src, size_t floats, float *dst)
+{
+    if (v->dtype == PCNN_DTYPE_F32) {
+        memcpy(dst, src, floats * 4);
+        if (HOST_BIG_ENDIAN) swap_bytes((unsigned char *)dst, floats, 4);
+        return;
+    }
+    for (size_t i = 0; i < floats; i++) {
+        double d;
+        memcpy(&d, src + i * 8, 8);
+        if (HOST_BIG_ENDIAN) swap_bytes((unsigned char *)&d, 1, 8);
+        dst[i] = (float)d;
+    }
+}
+
+static pcnn_status flush(const volume_source *v, int fd, const char *path, pending *p, float *x,
+                         char *msg, size_t msg_size)
+{
+    if (p->count == 0) return PCNN_OK;
+    const int count = p->count;
+    p->count = 0;
+    if (count == 1)
+        return read_run(v, fd, path, p->pieces[0].off, p->pieces[0].floats,
+                        x + p->pieces[0].placed, msg, msg_size);
+    unsigned char bounce[BOUNCE_BYTES];
+    TRY(read_exact(fd, path, bounce, (size_t)(p->end - p->start), p->start, msg, msg_size));
+    for (int i = 0; i < count; i++)
+        convert(v, bounce + (p->pieces[i].off - p->start), p->pieces[i].floats,
+                x + p->pieces[i].placed);
+    return PCNN_OK;
+}
+
+/* Queue the run of `floats` values at file byte off, destined for
+ * x[placed...]: joined to the pending runs when adjacent or close,
+ * otherwise after reading those. */
+static pcnn_status add_run(const volume_source *v, int fd, const char *path, pending *p,
+                           uint64_t off, size_t floats, size_t placed, float *x, char *msg,
+                           size_t msg_size)
+{
+    const uint64_t bytes = (uint64_t)floats * v->elem, end = off + bytes;
+    if (p->count > 0 && off == p->end && (p->count == 1 || end - p->start <= BOUNCE_BYTES)) {
+        p->pieces[p->count - 1].floats += floats; /* contiguous in the file and in x */
+        p->end = end;
+        return PCNN_OK;
+    }
+    if (p->count > 0 && p->count < MAX_PIECES && off > p->end &&
+        off - p->end <= GAP_MAX_BYTES && end - p->start <= BOUNCE_BYTES) {
+        p->pieces[p->count++] = (struct piece){off, floats, placed};
+        p->end = end;
+        return PCNN_OK;
+    }
+    TRY(flush(v, fd, path, p, x, msg, msg_size));
+    p->pieces[0] = (struct piece){off, floats, placed};
+    p->count = 1;
+    p->start = off;
+    p->end = end;
+    return PCNN_OK;
+}
+
 pcnn_status volume_read_box(const volume_source *v, int file, const volume_box *box, float *x,
                             char *msg, size_t msg_size)
 {
@@ -109,32 +186,23 @@ pcnn_status volume_read_box(const volume_source *v, int file, const volume_box *
     if (fd < 0)
         return report(msg, msg_size, PCNN_ERR_IO, "cannot open %s: %s", path, strerror(errno));
 
-    /* Rows of the box in destination order; the destination is contiguous,
-     * so a run of rows adjacent in the file is one pread. */
+    /* Rows of the box in destination order: x is filled front to back. */
     const uint64_t base = v->files[file].offset, elem = v->elem;
     const int bd = box->count[0], bh = box->count[1], bw = box->count[2];
-    uint64_t run_off = 0;
-    size_t run_floats = 0, placed = 0;
+    pending p;
+    p.count = 0;
+    size_t placed = 0;
     pcnn_status st = PCNN_OK;
     for (int c = 0; c < v->c && st == PCNN_OK; c++)
         for (int z = 0; z < bd && st == PCNN_OK; z++)
-            for (int y = 0; y < bh && st == PCNN_OK; y++) {
+            for (int y = 0; y < bh && st == PCNN_OK; y++, placed += (size_t)bw) {
                 uint64_t index = (((uint64_t)c * (uint64_t)v->d + (uint64_t)(box->start[0] + z)) *
                                       (uint64_t)v->h + (uint64_t)(box->start[1] + y)) *
                                      (uint64_t)v->w + (uint64_t)box->start[2];
-                uint64_t off = base + index * elem;
-                if (run_floats && off == run_off + run_floats * elem) {
-                    run_floats += (size_t)bw;
-                    continue;
-                }
-                if (run_floats)
-                    st = read_run(v, fd, path, run_off, run_floats, x + placed, msg, msg_size);
-                placed += run_floats;
-                run_off = off;
-                run_floats = (size_t)bw;
+                st = add_run(v, fd, path, &p, base + index * elem, (size_t)bw, placed, x, msg,
+                             msg_size);
             }
-    if (st == PCNN_OK && run_floats)
-        st = read_run(v, fd, path, run_off, run_floats, x + placed, msg, msg_size);
+    if (st == PCNN_OK) st = flush(v, fd, path, &p, x, msg, msg_size);
     close(fd);
     return st;
 }

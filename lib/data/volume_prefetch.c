@@ -132,7 +132,15 @@ pcnn_status volume_prefetch_set(volume_source *v, int batches)
         if (!err) {
             err = pthread_cond_init(&p->done, NULL);
             if (!err) {
-                err = pthread_create(&p->thread, NULL, prefetch_main, p);
+                /* Reads use ~200 KiB of stack (volume.c's bounce buffer):
+                 * do not rely on the platform's default thread stack. */
+                pthread_attr_t attr;
+                err = pthread_attr_init(&attr);
+                if (!err) {
+                    pthread_attr_setstacksize(&attr, (size_t)1 << 20);
+                    err = pthread_create(&p->thread, &attr, prefetch_main, p);
+                    pthread_attr_destroy(&attr);
+                }
                 if (err) pthread_cond_destroy(&p->done);
             }
             if (err) pthread_cond_destroy(&p->work);

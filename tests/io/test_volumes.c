@@ -343,6 +343,47 @@ static void test_prefetch(void)
     pcnn_dataset_destroy(&plain);
 }
 
+/* Larger samples: narrow boxes join thousands of row runs through the
+ * bounce buffer (its size and piece limits are crossed), wide ones read
+ * directly; float64 raw, compared with the same data in memory. */
+static void test_big_boxes(void)
+{
+    enum { BC = 2, BD = 40, BH = 64, BW = 16, BS = BC * BD * BH * BW, BN = 2 };
+    float *x = malloc(sizeof(float) * BN * BS), *a = malloc(sizeof(float) * BS),
+          *b = malloc(sizeof(float) * BS), tg[BN] = {0.5f, -0.5f};
+    double *raw = malloc(sizeof(double) * BS);
+    char manifest[256] = "", line[64];
+    for (int k = 0; k < BN; k++) {
+        for (int i = 0; i < BS; i++) {
+            x[k * BS + i] = (float)(k * 1000003 + i) * 0.5f;
+            raw[i] = x[k * BS + i];
+        }
+        snprintf(line, sizeof line, "big%d.raw", k);
+        write_file(line, raw, sizeof(double) * BS);
+        snprintf(line, sizeof line, "big%d.raw %g\n", k, tg[k]);
+        strcat(manifest, line);
+    }
+    write_text("big.txt", manifest);
+    pcnn_dataset *mem, *files;
+    OK(pcnn_dataset_create3d(BN, BC, BD, BH, BW, x, NULL, tg, 1, &mem));
+    OK(pcnn_dataset_open_volumes(path_of("big.txt"), BC, BD, BH, BW, PCNN_DTYPE_F64, 1, &files));
+    static const int boxes[][6] = {
+        {0, 0, 5, BD, BH, 1}, {3, 2, 0, 30, 60, 15}, {0, 0, 0, BD, BH, BW},
+        {1, 7, 3, 39, 50, 9}, {0, 0, 0, 20, BH, BW}, {5, 10, 0, 1, 1, BW},
+    };
+    for (size_t q = 0; q < sizeof boxes / sizeof boxes[0]; q++) {
+        const size_t floats = (size_t)BC * boxes[q][3] * boxes[q][4] * boxes[q][5];
+        for (int k = 0; k < BN; k++) {
+            OK(pcnn_dataset_batch_box(files, k, 1, boxes[q], boxes[q] + 3, a, NULL, NULL));
+            OK(pcnn_dataset_batch_box(mem, k, 1, boxes[q], boxes[q] + 3, b, NULL, NULL));
+            CHECK(memcmp(a, b, floats * sizeof *a) == 0, "big box %zu sample %d differs", q, k);
+        }
+    }
+    pcnn_dataset_destroy(&mem);
+    pcnn_dataset_destroy(&files);
+    free(x), free(a), free(b), free(raw);
+}
+
 /* A tiny 3D regression net: training and evaluation from files equal the
  * same from memory, bit for bit (the same batches reach the same steps). */
 static void build(pcnn_net **out)
@@ -412,6 +453,7 @@ int main(void)
     test_open_and_read();
     test_malformed();
     test_prefetch();
+    test_big_boxes();
     test_training();
 
     char cmd[300];
