@@ -35,6 +35,8 @@ typedef struct conv3d_priv {
     int ck3;        /* Cin * K^3: GEMM inner dimension */
     float *col;     /* the kept col (max_batch columns), or NULL */
     int band;       /* output planes per band; 0: the whole batch at once */
+    bool direct;    /* forward by the direct kernel (vol_direct.c) */
+    float *packed;  /* its packed weights */
 } conv3d_priv;
 
 static size_t col_budget = CONV3D_COL_BUDGET_FLOATS;
@@ -72,6 +74,21 @@ static int band_planes(const conv3d_priv *p, int max_batch)
     return planes >= (size_t)p->od ? p->od : (int)planes;
 }
 
+/* The direct forward: stride 1, kernel <= 5, rows of at least 8 outputs
+ * (a vector of 16 half full), under PCNN_OPT_CONV_ALGORITHM 2 (direct);
+ * under 0 (auto) only where vol2col + GEMM is bound by memory: few input
+ * channels (C*K^3 <= 256: a GEMM too shallow to reuse the col it streams,
+ * CosmoFlow's conv1 4 -> 16 runs 2x faster direct) and rows of at least 16.
+ * Not under 1 (GEMM) or 3 (taps: 2D only).  A kept col is still built in
+ * forward, for backward, so that keeping it or not gives the same bits. */
+static bool direct_applies(const conv3d_priv *p, const plan_ctx *pc)
+{
+    if (!vol_direct_available() || p->pointwise || p->stride != 1 || p->k > 5 || p->ow < 8)
+        return false;
+    if (pc->conv_algorithm == 2) return true;
+    return pc->conv_algorithm == 0 && p->ck3 <= 256 && p->ow >= 16;
+}
+
 /* The workspace holds col (when not kept) and dcol, one after the other,
  * or one band's col then dcol. */
 static size_t conv3d_workspace(const pcnn_layer *l, const plan_ctx *pc)
@@ -79,8 +96,12 @@ static size_t conv3d_workspace(const pcnn_layer *l, const plan_ctx *pc)
     const conv3d_priv *p = l->priv;
     if (p->pointwise) return 0;
     const int band = band_planes(p, pc->max_batch);
-    if (band) return (size_t)p->ck3 * (size_t)band * (size_t)p->oh * (size_t)p->ow;
-    return col_floats(p, pc->max_batch);
+    const size_t col = band ? (size_t)p->ck3 * (size_t)band * (size_t)p->oh * (size_t)p->ow
+                            : col_floats(p, pc->max_batch);
+    if (!direct_applies(p, pc)) return col;
+    const vol_shape g = geometry(p, pc->max_batch);
+    const size_t padded = vol_direct_pad_floats(&g);
+    return padded > col ? padded : col;
 }
 
 static void conv3d_decide(pcnn_layer *l, const plan_ctx *pc)
@@ -88,7 +109,11 @@ static void conv3d_decide(pcnn_layer *l, const plan_ctx *pc)
     conv3d_priv *p = l->priv;
     p->band = band_planes(p, pc->max_batch);
     p->keep_col = pc->keep_im2col && !p->pointwise && !p->band;
-    if (p->band)
+    p->direct = direct_applies(p, pc);
+    if (p->direct)
+        snprintf(l->choice, sizeof l->choice, "direct forward; vol2col + gemm backward%s",
+                 p->band ? " in bands" : "");
+    else if (p->band)
         snprintf(l->choice, sizeof l->choice, "vol2col + gemm in bands of %d output planes",
                  p->band);
     else
@@ -109,6 +134,15 @@ static pcnn_status conv3d_setup(pcnn_layer *l, const plan_ctx *pc)
                          "%s: max_batch %d x %dx%dx%d outputs exceeds %d columns",
                          layer_name(l, name, sizeof name), pc->max_batch, p->od, p->oh, p->ow,
                          INT_MAX);
+    if (p->direct) {
+        const size_t n = vol_direct_packed_floats(p->cout, p->cin, p->k);
+        p->packed = mem_alloc_floats(n);
+        if (!p->packed)
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, "pcnn_net_finalize",
+                             "%s: cannot allocate %zu floats of packed weights",
+                             layer_name(l, name, sizeof name), n);
+        l->buffer_bytes += n * sizeof(float);
+    }
     if (!p->keep_col) return PCNN_OK;
     const size_t n = col_floats(p, pc->max_batch);
     p->col = n == SIZE_MAX ? NULL : mem_alloc_floats(n);
@@ -195,6 +229,14 @@ static void conv3d_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const conv3d_priv *p = l->priv;
     const int np = (int)((size_t)ctx->n * out_volume(p));
+    if (p->direct) {
+        const vol_shape g = geometry(p, ctx->n);
+        vol_direct_pack(l->params, p->cout, p->cin, p->k, p->packed);
+        vol_direct_forward(l->inputs[0]->y, &g, p->packed, p->cout, conv3d_bias(l),
+                           ctx->workspace, l->y, ctx->threads);
+        if (p->col) vol2col_batch(l->inputs[0]->y, &g, p->col, ctx->threads);
+        return;
+    }
     if (p->band) {
         if (p->bias) fill_rows(l->y, (size_t)p->cout, (size_t)np, conv3d_bias(l), ctx->threads);
         conv3d_forward_banded(l, ctx, np);
@@ -250,7 +292,10 @@ static void conv3d_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2
 static void conv3d_destroy(pcnn_layer *l)
 {
     conv3d_priv *p = l->priv;
-    if (p) mem_free(p->col);
+    if (p) {
+        mem_free(p->col);
+        mem_free(p->packed);
+    }
     mem_free(p);
     l->priv = NULL;
 }
