@@ -1220,7 +1220,13 @@ PCNN_API pcnn_status pcnn_net_input3d(pcnn_net *net, int channels, int depth, in
  * (H+2p-k)/s+1, (W+2p-k)/s+1).  Weights [Cout][Cin][k][k][k] then the bias,
  * as PyTorch.  Computed as vol2col + GEMM over the whole local batch (three
  * GEMMs per step, seed 001 section 3.1); the vol2col matrix is kept for
- * backward under PCNN_OPT_KEEP_IM2COL. */
+ * backward under PCNN_OPT_KEEP_IM2COL.  Where that matrix would exceed
+ * 64 MiB (CosmoFlow's conv1 at 128^3: 0.9 GB per sample) each sample runs
+ * in bands of output planes instead, nothing kept.  With AVX-512, the
+ * forward pass of a stride-1 convolution with few input channels (C k^3
+ * <= 256, output rows >= 16) is computed directly, without the matrix;
+ * PCNN_OPT_CONV_ALGORITHM 1 keeps vol2col + GEMM everywhere, 2 uses the
+ * direct forward wherever it applies (stride 1, k <= 5, rows >= 8). */
 PCNN_API pcnn_status pcnn_conv3d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
                                  int stride, int padding, int bias, pcnn_layer **out);
 
