@@ -1346,7 +1346,13 @@ PCNN_API pcnn_status pcnn_net_input3d(pcnn_net *net, int channels, int depth, in
  * (H+2p-k)/s+1, (W+2p-k)/s+1).  Weights [Cout][Cin][k][k][k] then the bias,
  * as PyTorch.  Computed as vol2col + GEMM over the whole local batch (three
  * GEMMs per step, seed 001 section 3.1); the vol2col matrix is kept for
- * backward under PCNN_OPT_KEEP_IM2COL. */
+ * backward under PCNN_OPT_KEEP_IM2COL.  Where that matrix would exceed
+ * 64 MiB (CosmoFlow's conv1 at 128^3: 0.9 GB per sample) each sample runs
+ * in bands of output planes instead, nothing kept.  With AVX-512, the
+ * forward pass of a stride-1 convolution with few input channels (C k^3
+ * <= 256, output rows >= 16) is computed directly, without the matrix;
+ * PCNN_OPT_CONV_ALGORITHM 1 keeps vol2col + GEMM everywhere, 2 uses the
+ * direct forward wherever it applies (stride 1, k <= 5, rows >= 8). */
 PCNN_API pcnn_status pcnn_conv3d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
                                  int stride, int padding, int bias, pcnn_layer **out);
 
@@ -1390,5 +1396,71 @@ PCNN_API pcnn_status pcnn_dataset_info3d(const pcnn_dataset *data, int *n, int *
  * MPI (MPI_Get_library_version failed). */
 PCNN_API pcnn_status pcnn_mpi_info(int *family, const char **built_with, char *library,
                                    size_t size);
+
+/*
+ * File-backed volumes (seed 003 section 4.4: I/O is on the critical path).
+ * A dataset opened from a manifest keeps its samples in files and reads
+ * them batch by batch (pcnn_dataset_batch, pcnn_dataset_batch_box,
+ * pcnn_net_train_epoch, pcnn_net_evaluate), never all at once.
+ */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element type of raw volume files. */
+typedef enum pcnn_dtype { PCNN_DTYPE_F32 = 0, PCNN_DTYPE_F64 = 1 } pcnn_dtype;
+
+/* Open a dataset of n volumes of (channels, depth, height, width) listed
+ * by the text file `manifest`, one sample per line:
+ *     <path> <t_1> ... <t_target_count>
+ * (fields separated by spaces or tabs; blank lines and lines starting with
+ * '#' are skipped; relative paths are relative to the manifest's
+ * directory; a path may not contain spaces).  Each file holds one sample
+ * as a C-order [C][D][H][W] array of `dtype`, little-endian: raw (exactly
+ * C*D*H*W elements, nothing else), or a .npy file (name ending in .npy,
+ * header parsed: descr '<f4' / '<f8' matching dtype, fortran_order False,
+ * shape (C, D, H, W), or (D, H, W) when C is 1).  float64 is converted to
+ * float32 on reading.  Only the manifest and each file's header and size
+ * are read here.  The samples carry the float targets of their line
+ * (regression: MSE, L1); shuffle, info3d, batch, batch_box, train_epoch
+ * and evaluate take the dataset as any other; free it with
+ * pcnn_dataset_destroy.  Errors: INVALID_ARGUMENT (NULL, shape < 1,
+ * dtype, target_count < 1, a .npy of the other dtype), IO (a file cannot
+ * be opened or read: the message names it), CORRUPT (a manifest line
+ * that is malformed, named by its line number; a file whose size or
+ * header is wrong, named with the offset), SHAPE (a .npy of another
+ * shape), OUT_OF_MEMORY. */
+PCNN_API pcnn_status pcnn_dataset_open_volumes(const char *manifest, int channels, int depth,
+                                               int height, int width, pcnn_dtype dtype,
+                                               int target_count, pcnn_dataset **out);
+
+/* As pcnn_dataset_batch, restricted to a box of each sample: depth,
+ * height and width [box_start[k], box_start[k] + box_count[k]) for k = 0,
+ * 1, 2.  x receives count samples of (C, box_count[0], box_count[1],
+ * box_count[2]) floats, C-order.  For file-backed volumes only the box
+ * is read (pread of contiguous runs: whole planes when the box spans H
+ * and W); in-memory datasets are sliced.  box_start and box_count both
+ * NULL mean the whole sample.  Errors: INVALID_ARGUMENT (NULL x or data,
+ * box not within the sample or a count < 1, start/count, labels of a
+ * regression dataset or targets of a labelled one), IO, CORRUPT (a file
+ * shorter than at open: names the file and offset), OUT_OF_MEMORY. */
+PCNN_API pcnn_status pcnn_dataset_batch_box(const pcnn_dataset *data, int start, int count,
+                                            const int *box_start, const int *box_count,
+                                            float *x, int32_t *labels, float *targets);
+
+/* Read up to `batches` (0..64) batches ahead on a helper thread: after each
+ * batch read of a file-backed dataset, the next ones (same count and box,
+ * start advancing by the distance between the last two reads, so each
+ * rank's share of a data-parallel epoch is predicted) are read while the
+ * caller computes.  0 stops the thread.  A failure of the helper thread
+ * is returned by the next read of the dataset.  Uses batches x count x box
+ * floats of memory.  A no-op for in-memory datasets.  The dataset must not
+ * be read from two threads at once.  Errors: INVALID_ARGUMENT (NULL,
+ * batches outside [0, 64]), OUT_OF_MEMORY, INTERNAL (no thread). */
+PCNN_API pcnn_status pcnn_dataset_set_prefetch(pcnn_dataset *data, int batches);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PCNN_EXPERIMENTAL */

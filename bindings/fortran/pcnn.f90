@@ -107,6 +107,10 @@ module pcnn
   integer(c_int), parameter :: PCNN_LOG_INFO = 0
   integer(c_int), parameter :: PCNN_LOG_WARNING = 1
 
+  ! enum pcnn_dtype
+  integer(c_int), parameter :: PCNN_DTYPE_F32 = 0
+  integer(c_int), parameter :: PCNN_DTYPE_F64 = 1
+
   ! #defines
   integer(c_int), parameter :: PCNN_VERSION_MAJOR = 0
   integer(c_int), parameter :: PCNN_VERSION_MINOR = 1
@@ -903,6 +907,38 @@ module pcnn
       integer(c_size_t), value :: size
       integer(c_int) :: pcnn_mpi_info
     end function pcnn_mpi_info
+    function pcnn_dataset_open_volumes(manifest, channels, depth, height, width, dtype, &
+        target_count, out) bind(c, name='pcnn_dataset_open_volumes')
+      import :: c_char, c_int, c_ptr
+      character(kind=c_char), dimension(*), optional :: manifest
+      integer(c_int), value :: channels
+      integer(c_int), value :: depth
+      integer(c_int), value :: height
+      integer(c_int), value :: width
+      integer(c_int), value :: dtype
+      integer(c_int), value :: target_count
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_dataset_open_volumes
+    end function pcnn_dataset_open_volumes
+    function pcnn_dataset_batch_box(data, start, count, box_start, box_count, x, labels, targets) &
+        bind(c, name='pcnn_dataset_batch_box')
+      import :: c_float, c_int, c_int32_t, c_ptr
+      type(c_ptr), value :: data
+      integer(c_int), value :: start
+      integer(c_int), value :: count
+      integer(c_int), optional :: box_start
+      integer(c_int), optional :: box_count
+      real(c_float), dimension(*), optional :: x
+      integer(c_int32_t), dimension(*), optional :: labels
+      real(c_float), dimension(*), optional :: targets
+      integer(c_int) :: pcnn_dataset_batch_box
+    end function pcnn_dataset_batch_box
+    function pcnn_dataset_set_prefetch(data, batches) bind(c, name='pcnn_dataset_set_prefetch')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: data
+      integer(c_int), value :: batches
+      integer(c_int) :: pcnn_dataset_set_prefetch
+    end function pcnn_dataset_set_prefetch
     function pcnn_strlen_c(s) bind(c, name='strlen')
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s

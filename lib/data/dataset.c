@@ -9,6 +9,7 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../core/rng.h"
+#include "volume.h"
 
 /* Domain word of the shuffle's RNG key, so that (seed, epoch) streams never
  * coincide with other users of the same seed (weight init, dropout). */
@@ -55,6 +56,7 @@ pcnn_dataset *dataset_alloc3d(int n, int c, int d_, int h, int w, int with_label
 void dataset_free(pcnn_dataset *d)
 {
     if (!d) return;
+    volume_source_free(d->vol);
     mem_free(d->x);
     mem_free(d->labels);
     mem_free(d->targets);
@@ -87,6 +89,47 @@ void dataset_copy_batch(const pcnn_dataset *d, int start, int count, float *x,
         if (targets && d->targets)
             memcpy(targets + (size_t)k * tc, d->targets + i * tc, tc * sizeof *targets);
     }
+}
+
+/* Copy a box of each in-memory sample: rows of box->count[2] floats. */
+static void slice_batch(const pcnn_dataset *d, int start, int count, const volume_box *box,
+                        float *x)
+{
+    const int bd = box->count[0], bh = box->count[1], bw = box->count[2];
+    for (int k = 0; k < count; k++) {
+        const float *s = dataset_sample_x(d, start + k);
+        for (int c = 0; c < d->c; c++)
+            for (int z = 0; z < bd; z++)
+                for (int y = 0; y < bh; y++) {
+                    size_t from = (((size_t)c * (size_t)d->d + (size_t)(box->start[0] + z)) *
+                                       (size_t)d->h + (size_t)(box->start[1] + y)) *
+                                      (size_t)d->w + (size_t)box->start[2];
+                    memcpy(x, s + from, (size_t)bw * sizeof *x);
+                    x += bw;
+                }
+    }
+}
+
+pcnn_status dataset_read_batch(const pcnn_dataset *d, int start, int count,
+                               const volume_box *box, float *x, int32_t *labels,
+                               float *targets)
+{
+    const int whole = !box || (box->start[0] == 0 && box->start[1] == 0 &&
+                               box->start[2] == 0 && box->count[0] == d->d &&
+                               box->count[1] == d->h && box->count[2] == d->w);
+    if (!d->vol) {
+        if (whole) {
+            dataset_copy_batch(d, start, count, x, labels, targets);
+            return PCNN_OK;
+        }
+        if (x) slice_batch(d, start, count, box, x);
+        dataset_copy_batch(d, start, count, NULL, labels, targets);
+        return PCNN_OK;
+    }
+    const volume_box full = {{0, 0, 0}, {d->d, d->h, d->w}};
+    if (x) TRY(volume_read_batch(d->vol, d->order, d->n, start, count, box ? box : &full, x));
+    dataset_copy_batch(d, start, count, NULL, labels, targets);
+    return PCNN_OK;
 }
 
 /* The sample shape for messages: "(C, H, W)" for images, "(C, D, H, W)" for
@@ -228,6 +271,5 @@ PCNN_API pcnn_status pcnn_dataset_batch(const pcnn_dataset *data, int start, int
             "labels requested but the dataset holds regression targets");
     REQUIRE(!targets || data->targets, PCNN_ERR_INVALID_ARGUMENT,
             "targets requested but the dataset holds class labels");
-    dataset_copy_batch(data, start, count, x, labels, targets);
-    return PCNN_OK;
+    return dataset_read_batch(data, start, count, NULL, x, labels, targets);
 }

@@ -19,6 +19,7 @@ struct pcnn_dataset {
     int target_count;       /* 0 with labels */
     int num_classes;        /* max label + 1; 0 without labels */
     int *order;             /* n storage indices: position k holds sample order[k] */
+    struct volume_source *vol; /* file-backed volumes (volume.h; x is then NULL), or NULL */
 };
 
 /* A dataset of the given shape with zeroed x, labels (if with_labels) or
@@ -48,6 +49,16 @@ static inline const float *dataset_sample_x(const pcnn_dataset *d, int k)
  * start + count <= n, and buffer sizes. */
 void dataset_copy_batch(const pcnn_dataset *d, int start, int count, float *x,
                         int32_t *labels, float *targets);
+
+struct volume_box;
+/* Read positions [start, start + count) restricted to `box` (D, H, W
+ * start/count; NULL: the whole sample) as dataset_copy_batch does, from
+ * memory or, for file-backed volumes, from the files (volume.h).  No
+ * argument checks (as dataset_copy_batch).  Errors (files only): IO,
+ * CORRUPT, and those of the prefetch thread. */
+pcnn_status dataset_read_batch(const pcnn_dataset *d, int start, int count,
+                               const struct volume_box *box, float *x, int32_t *labels,
+                               float *targets);
 
 /* ---- IDX files (idx.c) ------------------------------------------------- */
 

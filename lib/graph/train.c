@@ -41,9 +41,14 @@ static pcnn_status check_dataset(const pcnn_net *net, const pcnn_dataset *d, con
     return PCNN_OK;
 }
 
-static void stage(pcnn_net *net, const pcnn_dataset *d, int start, int count)
+/* Copy (or, for file-backed volumes, read) a batch into the staging
+ * buffers.  Reading files can fail on one rank only: the caller makes the
+ * ranks agree on the outcome. */
+static pcnn_status stage(pcnn_net *net, const pcnn_dataset *d, int start, int count)
 {
-    dataset_copy_batch(d, start, count, net->stage_x, net->stage_labels, net->stage_targets);
+    if (count < 1) return PCNN_OK;
+    return dataset_read_batch(d, start, count, NULL, net->stage_x, net->stage_labels,
+                              net->stage_targets);
 }
 
 /* This rank's share of the whole dataset: [*first, *first + return). */
@@ -67,9 +72,10 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
     long first;
     const int mine = my_share(net, data->n, &first);
     int saved = blas_threads_enter();
-    for (int done = 0; done < mine; done += net->max_batch) {
+    for (int done = 0; done < mine && st == PCNN_OK; done += net->max_batch) {
         int count = mine - done < net->max_batch ? mine - done : net->max_batch;
-        stage(net, data, (int)first + done, count);
+        st = stage(net, data, (int)first + done, count);
+        if (st != PCNN_OK) break; /* agreed on below */
         net_load_input(net, count, net->stage_x);
         net_forward(net, count, false, false); /* flushed: cannot fail */
         sums[0] += net_loss(net, count, net->stage_labels, net->stage_targets, 1.0, false);
@@ -78,7 +84,8 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
                                                   net->stage_labels);
     }
     blas_threads_leave(saved);
-    if (net->comm) TRY(net_agree_sum(net, AGREE_LATER, PCNN_OK, sums, 2, __func__));
+    if (net->comm) st = net_agree_sum(net, AGREE_LATER, st, sums, 2, __func__);
+    TRY(st);
     /* The summed loss is the same on every rank, so all fail together. */
     REQUIRE(!net->opt.check_numerics || isfinite(sums[0]), PCNN_ERR_NUMERIC,
             "the loss over the dataset is %g: NaN or Inf in the samples or the network",
@@ -112,7 +119,9 @@ pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, 
         const int total = data->n - start < batch ? data->n - start : batch;
         long first;
         const int count = decomp_active_share(total, ranks, rank, min_local, &first);
-        stage(net, data, start + (int)first, count);
+        st = stage(net, data, start + (int)first, count);
+        if (data->vol && net->comm) st = net_agree(net, st, func);
+        TRY(st);
         float loss;
         /* The callbacks' votes to stop ride on the step's first agreement. */
         TRY(net_train_step(net, count, net->stage_x, net->stage_labels, net->stage_targets,

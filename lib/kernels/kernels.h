@@ -103,6 +103,26 @@ void vol2col_batch(const float *x, const vol_shape *g, float *col, int threads);
 /* dx (C x N x D x H x W) = or += col2vol(dcol), the adjoint of vol2col_batch. */
 void col2vol_batch(const float *dcol, const vol_shape *g, float *dx, bool accumulate,
                    int threads);
+/* The same for one band: sample s, output planes [d0, d1); col has C*K^3
+ * rows of (d1 - d0)*Ho*Wo columns.  col2vol_band clears dx[., s] at the
+ * band d0 == 0 unless accumulate, and adds every other band. */
+void vol2col_band(const float *x, const vol_shape *g, int s, int d0, int d1, float *col,
+                  int threads);
+void col2vol_band(const float *dcol, const vol_shape *g, int s, int d0, int d1, float *dx,
+                  bool accumulate, int threads);
+
+/* Direct forward 3D convolution, stride 1 (vol_direct.c): y (Cout x N x
+ * Do x Ho x Wo) = conv(x) + bias (bias may be NULL), through xp, a
+ * zero-padded copy of x (vol_direct_pad_floats), with the weights
+ * [Cout][Cin][k^3] packed by vol_direct_pack (vol_direct_packed_floats).
+ * Needs AVX-512F: vol_direct_available(). */
+bool vol_direct_available(void);
+int vol_direct_block(int cout);
+size_t vol_direct_pad_floats(const vol_shape *g);
+size_t vol_direct_packed_floats(int cout, int cin, int k);
+void vol_direct_pack(const float *w, int cout, int cin, int k, float *packed);
+void vol_direct_forward(const float *x, const vol_shape *g, const float *packed, int cout,
+                        const float *bias, float *xp, float *y, int threads);
 
 /* Per-row sums and fills of a rows x n row-major matrix (a convolution's
  * bias gradient and bias), rows split over threads.  row_sums sums each

@@ -10,7 +10,13 @@
  * and no padding needs no col: the input is its own.
  *
  * Any padding >= 0 is accepted, as in PyTorch; windows that read only
- * padding give the bias. */
+ * padding give the bias.
+ *
+ * Banded: when the batch's col would exceed the budget (CosmoFlow's conv1
+ * at W = 128 needs 0.9 GB per sample), each sample runs in bands of output
+ * planes whose col fits it: per band, Y_band = W col_band, dW += dY_band
+ * col_band^T, dcol_band = W^T dY_band then col2vol into dx.  The same
+ * sums in another order: equal to float rounding. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,7 +34,14 @@ typedef struct conv3d_priv {
     int cin, d, h, w, od, oh, ow;
     int ck3;        /* Cin * K^3: GEMM inner dimension */
     float *col;     /* the kept col (max_batch columns), or NULL */
+    int band;       /* output planes per band; 0: the whole batch at once */
+    bool direct;    /* forward by the direct kernel (vol_direct.c) */
+    float *packed;  /* its packed weights */
 } conv3d_priv;
+
+static size_t col_budget = CONV3D_COL_BUDGET_FLOATS;
+
+void conv3d_set_col_budget(size_t floats) { col_budget = floats ? floats : 1; }
 
 static vol_shape geometry(const conv3d_priv *p, int n)
 {
@@ -50,21 +63,64 @@ static size_t col_floats(const conv3d_priv *p, int max_batch)
     return (size_t)p->ck3 * np;
 }
 
-/* The workspace holds col (when not kept) and dcol, one after the other. */
+/* Output planes per band under the budget (at least one), or 0 when the
+ * whole batch's col fits. */
+static int band_planes(const conv3d_priv *p, int max_batch)
+{
+    if (p->pointwise || col_floats(p, max_batch) <= col_budget) return 0;
+    const size_t plane = (size_t)p->ck3 * (size_t)p->oh * (size_t)p->ow;
+    size_t planes = col_budget / plane;
+    if (planes < 1) planes = 1;
+    return planes >= (size_t)p->od ? p->od : (int)planes;
+}
+
+/* The direct forward: stride 1, kernel <= 5, rows of at least 8 outputs
+ * (a vector of 16 half full), under PCNN_OPT_CONV_ALGORITHM 2 (direct);
+ * under 0 (auto) only where vol2col + GEMM is bound by memory: few input
+ * channels (C*K^3 <= 256: a GEMM too shallow to reuse the col it streams,
+ * CosmoFlow's conv1 4 -> 16 runs 2x faster direct) and rows of at least 16.
+ * Not under 1 (GEMM) or 3 (taps: 2D only).  A kept col is still built in
+ * forward, for backward, so that keeping it or not gives the same bits. */
+static bool direct_applies(const conv3d_priv *p, const plan_ctx *pc)
+{
+    if (!vol_direct_available() || p->pointwise || p->stride != 1 || p->k > 5 || p->ow < 8)
+        return false;
+    if (pc->conv_algorithm == 2) return true;
+    return pc->conv_algorithm == 0 && p->ck3 <= 256 && p->ow >= 16;
+}
+
+/* The workspace holds col (when not kept) and dcol, one after the other,
+ * or one band's col then dcol. */
 static size_t conv3d_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const conv3d_priv *p = l->priv;
-    return p->pointwise ? 0 : col_floats(p, pc->max_batch);
+    if (p->pointwise) return 0;
+    const int band = band_planes(p, pc->max_batch);
+    const size_t col = band ? (size_t)p->ck3 * (size_t)band * (size_t)p->oh * (size_t)p->ow
+                            : col_floats(p, pc->max_batch);
+    if (!direct_applies(p, pc)) return col;
+    const vol_shape g = geometry(p, pc->max_batch);
+    const size_t padded = vol_direct_pad_floats(&g);
+    return padded > col ? padded : col;
 }
 
 static void conv3d_decide(pcnn_layer *l, const plan_ctx *pc)
 {
     conv3d_priv *p = l->priv;
-    p->keep_col = pc->keep_im2col && !p->pointwise;
-    snprintf(l->choice, sizeof l->choice, "%s",
-             p->pointwise ? "gemm (1x1x1: x is the vol2col matrix)"
-             : p->keep_col ? "vol2col + gemm (col kept for dW)"
-                           : "vol2col + gemm (col recomputed for dW)");
+    p->band = band_planes(p, pc->max_batch);
+    p->keep_col = pc->keep_im2col && !p->pointwise && !p->band;
+    p->direct = direct_applies(p, pc);
+    if (p->direct)
+        snprintf(l->choice, sizeof l->choice, "direct forward; vol2col + gemm backward%s",
+                 p->band ? " in bands" : "");
+    else if (p->band)
+        snprintf(l->choice, sizeof l->choice, "vol2col + gemm in bands of %d output planes",
+                 p->band);
+    else
+        snprintf(l->choice, sizeof l->choice, "%s",
+                 p->pointwise ? "gemm (1x1x1: x is the vol2col matrix)"
+                 : p->keep_col ? "vol2col + gemm (col kept for dW)"
+                               : "vol2col + gemm (col recomputed for dW)");
 }
 
 static pcnn_status conv3d_setup(pcnn_layer *l, const plan_ctx *pc)
@@ -78,6 +134,15 @@ static pcnn_status conv3d_setup(pcnn_layer *l, const plan_ctx *pc)
                          "%s: max_batch %d x %dx%dx%d outputs exceeds %d columns",
                          layer_name(l, name, sizeof name), pc->max_batch, p->od, p->oh, p->ow,
                          INT_MAX);
+    if (p->direct) {
+        const size_t n = vol_direct_packed_floats(p->cout, p->cin, p->k);
+        p->packed = mem_alloc_floats(n);
+        if (!p->packed)
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, "pcnn_net_finalize",
+                             "%s: cannot allocate %zu floats of packed weights",
+                             layer_name(l, name, sizeof name), n);
+        l->buffer_bytes += n * sizeof(float);
+    }
     if (!p->keep_col) return PCNN_OK;
     const size_t n = col_floats(p, pc->max_batch);
     p->col = n == SIZE_MAX ? NULL : mem_alloc_floats(n);
@@ -103,12 +168,80 @@ static const float *conv3d_bias(const pcnn_layer *l)
     return p->bias ? l->params + (size_t)p->cout * p->ck3 : NULL;
 }
 
+/* One band: sample s, output planes [d0, d1), its first column in Y and
+ * its column count. */
+typedef struct band {
+    int s, d0, d1, first, cols;
+} band;
+
+static band band_at(const conv3d_priv *p, int s, int d0)
+{
+    band b = {s, d0, d0 + p->band < p->od ? d0 + p->band : p->od, 0, 0};
+    b.first = (int)((size_t)s * out_volume(p) + (size_t)d0 * p->oh * p->ow);
+    b.cols = (b.d1 - d0) * p->oh * p->ow;
+    return b;
+}
+
+static void conv3d_forward_banded(pcnn_layer *l, const run_ctx *ctx, int np)
+{
+    const conv3d_priv *p = l->priv;
+    const vol_shape g = geometry(p, ctx->n);
+    const float *x = l->inputs[0]->y;
+    for (int s = 0; s < ctx->n; s++)
+        for (int d0 = 0; d0 < p->od; d0 += p->band) {
+            const band b = band_at(p, s, d0);
+            vol2col_band(x, &g, s, b.d0, b.d1, ctx->workspace, ctx->threads);
+            gemm(false, false, p->cout, b.cols, p->ck3, 1.0f, l->params, p->ck3,
+                 ctx->workspace, b.cols, p->bias ? 1.0f : 0.0f, l->y + b.first, np,
+                 ctx->threads);
+        }
+}
+
+static void conv3d_backward_banded(pcnn_layer *l, const run_ctx *ctx, float *const dx[2],
+                                   int np)
+{
+    const conv3d_priv *p = l->priv;
+    const vol_shape g = geometry(p, ctx->n);
+    const float *x = l->inputs[0]->y;
+    if (p->bias)
+        row_sums(l->dy, (size_t)p->cout, (size_t)np, l->grads + (size_t)p->cout * p->ck3,
+                 ctx->threads);
+    float beta = 0.0f;
+    for (int s = 0; s < ctx->n; s++)
+        for (int d0 = 0; d0 < p->od; d0 += p->band) {
+            const band b = band_at(p, s, d0);
+            vol2col_band(x, &g, s, b.d0, b.d1, ctx->workspace, ctx->threads);
+            gemm(false, true, p->cout, p->ck3, b.cols, 1.0f, l->dy + b.first, np,
+                 ctx->workspace, b.cols, beta, l->grads, p->ck3, ctx->threads);
+            beta = 1.0f;
+            if (!dx[0]) continue;
+            /* dcol_band overwrites col_band, which dW is done with. */
+            gemm(true, false, p->ck3, b.cols, p->cout, 1.0f, l->params, p->ck3,
+                 l->dy + b.first, np, 0.0f, ctx->workspace, b.cols, ctx->threads);
+            col2vol_band(ctx->workspace, &g, s, b.d0, b.d1, dx[0], l->accumulate_dx[0],
+                         ctx->threads);
+        }
+}
+
 /* Y[Cout x NP] = W[Cout x CK3] col[CK3 x NP] (+ bias: Y starts as the bias
  * and the GEMM adds into it). */
 static void conv3d_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const conv3d_priv *p = l->priv;
     const int np = (int)((size_t)ctx->n * out_volume(p));
+    if (p->direct) {
+        const vol_shape g = geometry(p, ctx->n);
+        vol_direct_pack(l->params, p->cout, p->cin, p->k, p->packed);
+        vol_direct_forward(l->inputs[0]->y, &g, p->packed, p->cout, conv3d_bias(l),
+                           ctx->workspace, l->y, ctx->threads);
+        if (p->col) vol2col_batch(l->inputs[0]->y, &g, p->col, ctx->threads);
+        return;
+    }
+    if (p->band) {
+        if (p->bias) fill_rows(l->y, (size_t)p->cout, (size_t)np, conv3d_bias(l), ctx->threads);
+        conv3d_forward_banded(l, ctx, np);
+        return;
+    }
     const float *x = l->inputs[0]->y;
     const float *col = x;
     if (!p->pointwise) {
@@ -126,6 +259,10 @@ static void conv3d_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2
 {
     const conv3d_priv *p = l->priv;
     const int np = (int)((size_t)ctx->n * out_volume(p));
+    if (p->band) {
+        conv3d_backward_banded(l, ctx, dx, np);
+        return;
+    }
     const vol_shape g = geometry(p, ctx->n);
     const float *x = l->inputs[0]->y;
     const float *col = p->pointwise ? x : p->col;
@@ -155,7 +292,10 @@ static void conv3d_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2
 static void conv3d_destroy(pcnn_layer *l)
 {
     conv3d_priv *p = l->priv;
-    if (p) mem_free(p->col);
+    if (p) {
+        mem_free(p->col);
+        mem_free(p->packed);
+    }
     mem_free(p);
     l->priv = NULL;
 }

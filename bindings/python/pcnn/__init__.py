@@ -15,10 +15,10 @@ at the end of a `with` block, on garbage collection and at exit.
 import ctypes
 
 from . import _api, _args
-from .comm import Comm
+from .comm import Comm, MPIMismatchError, mpi_info
 from .dataset import Dataset
-from .enums import (Exchange, Init, Loss, Optimizer, Option, SchedEvent, SchedLrRule,
-                    SchedOption, Status, Time)
+from .enums import (Dtype, Exchange, Init, LogLevel, Loss, Optimizer, Option, SchedEvent,
+                    SchedLrRule, SchedOption, Status, Time)
 from .errors import (CorruptError, FileError, InternalError, InvalidArgumentError,
                      InvalidStateError, LibraryError, LibraryNotFoundError, MismatchError,
                      MPIError, NumericError, OutOfMemoryError, PcnnError, RemoteError,
@@ -28,6 +28,7 @@ from .net import Evaluation, Layer, Net, StepInfo
 from .state import StateKeyError
 from .torch_io import from_torch_state_dict, to_torch_state_dict
 from .scheduler import Scheduler
+from .volumes import VolumeDataset, batch_box, open_volumes, write_volume_manifest
 
 __version__ = "0.1.0"  # the binding's own version; the library's: library_version()
 
@@ -64,12 +65,13 @@ _api.try_load_at_import()
 
 __all__ = [
     "Comm", "Dataset", "Net", "Layer", "Scheduler", "Evaluation", "StepInfo",
-    "Exchange", "Init", "Loss", "Optimizer", "Option", "Status", "Time",
+    "Exchange", "Init", "Loss", "Optimizer", "Option", "Status", "Time", "Dtype", "LogLevel",
     "SchedOption", "SchedLrRule", "SchedEvent",
     "PcnnError", "InvalidArgumentError", "InvalidStateError", "ShapeError",
     "OutOfMemoryError", "MPIError", "RemoteError", "TimeoutError", "UnsupportedError",
     "NumericError", "FileError", "CorruptError", "MismatchError", "InternalError",
-    "LibraryError", "LibraryNotFoundError",
+    "LibraryError", "LibraryNotFoundError", "MPIMismatchError", "mpi_info",
+    "VolumeDataset", "open_volumes", "batch_box", "write_volume_manifest",
     "Callback", "EarlyStopping", "ProgressBar", "StateKeyError",
     "from_torch_state_dict", "to_torch_state_dict",
     "load_library", "library_path", "library_version", "checkpoint_cleanup",

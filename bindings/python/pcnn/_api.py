@@ -148,6 +148,9 @@ PROTOTYPES = [
     ("pcnn_dataset_create3d", STATUS, (I, I, I, I, I, H, H, H, I, HH)),
     ("pcnn_dataset_info3d", STATUS, (H, pI, pI, pI, pI, pI)),
     ("pcnn_mpi_info", STATUS, (pI, pSTR, H, Z)),
+    ("pcnn_dataset_open_volumes", STATUS, (STR, I, I, I, I, E, I, HH)),
+    ("pcnn_dataset_batch_box", STATUS, (H, I, I, pI, pI, H, H, H)),
+    ("pcnn_dataset_set_prefetch", STATUS, (H, I)),
 ]
 
 

@@ -123,6 +123,12 @@ class SchedEvent(enum.IntFlag):
 
 
 # Header prefix of each enum's members, for the consistency test.
+class Dtype(enum.IntEnum):
+    """Element type of volume files (pcnn_dtype, pcnn.volumes)."""
+    F32 = 0
+    F64 = 1
+
+
 C_PREFIX = {
     "pcnn_status": (Status, "PCNN_"),
     "pcnn_optimizer": (Optimizer, "PCNN_OPTIMIZER_"),
@@ -134,6 +140,7 @@ C_PREFIX = {
     "pcnn_log_level": (LogLevel, "PCNN_LOG_"),
     "pcnn_sched_lr_rule": (SchedLrRule, "PCNN_SCHED_LR_"),
     "pcnn_sched_option": (SchedOption, "PCNN_SCHED_"),
+    "pcnn_dtype": (Dtype, "PCNN_DTYPE_"),
 }
 
 

@@ -1,0 +1,454 @@
+/* File-backed volumes: opening a manifest (headers only), box reads by
+ * pread of maximal contiguous runs with float64 -> float32 conversion, and
+ * the public calls pcnn_dataset_open_volumes, pcnn_dataset_batch_box and
+ * pcnn_dataset_set_prefetch. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "dataset.h"
+#include "volume.h"
+
+/* A manifest larger than this is refused (a line per sample: plenty). */
+#define MANIFEST_MAX_BYTES ((size_t)1 << 30)
+/* Bytes read from the start of a .npy file to find its header. */
+#define NPY_HEADER_READ 65536
+/* float64 values converted per pread (a stack buffer: no allocation). */
+#define CONVERT_CHUNK 4096
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define HOST_BIG_ENDIAN 1
+#else
+#define HOST_BIG_ENDIAN 0
+#endif
+
+/* Report into msg when given (the helper thread), else as the thread's
+ * error. */
+static pcnn_status PCNN_PRINTF(4, 5)
+    report(char *msg, size_t msg_size, pcnn_status status, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (msg) {
+        snprintf(msg, msg_size, "%s", buf);
+        return status;
+    }
+    return FAIL(status, "%s", buf);
+}
+
+/* pread exactly len bytes at off, or report: IO on a failed read, CORRUPT
+ * when the file ends first. */
+static pcnn_status read_exact(int fd, const char *path, void *dst, size_t len, uint64_t off,
+                              char *msg, size_t msg_size)
+{
+    unsigned char *p = dst;
+    size_t done = 0;
+    while (done < len) {
+        size_t want = len - done < ((size_t)1 << 30) ? len - done : ((size_t)1 << 30);
+        ssize_t got = pread(fd, p + done, want, (off_t)(off + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0)
+            return report(msg, msg_size, PCNN_ERR_IO, "%s: read of %zu bytes at offset %llu "
+                          "failed: %s", path, want, (unsigned long long)(off + done),
+                          strerror(errno));
+        if (got == 0)
+            return report(msg, msg_size, PCNN_ERR_CORRUPT, "%s: the file ends at offset %llu, "
+                          "before the %zu bytes expected from offset %llu", path,
+                          (unsigned long long)(off + done), len, (unsigned long long)off);
+        done += (size_t)got;
+    }
+    return PCNN_OK;
+}
+
+static void swap_bytes(unsigned char *p, size_t count, size_t elem)
+{
+    for (size_t i = 0; i < count; i++, p += elem)
+        for (size_t a = 0, b = elem - 1; a < b; a++, b--) {
+            unsigned char t = p[a];
+            p[a] = p[b];
+            p[b] = t;
+        }
+}
+
+/* Read `floats` consecutive values of the file from byte `off` into dst. */
+static pcnn_status read_run(const volume_source *v, int fd, const char *path, uint64_t off,
+                            size_t floats, float *dst, char *msg, size_t msg_size)
+{
+    if (v->dtype == PCNN_DTYPE_F32) {
+        TRY(read_exact(fd, path, dst, floats * 4, off, msg, msg_size));
+        if (HOST_BIG_ENDIAN) swap_bytes((unsigned char *)dst, floats, 4);
+        return PCNN_OK;
+    }
+    double buf[CONVERT_CHUNK];
+    for (size_t done = 0; done < floats; done += CONVERT_CHUNK) {
+        size_t k = floats - done < CONVERT_CHUNK ? floats - done : CONVERT_CHUNK;
+        TRY(read_exact(fd, path, buf, k * 8, off + done * 8, msg, msg_size));
+        if (HOST_BIG_ENDIAN) swap_bytes((unsigned char *)buf, k, 8);
+        for (size_t i = 0; i < k; i++) dst[done + i] = (float)buf[i];
+    }
+    return PCNN_OK;
+}
+
+/* Runs of the box separated by small gaps (a box narrower than W: one
+ * run per row) are read as one span into a bounce buffer, then copied out:
+ * a few bytes more, far fewer system calls. */
+#define GAP_MAX_BYTES 4096
+#define BOUNCE_BYTES ((size_t)128 << 10)
+#define MAX_PIECES 1024
+
+/* Runs waiting to be read: one (any length, read straight into x) or
+ * several within BOUNCE_BYTES (through the bounce buffer). */
+typedef struct pending {
+    uint64_t start, end;   /* file bytes [start, end) */
+    int count;
+    struct piece {
+        uint64_t off;      /* in the file */
+        size_t floats, placed; /* values, first destination index */
+    } pieces[MAX_PIECES];
+} pending;
+
+static void convert(const volume_source *v, const unsigned char *src, size_t floats, float *dst)
+{
+    if (v->dtype == PCNN_DTYPE_F32) {
+        memcpy(dst, src, floats * 4);
+        if (HOST_BIG_ENDIAN) swap_bytes((unsigned char *)dst, floats, 4);
+        return;
+    }
+    for (size_t i = 0; i < floats; i++) {
+        double d;
+        memcpy(&d, src + i * 8, 8);
+        if (HOST_BIG_ENDIAN) swap_bytes((unsigned char *)&d, 1, 8);
+        dst[i] = (float)d;
+    }
+}
+
+static pcnn_status flush(const volume_source *v, int fd, const char *path, pending *p, float *x,
+                         char *msg, size_t msg_size)
+{
+    if (p->count == 0) return PCNN_OK;
+    const int count = p->count;
+    p->count = 0;
+    if (count == 1)
+        return read_run(v, fd, path, p->pieces[0].off, p->pieces[0].floats,
+                        x + p->pieces[0].placed, msg, msg_size);
+    unsigned char bounce[BOUNCE_BYTES];
+    TRY(read_exact(fd, path, bounce, (size_t)(p->end - p->start), p->start, msg, msg_size));
+    for (int i = 0; i < count; i++)
+        convert(v, bounce + (p->pieces[i].off - p->start), p->pieces[i].floats,
+                x + p->pieces[i].placed);
+    return PCNN_OK;
+}
+
+/* Queue the run of `floats` values at file byte off, destined for
+ * x[placed...]: joined to the pending runs when adjacent or close,
+ * otherwise after reading those. */
+static pcnn_status add_run(const volume_source *v, int fd, const char *path, pending *p,
+                           uint64_t off, size_t floats, size_t placed, float *x, char *msg,
+                           size_t msg_size)
+{
+    const uint64_t bytes = (uint64_t)floats * v->elem, end = off + bytes;
+    if (p->count > 0 && off == p->end && (p->count == 1 || end - p->start <= BOUNCE_BYTES)) {
+        p->pieces[p->count - 1].floats += floats; /* contiguous in the file and in x */
+        p->end = end;
+        return PCNN_OK;
+    }
+    if (p->count > 0 && p->count < MAX_PIECES && off > p->end &&
+        off - p->end <= GAP_MAX_BYTES && end - p->start <= BOUNCE_BYTES) {
+        p->pieces[p->count++] = (struct piece){off, floats, placed};
+        p->end = end;
+        return PCNN_OK;
+    }
+    TRY(flush(v, fd, path, p, x, msg, msg_size));
+    p->pieces[0] = (struct piece){off, floats, placed};
+    p->count = 1;
+    p->start = off;
+    p->end = end;
+    return PCNN_OK;
+}
+
+pcnn_status volume_read_box(const volume_source *v, int file, const volume_box *box, float *x,
+                            char *msg, size_t msg_size)
+{
+    const char *path = v->files[file].path;
+    int fd;
+    do fd = open(path, O_RDONLY);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return report(msg, msg_size, PCNN_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+
+    /* Rows of the box in destination order: x is filled front to back. */
+    const uint64_t base = v->files[file].offset, elem = v->elem;
+    const int bd = box->count[0], bh = box->count[1], bw = box->count[2];
+    pending p;
+    p.count = 0;
+    size_t placed = 0;
+    pcnn_status st = PCNN_OK;
+    for (int c = 0; c < v->c && st == PCNN_OK; c++)
+        for (int z = 0; z < bd && st == PCNN_OK; z++)
+            for (int y = 0; y < bh && st == PCNN_OK; y++, placed += (size_t)bw) {
+                uint64_t index = (((uint64_t)c * (uint64_t)v->d + (uint64_t)(box->start[0] + z)) *
+                                      (uint64_t)v->h + (uint64_t)(box->start[1] + y)) *
+                                     (uint64_t)v->w + (uint64_t)box->start[2];
+                st = add_run(v, fd, path, &p, base + index * elem, (size_t)bw, placed, x, msg,
+                             msg_size);
+            }
+    if (st == PCNN_OK) st = flush(v, fd, path, &p, x, msg, msg_size);
+    close(fd);
+    return st;
+}
+
+void volume_source_free(volume_source *v)
+{
+    if (!v) return;
+    volume_prefetch_free(v->prefetch);
+    if (v->files)
+        for (int i = 0; i < v->count; i++) mem_free(v->files[i].path);
+    mem_free(v->files);
+    mem_free(v);
+}
+
+/* Read a whole (small) text file into a new buffer. */
+static pcnn_status read_text_file(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return FAIL(PCNN_ERR_IO, "cannot open the manifest %s: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = mem_alloc(cap);
+    pcnn_status st = buf ? PCNN_OK : FAIL(PCNN_ERR_OUT_OF_MEMORY, "out of memory");
+    while (st == PCNN_OK) {
+        if (n == cap) {
+            if (cap >= MANIFEST_MAX_BYTES) {
+                st = FAIL(PCNN_ERR_CORRUPT, "the manifest %s is larger than %zu bytes", path,
+                          MANIFEST_MAX_BYTES);
+                break;
+            }
+            char *more = mem_realloc(buf, cap * 2);
+            if (!more) {
+                st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "out of memory reading %s", path);
+                break;
+            }
+            buf = more;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) st = FAIL(PCNN_ERR_IO, "cannot read the manifest %s", path);
+            break;
+        }
+    }
+    fclose(f);
+    if (st != PCNN_OK) {
+        mem_free(buf);
+        return st;
+    }
+    *out = buf;
+    *len = n;
+    return PCNN_OK;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* Check one sample file's header and size; set its data offset. */
+static pcnn_status check_file(volume_source *v, const char *manifest, int index,
+                              volume_file *f)
+{
+    const uint64_t bytes = (uint64_t)v->c * (uint64_t)v->d * (uint64_t)v->h * (uint64_t)v->w *
+                           (uint64_t)v->elem;
+    int fd = open(f->path, O_RDONLY);
+    if (fd < 0)
+        return FAIL(PCNN_ERR_IO, "cannot open %s (sample %d of %s): %s", f->path, index,
+                    manifest, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        pcnn_status st = FAIL(PCNN_ERR_IO, "cannot stat %s: %s", f->path, strerror(errno));
+        close(fd);
+        return st;
+    }
+    const uint64_t size = (uint64_t)sb.st_size;
+    pcnn_status st = PCNN_OK;
+    f->offset = 0;
+    if (ends_with(f->path, ".npy")) {
+        unsigned char head[NPY_HEADER_READ];
+        size_t want = size < sizeof head ? (size_t)size : sizeof head;
+        st = read_exact(fd, f->path, head, want, 0, NULL, 0);
+        npy_header h;
+        if (st == PCNN_OK) st = npy_parse_header(head, want, f->path, &h);
+        if (st == PCNN_OK && h.elem != (int)v->elem)
+            st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "%s holds float%d but the dataset was "
+                      "opened as float%d", f->path, h.elem * 8, (int)v->elem * 8);
+        if (st == PCNN_OK) {
+            const int64_t want4[4] = {v->c, v->d, v->h, v->w};
+            int ok = h.ndims == 4 || (h.ndims == 3 && v->c == 1);
+            for (int k = 0; ok && k < h.ndims; k++)
+                ok = h.dims[k] == want4[4 - h.ndims + k];
+            if (!ok) {
+                char got[128] = "(";
+                for (int k = 0; k < h.ndims; k++)
+                    snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld",
+                             k ? ", " : "", (long long)h.dims[k]);
+                snprintf(got + strlen(got), sizeof got - strlen(got), ")");
+                st = FAIL(PCNN_ERR_SHAPE, "%s has shape %s but the dataset's samples are "
+                          "(%d, %d, %d, %d) (channels, depth, height, width)", f->path, got,
+                          v->c, v->d, v->h, v->w);
+            }
+        }
+        if (st == PCNN_OK) f->offset = h.data_offset;
+    }
+    if (st == PCNN_OK && size != f->offset + bytes)
+        st = FAIL(PCNN_ERR_CORRUPT, "%s has %llu bytes; %s%llu bytes of float%d data "
+                  "(%d x %d x %d x %d) make %llu", f->path, (unsigned long long)size,
+                  f->offset ? "its header and " : "", (unsigned long long)bytes,
+                  (int)v->elem * 8, v->c, v->d, v->h, v->w,
+                  (unsigned long long)(f->offset + bytes));
+    close(fd);
+    return st;
+}
+
+PCNN_API pcnn_status pcnn_dataset_open_volumes(const char *manifest, int channels, int depth,
+                                               int height, int width, pcnn_dtype dtype,
+                                               int target_count, pcnn_dataset **out)
+{
+    API_ENTRY();
+    REQUIRE_PTR(out);
+    REQUIRE_PTR(manifest);
+    *out = NULL;
+    REQUIRE(channels >= 1 && depth >= 1 && height >= 1 && width >= 1,
+            PCNN_ERR_INVALID_ARGUMENT, "sample shape (%d, %d, %d, %d) has a dimension < 1",
+            channels, depth, height, width);
+    REQUIRE((size_t)channels * (size_t)depth * (size_t)height <= (size_t)INT_MAX / (size_t)width,
+            PCNN_ERR_INVALID_ARGUMENT, "sample shape (%d, %d, %d, %d) exceeds INT_MAX floats",
+            channels, depth, height, width);
+    REQUIRE(dtype == PCNN_DTYPE_F32 || dtype == PCNN_DTYPE_F64, PCNN_ERR_INVALID_ARGUMENT,
+            "dtype %d is not PCNN_DTYPE_F32 or PCNN_DTYPE_F64", (int)dtype);
+    REQUIRE(target_count >= 1, PCNN_ERR_INVALID_ARGUMENT, "target_count %d < 1", target_count);
+
+    char *text = NULL;
+    size_t len = 0;
+    TRY(read_text_file(manifest, &text, &len));
+    /* Paths are relative to the manifest's directory. */
+    char *dir = NULL;
+    const char *slash = strrchr(manifest, '/');
+    if (slash) {
+        size_t n = (size_t)(slash - manifest);
+        dir = mem_alloc(n + 2);
+        if (dir) {
+            memcpy(dir, manifest, n);
+            if (n == 0) dir[n++] = '/';
+            dir[n] = '\0';
+        }
+    }
+    manifest_entry *entries = NULL;
+    int count = 0;
+    pcnn_status st = slash && !dir ? FAIL(PCNN_ERR_OUT_OF_MEMORY, "out of memory") : PCNN_OK;
+    if (st == PCNN_OK)
+        st = manifest_parse(text, len, dir, manifest, target_count, &entries, &count);
+    mem_free(text);
+    mem_free(dir);
+    TRY(st);
+
+    pcnn_dataset *d = mem_calloc(1, sizeof *d);
+    volume_source *v = mem_calloc(1, sizeof *v);
+    if (d) {
+        d->order = mem_calloc((size_t)count, sizeof *d->order);
+        d->targets = mem_alloc_floats((size_t)count * (size_t)target_count);
+    }
+    if (v) v->files = mem_calloc((size_t)count, sizeof *v->files);
+    if (!d || !v || !d->order || !d->targets || !v->files) {
+        manifest_free(entries, count);
+        volume_source_free(v);
+        dataset_free(d);
+        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "cannot allocate the index of %d samples", count);
+    }
+    v->c = channels;
+    v->d = depth;
+    v->h = height;
+    v->w = width;
+    v->dtype = dtype;
+    v->elem = dtype == PCNN_DTYPE_F32 ? 4 : 8;
+    v->count = count;
+    d->n = count;
+    d->c = channels;
+    d->d = depth;
+    d->h = height;
+    d->w = width;
+    d->sample_floats = (size_t)channels * (size_t)depth * (size_t)height * (size_t)width;
+    d->target_count = target_count;
+    d->vol = v;
+    for (int i = 0; i < count; i++) {
+        d->order[i] = i;
+        v->files[i].path = entries[i].path; /* moved */
+        entries[i].path = NULL;
+        memcpy(d->targets + (size_t)i * (size_t)target_count, entries[i].targets,
+               (size_t)target_count * sizeof(float));
+    }
+    manifest_free(entries, count);
+    for (int i = 0; i < count && st == PCNN_OK; i++)
+        st = check_file(v, manifest, i, &v->files[i]);
+    if (st != PCNN_OK) {
+        dataset_free(d);
+        return st;
+    }
+    dataset_finish(d);
+    *out = d;
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_dataset_batch_box(const pcnn_dataset *data, int start, int count,
+                                            const int *box_start, const int *box_count,
+                                            float *x, int32_t *labels, float *targets)
+{
+    API_ENTRY();
+    REQUIRE_PTR(data);
+    REQUIRE_PTR(x);
+    REQUIRE((box_start == NULL) == (box_count == NULL), PCNN_ERR_INVALID_ARGUMENT,
+            "pass both box_start and box_count, or neither (the whole sample)");
+    volume_box box = {{0, 0, 0}, {data->d, data->h, data->w}};
+    if (box_start) {
+        static const char *axis[3] = {"depth", "height", "width"};
+        const int size[3] = {data->d, data->h, data->w};
+        for (int k = 0; k < 3; k++) {
+            REQUIRE(box_start[k] >= 0 && box_count[k] >= 1 &&
+                        box_count[k] <= size[k] - box_start[k],
+                    PCNN_ERR_INVALID_ARGUMENT, "the box's %s [%d, %d + %d) is not within "
+                    "[0, %d) with count >= 1", axis[k], box_start[k], box_start[k],
+                    box_count[k], size[k]);
+            box.start[k] = box_start[k];
+            box.count[k] = box_count[k];
+        }
+    }
+    REQUIRE(start >= 0 && start < data->n, PCNN_ERR_INVALID_ARGUMENT,
+            "start %d outside [0, %d)", start, data->n);
+    REQUIRE(count >= 1 && count <= data->n - start, PCNN_ERR_INVALID_ARGUMENT,
+            "count %d outside [1, %d] (start %d of %d samples)", count, data->n - start, start,
+            data->n);
+    REQUIRE(!labels || data->labels, PCNN_ERR_INVALID_ARGUMENT,
+            "labels requested but the dataset holds regression targets");
+    REQUIRE(!targets || data->targets, PCNN_ERR_INVALID_ARGUMENT,
+            "targets requested but the dataset holds class labels");
+    return dataset_read_batch(data, start, count, &box, x, labels, targets);
+}
+
+PCNN_API pcnn_status pcnn_dataset_set_prefetch(pcnn_dataset *data, int batches)
+{
+    API_ENTRY();
+    REQUIRE_PTR(data);
+    REQUIRE(batches >= 0 && batches <= 64, PCNN_ERR_INVALID_ARGUMENT,
+            "batches %d outside [0, 64]", batches);
+    if (!data->vol) return PCNN_OK; /* in memory: nothing to read ahead */
+    return volume_prefetch_set(data->vol, batches);
+}

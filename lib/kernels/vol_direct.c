@@ -1,0 +1,209 @@
+/* Direct forward 3D convolution, stride 1, without the vol2col matrix.
+ *
+ * The input is first copied into a zero-padded batch (C x N x Dp x Hp x Wp,
+ * Dp = D + 2p ...), so that every tap of every output is in range.  An
+ * output row (n, z, y) of up to 32 positions (two vectors) times a block of
+ * up to 12 output channels is a register tile: for each input channel and
+ * each of the k^3 taps, the two vectors of the padded input row at that tap
+ * are loaded once and multiplied by the 12 broadcast weights.  Nothing is
+ * built per position, which matters where vol2col + GEMM is bound by
+ * memory: few channels (CosmoFlow's conv1: 4 -> 16 on 128^3, whose vol2col
+ * matrix is 108 rows of the whole volume and whose GEMM has 16 rows).
+ *
+ * AVX-512F only (simd.h), checked at run time; elsewhere vol_direct_available
+ * is false and the layer keeps vol2col + GEMM. */
+#include <string.h>
+
+#include "kernels.h"
+#include "simd.h"
+
+#define X_VECS 2 /* vectors of outputs per tile, at most */
+
+/* Output channels per tile: 12 (12 x 2 accumulators, 2 loads per 24
+ * FMAs) unless that pads cout by more than a tenth; then 8, or 4 for
+ * at most 4 channels. */
+int vol_direct_block(int cout)
+{
+    if (cout <= 4) return 4;
+    const int waste12 = (cout + 11) / 12 * 12 - cout;
+    return waste12 * 10 <= cout ? 12 : 8;
+}
+
+size_t vol_direct_pad_floats(const vol_shape *g)
+{
+    return (size_t)g->c * g->n * (size_t)(g->d + 2 * g->pad) * (size_t)(g->h + 2 * g->pad) *
+           (size_t)(g->w + 2 * g->pad);
+}
+
+size_t vol_direct_packed_floats(int cout, int cin, int k)
+{
+    const size_t b = (size_t)vol_direct_block(cout), blocks = ((size_t)cout + b - 1) / b;
+    return blocks * (size_t)cin * (size_t)k * k * k * b;
+}
+
+#if PCNN_AVX512
+
+bool vol_direct_available(void) { return cpu_has_avx512(); }
+
+typedef struct pad_call {
+    const vol_shape *g;
+    const float *x;
+    float *xp;
+} pad_call;
+
+/* Units: (channel, sample) volumes, each written whole (zeros included). */
+static void pad_range(void *arg, size_t u0, size_t u1)
+{
+    const pad_call *a = arg;
+    const vol_shape *g = a->g;
+    const int p = g->pad, dp = g->d + 2 * p, hp = g->h + 2 * p, wp = g->w + 2 * p;
+    const size_t vin = (size_t)g->d * g->h * g->w, vp = (size_t)dp * hp * wp;
+    for (size_t u = u0; u < u1; u++) {
+        const float *src = a->x + u * vin;
+        float *dst = a->xp + u * vp;
+        memset(dst, 0, vp * sizeof *dst);
+        for (int z = 0; z < g->d; z++)
+            for (int y = 0; y < g->h; y++)
+                memcpy(dst + (((size_t)(z + p) * hp) + (size_t)(y + p)) * wp + p,
+                       src + ((size_t)z * g->h + y) * g->w, (size_t)g->w * sizeof *dst);
+    }
+}
+
+typedef struct fwd_call {
+    const vol_shape *g;
+    const float *xp, *packed, *bias;
+    float *y;
+    int cout;
+} fwd_call;
+
+/* One tile: outputs [x0, x0 + nx) (nx <= 16 * VECS) of row (n, z, y) for
+ * output channels [co0, co0 + nco) (nco <= CO); CO and VECS are constants
+ * of each instantiation, so the accumulators stay in registers. */
+TARGET static inline __attribute__((always_inline)) void
+tile(const fwd_call *a, int n, int z, int y, int x0, int nx, int co0, int nco, const int CO,
+     const int VECS)
+{
+    const vol_shape *g = a->g;
+    const int k = g->k, p = g->pad, cin = g->c;
+    const int dp = g->d + 2 * p, hp = g->h + 2 * p, wp = g->w + 2 * p;
+    const size_t vp = (size_t)dp * hp * wp, plane = (size_t)hp * wp;
+    const size_t ov = (size_t)g->od * g->oh * g->ow;
+    __mmask16 m[X_VECS];
+    for (int v = 0; v < VECS; v++) {
+        const int left = nx - 16 * v;
+        m[v] = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+    }
+    __m512 acc[12][X_VECS];
+    for (int o = 0; o < CO; o++) {
+        const __m512 b = _mm512_set1_ps(a->bias && o < nco ? a->bias[co0 + o] : 0.0f);
+        for (int v = 0; v < VECS; v++) acc[o][v] = b;
+    }
+    const float *w = a->packed + (size_t)(co0 / CO) * cin * k * k * k * CO;
+    for (int ci = 0; ci < cin; ci++) {
+        const float *base = a->xp + ((size_t)ci * g->n + n) * vp + (size_t)z * plane +
+                            (size_t)y * wp + x0;
+        for (int kd = 0; kd < k; kd++)
+            for (int kh = 0; kh < k; kh++) {
+                const float *row = base + (size_t)kd * plane + (size_t)kh * wp;
+                for (int kw = 0; kw < k; kw++, w += CO) {
+                    __m512 in[X_VECS];
+                    for (int v = 0; v < VECS; v++)
+                        in[v] = _mm512_maskz_loadu_ps(m[v], row + kw + 16 * v);
+                    for (int o = 0; o < CO; o++) {
+                        const __m512 wo = _mm512_set1_ps(w[o]);
+                        for (int v = 0; v < VECS; v++)
+                            acc[o][v] = _mm512_fmadd_ps(in[v], wo, acc[o][v]);
+                    }
+                }
+            }
+    }
+    for (int o = 0; o < CO && o < nco; o++) {
+        float *out = a->y + (size_t)(co0 + o) * g->n * ov + (size_t)n * ov +
+                     ((size_t)z * g->oh + y) * g->ow + x0;
+        for (int v = 0; v < VECS; v++)
+            if (m[v]) _mm512_mask_storeu_ps(out + 16 * v, m[v], acc[o][v]);
+    }
+}
+
+#define TILE_FN(CO, VECS)                                                                   \
+    TARGET static void tile_##CO##_##VECS(const fwd_call *a, int n, int z, int y, int x0,  \
+                                          int nx, int co0, int nco)                         \
+    {                                                                                       \
+        tile(a, n, z, y, x0, nx, co0, nco, CO, VECS);                                       \
+    }
+TILE_FN(4, 1)
+TILE_FN(4, 2)
+TILE_FN(8, 1)
+TILE_FN(8, 2)
+TILE_FN(12, 1)
+TILE_FN(12, 2)
+
+typedef void (*tile_fn)(const fwd_call *, int, int, int, int, int, int, int);
+
+/* Units u = (co block, row (n, z, y)); each covers its whole row. */
+TARGET static void fwd_range(void *arg, size_t u0, size_t u1)
+{
+    const fwd_call *a = arg;
+    const vol_shape *g = a->g;
+    const int co_block = vol_direct_block(a->cout);
+    const tile_fn fns[2] = {co_block == 4 ? tile_4_1 : co_block == 8 ? tile_8_1 : tile_12_1,
+                            co_block == 4 ? tile_4_2 : co_block == 8 ? tile_8_2 : tile_12_2};
+    const size_t rows = (size_t)g->n * g->od * g->oh;
+    for (size_t u = u0; u < u1; u++) {
+        const int cb = (int)(u / rows);
+        const size_t r = u % rows;
+        const int y = (int)(r % (size_t)g->oh), z = (int)(r / (size_t)g->oh % (size_t)g->od);
+        const int n = (int)(r / ((size_t)g->oh * g->od));
+        const int co0 = cb * co_block;
+        const int nco = a->cout - co0 < co_block ? a->cout - co0 : co_block;
+        for (int x0 = 0; x0 < g->ow; x0 += 16 * X_VECS) {
+            const int nx = g->ow - x0 < 16 * X_VECS ? g->ow - x0 : 16 * X_VECS;
+            fns[nx > 16](a, n, z, y, x0, nx, co0, nco);
+        }
+    }
+}
+
+void vol_direct_pack(const float *w, int cout, int cin, int k, float *packed)
+{
+    const int k3 = k * k * k, bs = vol_direct_block(cout);
+    const int blocks = (cout + bs - 1) / bs;
+    for (int b = 0; b < blocks; b++)
+        for (int ci = 0; ci < cin; ci++)
+            for (int t = 0; t < k3; t++)
+                for (int o = 0; o < bs; o++) {
+                    const int co = b * bs + o;
+                    packed[(((size_t)b * cin + ci) * k3 + t) * bs + o] =
+                        co < cout ? w[((size_t)co * cin + ci) * k3 + t] : 0.0f;
+                }
+}
+
+void vol_direct_forward(const float *x, const vol_shape *g, const float *packed, int cout,
+                        const float *bias, float *xp, float *y, int threads)
+{
+    pad_call pc = {g, x, xp};
+    const size_t vols = (size_t)g->c * g->n;
+    parallel_for(vols, 1, vol_direct_pad_floats(g), threads, pad_range, &pc);
+    fwd_call a = {g, xp, packed, bias, y, cout};
+    const size_t rows = (size_t)g->n * g->od * g->oh;
+    const int bs = vol_direct_block(cout);
+    const size_t units = (size_t)((cout + bs - 1) / bs) * rows;
+    const size_t work = (size_t)cout * rows * g->ow * g->c * g->k * g->k * g->k;
+    parallel_for(units, 1, work, threads, fwd_range, &a);
+}
+
+#else
+
+bool vol_direct_available(void) { return false; }
+
+void vol_direct_pack(const float *w, int cout, int cin, int k, float *packed)
+{
+    (void)w, (void)cout, (void)cin, (void)k, (void)packed;
+}
+
+void vol_direct_forward(const float *x, const vol_shape *g, const float *packed, int cout,
+                        const float *bias, float *xp, float *y, int threads)
+{
+    (void)x, (void)g, (void)packed, (void)cout, (void)bias, (void)xp, (void)y, (void)threads;
+}
+
+#endif
