@@ -1317,9 +1317,6 @@ PCNN_API pcnn_status pcnn_net_set_log_callback(pcnn_net *net, pcnn_log_callback 
  * REMOTE on the others), TIMEOUT. */
 PCNN_API pcnn_status pcnn_net_write_trace_merged(pcnn_net *net, const char *path);
 
-#ifdef __cplusplus
-}
-#endif
 
 /*
  * 3D networks (volumes such as CosmoFlow's 4 x 128^3 dark-matter cubes,
@@ -1403,9 +1400,6 @@ PCNN_API pcnn_status pcnn_mpi_info(int *family, const char **built_with, char *l
  * them batch by batch (pcnn_dataset_batch, pcnn_dataset_batch_box,
  * pcnn_net_train_epoch, pcnn_net_evaluate), never all at once.
  */
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 /* Element type of raw volume files. */
 typedef enum pcnn_dtype { PCNN_DTYPE_F32 = 0, PCNN_DTYPE_F64 = 1 } pcnn_dtype;
