@@ -116,4 +116,8 @@ pcnn_status volume_read_batch(volume_source *v, const int *order, int n, int sta
 
 void volume_prefetch_free(volume_prefetch *p);
 
+/* Block until the helper thread has no queued or running read (tests: a
+ * read-ahead failure is then recorded, whatever the machine's load). */
+void volume_prefetch_wait_idle(volume_source *v);
+
 #endif

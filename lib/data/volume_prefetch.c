@@ -93,6 +93,21 @@ static void *prefetch_main(void *arg)
     return NULL;
 }
 
+void volume_prefetch_wait_idle(volume_source *v)
+{
+    volume_prefetch *p = v ? v->prefetch : NULL;
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        int busy = 0;
+        for (int i = 0; i < p->nslots; i++)
+            busy |= p->slots[i].state == SLOT_QUEUED || p->slots[i].state == SLOT_READING;
+        if (!busy) break;
+        pthread_cond_wait(&p->done, &p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
 void volume_prefetch_free(volume_prefetch *p)
 {
     if (!p) return;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
+#include "data/volume.h"
 #include "pcnn.h"
 
 static int failures;
@@ -68,7 +69,7 @@ static void write_text(const char *name, const char *text) { write_file(name, te
 
 /* A .npy v1.0 header for `shape` (descr given), padded to 64 bytes as numpy
  * does; returns its length. */
-static size_t npy_header(unsigned char *out, const char *descr, const char *order,
+static size_t write_npy_header(unsigned char *out, const char *descr, const char *order,
                          const char *shape)
 {
     char dict[256];
@@ -92,7 +93,7 @@ static void write_sample(int k, int f64, const char *name)
 {
     unsigned char *buf = malloc(256 + (size_t)S * 8);
     size_t off = 0;
-    if (k % 2) off = npy_header(buf, f64 ? "<f8" : "<f4", "False", "(2, 5, 4, 6)");
+    if (k % 2) off = write_npy_header(buf, f64 ? "<f8" : "<f4", "False", "(2, 5, 4, 6)");
     for (int i = 0; i < S; i++) {
         if (f64) {
             double v = (double)data[k * S + i];
@@ -259,18 +260,18 @@ static void test_malformed(void)
     /* .npy headers: Fortran order, other dtypes, cut off. */
     unsigned char buf[256 + S * 4];
     memset(buf, 0, sizeof buf);
-    size_t off = npy_header(buf, "<f4", "True", "(2, 5, 4, 6)");
+    size_t off = write_npy_header(buf, "<f4", "True", "(2, 5, 4, 6)");
     write_file("fortran.npy", buf, off + S * 4);
     EXPECT_FAIL(open_manifest("fortran.npy 1 2\n", &d), PCNN_ERR_CORRUPT, "Fortran order");
-    off = npy_header(buf, ">f4", "False", "(2, 5, 4, 6)");
+    off = write_npy_header(buf, ">f4", "False", "(2, 5, 4, 6)");
     write_file("big.npy", buf, off + S * 4);
     EXPECT_FAIL(open_manifest("big.npy 1 2\n", &d), PCNN_ERR_CORRUPT, "dtype '>f4'");
-    off = npy_header(buf, "<f4", "False", "(2, 5, 4, 6)");
+    off = write_npy_header(buf, "<f4", "False", "(2, 5, 4, 6)");
     write_file("cut.npy", buf, 40);
     EXPECT_FAIL(open_manifest("cut.npy 1 2\n", &d), PCNN_ERR_CORRUPT, "runs past");
     write_file("short.npy", buf, off + S * 4 - 1);
     EXPECT_FAIL(open_manifest("short.npy 1 2\n", &d), PCNN_ERR_CORRUPT, "short.npy has");
-    off = npy_header(buf, "<f4", "False", "(1, 2, 5, 4, 6)");
+    off = write_npy_header(buf, "<f4", "False", "(1, 2, 5, 4, 6)");
     write_file("dims.npy", buf, off + S * 4);
     EXPECT_FAIL(open_manifest("dims.npy 1 2\n", &d), PCNN_ERR_SHAPE, "(1, 2, 5, 4, 6)");
 
@@ -311,7 +312,7 @@ static void test_prefetch(void)
     /* An error on the helper thread comes back on the next call, whatever
      * it reads: restart the thread (empty slots), cut the file at position
      * 4, read 0-1 (queues 2-3) and 2-3 (queues 4-5, which fails on the
-     * thread), give the thread time, then read 0-1 again. */
+     * thread), wait for the thread, then read 0-1 again. */
     OK(pcnn_dataset_set_prefetch(ahead, 0));
     OK(pcnn_dataset_set_prefetch(ahead, 1));
     OK(pcnn_dataset_shuffle(ahead, 9, 0));
@@ -328,7 +329,7 @@ static void test_prefetch(void)
     CHECK(truncate(saved, 64) == 0, "truncate");
     OK(pcnn_dataset_batch(ahead, 0, 2, a, NULL, NULL));
     OK(pcnn_dataset_batch(ahead, 2, 2, a, NULL, NULL));
-    sleep(1);
+    volume_prefetch_wait_idle(ahead->vol);
     EXPECT_FAIL(pcnn_dataset_batch(ahead, 0, 1, a, NULL, NULL), PCNN_ERR_CORRUPT,
                 "(read ahead)");
     CHECK(strstr(pcnn_last_error(), name) != NULL, "the message names %s: %s", name,
