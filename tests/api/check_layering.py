@@ -17,7 +17,7 @@ LEVELS = [
     ['profile'],           # timing breakdown and traces
     ['parallel'],          # communicator, agreement, decomposition, exchanges
     ['graph'],             # the network: build, plan, run, public calls
-    ['sched', 'io'],       # adaptive batch scheduler; checkpoints
+    ['sched', 'io', 'perf'],  # adaptive batch scheduler; checkpoints; performance model
 ]
 LEVEL = {room: i for i, rooms in enumerate(LEVELS) for room in rooms}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
