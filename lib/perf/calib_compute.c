@@ -130,8 +130,11 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
         st = time_batch(net, hi, 1, L, med_hi, &spread_hi, &over_hi);
         probe = clock_now() - start;
     }
-    int reps = probe > 0 ? (int)(0.7 * budget / (0.75 * probe)) : 3;
-    reps = reps < 3 ? 3 : reps > 15 ? 15 : reps;
+    /* The probe was two passes; the rest is reps + 1 at the largest batch
+     * and about half as much at the smaller one. */
+    const double pass = probe / 2;
+    int reps = pass > 0 ? (int)((budget / pass - 3.5) / 1.5) : 3;
+    reps = reps < 2 ? 2 : reps > 15 ? 15 : reps;
     if (st == PCNN_OK) st = time_batch(net, hi, reps, L, med_hi, &spread_hi, &over_hi);
     if (st == PCNN_OK && lo != hi) st = time_batch(net, lo, reps, L, med_lo, &spread_lo, &over_lo);
     size_t largest = 0;
