@@ -59,16 +59,15 @@ static double medians(const double *samples, int reps, int L, double *med, doubl
     return counted ? median(spreads, counted) : 0;
 }
 
-/* Time one batch size: a warm-up pass, then reps passes. */
+/* Time one batch size: reps passes (the caller warmed up). */
 static pcnn_status time_batch(pcnn_net *net, int n, int reps, int L, double *med, double *spread,
                               double *overhead)
 {
-    double *samples = mem_calloc((size_t)(reps + 1) * L * 3, sizeof *samples);
-    double *over = mem_calloc((size_t)reps + 1, sizeof *over);
+    double *samples = mem_calloc((size_t)reps * L * 3, sizeof *samples);
+    double *over = mem_calloc((size_t)reps, sizeof *over);
     double *scratch = mem_calloc((size_t)reps + (size_t)L + 2, sizeof *scratch);
     pcnn_status st = PCNN_OK;
     if (!samples || !over || !scratch) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "timing table");
-    if (st == PCNN_OK) st = net_time_layers(net, n, 1, samples, over); /* warm-up */
     if (st == PCNN_OK) st = net_time_layers(net, n, reps, samples, over);
     if (st == PCNN_OK) {
         *spread = medians(samples, reps, L, med, scratch);
@@ -124,16 +123,12 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
     perf_layer *layers = mem_calloc((size_t)L, sizeof *layers);
     pcnn_status st = PCNN_OK;
     if (!med_hi || !med_lo || !layers) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "compute table");
-    /* One pass measures the cost of a repetition; the budget sets how many. */
-    double probe = 0, spread_hi = 0, spread_lo = 0, over_hi = 0, over_lo = 0;
-    if (st == PCNN_OK) {
-        st = time_batch(net, hi, 1, L, med_hi, &spread_hi, &over_hi);
-        probe = clock_now() - start;
-    }
-    /* The probe was two passes; the rest is reps + 1 at the largest batch
-     * and about half as much at the smaller one. */
-    const double pass = probe / 2;
-    int reps = pass > 0 ? (int)((budget / pass - 3.5) / 1.5) : 3;
+    /* A warm-up pass measures the cost of one; the budget sets how many
+     * follow: reps at the largest batch and reps at about half of it. */
+    double spread_hi = 0, spread_lo = 0, over_hi = 0, over_lo = 0;
+    if (st == PCNN_OK) st = time_batch(net, hi, 1, L, med_hi, &spread_hi, &over_hi);
+    const double pass = clock_now() - start;
+    int reps = pass > 0 ? (int)((budget / pass - 1) / 1.5) : 3;
     reps = reps < 2 ? 2 : reps > 15 ? 15 : reps;
     if (st == PCNN_OK) st = time_batch(net, hi, reps, L, med_hi, &spread_hi, &over_hi);
     if (st == PCNN_OK && lo != hi) st = time_batch(net, lo, reps, L, med_lo, &spread_lo, &over_lo);
