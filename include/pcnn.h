@@ -1297,8 +1297,10 @@ typedef enum pcnn_perf_param {
     PCNN_PERF_ENGINE = 5,             /* 0: the network's engine (the thread for
                                          what-if ranks); 1 thread; 2 nonblocking */
     PCNN_PERF_NONBLOCKING_PROGRESS = 6, /* [0, 1]: share of its speed a nonblocking
-                                         collective makes while the caller computes
-                                         (it progresses only when polled); default 0.5 */
+                                         collective makes while the caller computes,
+                                         besides the work calibrated per poll between
+                                         layers (MPI progresses inside MPI calls);
+                                         default 0 */
     PCNN_PERF_COMPUTE_SOURCE = 7      /* 0: the more accurate of timings and regressors
                                          (default), 1: timings only, 2: regressors only */
 } pcnn_perf_param;
@@ -1318,7 +1320,8 @@ PCNN_API pcnn_status pcnn_perfmodel_destroy(pcnn_perfmodel **model);
  * ping-pong between ranks 0 and 1 and sweeps of all-reduce, all-to-all and
  * all-gather from 8 B up to 64 MiB (fewer sizes when the budget runs out),
  * each the mean of repetitions after a warm-up; gamma from timing the local
- * summation; alpha and beta fitted per collective, the curves kept.
+ * summation; alpha and beta fitted per collective, the curves kept; and
+ * how much a nonblocking all-reduce advances per MPI_Test between layers.
  * Rank 0's result is broadcast: every rank holds the same model.
  * Collective over comm; on one rank only gamma is measured.  Errors:
  * INVALID_ARGUMENT, OUT_OF_MEMORY, MPI, TIMEOUT. */

@@ -12,6 +12,7 @@ void perf_link_defaults(perf_link *k)
 {
     *k = (perf_link){0};
     k->gamma = 1.0 / 4e9;
+    k->poll_work = 1e-4;
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
         k->alpha[c] = 5e-6;
         k->beta[c] = 8.0 / 10e9;

@@ -22,6 +22,8 @@ typedef struct perf_curve {
 typedef struct perf_link {
     int ranks;          /* of the calibration; 0: not calibrated (defaults) */
     double gamma;       /* s per byte summed locally */
+    double poll_work;   /* link seconds a nonblocking collective advances per
+                           MPI_Test between layers (sim.h) */
     double alpha[PERF_COLLECTIVES], beta[PERF_COLLECTIVES];
     perf_curve curve[PERF_COLLECTIVES];
 } perf_link;

@@ -130,16 +130,13 @@ static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_spa
     }
 }
 
-/* The progress rate of collectives while the caller computes. */
-static double progress(const pcnn_perfmodel *m, const pcnn_net *net, int ranks)
+/* The engine the step would use: 1 thread, 2 nonblocking. */
+static int engine_of(const pcnn_perfmodel *m, const pcnn_net *net, int ranks)
 {
-    int engine = m->knobs.engine;
-    if (engine == 0) {
-        const pcnn_comm *comm = net_comm(net);
-        const int active = comm && comm->size == ranks ? exchange_active_engine(net_exchange(net)) : 0;
-        engine = active ? active : 1;
-    }
-    return engine == 1 ? 1.0 : m->knobs.nb_progress;
+    if (m->knobs.engine) return m->knobs.engine;
+    const pcnn_comm *comm = net_comm(net);
+    const int active = comm && comm->size == ranks ? exchange_active_engine(net_exchange(net)) : 0;
+    return active ? active : 1;
 }
 
 pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_batch, int ranks,
@@ -186,12 +183,14 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
         for (int k = 0; k < B; k++)
             bucket_costs(&c, net, &spans[k], (const double(*)[3])comp, n, global_batch,
                          &buckets[k], layers);
+        const int engine = engine_of(m, net, ranks);
         const double agree = ranks > 1 ? coll(&c, PCNN_COLL_ALLGATHER,
                                               8.0 * AGREE_RECORD * ranks)
                                        : 0;
         *in = (sim_input){.num_layers = L, .layers = layers, .num_buckets = B,
                           .buckets = buckets, .overlap = overlap, .parallel = ranks > 1,
-                          .progress = progress(m, net, ranks), .pre = agree,
+                          .progress = engine == 1 ? 1.0 : m->knobs.nb_progress,
+                          .poll_work = engine == 1 ? 0 : m->link.poll_work, .pre = agree,
                           .mid = (have_table ? nonneg(perf_line(m->compute.overhead, n)) : 0) +
                                  agree,
                           .post = agree};

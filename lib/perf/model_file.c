@@ -103,6 +103,7 @@ static void write_model(writer *w, const pcnn_perfmodel *m)
     const perf_link *k = &m->link;
     put_i32(w, k->ranks);
     put_f64(w, k->gamma);
+    put_f64(w, k->poll_work);
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
         put_f64(w, k->alpha[c]);
         put_f64(w, k->beta[c]);
@@ -172,6 +173,7 @@ static pcnn_status read_model(reader *r, pcnn_perfmodel *m, const char *path, co
     perf_link *k = &m->link;
     k->ranks = get_i32(r);
     k->gamma = get_f64(r);
+    k->poll_work = get_f64(r);
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
         k->alpha[c] = get_f64(r);
         k->beta[c] = get_f64(r);

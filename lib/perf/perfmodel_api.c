@@ -9,7 +9,7 @@ static void defaults(pcnn_perfmodel *m)
 {
     perf_link_defaults(&m->link);
     m->knobs = (perf_knobs){.alpha = -1, .beta = 0, .link_gbits = 0, .strategy = -1,
-                            .engine = 0, .nb_progress = 0.5, .source = 0};
+                            .engine = 0, .nb_progress = 0, .source = 0};
 }
 
 static void release(pcnn_perfmodel *m)

@@ -39,6 +39,15 @@ static void advance(sim *s, double dt, double rate)
     s->t += dt;
 }
 
+/* A poll between layers: the link does `work` seconds of its queue, the
+ * clock stands still. */
+static void poll_link(sim *s)
+{
+    const double clock = s->t;
+    if (s->in->poll_work > 0) advance(s, s->in->poll_work, 1.0);
+    s->t = clock;
+}
+
 static void compute(sim *s, double dt)
 {
     if (dt > 0) advance(s, dt, s->in->progress);
@@ -132,6 +141,7 @@ static void one_step(sim *s, step_state *st, double (*acc)[SIM_KINDS])
         compute(s, f);
         if (acc) acc[l][SIM_FWD] += f;
         if (k >= 0 && ov) post(s, &st->items[k][IT_FWD], in->buckets[k].fwd_comm);
+        if (ov) poll_link(s);
     }
     compute(s, in->mid);
     for (int l = in->num_layers - 1; l >= 1; l--) {
@@ -144,6 +154,7 @@ static void one_step(sim *s, step_state *st, double (*acc)[SIM_KINDS])
             post(s, &st->items[k][IT_REDUCE], in->buckets[k].reduce_comm);
             st->posted[k] = true;
         }
+        if (ov) poll_link(s);
         for (int kk = in->num_buckets - 1; ov && kk >= 0; kk--) {
             if (!st->posted[kk] || st->updated[kk] || !arrived(st->items[kk])) continue;
             compute(s, in->buckets[kk].update);

@@ -44,8 +44,10 @@ typedef struct sim_input {
     bool overlap;             /* PCNN_OPT_OVERLAP */
     bool parallel;            /* false: no collectives at all (one rank) */
     double progress;          /* rate of the link while the thread computes:
-                                 1 communication thread, < 1 nonblocking engine
-                                 (progress only when polled) */
+                                 1 communication thread, about 0 nonblocking engine */
+    double poll_work;         /* link seconds done at each poll between layers
+                                 (nonblocking engine: MPI progresses only inside
+                                 MPI calls; 0 for the thread) */
     double pre;               /* before forward: batch agreement, input copy */
     double mid;               /* between forward and backward: loss, its agreement */
     double post;              /* after the end of the exchange: end agreement */

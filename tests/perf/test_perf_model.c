@@ -128,6 +128,16 @@ static void test_sim(void)
     in.progress = 0.5;
     t = sim_step(&in, per);
     EXPECT(close_to(t, 12.625), "nonblocking: %g (by hand 12.625)", t);
+    /* Nonblocking engine that progresses only at the polls between layers,
+     * 0.5 s of link work each: layer 2's reduction is done at the poll
+     * after layer 1's backward, updated (10..10.25); layer 1's (2) waited
+     * whole: 12.25, update 12.75. */
+    in.progress = 0;
+    in.poll_work = 0.5;
+    t = sim_step(&in, per);
+    EXPECT(close_to(t, 12.75), "polled: %g (by hand 12.75)", t);
+    EXPECT(close_to(per[1][SIM_EXPOSED], 2), "polled exposed %g (by hand 2)", per[1][SIM_EXPOSED]);
+    in.poll_work = 0;
     /* An all-gather (1.5) left in flight at the end of the step is waited
      * for by layer 1's next forward: steady step 14 (by hand). */
     in.progress = 1;
