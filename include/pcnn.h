@@ -1301,8 +1301,10 @@ typedef enum pcnn_perf_param {
                                          besides the work calibrated per poll between
                                          layers (MPI progresses inside MPI calls);
                                          default 0 */
-    PCNN_PERF_COMPUTE_SOURCE = 7      /* 0: the more accurate of timings and regressors
-                                         (default), 1: timings only, 2: regressors only */
+    PCNN_PERF_COMPUTE_SOURCE = 7      /* 0 (default): the layers' own timings, measured at
+                                         their exact shapes and algorithms, where the
+                                         network was calibrated, the regressors elsewhere;
+                                         1: timings only; 2: regressors only */
 } pcnn_perf_param;
 
 #ifdef __cplusplus

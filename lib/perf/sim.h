@@ -18,8 +18,12 @@
 #include <stdbool.h>
 
 /* One layer's cost at its local shape, seconds on the calling thread.  The
- * halo terms are those of spatial parallelism (seed 002 A.10: the exposed
- * part of the halo exchange, added to the pass); 0 for data parallelism. */
+ * halo terms are where spatial parallelism plugs in (seed 002, spec A.10,
+ * C.7): the exposed part of the layer's halo exchange (after whatever
+ * overlap with interior compute its strategy gets), plus a redistribution
+ * (Shuffle, A.8) or spatial batch-norm reduction belonging to the layer's
+ * pass; layer_cost.c fills them from the layer's decomposition.  0 for
+ * data parallelism. */
 typedef struct sim_layer {
     double fwd, bwd;
     double halo_fwd, halo_bwd;
