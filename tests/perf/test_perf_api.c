@@ -120,6 +120,16 @@ int main(void)
     EXPECT_ERR(pcnn_perfmodel_calibrate_compute(m, net, -1), PCNN_ERR_INVALID_ARGUMENT,
                "budget");
     CK(pcnn_perfmodel_calibrate_compute(m, net, 1.0));
+    EXPECT_ERR(pcnn_perfmodel_predict(m, net, -16, 1, 0, &v), PCNN_ERR_INVALID_ARGUMENT,
+               "global_batch -16");
+    EXPECT_ERR(pcnn_perfmodel_predict(m, net, 16, 0, 0, &v), PCNN_ERR_INVALID_ARGUMENT,
+               "ranks 0");
+    EXPECT_ERR(pcnn_perfmodel_predict(m, net, 16, 1, 2, &v), PCNN_ERR_INVALID_ARGUMENT,
+               "overlap 2");
+    EXPECT_ERR(pcnn_perfmodel_calibrate_compute(m, net, NAN), PCNN_ERR_INVALID_ARGUMENT,
+               "budget_seconds nan");
+    EXPECT_ERR(pcnn_perfmodel_set_param(m, PCNN_PERF_STRATEGY, 7), PCNN_ERR_INVALID_ARGUMENT,
+               "strategy 7");
     double step1, fwd = 0, bwd = 0, upd = 0, comm = 0;
     CK(pcnn_perfmodel_predict(m, net, 16, 1, 1, &step1));
     CK(pcnn_perfmodel_layer_time(m, -1, PCNN_TIME_FORWARD, &fwd));
