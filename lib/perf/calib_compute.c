@@ -41,7 +41,6 @@ static void fit_line(double out[2], int n0, double t0, int n1, double t1)
  * relative spread (max - min over median) of the forward timings. */
 static double medians(const double *samples, int reps, int L, double *med, double *scratch)
 {
-    double spread_sum[1] = {0};
     int counted = 0;
     double *spreads = scratch + reps;
     for (int l = 0; l < L; l++)
@@ -55,7 +54,6 @@ static double medians(const double *samples, int reps, int L, double *med, doubl
             med[l * 3 + p] = median(scratch, reps);
             if (p == 0 && med[l * 3] > 1e-5) spreads[counted++] = (hi - lo) / med[l * 3];
         }
-    (void)spread_sum;
     return counted ? median(spreads, counted) : 0;
 }
 

@@ -145,16 +145,20 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
 {
     const layer_list *ll = net_layer_list(net);
     const int L = ll->count, n = (global_batch + ranks - 1) / ranks;
+    /* The table where it is this network's, else the regressors. */
     const bool have_table = m->compute.num_layers > 0;
-    const bool table = have_table && m->knobs.source != 2;
-    if (table && m->compute.fingerprint != perf_fingerprint(ll))
-        return error_set(PCNN_ERR_MISMATCH, func,
-                         "the compute calibration is of another network (%d layers; this one "
-                         "has %d or differs in shapes): calibrate this network", 
-                         m->compute.num_layers, L);
-    if (!table && m->knobs.source == 1)
-        return error_set(PCNN_ERR_INVALID_STATE, func,
-                         "no compute calibration: call pcnn_perfmodel_calibrate_compute");
+    const bool matches = have_table && m->compute.fingerprint == perf_fingerprint(ll);
+    const bool table = matches && m->knobs.source != 2;
+    if (!table && (m->knobs.source == 1 || !m->regressors)) {
+        if (have_table && !matches)
+            return error_set(PCNN_ERR_MISMATCH, func,
+                             "the compute calibration is of another network (%d layers; this "
+                             "one has %d or differs in shapes): calibrate this network",
+                             m->compute.num_layers, L);
+        if (m->knobs.source != 2)
+            return error_set(PCNN_ERR_INVALID_STATE, func,
+                             "no compute calibration: call pcnn_perfmodel_calibrate_compute");
+    }
     sim_layer *layers = mem_calloc((size_t)L, sizeof *layers);
     sim_bucket *buckets = mem_calloc((size_t)L, sizeof *buckets);
     bucket_span *spans = mem_calloc((size_t)L, sizeof *spans);
@@ -191,7 +195,7 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
                           .buckets = buckets, .overlap = overlap, .parallel = ranks > 1,
                           .progress = engine == 1 ? 1.0 : m->knobs.nb_progress,
                           .poll_work = engine == 1 ? 0 : m->link.poll_work, .pre = agree,
-                          .mid = (have_table ? nonneg(perf_line(m->compute.overhead, n)) : 0) +
+                          .mid = (matches ? nonneg(perf_line(m->compute.overhead, n)) : 0) +
                                  agree,
                           .post = agree};
     }
