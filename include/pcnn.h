@@ -1385,7 +1385,7 @@ PCNN_API pcnn_status pcnn_perfmodel_layer_time(const pcnn_perfmodel *model, int 
 
 /* Compare the last prediction with net's measured timings (pcnn_net_time,
  * per step since the last reset): *step_re = (predicted - measured) /
- * measured step time, wre[0..2] = seed 004's WRE^T of forward, backward and
+ * measured step time, wre[0..2] (3 doubles) = seed 004's WRE^T of forward, backward and
  * update over the layers (eq. 3: mean |predicted - measured| / mean
  * measured).  buf (size bytes, snprintf-style; may be NULL with size 0)
  * receives the table, per layer predicted and measured side by side;
@@ -1393,7 +1393,7 @@ PCNN_API pcnn_status pcnn_perfmodel_layer_time(const pcnn_perfmodel *model, int 
  * INVALID_ARGUMENT, INVALID_STATE (no prediction, no step measured),
  * MISMATCH (the prediction was for another network). */
 PCNN_API pcnn_status pcnn_perfmodel_validate(const pcnn_perfmodel *model, const pcnn_net *net,
-                                             double *step_re, double wre[3], char *buf,
+                                             double *step_re, double *wre, char *buf,
                                              size_t size, size_t *needed);
 
 /* A readable summary (snprintf-style, buf may be NULL with size 0): the

@@ -97,7 +97,7 @@ pcnn_status perf_load(const char *path, pcnn_perfmodel *m, const char *func);
 /* Texts (perf/report.c). */
 size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size);
 pcnn_status perf_validate(const pcnn_perfmodel *m, const pcnn_net *net, double *step_re,
-                          double wre[3], char *buf, size_t size, size_t *needed,
+                          double *wre, char *buf, size_t size, size_t *needed,
                           const char *func);
 
 /* a + b n */

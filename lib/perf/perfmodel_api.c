@@ -231,7 +231,7 @@ PCNN_API pcnn_status pcnn_perfmodel_layer_time(const pcnn_perfmodel *model, int 
 }
 
 PCNN_API pcnn_status pcnn_perfmodel_validate(const pcnn_perfmodel *model, const pcnn_net *net,
-                                             double *step_re, double wre[3], char *buf,
+                                             double *step_re, double *wre, char *buf,
                                              size_t size, size_t *needed)
 {
     API_ENTRY();

@@ -70,7 +70,7 @@ size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size)
 static const pcnn_time stage_time[3] = {PCNN_TIME_FORWARD, PCNN_TIME_BACKWARD, PCNN_TIME_UPDATE};
 
 pcnn_status perf_validate(const pcnn_perfmodel *m, const pcnn_net *net, double *step_re,
-                          double wre[3], char *buf, size_t size, size_t *needed,
+                          double *wre, char *buf, size_t size, size_t *needed,
                           const char *func)
 {
     TRY(net_check_ready(net, func));
