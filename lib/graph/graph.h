@@ -88,7 +88,8 @@ int net_threads(const pcnn_net *net);                    /* resolved at finalize
  * forward (pass 0, training mode, running statistics untouched), backward
  * without any input gradient (1; convolutions and dense layers, else 0)
  * and backward as a training step runs it (2); overhead[rep] the input copy
- * plus the loss.  Local: no collective;
+ * plus the loss.  The layers run on the batch the network last trained on
+ * (a network that has not trained: made-up values).  Local: no collective;
  * parameters and optimizer state are unchanged (parameters in flight are
  * waited for first), gradients and activations are overwritten. */
 pcnn_status net_time_layers(pcnn_net *net, int n, int reps, double *samples, double *overhead);
