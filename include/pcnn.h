@@ -1333,8 +1333,10 @@ PCNN_API pcnn_status pcnn_perfmodel_calibrate_comm(pcnn_perfmodel *model, pcnn_c
 /* Time each layer of the finalized net at its local shapes (this rank's
  * largest batch and half of it; the convolution algorithms chosen at
  * finalize): forward, backward with and without the input gradient, and
- * the optimizer per parameter, repeated within about budget_seconds (> 0),
- * median of the repetitions.  Replaces the model's compute table.  Local:
+ * the optimizer per parameter (from cold caches), repeated within about
+ * budget_seconds (> 0), median of the repetitions.  The layers run on the
+ * batch the network last trained on (some kernels' speed depends on the
+ * values), so calibrating after a few training steps matches training best.  Replaces the model's compute table.  Local:
  * makes no collective call; the parameters and optimizer state are not
  * changed (the gradients are).  Errors: INVALID_ARGUMENT, INVALID_STATE
  * (not finalized), OUT_OF_MEMORY. */
