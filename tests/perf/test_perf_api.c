@@ -196,7 +196,7 @@ int main(void)
     }
     /* Accuracy proper is the benchmark's (bench/perfmodel_accuracy.c, on a
      * quiet machine); here only a sanity bound that load cannot break. */
-    EXPECT(isfinite(re) && re > -1 && re < 1.0, "step RE %.3f", re);
+    EXPECT(isfinite(re) && re > -1 && re < 3.0, "step RE %.3f", re);
     free(table);
 
     /* Another network: its prediction needs its own calibration. */
