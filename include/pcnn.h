@@ -1453,6 +1453,161 @@ PCNN_API pcnn_status pcnn_dataset_batch_box(const pcnn_dataset *data, int start,
  * batches outside [0, 64]), OUT_OF_MEMORY, INTERNAL (no thread). */
 PCNN_API pcnn_status pcnn_dataset_set_prefetch(pcnn_dataset *data, int batches);
 
+/*
+ * Performance model (seeds 002 section V and 004): calibrate the network
+ * links and the layers' computation of this machine, predict one training
+ * step layer by layer for any number of ranks, global batch, exchange
+ * strategy and link bandwidth (what-if), and compare a prediction with the
+ * network's own measured breakdown (pcnn_net_time).
+ *
+ * Collectives are modelled with alpha (s per message), beta (s per byte,
+ * the inverse of the bandwidth) and gamma (s per byte of local reduction)
+ * in the forms of MPICH's algorithms (ring / Rabenseifner all-reduce,
+ * pairwise all-to-all, ring / recursive-doubling all-gather); at the
+ * calibrated number of ranks the measured curve itself is used inside the
+ * measured sizes.  A step is simulated as the library runs it: forward,
+ * backward, each bucket's reduction in flight while earlier layers still
+ * back-propagate (one collective at a time), updates, and the all-gathers
+ * waited for by the next forward, layer by layer.  A model is local to the
+ * process and not thread-safe.
+ */
+typedef struct pcnn_perfmodel pcnn_perfmodel;
+
+typedef enum pcnn_collective {
+    PCNN_COLL_SENDRECV = 0,  /* one message between two ranks (a halo) */
+    PCNN_COLL_ALLREDUCE = 1, /* bytes: the vector reduced */
+    PCNN_COLL_ALLTOALL = 2,  /* bytes: everything one rank sends, its own block included */
+    PCNN_COLL_ALLGATHER = 3  /* bytes: the gathered total */
+} pcnn_collective;
+
+/* Knobs of the model (doubles; pcnn_perfmodel_set_param / get_param). */
+typedef enum pcnn_perf_param {
+    PCNN_PERF_ALPHA_S = 0,            /* latency of every collective's message, s; -1:
+                                         the calibrated ones (default); reads the send-
+                                         receive latency */
+    PCNN_PERF_BETA_S_PER_BYTE = 1,    /* inverse link bandwidth, s/byte; 0: calibrated
+                                         (default); reads the send-receive one */
+    PCNN_PERF_GAMMA_S_PER_BYTE = 2,   /* local summation, s/byte (> 0) */
+    PCNN_PERF_LINK_GBITS = 3,         /* link bandwidth in Gbit/s; sets beta = 8e-9 / v;
+                                         0: calibrated */
+    PCNN_PERF_STRATEGY = 4,           /* -1: each layer's exchange as the network decides
+                                         (default); a pcnn_exchange value: every layer's
+                                         (PCNN_EXCHANGE_FC_GRADIENT: dense layers, the
+                                         others all-to-all + all-gather) */
+    PCNN_PERF_ENGINE = 5,             /* 0: the network's engine (the thread for
+                                         what-if ranks); 1 thread; 2 nonblocking */
+    PCNN_PERF_NONBLOCKING_PROGRESS = 6, /* [0, 1]: share of its speed a nonblocking
+                                         collective makes while the caller computes,
+                                         besides the work calibrated per poll between
+                                         layers (MPI progresses inside MPI calls);
+                                         default 0 */
+    PCNN_PERF_COMPUTE_SOURCE = 7      /* 0 (default): the layers' own timings, measured at
+                                         their exact shapes and algorithms, where the
+                                         network was calibrated, the regressors elsewhere;
+                                         1: timings only; 2: regressors only */
+} pcnn_perf_param;
+
+
+/* A model with default link parameters (5 us, 10 Gbit/s) and no compute
+ * calibration.  Errors: INVALID_ARGUMENT (out NULL), OUT_OF_MEMORY. */
+PCNN_API pcnn_status pcnn_perfmodel_create(pcnn_perfmodel **out);
+
+/* Free the model and set *model to NULL.  NULL or *model NULL: no-op. */
+PCNN_API pcnn_status pcnn_perfmodel_destroy(pcnn_perfmodel **model);
+
+/* Calibrate the links of comm within about budget_seconds (> 0): a
+ * ping-pong between ranks 0 and 1 and sweeps of all-reduce, all-to-all and
+ * all-gather from 8 B up to 64 MiB (fewer sizes when the budget runs out),
+ * each the mean of repetitions after a warm-up; gamma from timing the local
+ * summation; alpha and beta fitted per collective, the curves kept; and
+ * how much a nonblocking all-reduce advances per MPI_Test between layers.
+ * Rank 0's result is broadcast: every rank holds the same model.
+ * Collective over comm; on one rank only gamma is measured.  Errors:
+ * INVALID_ARGUMENT, OUT_OF_MEMORY, MPI, TIMEOUT. */
+PCNN_API pcnn_status pcnn_perfmodel_calibrate_comm(pcnn_perfmodel *model, pcnn_comm *comm,
+                                                   double budget_seconds);
+
+/* Time each layer of the finalized net at its local shapes (this rank's
+ * largest batch and half of it; the convolution algorithms chosen at
+ * finalize): forward, backward with and without the input gradient, and
+ * the optimizer per parameter (from cold caches), repeated within about
+ * budget_seconds (> 0), median of the repetitions.  The layers run on the
+ * batch the network last trained on (some kernels' speed depends on the
+ * values), so calibrating after a few training steps matches training best.  Replaces the model's compute table.  Local:
+ * makes no collective call; the parameters and optimizer state are not
+ * changed (the gradients are).  Errors: INVALID_ARGUMENT, INVALID_STATE
+ * (not finalized), OUT_OF_MEMORY. */
+PCNN_API pcnn_status pcnn_perfmodel_calibrate_compute(pcnn_perfmodel *model, pcnn_net *net,
+                                                      double budget_seconds);
+
+/* Fit seed 004's per-kernel regressors (small MLPs on log-normalised
+ * shapes, trained with this library's own dense layers and Adam) for
+ * `threads` compute threads within about budget_seconds: estimates for
+ * shapes never timed, reported beside the timings.  Local.  Errors:
+ * INVALID_ARGUMENT, UNSUPPORTED (a build without them), OUT_OF_MEMORY. */
+PCNN_API pcnn_status pcnn_perfmodel_fit_regressors(pcnn_perfmodel *model, int threads,
+                                                   double budget_seconds, uint64_t seed);
+
+/* Set or read a knob.  Errors: INVALID_ARGUMENT (unknown knob, NaN or a
+ * value out of its range, NULL). */
+PCNN_API pcnn_status pcnn_perfmodel_set_param(pcnn_perfmodel *model, pcnn_perf_param param,
+                                              double value);
+PCNN_API pcnn_status pcnn_perfmodel_get_param(const pcnn_perfmodel *model,
+                                              pcnn_perf_param param, double *value);
+
+/* Modelled seconds of one collective of `bytes` on `ranks` ranks (0 on one
+ * rank or for 0 bytes).  Errors: INVALID_ARGUMENT (unknown collective,
+ * ranks < 1, bytes negative or NaN, NULL). */
+PCNN_API pcnn_status pcnn_perfmodel_collective_time(const pcnn_perfmodel *model,
+                                                    pcnn_collective collective, int ranks,
+                                                    double bytes, double *seconds);
+
+/* Predict one steady training step of the finalized net for global_batch
+ * samples split over `ranks` ranks (any number: no communicator is
+ * needed), with overlap 1 or without 0 (PCNN_OPT_OVERLAP); the bucket size
+ * and optimizer are the network's.  Layers are costed at the local batch
+ * ceil(global_batch / ranks) from the compute table (which must come from
+ * this network: same layers and shapes) or the regressors.  The prediction
+ * is kept for pcnn_perfmodel_layer_time and pcnn_perfmodel_validate.
+ * Errors: INVALID_ARGUMENT (NULL, global_batch < 1, ranks < 1, overlap not
+ * 0 or 1), INVALID_STATE (net not finalized, or no compute calibration for
+ * its layers), MISMATCH (the compute table is of another network). */
+PCNN_API pcnn_status pcnn_perfmodel_predict(pcnn_perfmodel *model, const pcnn_net *net,
+                                            int global_batch, int ranks, int overlap,
+                                            double *step_seconds);
+
+/* Seconds of `what` (PCNN_TIME_FORWARD .. PCNN_TIME_STEP, as pcnn_net_time)
+ * in the last prediction, for one layer or all (-1).  Errors:
+ * INVALID_ARGUMENT, INVALID_STATE (no prediction yet). */
+PCNN_API pcnn_status pcnn_perfmodel_layer_time(const pcnn_perfmodel *model, int layer,
+                                               pcnn_time what, double *seconds);
+
+/* Compare the last prediction with net's measured timings (pcnn_net_time,
+ * per step since the last reset): *step_re = (predicted - measured) /
+ * measured step time, wre[0..2] (3 doubles) = seed 004's WRE^T of forward, backward and
+ * update over the layers (eq. 3: mean |predicted - measured| / mean
+ * measured).  buf (size bytes, snprintf-style; may be NULL with size 0)
+ * receives the table, per layer predicted and measured side by side;
+ * *needed its full length.  Any output may be NULL.  Errors:
+ * INVALID_ARGUMENT, INVALID_STATE (no prediction, no step measured),
+ * MISMATCH (the prediction was for another network). */
+PCNN_API pcnn_status pcnn_perfmodel_validate(const pcnn_perfmodel *model, const pcnn_net *net,
+                                             double *step_re, double *wre, char *buf,
+                                             size_t size, size_t *needed);
+
+/* A readable summary (snprintf-style, buf may be NULL with size 0): the
+ * link fits and curves, the compute table per layer with the regressors'
+ * estimates beside it, the knobs.  Errors: INVALID_ARGUMENT. */
+PCNN_API pcnn_status pcnn_perfmodel_report(const pcnn_perfmodel *model, char *buf, size_t size,
+                                           size_t *needed);
+
+/* Save atomically (as checkpoints) in a versioned little-endian format
+ * with a checksum; load creates a new model.  Errors: INVALID_ARGUMENT,
+ * IO, OUT_OF_MEMORY, CORRUPT (not a model file, truncated, checksum),
+ * UNSUPPORTED (a format version this library does not read). */
+PCNN_API pcnn_status pcnn_perfmodel_save(const pcnn_perfmodel *model, const char *path);
+PCNN_API pcnn_status pcnn_perfmodel_load(const char *path, pcnn_perfmodel **out);
+
 #ifdef __cplusplus
 }
 #endif

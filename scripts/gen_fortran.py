@@ -72,6 +72,8 @@ def strip(text):
 def parse(text):
     enums, defines, functions, callbacks = [], [], [], []
     src = strip(text)
+    # Every opaque handle of the header (typedef struct pcnn_x pcnn_x;).
+    HANDLES.update(re.findall(r"typedef\s+struct\s+(pcnn_\w+)\s+\1\s*;", src))
     for name, body in re.findall(r"typedef\s+enum\s+(\w+)\s*\{(.*?)\}\s*\w+\s*;", src, re.S):
         value = -1
         members = []

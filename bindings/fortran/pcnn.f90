@@ -111,6 +111,22 @@ module pcnn
   integer(c_int), parameter :: PCNN_DTYPE_F32 = 0
   integer(c_int), parameter :: PCNN_DTYPE_F64 = 1
 
+  ! enum pcnn_collective
+  integer(c_int), parameter :: PCNN_COLL_SENDRECV = 0
+  integer(c_int), parameter :: PCNN_COLL_ALLREDUCE = 1
+  integer(c_int), parameter :: PCNN_COLL_ALLTOALL = 2
+  integer(c_int), parameter :: PCNN_COLL_ALLGATHER = 3
+
+  ! enum pcnn_perf_param
+  integer(c_int), parameter :: PCNN_PERF_ALPHA_S = 0
+  integer(c_int), parameter :: PCNN_PERF_BETA_S_PER_BYTE = 1
+  integer(c_int), parameter :: PCNN_PERF_GAMMA_S_PER_BYTE = 2
+  integer(c_int), parameter :: PCNN_PERF_LINK_GBITS = 3
+  integer(c_int), parameter :: PCNN_PERF_STRATEGY = 4
+  integer(c_int), parameter :: PCNN_PERF_ENGINE = 5
+  integer(c_int), parameter :: PCNN_PERF_NONBLOCKING_PROGRESS = 6
+  integer(c_int), parameter :: PCNN_PERF_COMPUTE_SOURCE = 7
+
   ! #defines
   integer(c_int), parameter :: PCNN_VERSION_MAJOR = 0
   integer(c_int), parameter :: PCNN_VERSION_MINOR = 1
@@ -939,6 +955,117 @@ module pcnn
       integer(c_int), value :: batches
       integer(c_int) :: pcnn_dataset_set_prefetch
     end function pcnn_dataset_set_prefetch
+    function pcnn_perfmodel_create(out) bind(c, name='pcnn_perfmodel_create')
+      import :: c_int, c_ptr
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_perfmodel_create
+    end function pcnn_perfmodel_create
+    function pcnn_perfmodel_destroy(model) bind(c, name='pcnn_perfmodel_destroy')
+      import :: c_int, c_ptr
+      type(c_ptr), optional :: model
+      integer(c_int) :: pcnn_perfmodel_destroy
+    end function pcnn_perfmodel_destroy
+    function pcnn_perfmodel_calibrate_comm(model, comm, budget_seconds) bind(c, &
+        name='pcnn_perfmodel_calibrate_comm')
+      import :: c_double, c_int, c_ptr
+      type(c_ptr), value :: model
+      type(c_ptr), value :: comm
+      real(c_double), value :: budget_seconds
+      integer(c_int) :: pcnn_perfmodel_calibrate_comm
+    end function pcnn_perfmodel_calibrate_comm
+    function pcnn_perfmodel_calibrate_compute(model, net, budget_seconds) bind(c, &
+        name='pcnn_perfmodel_calibrate_compute')
+      import :: c_double, c_int, c_ptr
+      type(c_ptr), value :: model
+      type(c_ptr), value :: net
+      real(c_double), value :: budget_seconds
+      integer(c_int) :: pcnn_perfmodel_calibrate_compute
+    end function pcnn_perfmodel_calibrate_compute
+    function pcnn_perfmodel_fit_regressors(model, threads, budget_seconds, seed) bind(c, &
+        name='pcnn_perfmodel_fit_regressors')
+      import :: c_double, c_int, c_int64_t, c_ptr
+      type(c_ptr), value :: model
+      integer(c_int), value :: threads
+      real(c_double), value :: budget_seconds
+      integer(c_int64_t), value :: seed
+      integer(c_int) :: pcnn_perfmodel_fit_regressors
+    end function pcnn_perfmodel_fit_regressors
+    function pcnn_perfmodel_set_param(model, param, value) bind(c, name='pcnn_perfmodel_set_param')
+      import :: c_double, c_int, c_ptr
+      type(c_ptr), value :: model
+      integer(c_int), value :: param
+      real(c_double), value :: value
+      integer(c_int) :: pcnn_perfmodel_set_param
+    end function pcnn_perfmodel_set_param
+    function pcnn_perfmodel_get_param(model, param, value) bind(c, name='pcnn_perfmodel_get_param')
+      import :: c_double, c_int, c_ptr
+      type(c_ptr), value :: model
+      integer(c_int), value :: param
+      real(c_double), optional :: value
+      integer(c_int) :: pcnn_perfmodel_get_param
+    end function pcnn_perfmodel_get_param
+    function pcnn_perfmodel_collective_time(model, collective, ranks, bytes, seconds) bind(c, &
+        name='pcnn_perfmodel_collective_time')
+      import :: c_double, c_int, c_ptr
+      type(c_ptr), value :: model
+      integer(c_int), value :: collective
+      integer(c_int), value :: ranks
+      real(c_double), value :: bytes
+      real(c_double), optional :: seconds
+      integer(c_int) :: pcnn_perfmodel_collective_time
+    end function pcnn_perfmodel_collective_time
+    function pcnn_perfmodel_predict(model, net, global_batch, ranks, overlap, step_seconds) &
+        bind(c, name='pcnn_perfmodel_predict')
+      import :: c_double, c_int, c_ptr
+      type(c_ptr), value :: model
+      type(c_ptr), value :: net
+      integer(c_int), value :: global_batch
+      integer(c_int), value :: ranks
+      integer(c_int), value :: overlap
+      real(c_double), optional :: step_seconds
+      integer(c_int) :: pcnn_perfmodel_predict
+    end function pcnn_perfmodel_predict
+    function pcnn_perfmodel_layer_time(model, layer, what, seconds) bind(c, &
+        name='pcnn_perfmodel_layer_time')
+      import :: c_double, c_int, c_ptr
+      type(c_ptr), value :: model
+      integer(c_int), value :: layer
+      integer(c_int), value :: what
+      real(c_double), optional :: seconds
+      integer(c_int) :: pcnn_perfmodel_layer_time
+    end function pcnn_perfmodel_layer_time
+    function pcnn_perfmodel_validate(model, net, step_re, wre, buf, size, needed) bind(c, &
+        name='pcnn_perfmodel_validate')
+      import :: c_char, c_double, c_int, c_ptr, c_size_t
+      type(c_ptr), value :: model
+      type(c_ptr), value :: net
+      real(c_double), optional :: step_re
+      real(c_double), optional :: wre
+      character(kind=c_char), dimension(*), optional :: buf
+      integer(c_size_t), value :: size
+      integer(c_size_t), optional :: needed
+      integer(c_int) :: pcnn_perfmodel_validate
+    end function pcnn_perfmodel_validate
+    function pcnn_perfmodel_report(model, buf, size, needed) bind(c, name='pcnn_perfmodel_report')
+      import :: c_char, c_int, c_ptr, c_size_t
+      type(c_ptr), value :: model
+      character(kind=c_char), dimension(*), optional :: buf
+      integer(c_size_t), value :: size
+      integer(c_size_t), optional :: needed
+      integer(c_int) :: pcnn_perfmodel_report
+    end function pcnn_perfmodel_report
+    function pcnn_perfmodel_save(model, path) bind(c, name='pcnn_perfmodel_save')
+      import :: c_char, c_int, c_ptr
+      type(c_ptr), value :: model
+      character(kind=c_char), dimension(*), optional :: path
+      integer(c_int) :: pcnn_perfmodel_save
+    end function pcnn_perfmodel_save
+    function pcnn_perfmodel_load(path, out) bind(c, name='pcnn_perfmodel_load')
+      import :: c_char, c_int, c_ptr
+      character(kind=c_char), dimension(*), optional :: path
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_perfmodel_load
+    end function pcnn_perfmodel_load
     function pcnn_strlen_c(s) bind(c, name='strlen')
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s

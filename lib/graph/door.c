@@ -1,5 +1,11 @@
 /* The graph's door (graph.h): plain reads and writes of a network for the
  * scheduler and checkpoints. */
+#include <string.h>
+
+#include "../core/clock.h"
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "../kernels/kernels.h"
 #include "net.h"
 
 const pcnn_comm *net_comm(const pcnn_net *net) { return net->comm; }
@@ -45,3 +51,102 @@ void net_set_training_state(pcnn_net *net, const net_training_state *s)
 }
 
 void net_set_learning_rate(pcnn_net *net, double rate) { net->opt.learning_rate = rate; }
+
+pcnn_exchange net_default_exchange(const pcnn_net *net) { return net->opt.exchange; }
+size_t net_bucket_bytes(const pcnn_net *net) { return net->opt.bucket_bytes; }
+bool net_overlap(const pcnn_net *net) { return net->opt.overlap; }
+int net_threads(const pcnn_net *net) { return net->threads; }
+
+/* Layers whose backward may run without any input gradient (as when the
+ * network's input feeds them): convolutions and dense layers. */
+static bool weights_alone(const pcnn_layer *l)
+{
+    const char *k = l->ops->kind;
+    return l->num_params > 0 &&
+           (!strcmp(k, "conv2d") || !strcmp(k, "conv3d") || !strcmp(k, "dense"));
+}
+
+/* One pass of the timing below: forward layer by layer, the loss, then
+ * backward per layer as a training step runs it (which also feeds the
+ * layers below their dy), then, for convolutions and dense layers, again
+ * without input gradients: the weight part alone. */
+static void time_pass(pcnn_net *net, int n, const int32_t *labels, const float *targets,
+                      const float *x, float *saved, double *t, double *overhead)
+{
+    run_ctx ctx = {.n = n, .train = true, .threads = net->threads, .seed = net->opt.seed,
+                   .step = net->step, .workspace = net->workspace};
+    const int L = net->layers.count;
+    /* The copy of a batch into the input is timed; the layers then run on
+     * the samples the network last trained on, when it has (some kernels'
+     * speed depends on the values: the branches of max pooling, dead ReLUs),
+     * else on the made-up batch. */
+    pcnn_layer *input = net->layers.items[0];
+    const size_t in_count = (size_t)n * shape_size(input->out);
+    if (saved) memcpy(saved, input->y, in_count * sizeof *saved);
+    double t0 = clock_now();
+    net_load_input(net, n, x);
+    double spent = clock_now() - t0;
+    if (saved) memcpy(input->y, saved, in_count * sizeof *saved);
+    for (int i = 1; i < L; i++) {
+        pcnn_layer *l = net->layers.items[i];
+        t0 = clock_now();
+        l->ops->forward(l, &ctx);
+        t[i * 3 + 0] = clock_now() - t0;
+    }
+    t0 = clock_now();
+    net_loss(net, n, labels, targets, n, true);
+    *overhead = spent + clock_now() - t0;
+    for (int i = L - 1; i > 0; i--) {
+        pcnn_layer *l = net->layers.items[i];
+        float *none[2] = {NULL, NULL}, *dx[2] = {NULL, NULL};
+        for (int j = 0; j < l->num_inputs; j++)
+            if (!layer_is_input(l->inputs[j])) dx[j] = l->inputs[j]->dy;
+        t0 = clock_now();
+        l->ops->backward(l, &ctx, dx);
+        t[i * 3 + 2] = clock_now() - t0;
+        t[i * 3 + 1] = 0;
+        if (weights_alone(l)) {
+            t0 = clock_now();
+            l->ops->backward(l, &ctx, none);
+            t[i * 3 + 1] = clock_now() - t0;
+        }
+    }
+}
+
+pcnn_status net_time_layers(pcnn_net *net, int n, int reps, double *samples, double *overhead)
+{
+    TRY(exchange_flush(net->exchange));
+    const shape in = net->layers.items[0]->out, out = net->output->out;
+    float *x = mem_calloc((size_t)n * shape_size(in), sizeof *x);
+    float *targets = mem_calloc((size_t)n * shape_size(out), sizeof *targets);
+    int32_t *labels = mem_calloc((size_t)n, sizeof *labels);
+    /* A network that trained holds its last batch (up to its largest). */
+    float *saved = net->step > 0 ? mem_calloc((size_t)n * shape_size(in), sizeof *saved) : NULL;
+    pcnn_status st = PCNN_OK;
+    if (!x || !targets || !labels || (net->step > 0 && !saved))
+        st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "timing inputs");
+    /* Values of a training batch's magnitude (zeros would let kernels
+     * skip work or avoid the slow path of tiny numbers that training meets). */
+    uint32_t r = 12345u;
+    for (size_t i = 0; st == PCNN_OK && i < (size_t)n * shape_size(in); i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = (float)(r >> 8) / 8388608.0f - 1.0f;
+    }
+    for (int i = 0; st == PCNN_OK && i < n; i++)
+        labels[i] = out.c > 0 ? (int32_t)((unsigned)i * 7u % (unsigned)out.c) : 0;
+    if (st == PCNN_OK) {
+        const int blas = blas_threads_enter();
+        const size_t L = (size_t)net->layers.count;
+        for (int r = 0; r < reps; r++) {
+            double *t = samples + (size_t)r * L * 3;
+            for (size_t k = 0; k < 3; k++) t[k] = 0; /* the input layer */
+            time_pass(net, n, labels, targets, x, saved, t, &overhead[r]);
+        }
+        blas_threads_leave(blas);
+    }
+    mem_free(x);
+    mem_free(targets);
+    mem_free(labels);
+    mem_free(saved);
+    return st;
+}

@@ -77,4 +77,21 @@ void net_set_learning_rate(pcnn_net *net, double rate);
 pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, int min_local,
                             double *mean_loss, double *first_loss, const char *func);
 
+/* What the performance model reads and times (perf room). */
+pcnn_exchange net_default_exchange(const pcnn_net *net); /* PCNN_OPT_EXCHANGE's value */
+size_t net_bucket_bytes(const pcnn_net *net);
+bool net_overlap(const pcnn_net *net);
+int net_threads(const pcnn_net *net);                    /* resolved at finalize */
+/* Time every layer of a finalized network on n local samples (1..its
+ * local max batch; zero inputs, a loss on zero targets), reps times:
+ * samples[(rep * layers + l) * 3 + pass] receives the seconds of layer l's
+ * forward (pass 0, training mode, running statistics untouched), backward
+ * without any input gradient (1; convolutions and dense layers, else 0)
+ * and backward as a training step runs it (2); overhead[rep] the input copy
+ * plus the loss.  The layers run on the batch the network last trained on
+ * (a network that has not trained: made-up values).  Local: no collective;
+ * parameters and optimizer state are unchanged (parameters in flight are
+ * waited for first), gradients and activations are overwritten. */
+pcnn_status net_time_layers(pcnn_net *net, int n, int reps, double *samples, double *overhead);
+
 #endif

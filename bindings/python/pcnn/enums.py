@@ -122,6 +122,24 @@ class SchedEvent(enum.IntFlag):
     LR_DECAYED = 4
 
 
+class Collective(enum.IntEnum):
+    SENDRECV = 0
+    ALLREDUCE = 1
+    ALLTOALL = 2
+    ALLGATHER = 3
+
+
+class PerfParam(enum.IntEnum):
+    ALPHA_S = 0
+    BETA_S_PER_BYTE = 1
+    GAMMA_S_PER_BYTE = 2
+    LINK_GBITS = 3
+    STRATEGY = 4
+    ENGINE = 5
+    NONBLOCKING_PROGRESS = 6
+    COMPUTE_SOURCE = 7
+
+
 # Header prefix of each enum's members, for the consistency test.
 class Dtype(enum.IntEnum):
     """Element type of volume files (pcnn_dtype, pcnn.volumes)."""
@@ -140,6 +158,8 @@ C_PREFIX = {
     "pcnn_log_level": (LogLevel, "PCNN_LOG_"),
     "pcnn_sched_lr_rule": (SchedLrRule, "PCNN_SCHED_LR_"),
     "pcnn_sched_option": (SchedOption, "PCNN_SCHED_"),
+    "pcnn_collective": (Collective, "PCNN_COLL_"),
+    "pcnn_perf_param": (PerfParam, "PCNN_PERF_"),
     "pcnn_dtype": (Dtype, "PCNN_DTYPE_"),
 }
 

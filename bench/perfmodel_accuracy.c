@@ -1,0 +1,212 @@
+/* Accuracy of the performance model (issue 15 targets, seed 004 metrics):
+ * for each model, exchange strategy and overlap setting, train a few steps,
+ * predict the step from the calibrated model, and compare (step RE, WRE^T
+ * of forward, backward and update).  Also the calibration cost.
+ *
+ *   OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \
+ *     mpiexec.mpich -n 1 ./build/bench/perfmodel_accuracy --threads 2   # 1 rank x 2 threads
+ *   OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+ *     mpiexec.mpich -n 2 ./build/bench/perfmodel_accuracy --threads 1   # 2 ranks x 1 thread
+ *   options: [--models lenet,resnet20,vgg11,edsr,cosmoflow] [--iters 20]
+ *            [--budget-comm 2] [--budget-compute 5] [--verbose]
+ *
+ * One JSON line per case from rank 0, then a summary: median and largest
+ * |RE| of the step (targets: median 5 %, none above 10 %) against the
+ * library's mean step time ("re") and against the median wall time of a
+ * step ("re_median", robust to preempted steps), mean WRE^T, and
+ * the seconds the link and compute calibration took per model (target for
+ * ResNet-20 on 2 ranks: under 10 s together).  Each model's layers are
+ * timed once, on its first network after 3 warm-up steps (its training
+ * state: how many ReLUs are dead changes some kernels' speed).  On one rank the strategies
+ * are all the same (no exchange): only overlap on and off are run. */
+#define PCNN_EXPERIMENTAL /* the performance model: pcnn.h section 9 */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models.h"
+#include "pcnn.h"
+
+static int rank, ranks;
+
+static const char *strategy_name[3] = {"allreduce", "alltoall_allgather", "fc_gradient"};
+
+static pcnn_net *build(const model *md, pcnn_comm *comm, int strategy, int overlap, int threads,
+                       int batch)
+{
+    builder b = {0};
+    if (strategy == 2) b.dense_exchange = 1 + PCNN_EXCHANGE_FC_GRADIENT;
+    pcnn_layer *in;
+    CHECK(pcnn_net_create(&b.net));
+    if (md->d > 1) CHECK(pcnn_net_input3d(b.net, md->c, md->d, md->h, md->w, &in));
+    else CHECK(pcnn_net_input(b.net, md->c, md->h, md->w, &in));
+    pcnn_layer *out = md->build(&b, in);
+    CHECK(pcnn_net_set_loss(b.net, out, md->loss));
+    CHECK(pcnn_net_set_optimizer(b.net, PCNN_OPTIMIZER_MOMENTUM));
+    CHECK(pcnn_net_set_option(b.net, PCNN_OPT_THREADS, threads));
+    if (comm) {
+        CHECK(pcnn_net_set_comm(b.net, comm));
+        CHECK(pcnn_net_set_exchange(b.net, strategy == 0 ? PCNN_EXCHANGE_ALLREDUCE
+                                                         : PCNN_EXCHANGE_ALLTOALL_ALLGATHER));
+    }
+    CHECK(pcnn_net_set_option(b.net, PCNN_OPT_OVERLAP, overlap));
+    CHECK(pcnn_net_finalize(b.net, batch));
+    return b.net;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Train iters steps after 3 warm-ups (timing reset in between); returns
+ * the median wall time of a step (the library's breakdown is a mean, which
+ * a preempted step on a shared machine pulls up). */
+static double train(pcnn_net *net, const model *md, int batch, int iters, pcnn_perfmodel *m,
+                    double budget, double comm_seconds, const char *name)
+{
+    double *wall = malloc(sizeof(double) * (size_t)iters);
+    const int mine = batch / ranks + (rank < batch % ranks);
+    size_t in_size = (size_t)md->c * md->d * md->h * md->w, out_size;
+    CHECK(pcnn_net_output_size(net, &out_size));
+    float *x = malloc(sizeof(float) * in_size * (size_t)mine);
+    float *t = malloc(sizeof(float) * out_size * (size_t)mine);
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)mine);
+    for (int i = 0; i <= rank; i++) randn(x, in_size * (size_t)mine);
+    randn(t, out_size * (size_t)mine);
+    const bool ce = md->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
+    for (int i = 0; i < 3 + iters; i++) {
+        if (i == 3 && m) { /* calibrate the network in its training state */
+            const double c0 = MPI_Wtime();
+            CHECK(pcnn_perfmodel_calibrate_compute(m, net, budget));
+            double spent = MPI_Wtime() - c0;
+            MPI_Allreduce(MPI_IN_PLACE, &spent, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (rank == 0)
+                printf("{\"model\": \"%s\", \"compute_calibration_s\": %.2f, "
+                       "\"calibration_total_s\": %.2f}\n",
+                       name, spent, spent + comm_seconds);
+        }
+        if (i == 3) CHECK(pcnn_net_reset_timing(net));
+        for (int j = 0; j < mine; j++) labels[j] = (int32_t)(next_u64() % out_size);
+        const double t0 = MPI_Wtime();
+        CHECK(pcnn_net_train_step(net, mine, x, ce ? labels : NULL, ce ? NULL : t, NULL));
+        if (i >= 3) wall[i - 3] = MPI_Wtime() - t0;
+    }
+    qsort(wall, (size_t)iters, sizeof(double), cmp);
+    double median = iters % 2 ? wall[iters / 2] : 0.5 * (wall[iters / 2 - 1] + wall[iters / 2]);
+    MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    free(wall);
+    free(x);
+    free(t);
+    free(labels);
+    return median;
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    char models[256] = "lenet,resnet20,vgg11,edsr,cosmoflow";
+    int threads = 1, iters = 20, verbose = 0;
+    double budget_comm = 2, budget_compute = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(argv[i], "--help")) {
+            if (rank == 0)
+                printf("usage: mpiexec.mpich -n 1|2 perfmodel_accuracy [--threads T] [--iters N]\n"
+                       "  [--models a,b] [--budget-comm S] [--budget-compute S] [--verbose]\n");
+            MPI_Finalize();
+            return 0;
+        }
+        if (!strcmp(argv[i], "--verbose")) { verbose = 1; continue; }
+        if (!strcmp(argv[i], "--models")) snprintf(models, sizeof models, "%s", v);
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(v);
+        else if (!strcmp(argv[i], "--iters")) iters = atoi(v);
+        else if (!strcmp(argv[i], "--budget-comm")) budget_comm = atof(v);
+        else if (!strcmp(argv[i], "--budget-compute")) budget_compute = atof(v);
+        i++;
+    }
+    pcnn_comm *comm = NULL;
+    if (ranks > 1) CHECK(pcnn_comm_create(MPI_COMM_WORLD, &comm));
+    pcnn_perfmodel *m;
+    CHECK(pcnn_perfmodel_create(&m));
+    double t0 = MPI_Wtime();
+    if (comm) CHECK(pcnn_perfmodel_calibrate_comm(m, comm, budget_comm));
+    const double comm_seconds = MPI_Wtime() - t0;
+    if (rank == 0) printf("{\"link_calibration_s\": %.2f, \"ranks\": %d, \"threads\": %d}\n",
+                          comm_seconds, ranks, threads);
+
+    double res[128], res_med[128], wres[3][128];
+    int cases = 0;
+    char *save = NULL;
+    for (char *name = strtok_r(models, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        const model *md = model_find(name);
+        if (!md) continue;
+        const int batch = md->default_batch;
+        bool calibrated = false;
+        for (int s = 0; s < (ranks > 1 ? 3 : 1); s++)
+            for (int overlap = 0; overlap <= 1; overlap++) {
+                pcnn_net *net = build(md, comm, s, overlap, threads, batch);
+                const double median_step = train(net, md, batch, iters, calibrated ? NULL : m,
+                                                 budget_compute, comm_seconds, name);
+                calibrated = true;
+                double step, re, wre[3];
+                CHECK(pcnn_perfmodel_predict(m, net, batch, ranks, overlap, &step));
+                static char table[1 << 16];
+                CHECK(pcnn_perfmodel_validate(m, net, &re, wre, table, sizeof table, NULL));
+                double measured;
+                CHECK(pcnn_net_time(net, -1, PCNN_TIME_STEP, &measured));
+                if (rank == 0) {
+                    if (verbose) printf("%s", table);
+                    printf("{\"model\": \"%s\", \"strategy\": \"%s\", \"overlap\": %d, "
+                           "\"measured_ms\": %.3f, \"median_ms\": %.3f, \"predicted_ms\": %.3f, "
+                           "\"re\": %.4f, \"re_median\": %.4f, "
+                           "\"wre_fp\": %.4f, \"wre_bp\": %.4f, \"wre_wu\": %.4f}\n",
+                           name, ranks > 1 ? strategy_name[s] : "none", overlap, 1e3 * measured,
+                           1e3 * median_step, 1e3 * step, re, (step - median_step) / median_step,
+                           wre[0], wre[1], wre[2]);
+                    fflush(stdout);
+                }
+                if (cases < 128) {
+                    res[cases] = fabs(re);
+                    res_med[cases] = fabs((step - median_step) / median_step);
+                    for (int k = 0; k < 3; k++) wres[k][cases] = wre[k];
+                    cases++;
+                }
+                CHECK(pcnn_net_destroy(&net));
+            }
+    }
+    if (rank == 0 && cases) {
+        double sorted[128], mean[3] = {0};
+        memcpy(sorted, res, sizeof(double) * (size_t)cases);
+        qsort(sorted, (size_t)cases, sizeof(double), cmp);
+        int over = 0;
+        for (int i = 0; i < cases; i++) over += res[i] > 0.10;
+        for (int k = 0; k < 3; k++) {
+            for (int i = 0; i < cases; i++) mean[k] += wres[k][i];
+            mean[k] /= cases;
+        }
+        const double median = cases % 2 ? sorted[cases / 2]
+                                         : 0.5 * (sorted[cases / 2 - 1] + sorted[cases / 2]);
+        double by_median[128];
+        memcpy(by_median, res_med, sizeof(double) * (size_t)cases);
+        qsort(by_median, (size_t)cases, sizeof(double), cmp);
+        const double median2 = cases % 2 ? by_median[cases / 2]
+                                          : 0.5 * (by_median[cases / 2 - 1] + by_median[cases / 2]);
+        printf("{\"summary\": true, \"cases\": %d, \"median_abs_re\": %.4f, \"max_abs_re\": %.4f, "
+               "\"cases_over_10pct\": %d, \"mean_wre_fp\": %.4f, \"mean_wre_bp\": %.4f, "
+               "\"mean_wre_wu\": %.4f, \"median_abs_re_median\": %.4f, "
+               "\"max_abs_re_median\": %.4f}\n",
+               cases, median, sorted[cases - 1], over, mean[0], mean[1], mean[2], median2,
+               by_median[cases - 1]);
+    }
+    CHECK(pcnn_perfmodel_destroy(&m));
+    if (comm) CHECK(pcnn_comm_destroy(&comm));
+    MPI_Finalize();
+    return 0;
+}

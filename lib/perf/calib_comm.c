@@ -1,0 +1,268 @@
+/* Link calibration (spec C.5): ping-pong and collective sweeps from 8 B
+ * to 64 MiB on the caller's communicator, through the same nonblocking
+ * calls and timed completion the exchange uses.  Every decision (how many
+ * repetitions, when to stop a sweep) is taken from values all ranks agreed
+ * on, so every rank posts the same collectives; rank 0's fit is broadcast. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/clock.h"
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "perf.h"
+
+#define TIMEOUT_MS 120000L
+#define SIZES 13 /* 8 B * 4^k, k = 0..11, then 64 MiB */
+#define MAX_BYTES ((size_t)64 << 20)
+
+typedef struct bench {
+    pcnn_comm *c;
+    const char *func;
+    unsigned char *send, *recv;
+} bench;
+
+static double size_of(int k) { return k < SIZES - 1 ? 8.0 * pow(4.0, k) : (double)MAX_BYTES; }
+
+static pcnn_status complete(bench *b, int code, MPI_Request *req, const char *what)
+{
+    return comm_complete(b->c, code, req, TIMEOUT_MS, b->func, what);
+}
+
+/* One collective of `bytes` (rounded as posted); *actual the bytes modelled. */
+static pcnn_status run_once(bench *b, pcnn_collective k, double bytes, double *actual)
+{
+    const int P = b->c->size, r = b->c->rank;
+    MPI_Comm comm = b->c->comm;
+    MPI_Request req;
+    int per = (int)(bytes / P) > 0 ? (int)(bytes / P) : 1;
+    switch (k) {
+    case PCNN_COLL_ALLREDUCE: {
+        const int count = (int)(bytes / 4) > 0 ? (int)(bytes / 4) : 1;
+        *actual = 4.0 * count;
+        return complete(b, MPI_Iallreduce(b->send, b->recv, count, MPI_FLOAT, MPI_SUM, comm, &req),
+                        &req, "MPI_Iallreduce (calibration)");
+    }
+    case PCNN_COLL_ALLTOALL:
+        *actual = (double)per * P;
+        return complete(b, MPI_Ialltoall(b->send, per, MPI_BYTE, b->recv, per, MPI_BYTE, comm,
+                                         &req),
+                        &req, "MPI_Ialltoall (calibration)");
+    case PCNN_COLL_ALLGATHER:
+        *actual = (double)per * P;
+        return complete(b, MPI_Iallgather(b->send, per, MPI_BYTE, b->recv, per, MPI_BYTE, comm,
+                                          &req),
+                        &req, "MPI_Iallgather (calibration)");
+    case PCNN_COLL_SENDRECV: {
+        per = (int)bytes;
+        *actual = per;
+        if (r > 1) return PCNN_OK;
+        const int peer = 1 - r;
+        for (int leg = 0; leg < 2; leg++) {
+            const bool sending = (leg == 0) == (r == 0);
+            const int code = sending ? MPI_Isend(b->send, per, MPI_BYTE, peer, 77, comm, &req)
+                                     : MPI_Irecv(b->recv, per, MPI_BYTE, peer, 77, comm, &req);
+            TRY(complete(b, code, &req, sending ? "MPI_Isend (ping-pong)" : "MPI_Irecv (ping-pong)"));
+        }
+        return PCNN_OK;
+    }
+    }
+    return PCNN_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median seconds of `reps` runs after a warm-up (a run preempted by another
+ * process on a shared machine does not count), the maximum over ranks. */
+#define MAX_REPS 20
+static pcnn_status measure(bench *b, pcnn_collective k, double bytes, int reps, double *seconds,
+                           double *actual)
+{
+    TRY(run_once(b, k, bytes, actual));
+    MPI_Request req;
+    TRY(complete(b, MPI_Ibarrier(b->c->comm, &req), &req, "MPI_Ibarrier (calibration)"));
+    double t[MAX_REPS];
+    reps = reps > MAX_REPS ? MAX_REPS : reps;
+    for (int i = 0; i < reps; i++) {
+        const double t0 = clock_now();
+        TRY(run_once(b, k, bytes, actual));
+        t[i] = clock_now() - t0;
+        if (k == PCNN_COLL_SENDRECV) t[i] /= 2; /* one way of the round trip */
+    }
+    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+    double mine = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    return complete(b, MPI_Iallreduce(&mine, seconds, 1, MPI_DOUBLE, MPI_MAX, b->c->comm, &req),
+                    &req, "MPI_Iallreduce (calibration times)");
+}
+
+/* Sizes in the order they are measured: the ends first, then halving the
+ * gaps, so that a budget that stops the sweep early still spans latency and
+ * bandwidth. */
+static const int sweep_order[SIZES] = {0, 12, 6, 3, 9, 1, 11, 5, 8, 2, 10, 4, 7};
+
+static void sort_curve(perf_curve *cv)
+{
+    for (int i = 1; i < cv->count; i++)
+        for (int j = i; j > 0 && cv->bytes[j - 1] > cv->bytes[j]; j--) {
+            const double b = cv->bytes[j], t = cv->seconds[j];
+            cv->bytes[j] = cv->bytes[j - 1], cv->seconds[j] = cv->seconds[j - 1];
+            cv->bytes[j - 1] = b, cv->seconds[j - 1] = t;
+        }
+}
+
+/* Sweep one collective within `share` seconds.  Estimates come from the
+ * points measured so far (agreed times only, so every rank skips the same
+ * sizes): the nearest smaller point plus 1 ns per extra byte until a larger
+ * point says otherwise. */
+static pcnn_status sweep(bench *b, perf_link *k, pcnn_collective c, double share)
+{
+    perf_curve *cv = &k->curve[c];
+    cv->count = 0;
+    double used = 0;
+    for (int i = 0; i < SIZES && cv->count < PERF_CURVE_MAX; i++) {
+        const double n = size_of(sweep_order[i]);
+        double below = 0, below_t = 1e-4, above = 0, above_t = 0;
+        for (int q = 0; q < cv->count; q++) {
+            if (cv->bytes[q] <= n && cv->bytes[q] >= below) below = cv->bytes[q], below_t = cv->seconds[q];
+            if (cv->bytes[q] > n && (above == 0 || cv->bytes[q] < above)) above = cv->bytes[q], above_t = cv->seconds[q];
+        }
+        double estimate = below_t + (n - below) * 1e-9;
+        if (above > 0 && above_t < estimate) estimate = above_t;
+        const double left = share - used;
+        if (i > 0 && 2 * estimate > left) continue;
+        int reps = (int)(left / (SIZES - i) / estimate);
+        /* Small ones (the first, 8 B, too) get enough runs for a median. */
+        reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
+        if ((i == 0 || estimate < 1e-3) && reps < 7) reps = 7;
+        double t = 0, actual = 0;
+        TRY(measure(b, c, n, reps, &t, &actual));
+        used += t * (reps + 1) * (c == PCNN_COLL_SENDRECV ? 2 : 1);
+        if (t > 0) {
+            cv->bytes[cv->count] = actual;
+            cv->seconds[cv->count] = t;
+            cv->count++;
+        }
+    }
+    sort_curve(cv);
+    return PCNN_OK;
+}
+
+/* Seconds per byte of summing one float vector into another. */
+static double measure_gamma(void)
+{
+    const size_t n = (size_t)1 << 22;
+    float *x = mem_calloc(2 * n, sizeof *x);
+    if (!x) return 1.0 / 4e9;
+    float *y = x + n;
+    double best = INFINITY;
+    for (int r = 0; r < 4; r++) {
+        const double t0 = clock_now();
+        for (size_t i = 0; i < n; i++) y[i] += x[i];
+        const double t = clock_now() - t0;
+        if (t < best) best = t;
+    }
+    mem_free(x);
+    return best / (4.0 * (double)n);
+}
+
+/* How far a nonblocking all-reduce gets per MPI_Test when the caller
+ * computes between tests (the nonblocking engine's polls between layers):
+ * the time it takes alone over the number of polls it needs with 0.5 ms of
+ * computation between them (the largest count over ranks). */
+static pcnn_status measure_polling(bench *b, const perf_link *k, double *poll_work)
+{
+    const perf_curve *cv = &k->curve[PCNN_COLL_ALLREDUCE];
+    double bytes = 8 << 20;
+    if (cv->count && cv->bytes[cv->count - 1] < bytes) bytes = cv->bytes[cv->count - 1];
+    double alone = 0, actual = 0;
+    TRY(measure(b, PCNN_COLL_ALLREDUCE, bytes, 2, &alone, &actual));
+    MPI_Request req;
+    TRY(complete(b, MPI_Ibarrier(b->c->comm, &req), &req, "MPI_Ibarrier (calibration)"));
+    const int count = (int)(bytes / 4);
+    int code = MPI_Iallreduce(b->send, b->recv, count, MPI_FLOAT, MPI_SUM, b->c->comm, &req);
+    double polls = 0;
+    const double start = clock_now();
+    volatile double sink = 0;
+    for (int flag = 0; code == MPI_SUCCESS && !flag;) {
+        const double until = clock_now() + 5e-4;
+        while (clock_now() < until) sink += 1.0; /* computing, not in MPI */
+        code = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        polls++;
+        if (!flag && clock_now() - start > 10.0) { /* hardly progresses: let the wait finish it */
+            TRY(complete(b, code, &req, "MPI_Iallreduce (polled calibration)"));
+            break;
+        }
+    }
+    if (code != MPI_SUCCESS) return mpi_status(code, b->func, "MPI_Test (calibration)");
+    double most = polls;
+    TRY(complete(b, MPI_Iallreduce(&polls, &most, 1, MPI_DOUBLE, MPI_MAX, b->c->comm, &req),
+                 &req, "MPI_Iallreduce (calibration polls)"));
+    *poll_work = alone / (most > 1 ? most : 1);
+    return PCNN_OK;
+}
+
+/* The link as doubles, for the broadcast. */
+enum { PACKED = 3 + PERF_COLLECTIVES * (3 + 2 * PERF_CURVE_MAX) };
+
+static void pack(perf_link *k, double *v, bool out)
+{
+    double *p = v;
+#define FIELD(x) (void)(out ? (*p++ = (double)(x)) : ((x) = *p++))
+    FIELD(k->ranks);
+    FIELD(k->gamma);
+    FIELD(k->poll_work);
+    for (int c = 0; c < PERF_COLLECTIVES; c++) {
+        FIELD(k->alpha[c]);
+        FIELD(k->beta[c]);
+        FIELD(k->curve[c].count);
+        for (int i = 0; i < PERF_CURVE_MAX; i++) {
+            FIELD(k->curve[c].bytes[i]);
+            FIELD(k->curve[c].seconds[i]);
+        }
+    }
+#undef FIELD
+}
+
+pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, const char *func)
+{
+    TRY(comm_check_usable(comm, func));
+    perf_link fresh;
+    perf_link_defaults(&fresh);
+    fresh.ranks = comm->size;
+    fresh.gamma = measure_gamma();
+    if (comm->size == 1) {
+        *k = fresh;
+        return PCNN_OK;
+    }
+    const size_t room = MAX_BYTES + 64 * (size_t)comm->size;
+    bench b = {.c = comm, .func = func, .send = mem_calloc(room, 1), .recv = mem_calloc(room, 1)};
+    pcnn_status st = b.send && b.recv ? PCNN_OK
+                                      : FAIL(PCNN_ERR_OUT_OF_MEMORY, "calibration buffers");
+    st = agree(comm, st, TIMEOUT_MS, func);
+    const pcnn_collective order[4] = {PCNN_COLL_ALLREDUCE, PCNN_COLL_ALLTOALL,
+                                      PCNN_COLL_ALLGATHER, PCNN_COLL_SENDRECV};
+    const double share[4] = {0.27, 0.27, 0.22, 0.14}; /* the rest: polling */
+    for (int i = 0; i < 4 && st == PCNN_OK; i++) st = sweep(&b, &fresh, order[i], budget * share[i]);
+    if (st == PCNN_OK) st = measure_polling(&b, &fresh, &fresh.poll_work);
+    double packed[PACKED];
+    if (st == PCNN_OK) {
+        for (int c = 0; c < PERF_COLLECTIVES; c++) perf_coll_fit(&fresh, (pcnn_collective)c);
+        pack(&fresh, packed, true);
+        MPI_Request req;
+        st = complete(&b, MPI_Ibcast(packed, PACKED, MPI_DOUBLE, 0, comm->comm, &req), &req,
+                      "MPI_Ibcast (calibration)");
+    }
+    if (st == PCNN_OK) {
+        pack(&fresh, packed, false);
+        *k = fresh;
+    }
+    if (!comm_gave_up(comm)) { /* else MPI may still write them */
+        mem_free(b.send);
+        mem_free(b.recv);
+    }
+    return st;
+}

@@ -1,0 +1,94 @@
+/* Collective models (collectives.h). */
+#include "collectives.h"
+
+#include <math.h>
+
+/* MPICH's default thresholds (MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE,
+ * MPIR_CVAR_ALLGATHER_LONG_MSG_SIZE). */
+#define ALLREDUCE_SHORT 2048.0
+#define ALLGATHER_LONG 524288.0
+
+void perf_link_defaults(perf_link *k)
+{
+    *k = (perf_link){0};
+    k->gamma = 1.0 / 4e9;
+    k->poll_work = 1e-4;
+    for (int c = 0; c < PERF_COLLECTIVES; c++) {
+        k->alpha[c] = 5e-6;
+        k->beta[c] = 8.0 / 10e9;
+    }
+}
+
+void perf_coll_terms(pcnn_collective c, int P, double n, double t[3])
+{
+    t[0] = t[1] = t[2] = 0;
+    if (P <= 1 || !(n > 0)) return;
+    const double lg = ceil(log2((double)P)), f = (double)(P - 1) / P;
+    switch (c) {
+    case PCNN_COLL_SENDRECV:
+        t[0] = 1, t[1] = n;
+        break;
+    case PCNN_COLL_ALLREDUCE:
+        if (n <= ALLREDUCE_SHORT) /* recursive doubling */
+            t[0] = lg, t[1] = lg * n, t[2] = lg * n;
+        else /* Rabenseifner: reduce-scatter + all-gather */
+            t[0] = 2 * lg, t[1] = 2 * f * n, t[2] = f * n;
+        break;
+    case PCNN_COLL_ALLTOALL: /* pairwise: MPI_Alltoallv, as the exchange posts it, has no Bruck */
+        t[0] = P - 1, t[1] = f * n;
+        break;
+    case PCNN_COLL_ALLGATHER:
+        if (n < ALLGATHER_LONG && (P & (P - 1)) == 0) /* recursive doubling */
+            t[0] = lg, t[1] = f * n;
+        else /* ring */
+            t[0] = P - 1, t[1] = f * n;
+        break;
+    }
+}
+
+/* Log-log interpolation between measured points. */
+static double curve_at(const perf_curve *cv, double n)
+{
+    int i = 1;
+    while (i < cv->count - 1 && cv->bytes[i] < n) i++;
+    const double x0 = log(cv->bytes[i - 1]), x1 = log(cv->bytes[i]);
+    const double y0 = log(cv->seconds[i - 1]), y1 = log(cv->seconds[i]);
+    const double u = x1 > x0 ? (log(n) - x0) / (x1 - x0) : 0;
+    return exp(y0 + u * (y1 - y0));
+}
+
+double perf_coll_time(const perf_link *k, pcnn_collective c, int P, double n, double link_beta,
+                      double alpha_override)
+{
+    if (P <= 1 || !(n > 0) || c < 0 || c >= PERF_COLLECTIVES) return 0;
+    const perf_curve *cv = &k->curve[c];
+    if (link_beta <= 0 && alpha_override < 0 && P == k->ranks && cv->count >= 2 &&
+        n >= cv->bytes[0] && n <= cv->bytes[cv->count - 1])
+        return curve_at(cv, n);
+    double t[3];
+    perf_coll_terms(c, P, n, t);
+    const double alpha = alpha_override >= 0 ? alpha_override : k->alpha[c];
+    const double beta = link_beta > 0 ? link_beta : k->beta[c];
+    return t[0] * alpha + t[1] * beta + t[2] * k->gamma;
+}
+
+void perf_coll_fit(perf_link *k, pcnn_collective c)
+{
+    const perf_curve *cv = &k->curve[c];
+    /* Minimise sum ((a A + b B + G - t) / t)^2 over a, b. */
+    double saa = 0, sab = 0, sbb = 0, sa = 0, sb = 0;
+    for (int i = 0; i < cv->count; i++) {
+        double t[3];
+        perf_coll_terms(c, k->ranks, cv->bytes[i], t);
+        const double w = 1.0 / cv->seconds[i];
+        const double A = t[0] * w, B = t[1] * w, r = 1.0 - t[2] * k->gamma * w;
+        saa += A * A, sab += A * B, sbb += B * B, sa += A * r, sb += B * r;
+    }
+    const double det = saa * sbb - sab * sab;
+    if (cv->count < 2 || !(fabs(det) > 0)) return;
+    double a = (sa * sbb - sb * sab) / det, b = (saa * sb - sab * sa) / det;
+    if (a < 0) a = 0, b = sbb > 0 ? sb / sbb : 0;
+    if (b < 0) b = 0, a = saa > 0 ? sa / saa : 0;
+    k->alpha[c] = a;
+    k->beta[c] = b;
+}

@@ -1,0 +1,214 @@
+/* From a network to the simulator's tables (spec C.7): each layer's
+ * compute at the local batch, the exchange's buckets as the strategy room
+ * groups them, and each bucket's collectives and update by its strategy.
+ * Spatial parallelism adds its halo terms to sim_layer.halo_fwd/halo_bwd
+ * here, per layer, from the halo bytes of its decomposition. */
+#include <math.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../core/hash.h"
+#include "../core/memory.h"
+#include "../layers/dense.h"
+#include "../strategy/exchange_choice.h"
+#include "perf.h"
+
+uint64_t perf_fingerprint(const layer_list *ll)
+{
+    uint64_t h = HASH_FNV1A_BASIS;
+    for (int i = 0; i < ll->count; i++) {
+        const pcnn_layer *l = ll->items[i];
+        const shape in = l->num_inputs ? l->inputs[0]->out : l->out;
+        h = hash_fnv1a(h, l->ops->kind, strlen(l->ops->kind));
+        const int v[9] = {l->num_inputs, in.c, in.d, in.h, in.w, l->out.c, l->out.d, l->out.h,
+                          l->out.w};
+        for (int k = 0; k < 9; k++) h = hash_fnv1a_u64(h, (uint64_t)(int64_t)v[k]);
+        h = hash_fnv1a_u64(h, l->num_params);
+    }
+    return h;
+}
+
+static double nonneg(double x) { return x > 0 ? x : 0; }
+
+/* The exchange a layer's gradient would take on `ranks` ranks. */
+static pcnn_exchange layer_exchange(const pcnn_perfmodel *m, const pcnn_net *net,
+                                    const pcnn_layer *l, int global_batch, int ranks)
+{
+    const int s = m->knobs.strategy;
+    if (s == PCNN_EXCHANGE_FC_GRADIENT)
+        return layer_is_dense(l) ? PCNN_EXCHANGE_FC_GRADIENT : PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
+    if (s >= 0) return (pcnn_exchange)s;
+    if (l->exchange_chosen) return l->exchange;
+    const pcnn_exchange def = net_default_exchange(net);
+    if (ranks > 1 && layer_is_dense(l)) {
+        const dense_shape d = dense_get_shape(l);
+        if (exchange_fc_preferred(d.features, d.out, global_batch, ranks, def, NULL, 0))
+            return PCNN_EXCHANGE_FC_GRADIENT;
+    }
+    return def;
+}
+
+typedef struct costing {
+    const pcnn_perfmodel *m;
+    int P;
+    double link_beta, alpha;
+} costing;
+
+static double coll(const costing *c, pcnn_collective k, double bytes)
+{
+    return perf_coll_time(&c->m->link, k, c->P, bytes, c->link_beta, c->alpha);
+}
+
+static double update_time(const costing *c, double count)
+{
+    return count > 0 ? perf_line(c->m->compute.update, count) : 0;
+}
+
+/* Layer l's compute at n samples: the table when it is this network's,
+ * else the regressors; fwd, weight part and input-gradient part. */
+static pcnn_status layer_compute(pcnn_perfmodel *m, const pcnn_layer *l, bool table, int n,
+                                 double t[3], const char *func)
+{
+    if (table) {
+        const perf_layer *p = &m->compute.layers[l->index];
+        t[0] = nonneg(perf_line(p->fwd, n));
+        t[1] = nonneg(perf_line(p->bwd_w, n));
+        t[2] = nonneg(perf_line(p->bwd_x, n));
+        return PCNN_OK;
+    }
+    const bool dx = l->num_inputs && !layer_is_input(l->inputs[0]);
+    t[0] = perf_regressor_time(m, l, n, 0, dx);
+    t[1] = perf_regressor_time(m, l, n, 1, false);
+    const double full = perf_regressor_time(m, l, n, 1, dx);
+    t[2] = nonneg(full - t[1]);
+    if (isnan(t[0]) || isnan(t[1]) || isnan(full)) {
+        char name[64];
+        return error_set(PCNN_ERR_INVALID_STATE, func,
+                         "%s: no compute calibration of this network "
+                         "(pcnn_perfmodel_calibrate_compute) and no regressor for it",
+                         layer_name(l, name, sizeof name));
+    }
+    return PCNN_OK;
+}
+
+static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_span *sp,
+                         const double (*comp)[3], int n, int global_batch, sim_bucket *b,
+                         sim_layer *layers)
+{
+    const int P = c->P;
+    const double count = (double)sp->count, bytes = 4.0 * count;
+    *b = (sim_bucket){.first_layer = sp->first_layer, .last_layer = sp->last_layer};
+    if (P <= 1) {
+        b->update = update_time(c, count);
+        return;
+    }
+    switch (sp->kind) {
+    case PCNN_EXCHANGE_ALLREDUCE:
+        b->reduce_comm = coll(c, PCNN_COLL_ALLREDUCE, bytes);
+        b->update = update_time(c, count);
+        break;
+    case PCNN_EXCHANGE_ALLTOALL_ALLGATHER: {
+        const double own = ceil(count / P);
+        b->reduce_comm = coll(c, PCNN_COLL_ALLTOALL, bytes);
+        b->update = (P - 1) * own * 4.0 * c->m->link.gamma + update_time(c, own);
+        b->gather_comm = coll(c, PCNN_COLL_ALLGATHER, bytes);
+        break;
+    }
+    case PCNN_EXCHANGE_FC_GRADIENT: {
+        const pcnn_layer *l = net_layer_list(net)->items[sp->first_layer];
+        const dense_shape d = dense_get_shape(l);
+        const double F = d.features, K = d.out;
+        b->fwd_comm = coll(c, PCNN_COLL_ALLTOALL, 4.0 * F * n);
+        b->bwd_comm = coll(c, PCNN_COLL_ALLGATHER, 4.0 * K * global_batch);
+        /* dW of this rank's F/P columns over the whole batch: the flops of
+         * the local weight gradient; the layer's backward keeps dx only. */
+        b->update = comp[sp->first_layer][1] + update_time(c, K * ceil(F / P) + (d.bias ? K : 0));
+        layers[sp->first_layer].bwd = comp[sp->first_layer][2];
+        b->gather_comm = coll(c, PCNN_COLL_ALLGATHER, 4.0 * K * F);
+        break;
+    }
+    }
+}
+
+/* The engine the step would use: 1 thread, 2 nonblocking. */
+static int engine_of(const pcnn_perfmodel *m, const pcnn_net *net, int ranks)
+{
+    if (m->knobs.engine) return m->knobs.engine;
+    const pcnn_comm *comm = net_comm(net);
+    const int active = comm && comm->size == ranks ? exchange_active_engine(net_exchange(net)) : 0;
+    return active ? active : 1;
+}
+
+pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_batch, int ranks,
+                           bool overlap, sim_input *in, sim_layer **layers_out,
+                           sim_bucket **buckets_out, const char *func)
+{
+    const layer_list *ll = net_layer_list(net);
+    const int L = ll->count, n = (global_batch + ranks - 1) / ranks;
+    /* The table where it is this network's, else the regressors. */
+    const bool have_table = m->compute.num_layers > 0;
+    const bool matches = have_table && m->compute.fingerprint == perf_fingerprint(ll);
+    const bool table = matches && m->knobs.source != 2;
+    if (!table && (m->knobs.source == 1 || !m->regressors)) {
+        if (have_table && !matches)
+            return error_set(PCNN_ERR_MISMATCH, func,
+                             "the compute calibration is of another network (%d layers; this "
+                             "one has %d or differs in shapes): calibrate this network",
+                             m->compute.num_layers, L);
+        if (m->knobs.source != 2)
+            return error_set(PCNN_ERR_INVALID_STATE, func,
+                             "no compute calibration: call pcnn_perfmodel_calibrate_compute");
+    }
+    sim_layer *layers = mem_calloc((size_t)L, sizeof *layers);
+    sim_bucket *buckets = mem_calloc((size_t)L, sizeof *buckets);
+    bucket_span *spans = mem_calloc((size_t)L, sizeof *spans);
+    size_t *counts = mem_calloc((size_t)L, sizeof *counts);
+    pcnn_exchange *kinds = mem_calloc((size_t)L, sizeof *kinds);
+    double(*comp)[3] = mem_calloc((size_t)L, sizeof *comp);
+    pcnn_status st = PCNN_OK;
+    if (!layers || !buckets || !spans || !counts || !kinds || !comp)
+        st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "simulation tables");
+    for (int i = 1; st == PCNN_OK && i < L; i++) {
+        const pcnn_layer *l = ll->items[i];
+        st = layer_compute(m, l, table, n, comp[i], func);
+        layers[i].fwd = comp[i][0];
+        layers[i].bwd = comp[i][1] + comp[i][2];
+        layers[i].weight = (double)l->num_params;
+        counts[i] = l->num_params;
+        kinds[i] = layer_exchange(m, net, l, global_batch, ranks);
+    }
+    int B = 0;
+    if (st == PCNN_OK) {
+        const costing c = {
+            .m = m, .P = ranks, .alpha = m->knobs.alpha,
+            .link_beta = m->knobs.beta > 0 ? m->knobs.beta
+                         : m->knobs.link_gbits > 0 ? 8e-9 / m->knobs.link_gbits : 0};
+        B = exchange_group_buckets(counts, kinds, L, net_bucket_bytes(net), ranks > 1, spans);
+        for (int k = 0; k < B; k++)
+            bucket_costs(&c, net, &spans[k], (const double(*)[3])comp, n, global_batch,
+                         &buckets[k], layers);
+        const int engine = engine_of(m, net, ranks);
+        const double agree = ranks > 1 ? coll(&c, PCNN_COLL_ALLGATHER,
+                                              8.0 * AGREE_RECORD * ranks)
+                                       : 0;
+        *in = (sim_input){.num_layers = L, .layers = layers, .num_buckets = B,
+                          .buckets = buckets, .overlap = overlap, .parallel = ranks > 1,
+                          .progress = engine == 1 ? 1.0 : m->knobs.nb_progress,
+                          .poll_work = engine == 1 ? 0 : m->link.poll_work, .pre = agree,
+                          .mid = (matches ? nonneg(perf_line(m->compute.overhead, n)) : 0) +
+                                 agree,
+                          .post = agree};
+    }
+    mem_free(spans);
+    mem_free(counts);
+    mem_free(kinds);
+    mem_free(comp);
+    if (st != PCNN_OK) {
+        mem_free(layers);
+        mem_free(buckets);
+        return st;
+    }
+    *layers_out = layers;
+    *buckets_out = buckets;
+    return PCNN_OK;
+}

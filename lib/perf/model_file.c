@@ -1,0 +1,280 @@
+/* The model file: "PCNNPERF", format version (u32), reserved (u32), the
+ * link, knobs, compute table and regressors in little-endian fields, then
+ * the FNV-1a hash of every byte before it (u64).  Written atomically, as
+ * checkpoints are. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/atomic_file.h"
+#include "../core/error.h"
+#include "../core/hash.h"
+#include "../core/le.h"
+#include "../core/memory.h"
+#include "perf.h"
+
+#define MAGIC "PCNNPERF"
+#define MAX_FILE ((size_t)1 << 30)
+
+typedef struct writer {
+    unsigned char *buf;
+    size_t len, cap;
+    bool failed;
+} writer;
+
+static unsigned char *room(writer *w, size_t n)
+{
+    if (w->failed) return NULL;
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 4096;
+        while (cap < w->len + n) cap *= 2;
+        unsigned char *grown = mem_realloc(w->buf, cap);
+        if (!grown) {
+            w->failed = true;
+            return NULL;
+        }
+        w->buf = grown;
+        w->cap = cap;
+    }
+    unsigned char *p = w->buf + w->len;
+    w->len += n;
+    return p;
+}
+
+static void put_u32(writer *w, uint32_t v) { unsigned char *p = room(w, 4); if (p) le_put_u32(p, v); }
+static void put_i32(writer *w, int v) { unsigned char *p = room(w, 4); if (p) le_put_i32(p, v); }
+static void put_u64(writer *w, uint64_t v) { unsigned char *p = room(w, 8); if (p) le_put_u64(p, v); }
+static void put_f64(writer *w, double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    put_u64(w, bits);
+}
+static void put_bytes(writer *w, const void *b, size_t n)
+{
+    unsigned char *p = room(w, n);
+    if (p && n) memcpy(p, b, n);
+}
+
+typedef struct reader {
+    const unsigned char *p;
+    size_t left;
+    bool short_read;
+} reader;
+
+static const unsigned char *take(reader *r, size_t n)
+{
+    if (r->short_read || r->left < n) {
+        r->short_read = true;
+        return NULL;
+    }
+    const unsigned char *p = r->p;
+    r->p += n;
+    r->left -= n;
+    return p;
+}
+
+static int get_i32(reader *r) { const unsigned char *p = take(r, 4); return p ? le_get_i32(p) : 0; }
+static uint64_t get_u64(reader *r) { const unsigned char *p = take(r, 8); return p ? le_get_u64(p) : 0; }
+static double get_f64(reader *r)
+{
+    const uint64_t bits = get_u64(r);
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+static void put_shape(writer *w, shape s)
+{
+    put_i32(w, s.c), put_i32(w, s.d), put_i32(w, s.h), put_i32(w, s.w);
+}
+
+static shape get_shape(reader *r)
+{
+    shape s;
+    s.c = get_i32(r), s.d = get_i32(r), s.h = get_i32(r), s.w = get_i32(r);
+    return s;
+}
+
+static void write_model(writer *w, const pcnn_perfmodel *m)
+{
+    put_bytes(w, MAGIC, 8);
+    put_u32(w, PERF_FORMAT_VERSION);
+    put_u32(w, 0);
+    const perf_link *k = &m->link;
+    put_i32(w, k->ranks);
+    put_f64(w, k->gamma);
+    put_f64(w, k->poll_work);
+    for (int c = 0; c < PERF_COLLECTIVES; c++) {
+        put_f64(w, k->alpha[c]);
+        put_f64(w, k->beta[c]);
+        put_i32(w, k->curve[c].count);
+        for (int i = 0; i < k->curve[c].count; i++) {
+            put_f64(w, k->curve[c].bytes[i]);
+            put_f64(w, k->curve[c].seconds[i]);
+        }
+    }
+    const perf_knobs *o = &m->knobs;
+    put_f64(w, o->alpha), put_f64(w, o->beta), put_f64(w, o->link_gbits);
+    put_i32(w, o->strategy), put_i32(w, o->engine), put_f64(w, o->nb_progress);
+    put_i32(w, o->source);
+    const perf_compute *c = &m->compute;
+    put_i32(w, c->num_layers);
+    put_u64(w, c->fingerprint);
+    put_i32(w, c->threads), put_i32(w, c->batch_lo), put_i32(w, c->batch_hi);
+    put_i32(w, c->optimizer);
+    for (int i = 0; i < 2; i++) put_f64(w, c->update[i]);
+    for (int i = 0; i < 2; i++) put_f64(w, c->overhead[i]);
+    put_f64(w, c->spread);
+    for (int l = 0; l < c->num_layers; l++) {
+        const perf_layer *p = &c->layers[l];
+        put_bytes(w, p->kind, PERF_KIND_LEN);
+        put_shape(w, p->in);
+        put_shape(w, p->out);
+        put_u64(w, p->num_params);
+        for (int i = 0; i < 2; i++) put_f64(w, p->fwd[i]), put_f64(w, p->bwd_w[i]), put_f64(w, p->bwd_x[i]);
+        put_f64(w, p->reg_fwd), put_f64(w, p->reg_bwd);
+    }
+    const size_t reg = perf_regressors_bytes(m);
+    put_u64(w, reg);
+    unsigned char *p = room(w, reg);
+    if (p) perf_regressors_write(m, p, reg);
+    put_u64(w, w->failed ? 0 : hash_fnv1a(HASH_FNV1A_BASIS, w->buf, w->len));
+}
+
+pcnn_status perf_save(const pcnn_perfmodel *m, const char *path, const char *func)
+{
+    writer w = {0};
+    write_model(&w, m);
+    if (w.failed) {
+        mem_free(w.buf);
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "model file of %zu bytes", w.len);
+    }
+    atomic_file f;
+    pcnn_status st = atomic_file_open(&f, path);
+    if (st == PCNN_OK) {
+        if (fwrite(w.buf, 1, w.len, f.stream) != w.len) {
+            atomic_file_abort(&f);
+            st = error_set(PCNN_ERR_IO, func, "writing %s failed", path);
+        } else {
+            st = atomic_file_commit(&f);
+        }
+    }
+    mem_free(w.buf);
+    return st;
+}
+
+static pcnn_status corrupt(const char *func, const char *path, const char *why)
+{
+    return error_set(PCNN_ERR_CORRUPT, func, "%s: %s", path, why);
+}
+
+static pcnn_status read_model(reader *r, pcnn_perfmodel *m, const char *path, const char *func)
+{
+    perf_link *k = &m->link;
+    k->ranks = get_i32(r);
+    k->gamma = get_f64(r);
+    k->poll_work = get_f64(r);
+    for (int c = 0; c < PERF_COLLECTIVES; c++) {
+        k->alpha[c] = get_f64(r);
+        k->beta[c] = get_f64(r);
+        const int n = get_i32(r);
+        if (n < 0 || n > PERF_CURVE_MAX) return corrupt(func, path, "a curve of impossible length");
+        k->curve[c].count = n;
+        for (int i = 0; i < n; i++) {
+            k->curve[c].bytes[i] = get_f64(r);
+            k->curve[c].seconds[i] = get_f64(r);
+        }
+    }
+    perf_knobs *o = &m->knobs;
+    o->alpha = get_f64(r), o->beta = get_f64(r), o->link_gbits = get_f64(r);
+    o->strategy = get_i32(r), o->engine = get_i32(r), o->nb_progress = get_f64(r);
+    o->source = get_i32(r);
+    perf_compute *c = &m->compute;
+    const int L = get_i32(r);
+    if (L < 0 || (size_t)L > r->left / 64) return corrupt(func, path, "a layer count beyond the file");
+    c->fingerprint = get_u64(r);
+    c->threads = get_i32(r), c->batch_lo = get_i32(r), c->batch_hi = get_i32(r);
+    c->optimizer = get_i32(r);
+    for (int i = 0; i < 2; i++) c->update[i] = get_f64(r);
+    for (int i = 0; i < 2; i++) c->overhead[i] = get_f64(r);
+    c->spread = get_f64(r);
+    c->layers = L ? mem_calloc((size_t)L, sizeof *c->layers) : NULL;
+    if (L && !c->layers) return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "compute table");
+    c->num_layers = L;
+    for (int l = 0; l < L; l++) {
+        perf_layer *p = &c->layers[l];
+        const unsigned char *kind = take(r, PERF_KIND_LEN);
+        if (kind) memcpy(p->kind, kind, PERF_KIND_LEN);
+        p->kind[PERF_KIND_LEN - 1] = '\0';
+        p->in = get_shape(r);
+        p->out = get_shape(r);
+        p->num_params = get_u64(r);
+        for (int i = 0; i < 2; i++) p->fwd[i] = get_f64(r), p->bwd_w[i] = get_f64(r), p->bwd_x[i] = get_f64(r);
+        p->reg_fwd = get_f64(r), p->reg_bwd = get_f64(r);
+    }
+    const uint64_t reg = get_u64(r);
+    if (reg > r->left) return corrupt(func, path, "truncated (regressors)");
+    const unsigned char *bytes = take(r, (size_t)reg);
+    if (r->short_read) return corrupt(func, path, "truncated");
+    return perf_regressors_read(m, bytes, (size_t)reg);
+}
+
+static pcnn_status read_file(const char *path, unsigned char **out, size_t *size, const char *func)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return error_set(PCNN_ERR_IO, func, "cannot open %s", path);
+    unsigned char *buf = NULL;
+    size_t len = 0, cap = 0;
+    pcnn_status st = PCNN_OK;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? 2 * cap : 65536;
+            if (cap > MAX_FILE) {
+                st = corrupt(func, path, "larger than 1 GiB: not a model file");
+                break;
+            }
+            unsigned char *grown = mem_realloc(buf, cap);
+            if (!grown) {
+                st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "reading %s", path);
+                break;
+            }
+            buf = grown;
+        }
+        const size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    if (st == PCNN_OK && ferror(f)) st = error_set(PCNN_ERR_IO, func, "reading %s failed", path);
+    fclose(f);
+    if (st != PCNN_OK) {
+        mem_free(buf);
+        return st;
+    }
+    *out = buf;
+    *size = len;
+    return PCNN_OK;
+}
+
+pcnn_status perf_load(const char *path, pcnn_perfmodel *m, const char *func)
+{
+    unsigned char *buf = NULL;
+    size_t size = 0;
+    TRY(read_file(path, &buf, &size, func));
+    pcnn_status st = PCNN_OK;
+    if (size < 16 || memcmp(buf, MAGIC, 8) != 0) {
+        st = corrupt(func, path, "not a performance model file (no PCNNPERF header)");
+    } else if (le_get_u32(buf + 8) != PERF_FORMAT_VERSION) {
+        st = error_set(PCNN_ERR_UNSUPPORTED, func,
+                       "%s: performance model format version %u; this library reads version %u",
+                       path, le_get_u32(buf + 8), PERF_FORMAT_VERSION);
+    } else if (size < 24 ||
+               hash_fnv1a(HASH_FNV1A_BASIS, buf, size - 8) != le_get_u64(buf + size - 8)) {
+        st = corrupt(func, path, "checksum mismatch (damaged or truncated)");
+    } else {
+        reader r = {buf + 16, size - 24, false};
+        st = read_model(&r, m, path, func);
+        if (st == PCNN_OK && r.left != 0) st = corrupt(func, path, "trailing bytes");
+    }
+    mem_free(buf);
+    return st;
+}

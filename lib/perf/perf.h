@@ -1,0 +1,106 @@
+/* The performance model's handle and its tables (spec WP3).  The room sits
+ * above graph: it reads finalized networks through graph/graph.h. */
+#ifndef PCNN_PERF_PERF_H
+#define PCNN_PERF_PERF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../graph/graph.h"
+#include "collectives.h"
+#include "sim.h"
+
+#define PERF_FORMAT_VERSION 1u
+#define PERF_KIND_LEN 24
+
+/* One layer's measured costs, each a + b n over the local batch n, fitted
+ * through the two timed batches. */
+typedef struct perf_layer {
+    char kind[PERF_KIND_LEN];
+    shape in, out;
+    uint64_t num_params;
+    double fwd[2], bwd_w[2], bwd_x[2]; /* backward without the input gradient; the rest */
+    double reg_fwd, reg_bwd;           /* the regressors' estimate at batch_hi (NaN: none) */
+} perf_layer;
+
+typedef struct perf_compute {
+    int num_layers;     /* 0: not calibrated */
+    perf_layer *layers;
+    uint64_t fingerprint; /* of the network's layers (perf_fingerprint) */
+    int threads, batch_lo, batch_hi;
+    int optimizer;      /* pcnn_optimizer the update was timed with */
+    double update[2];   /* optimizer: a + b count */
+    double overhead[2]; /* input copy and loss: a + b n */
+    double spread;      /* median relative spread of the repetitions (timing noise) */
+} perf_compute;
+
+typedef struct perf_knobs {
+    double alpha;       /* < 0: calibrated */
+    double beta;        /* 0: calibrated */
+    double link_gbits;  /* 0: calibrated */
+    int strategy;       /* -1: the network's */
+    int engine;         /* 0 the network's, 1 thread, 2 nonblocking */
+    double nb_progress;
+    int source;         /* 0 best, 1 timings, 2 regressors */
+} perf_knobs;
+
+struct pcnn_perfmodel {
+    perf_link link;
+    perf_compute compute;
+    perf_knobs knobs;
+    void *regressors;   /* perf_regressors of regressor.h when built with them */
+    /* The last prediction. */
+    int last_layers;
+    double (*last)[SIM_KINDS];
+    double last_step;
+    uint64_t last_fingerprint;
+};
+
+/* A hash of the network's layer kinds and shapes: a compute table and a
+ * prediction belong to the network whose fingerprint they carry. */
+uint64_t perf_fingerprint(const layer_list *layers);
+
+/* Build the simulator's input for `net` (perf/layer_cost.c): local batch,
+ * per-layer compute, buckets and their collectives.  Arrays are allocated
+ * into *layers_out, *buckets_out (free with mem_free). */
+pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_batch, int ranks,
+                           bool overlap, sim_input *in, sim_layer **layers_out,
+                           sim_bucket **buckets_out, const char *func);
+
+/* Compute calibration and the regressors' bridge (perf/calib_compute.c,
+ * perf/regressor_source.c). */
+pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budget,
+                                   const char *func);
+/* Seconds of layer l's forward (pass 0) or backward (pass 1, with the
+ * input gradient when dx) at local batch n from the regressors; NaN when
+ * they cannot say (not built in, kind not calibrated). */
+double perf_regressor_time(pcnn_perfmodel *m, const pcnn_layer *l, int n, int pass, bool dx);
+/* Bytes of the regressors' serialisation (0: none) and its writing into
+ * buf; loading from bytes (size 0: none). */
+size_t perf_regressors_bytes(const pcnn_perfmodel *m);
+void perf_regressors_write(const pcnn_perfmodel *m, unsigned char *buf, size_t size);
+pcnn_status perf_regressors_read(pcnn_perfmodel *m, const unsigned char *buf, size_t size);
+void perf_regressors_free(pcnn_perfmodel *m);
+/* Fit a new regressor set for `threads` within budget seconds. */
+pcnn_status perf_fit_regressors(pcnn_perfmodel *m, int threads, double budget, uint64_t seed);
+/* Text about the regressors for the report. */
+size_t perf_regressors_describe(const pcnn_perfmodel *m, char *buf, size_t size);
+
+/* Link calibration (perf/calib_comm.c); collective. */
+pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, const char *func);
+
+/* The model file (perf/model_file.c). */
+pcnn_status perf_save(const pcnn_perfmodel *m, const char *path, const char *func);
+pcnn_status perf_load(const char *path, pcnn_perfmodel *m, const char *func);
+
+/* Texts (perf/report.c). */
+size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size);
+pcnn_status perf_validate(const pcnn_perfmodel *m, const pcnn_net *net, double *step_re,
+                          double *wre, char *buf, size_t size, size_t *needed,
+                          const char *func);
+
+/* a + b n */
+static inline double perf_line(const double c[2], double n) { return c[0] + c[1] * n; }
+
+#endif

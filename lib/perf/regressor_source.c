@@ -1,0 +1,190 @@
+/* The bridge to the per-kernel regressors (regressor.h, seed 004 section
+ * 3.1): the model asks them for layers it has not timed and keeps them in
+ * its file.  Built without regressor.h, every estimate is NaN and the
+ * model uses its timings alone. */
+#include <math.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../core/text.h"
+#include "perf.h"
+
+#if defined(__has_include)
+#if __has_include("regressor.h")
+#define PERF_HAVE_REGRESSORS 1
+#endif
+#endif
+
+#ifdef PERF_HAVE_REGRESSORS
+#include "../layers/conv2d.h"
+#include "../layers/dense.h"
+#include "regressor.h"
+
+/* The regressor kind and shape of layer l's pass (0 forward, 1 backward). */
+static bool kind_of(const pcnn_layer *l, int n, int pass, bool dx, perf_kind *kind,
+                    perf_shape *s)
+{
+    const shape in = l->num_inputs ? l->inputs[0]->out : l->out;
+    *s = (perf_shape){.batch = n, .cin = in.c, .cout = l->out.c, .d = in.d, .h = in.h,
+                      .w = in.w};
+    const char *k = l->ops->kind;
+    const int b = pass == 0 ? 0 : dx ? 1 : 2;
+    if (!strcmp(k, "conv2d")) {
+        const conv_priv *p = l->priv;
+        s->k = p->k, s->stride = p->stride, s->pad = p->pad;
+        *kind = (perf_kind)(PERF_CONV2D_FWD + b);
+        return true;
+    }
+    if (layer_is_dense(l)) {
+        const dense_shape d = dense_get_shape(l);
+        s->cin = d.features;
+        s->cout = d.out;
+        *kind = (perf_kind)(PERF_DENSE_FWD + b);
+        return true;
+    }
+    if (!strcmp(k, "relu")) {
+        *kind = pass ? PERF_RELU_BWD : PERF_RELU_FWD;
+        return l->fused_into == NULL;
+    }
+    if (!strcmp(k, "batchnorm") || !strcmp(k, "add")) {
+        s->fused_relu = l->fused_relu != NULL;
+        *kind = !strcmp(k, "add") ? (pass ? PERF_ADD_BWD : PERF_ADD_FWD)
+                                  : (pass ? PERF_BATCHNORM_BWD : PERF_BATCHNORM_FWD);
+        return true;
+    }
+    if (!strcmp(k, "global_avgpool")) {
+        *kind = pass ? PERF_GLOBAL_AVGPOOL_BWD : PERF_GLOBAL_AVGPOOL_FWD;
+        return true;
+    }
+    if (!strcmp(k, "dropout")) {
+        *kind = pass ? PERF_DROPOUT_BWD : PERF_DROPOUT_FWD;
+        return true;
+    }
+    return false;
+}
+
+double perf_regressor_time(pcnn_perfmodel *m, const pcnn_layer *l, int n, int pass, bool dx)
+{
+    perf_kind kind;
+    perf_shape s;
+    if (!m->regressors || !kind_of(l, n, pass, dx, &kind, &s)) return NAN;
+    double t = NAN;
+    if (!perf_regressor_has(m->regressors, kind)) return NAN;
+    if (perf_regressor_predict(m->regressors, kind, &s, &t) != PCNN_OK) {
+        error_clear();
+        return NAN;
+    }
+    return t;
+}
+
+size_t perf_regressors_bytes(const pcnn_perfmodel *m)
+{
+    size_t needed = 0;
+    if (!m->regressors || perf_regressors_save(m->regressors, NULL, 0, &needed) != PCNN_OK)
+        return 0;
+    return needed;
+}
+
+void perf_regressors_write(const pcnn_perfmodel *m, unsigned char *buf, size_t size)
+{
+    size_t needed;
+    if (m->regressors) perf_regressors_save(m->regressors, buf, size, &needed);
+}
+
+pcnn_status perf_regressors_read(pcnn_perfmodel *m, const unsigned char *buf, size_t size)
+{
+    if (size == 0) return PCNN_OK;
+    perf_regressors *set = NULL;
+    TRY(perf_regressors_load(buf, size, &set));
+    perf_regressors_free(m);
+    m->regressors = set;
+    return PCNN_OK;
+}
+
+void perf_regressors_free(pcnn_perfmodel *m)
+{
+    perf_regressors *set = m->regressors;
+    perf_regressors_destroy(&set);
+    m->regressors = NULL;
+}
+
+size_t perf_regressors_describe(const pcnn_perfmodel *m, char *buf, size_t size)
+{
+    text t = text_start(buf, size);
+    if (!m->regressors) {
+        text_put(&t, "regressors: none fitted\n");
+        return t.len;
+    }
+    text_put(&t, "regressors (held-out median |RE|):\n");
+    for (int k = 0; k < PERF_KIND_COUNT; k++) {
+        double re;
+        int train, test;
+        if (!perf_regressor_has(m->regressors, (perf_kind)k)) continue;
+        if (perf_regressor_error(m->regressors, (perf_kind)k, &re, &train, &test) != PCNN_OK) {
+            error_clear();
+            continue;
+        }
+        text_put(&t, "  %-22s %6.1f %%  (%d train, %d test)\n", perf_kind_name((perf_kind)k),
+                 100 * re, train, test);
+    }
+    return t.len;
+}
+
+pcnn_status perf_fit_regressors(pcnn_perfmodel *m, int threads, double budget, uint64_t seed)
+{
+    perf_calib_config c;
+    perf_calib_defaults(&c);
+    c.budget_seconds = budget;
+    c.threads = threads;
+    c.seed = seed;
+    perf_regressors *set = NULL;
+    TRY(perf_regressors_calibrate(&c, &set));
+    perf_regressors_free(m);
+    m->regressors = set;
+    return PCNN_OK;
+}
+
+#else /* without regressor.h */
+
+pcnn_status perf_fit_regressors(pcnn_perfmodel *m, int threads, double budget, uint64_t seed)
+{
+    (void)m, (void)threads, (void)budget, (void)seed;
+    return FAIL(PCNN_ERR_UNSUPPORTED, "this build has no kernel regressors");
+}
+
+double perf_regressor_time(pcnn_perfmodel *m, const pcnn_layer *l, int n, int pass, bool dx)
+{
+    (void)m, (void)l, (void)n, (void)pass, (void)dx;
+    return NAN;
+}
+
+size_t perf_regressors_bytes(const pcnn_perfmodel *m)
+{
+    (void)m;
+    return 0;
+}
+
+void perf_regressors_write(const pcnn_perfmodel *m, unsigned char *buf, size_t size)
+{
+    (void)m, (void)buf, (void)size;
+}
+
+pcnn_status perf_regressors_read(pcnn_perfmodel *m, const unsigned char *buf, size_t size)
+{
+    (void)m, (void)buf;
+    if (size == 0) return PCNN_OK;
+    return FAIL(PCNN_ERR_UNSUPPORTED, "the model file holds kernel regressors, which this "
+                                      "build cannot read");
+}
+
+void perf_regressors_free(pcnn_perfmodel *m) { m->regressors = NULL; }
+
+size_t perf_regressors_describe(const pcnn_perfmodel *m, char *buf, size_t size)
+{
+    (void)m;
+    text t = text_start(buf, size);
+    text_put(&t, "regressors: not built in\n");
+    return t.len;
+}
+
+#endif

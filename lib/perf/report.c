@@ -1,0 +1,116 @@
+/* The model's texts: its report, and the validation of a prediction
+ * against a network's measured breakdown (seed 004 eqs. 2-3). */
+#include <math.h>
+
+#include "../core/error.h"
+#include "../core/text.h"
+#include "perf.h"
+
+static const char *coll_name[PERF_COLLECTIVES] = {"send-recv", "all-reduce", "all-to-all",
+                                                  "all-gather"};
+
+size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size)
+{
+    text t = text_start(buf, size);
+    const perf_link *k = &m->link;
+    text_put(&t, "link: %s, gamma %.3g s/B (%.2f GB/s summation)\n",
+             k->ranks ? "calibrated" : "defaults (not calibrated)", k->gamma,
+             1e-9 / k->gamma);
+    if (k->ranks) text_put(&t, "  calibrated on %d ranks\n", k->ranks);
+    text_put(&t, "  nonblocking collectives advance %.3g ms of link time per poll\n",
+             1e3 * k->poll_work);
+    for (int c = 0; c < PERF_COLLECTIVES; c++) {
+        const perf_curve *cv = &k->curve[c];
+        text_put(&t, "  %-10s alpha %8.2f us  beta %.3g s/B (%.2f Gbit/s)  %d points", coll_name[c],
+                 1e6 * k->alpha[c], k->beta[c], k->beta[c] > 0 ? 8e-9 / k->beta[c] : INFINITY,
+                 cv->count);
+        if (cv->count) {
+            /* The worst misfit of the line: where the measured curve rules. */
+            double worst = 0;
+            for (int i = 0; i < cv->count; i++) {
+                perf_link line = *k;
+                line.curve[c].count = 0;
+                const double f = perf_coll_time(&line, (pcnn_collective)c, k->ranks,
+                                                cv->bytes[i], 0, -1);
+                worst = fmax(worst, fabs(f - cv->seconds[i]) / cv->seconds[i]);
+            }
+            text_put(&t, ", %.0f B..%.0f B, line misfit up to %.0f %%", cv->bytes[0],
+                     cv->bytes[cv->count - 1], 100 * worst);
+        }
+        text_put(&t, "\n");
+    }
+    const perf_compute *c = &m->compute;
+    if (!c->num_layers) {
+        text_put(&t, "compute: not calibrated\n");
+    } else {
+        text_put(&t, "compute: %d layers, %d threads, batches %d and %d, repetition spread %.1f %%\n",
+                 c->num_layers, c->threads, c->batch_lo, c->batch_hi, 100 * c->spread);
+        text_put(&t, "  update %.3g s + %.3g s/param; input copy + loss %.3g s + %.3g s/sample\n",
+                 c->update[0], c->update[1], c->overhead[0], c->overhead[1]);
+        text_put(&t, "  %5s %-16s %11s %11s %11s %11s %11s   (ms at batch %d)\n", "layer", "kind",
+                 "fwd", "bwd_w", "bwd_x", "reg fwd", "reg bwd", c->batch_hi);
+        for (int l = 1; l < c->num_layers; l++) {
+            const perf_layer *p = &c->layers[l];
+            const double n = c->batch_hi;
+            text_put(&t, "  %5d %-16s %11.4f %11.4f %11.4f %11.4f %11.4f\n", l, p->kind,
+                     1e3 * perf_line(p->fwd, n), 1e3 * perf_line(p->bwd_w, n),
+                     1e3 * perf_line(p->bwd_x, n), 1e3 * p->reg_fwd, 1e3 * p->reg_bwd);
+        }
+    }
+    char reg[4096];
+    perf_regressors_describe(m, reg, sizeof reg);
+    text_put(&t, "%s", reg);
+    const perf_knobs *o = &m->knobs;
+    text_put(&t, "knobs: alpha %g, beta %g, link %g Gbit/s, strategy %d, engine %d, "
+                 "nonblocking progress %g, compute source %d\n",
+             o->alpha, o->beta, o->link_gbits, o->strategy, o->engine, o->nb_progress, o->source);
+    return t.len;
+}
+
+static const pcnn_time stage_time[3] = {PCNN_TIME_FORWARD, PCNN_TIME_BACKWARD, PCNN_TIME_UPDATE};
+
+pcnn_status perf_validate(const pcnn_perfmodel *m, const pcnn_net *net, double *step_re,
+                          double *wre, char *buf, size_t size, size_t *needed,
+                          const char *func)
+{
+    TRY(net_check_ready(net, func));
+    const layer_list *ll = net_layer_list(net);
+    if (!m->last)
+        return error_set(PCNN_ERR_INVALID_STATE, func, "no prediction yet: call pcnn_perfmodel_predict");
+    if (m->last_layers != ll->count || m->last_fingerprint != perf_fingerprint(ll))
+        return error_set(PCNN_ERR_MISMATCH, func, "the last prediction was for another network");
+    double step = 0;
+    TRY(pcnn_net_time(net, -1, PCNN_TIME_STEP, &step));
+    if (!(step > 0))
+        return error_set(PCNN_ERR_INVALID_STATE, func,
+                         "the network has no measured training step (train, then validate)");
+    const int L = ll->count;
+    double err[3] = {0}, sum[3] = {0};
+    text t = text_start(buf, size);
+    text_put(&t, "%5s %-16s %17s %17s %17s %17s %17s   ms/step predicted|measured\n", "layer",
+             "kind", "forward", "backward", "update", "comm", "exposed");
+    for (int l = 1; l < L; l++) {
+        double meas[5];
+        for (int w = 0; w < 5; w++) TRY(pcnn_net_time(net, l, (pcnn_time)w, &meas[w]));
+        for (int s = 0; s < 3; s++) {
+            if (s == 2 && ll->items[l]->num_params == 0) continue;
+            err[s] += fabs(m->last[l][stage_time[s]] - meas[stage_time[s]]);
+            sum[s] += meas[stage_time[s]];
+        }
+        text_put(&t, "%5d %-16s", l, ll->items[l]->ops->kind);
+        for (int w = 0; w < 5; w++) text_put(&t, " %8.3f|%-8.3f", 1e3 * m->last[l][w], 1e3 * meas[w]);
+        text_put(&t, "\n");
+    }
+    const double re = (m->last_step - step) / step;
+    double w3[3];
+    for (int s = 0; s < 3; s++) w3[s] = sum[s] > 0 ? err[s] / sum[s] : 0;
+    text_put(&t, "step: predicted %.3f ms, measured %.3f ms, RE %+.1f %%\n", 1e3 * m->last_step,
+             1e3 * step, 100 * re);
+    text_put(&t, "WRE^T: forward %.1f %%, backward %.1f %%, update %.1f %%\n", 100 * w3[0],
+             100 * w3[1], 100 * w3[2]);
+    if (step_re) *step_re = re;
+    if (wre)
+        for (int s = 0; s < 3; s++) wre[s] = w3[s];
+    if (needed) *needed = t.len;
+    return PCNN_OK;
+}
