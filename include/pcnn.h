@@ -232,7 +232,8 @@ typedef enum pcnn_option {
      * pcnn_net_write_trace.  Before finalize.  Default 0 (no trace). */
     PCNN_OPT_TRACE_EVENTS = 21,
     PCNN_OPT_EXPERIMENTAL_5 = 22, /* section 9 */
-    PCNN_OPT_EXPERIMENTAL_6 = 23  /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_6 = 23, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_7 = 24  /* section 9 */
 } pcnn_option;
 
 /* Create an empty network.  *out receives a handle to destroy with
@@ -1124,6 +1125,15 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * Default 0. */
 #define PCNN_OPT_SYNC_BATCHNORM PCNN_OPT_EXPERIMENTAL_6
 
+/* Batch norm under a spatial distribution (pcnn_net_set_distribution):
+ * 1 (the default) reduces each channel's statistics over the ranks that
+ * share the samples (the spatial group), so a split layer normalises
+ * exactly as one rank holding whole samples; 0 keeps each rank's
+ * statistics of its own box.  A batch norm synchronised over the whole
+ * communicator (PCNN_OPT_SYNC_BATCHNORM) reduces over every rank either
+ * way.  No effect without a spatial split.  Before finalize. */
+#define PCNN_OPT_BN_SCOPE PCNN_OPT_EXPERIMENTAL_7
+
 
 /* New calls of this release.  They join the stable sections once they have
  * been used for a release; until then their names and contracts may change.
@@ -1190,6 +1200,77 @@ PCNN_API pcnn_status pcnn_checkpoint_cleanup(const char *path, int *removed);
  * Before finalize.  Errors: INVALID_ARGUMENT (layer NULL or not a batch
  * norm, sync not -1, 0 or 1), INVALID_STATE (finalized). */
 PCNN_API pcnn_status pcnn_batchnorm_set_sync(pcnn_layer *layer, int sync);
+
+/*
+ * Spatial and hybrid parallelism (seeds 002 and 003).  The P ranks of the
+ * communicator form a grid parts[4] = {P_N, P_D, P_H, P_W} (product P):
+ * P_N sample groups, each splitting every sample of its share of the batch
+ * into P_D x P_H x P_W boxes by the block rule (part g of X indices over G
+ * parts holds floor(X/G) + (g < X mod G) of them, the lower parts first).
+ * Ranks are numbered W fastest, then H, D, N, so a sample group is a block
+ * of consecutive ranks.  Convolutions and pools exchange halos with their
+ * neighbours (zero or -inf padding only at the sample's borders), batch
+ * norm reduces its statistics over the group (PCNN_OPT_BN_SCOPE),
+ * element-wise layers run on the box, and a shuffle moves the data,
+ * forward and backward, wherever two adjacent layers are distributed
+ * differently.  Flatten, dense, global average pooling, 3D layers, pixel
+ * shuffle and dropout are never split: they take {P, 1, 1, 1} (whole
+ * samples, the group's samples shared among its ranks) unless their
+ * distribution was set, and the layers after them inherit theirs.  Weight
+ * gradients are summed over the whole communicator by the network's
+ * exchange as in data parallelism, and the loss is normalised by the
+ * global batch, so training equals one rank training on the whole batch
+ * up to float summation order.  The network's output must be unsplit.
+ * Distributions all {P, 1, 1, 1} (the default) are today's data
+ * parallelism, bit for bit.
+ */
+
+/* Index of a dimension in the parts[] arrays. */
+enum { PCNN_DIM_N = 0, PCNN_DIM_D = 1, PCNN_DIM_H = 2, PCNN_DIM_W = 3 };
+
+/* Distribute the network's input, and every layer that inherits it, over
+ * the communicator as parts[4] (above).  Before finalize, after
+ * pcnn_net_set_comm (a network without one accepts only {1, 1, 1, 1}).
+ * Finalize fails with SHAPE naming the layer whose output is smaller than
+ * its parts along a split dimension (a box would be empty), and with
+ * UNSUPPORTED naming a split layer of a kind that cannot be split.
+ * Errors: INVALID_ARGUMENT (net or parts NULL, a part < 1, product not the
+ * communicator's size), INVALID_STATE (finalized). */
+PCNN_API pcnn_status pcnn_net_set_distribution(pcnn_net *net, const int parts[4]);
+
+/* Distribute this layer (and the layers that inherit from it) as parts[4];
+ * parts[PCNN_DIM_N] must be a multiple of the network's (the groups of the
+ * input are subdivided, never mixed).  Before finalize.  Errors as above,
+ * and INVALID_ARGUMENT (layer NULL). */
+PCNN_API pcnn_status pcnn_layer_set_distribution(pcnn_layer *layer, const int parts[4]);
+
+/* The layer's distribution: after finalize the one it runs with, before
+ * it the one set (or inherited so far: the network's for unset layers). */
+PCNN_API pcnn_status pcnn_layer_get_distribution(const pcnn_layer *layer, int parts[4]);
+
+/* This rank's box of one sample of the layer's output: start[3] and
+ * count[3] over D, H, W.  After finalize.  Errors: INVALID_ARGUMENT (NULL),
+ * INVALID_STATE (not finalized). */
+PCNN_API pcnn_status pcnn_layer_local_box(const pcnn_layer *layer, int start[3], int count[3]);
+
+/* This rank's sample group (of the input's distribution): its index, the
+ * number of groups, the rank within the group and the group's size.  Any
+ * output may be NULL.  After pcnn_net_set_comm (1 group of 1 without). */
+PCNN_API pcnn_status pcnn_net_group_info(const pcnn_net *net, int *group, int *groups,
+                                         int *rank_in_group, int *group_size);
+
+/* A training step where each rank passes only its box of its group's n
+ * samples: x_local is n x C x count[0] x count[1] x count[2] of the input
+ * layer (pcnn_layer_local_box), NCDHW; labels or targets are those of the
+ * group's n samples, equal on every rank of the group.  Otherwise as
+ * pcnn_net_train_step, which under a spatial distribution takes the
+ * group's n whole samples on every rank of the group and slices them.
+ * Ranks of one group must pass the same n.  Collective.  Errors as
+ * pcnn_net_train_step; INVALID_ARGUMENT when ranks of a group disagree on
+ * n. */
+PCNN_API pcnn_status pcnn_net_train_step_local(pcnn_net *net, int n, const float *x_local,
+                                               const int32_t *labels, const float *targets,
+                                               float *loss);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include "../parallel/decomp.h"
 #include "loss.h"
 #include "net.h"
+#include "spatial.h"
 
 static pcnn_status check_dataset(const pcnn_net *net, const pcnn_dataset *d, const char *func)
 {
@@ -58,6 +59,7 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
 {
     API_ENTRY();
     TRY(net_check_ready(net, __func__));
+    TRY(spatial_refuse(net, __func__));
     pcnn_status st = check_dataset(net, data, __func__);
     if (st == PCNN_OK) st = exchange_flush(net->exchange);
     if (net->comm) TRY(net_agree(net, st, __func__));
@@ -96,6 +98,7 @@ pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, 
                             double *mean_loss, double *first_loss, const char *func)
 {
     TRY(net_check_ready(net, func));
+    TRY(spatial_refuse(net, func));
     pcnn_status st = check_dataset(net, data, func);
     if (st == PCNN_OK && (batch < 1 || batch > net->global_max_batch))
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func, "batch %d must be in [1, %d] (the "

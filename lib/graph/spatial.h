@@ -1,0 +1,98 @@
+/* Spatial and hybrid parallelism, the graph's side (pcnn.h section 9;
+ * seeds 002 and 003): the distributions set before finalize, the plan
+ * that runs every layer on this rank's box (a local twin of the layer,
+ * layers/clone.h, fed by halo exchanges and shuffles, parallel/box_move.h),
+ * and the passes of a training step.
+ *
+ * A network is "spatial" once finalize resolved a distribution other than
+ * all {P, 1, 1, 1}; otherwise none of this runs and the data-parallel
+ * path is untouched. */
+#ifndef PCNN_GRAPH_SPATIAL_H
+#define PCNN_GRAPH_SPATIAL_H
+
+#include <stdbool.h>
+
+#include "../parallel/box_move.h"
+#include "../parallel/layout.h"
+#include "net.h"
+
+/* One layer under its distribution. */
+typedef struct spatial_layer {
+    int parts[LAYOUT_DIMS]; /* the distribution it runs with */
+    bool set;               /* set on this layer by the user */
+    bool direct;            /* unsplit, inputs alike: the original layer runs */
+    bool windowed;          /* convolution or pooling: inputs extended by the halo */
+    int k, s, p;
+    float pad;              /* padding value read at the sample's borders */
+    bool group_bn;          /* batch norm reducing over the sample group */
+    layer_list twin_list;   /* the twin and its stand-in inputs (clone.h) */
+    pcnn_layer *twin;
+    bool moves[2];          /* input j arrives through a box move */
+    float *in_y[2], *in_dy[2]; /* staging of a moved input, laid over need[j][rank] */
+    box mine;               /* this rank's box (the step's samples) */
+    box *have;              /* every rank's box of the output, this step */
+    box *need[2];           /* every rank's box of input j it reads, this step */
+} spatial_layer;
+
+typedef struct spatial {
+    /* Before finalize: the network's distribution and per-layer ones. */
+    int net_parts[LAYOUT_DIMS];
+    int (*layer_parts)[LAYOUT_DIMS];
+    int layer_cap;
+
+    /* After finalize. */
+    bool active;
+    int ranks, rank;
+    int groups, group_size;  /* of the input's distribution */
+    spatial_layer *layers;
+    int count;
+    box_mover *mover;
+    reducer *group_reducer;  /* batch norm over a sample group (NULL: none) */
+    float *workspace;
+    size_t workspace_floats;
+    size_t bytes;
+
+    /* This step. */
+    int batch;               /* global */
+    int *group_start, *group_count;
+    int *fixed_start, *fixed_count; /* a stand-in split for step-independent boxes */
+    pcnn_status failed;      /* a halo or group reduction gave up */
+} spatial;
+
+/* Before finalize (spatial_api.c). */
+pcnn_status spatial_config(pcnn_net *net, spatial **out, const char *func);
+void spatial_destroy(pcnn_net *net);
+
+/* Finalize (spatial_plan.c).  spatial_resolve: each layer's distribution,
+ * checked (a layer too small for its parts, a kind that cannot split);
+ * sets sp->active and this rank's largest batch *local.  Pure, the same on
+ * every rank.  spatial_layer_floats: floats of a layer's output (and dy)
+ * buffers.  spatial_plan: the twins, staging, the movers (collective). */
+pcnn_status spatial_resolve(pcnn_net *net, int max_batch, int *local);
+size_t spatial_layer_floats(const pcnn_net *net, const pcnn_layer *l);
+pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p);
+void spatial_release(pcnn_net *net);
+/* need[q]: the box of layer i's input j that rank q reads, from have[q]. */
+void spatial_need_boxes(const pcnn_net *net, int i, int j, const box *have, box *need);
+static inline bool net_is_spatial(const pcnn_net *net)
+{
+    return net->spatial && net->spatial->active;
+}
+/* Does finalize set up the original layer l (false: its twin runs
+ * instead; batch norms keep their running statistics in the original)? */
+bool spatial_runs_original(const pcnn_net *net, const pcnn_layer *l);
+/* Words for the structure fingerprint: layer i's distribution. */
+uint64_t spatial_fingerprint(const pcnn_net *net, int i);
+
+/* A training step (spatial_run.c), between run.c's agreements. */
+pcnn_status spatial_begin_step(pcnn_net *net, const char *func);
+void spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input);
+pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global);
+double spatial_loss(pcnn_net *net, const int32_t *labels, const float *targets);
+pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global);
+
+/* INVALID_STATE/UNSUPPORTED for the calls a spatial network cannot make
+ * yet (local runs, predict, epochs over datasets). */
+pcnn_status spatial_refuse(const pcnn_net *net, const char *func);
+
+#endif

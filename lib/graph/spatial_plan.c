@@ -1,0 +1,351 @@
+/* Spatial and hybrid parallelism: resolving the distributions and
+ * planning each layer's run on this rank's box (spatial.h). */
+#include <limits.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../core/hash.h"
+#include "../core/memory.h"
+#include "../layers/batchnorm.h"
+#include "../layers/clone.h"
+#include "../parallel/decomp.h"
+#include "../parallel/halo.h"
+#include "spatial.h"
+
+#define FINALIZE "pcnn_net_finalize"
+
+static bool same_parts(const int *a, const int *b)
+{
+    return memcmp(a, b, LAYOUT_DIMS * sizeof(int)) == 0;
+}
+
+static bool is_split(const int *parts)
+{
+    return parts[LAYOUT_D] * parts[LAYOUT_H] * parts[LAYOUT_W] > 1;
+}
+
+/* The distribution of layer i: set on it; the network's for the input;
+ * {P, 1, 1, 1} for a kind that cannot split; else its first input's. */
+static void resolve_parts(pcnn_net *net, int i, int *parts)
+{
+    spatial *sp = net->spatial;
+    const pcnn_layer *l = net->layers.items[i];
+    const int P = sp->ranks;
+    if (i < sp->layer_cap && sp->layer_parts[i][0] > 0) {
+        memcpy(parts, sp->layer_parts[i], LAYOUT_DIMS * sizeof(int));
+        sp->layers[i].set = true;
+    } else if (i == 0) {
+        memcpy(parts, sp->net_parts, LAYOUT_DIMS * sizeof(int));
+    } else if (!clone_splittable(l)) {
+        parts[0] = P;
+        parts[1] = parts[2] = parts[3] = 1;
+    } else {
+        memcpy(parts, sp->layers[l->inputs[0]->index].parts, LAYOUT_DIMS * sizeof(int));
+    }
+}
+
+static pcnn_status check_layer(const pcnn_net *net, int i)
+{
+    const spatial *sp = net->spatial;
+    const pcnn_layer *l = net->layers.items[i];
+    const spatial_layer *sl = &sp->layers[i];
+    char name[64];
+    layer_name(l, name, sizeof name);
+    const int *parts = sl->parts;
+    if (parts[LAYOUT_N] % sp->groups != 0)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, FINALIZE, "%s: %d parts along N are not a "
+                         "multiple of the network's %d sample groups", name, parts[LAYOUT_N],
+                         sp->groups);
+    if (!is_split(parts)) {
+        if (l == net->output || !layer_is_batchnorm(l)) return PCNN_OK;
+        return PCNN_OK;
+    }
+    if (!clone_splittable(l))
+        return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "%s cannot be split spatially (its "
+                         "parts along D, H, W must be 1)", name);
+    if (l == net->output)
+        return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "%s is the output: it must not be "
+                         "split spatially (end with a layer of distribution {%d, 1, 1, 1})",
+                         name, sp->ranks);
+    const int ext[LAYOUT_DIMS] = {0, l->out.d, l->out.h, l->out.w};
+    static const char *const dim[LAYOUT_DIMS] = {"N", "D", "H", "W"};
+    for (int k = 1; k < LAYOUT_DIMS; k++)
+        if (ext[k] < parts[k])
+            return error_set(PCNN_ERR_SHAPE, FINALIZE, "%s is too small for its distribution: "
+                             "%d outputs along %s cannot be split into %d parts", name, ext[k],
+                             dim[k], parts[k]);
+    if (layer_is_batchnorm(l) && parts[LAYOUT_N] != sp->groups)
+        return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "%s: a split batch norm must keep the "
+                         "network's %d sample groups", name, sp->groups);
+    return PCNN_OK;
+}
+
+pcnn_status spatial_resolve(pcnn_net *net, int max_batch, int *local)
+{
+    spatial *sp = net->spatial;
+    if (!sp) return PCNN_OK;
+    spatial_release(net);
+    sp->ranks = net->comm ? net->comm->size : 1;
+    sp->rank = net->comm ? net->comm->rank : 0;
+    sp->count = net->layers.count;
+    sp->layers = mem_calloc((size_t)sp->count, sizeof *sp->layers);
+    if (!sp->layers) return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "distribution plan");
+    bool any = false;
+    for (int i = 0; i < sp->count; i++) {
+        resolve_parts(net, i, sp->layers[i].parts);
+        any |= sp->layers[i].parts[LAYOUT_N] != sp->ranks;
+    }
+    if (!any) { /* all {P, 1, 1, 1}: plain data parallelism */
+        mem_free(sp->layers);
+        sp->layers = NULL;
+        return PCNN_OK;
+    }
+    sp->groups = sp->layers[0].parts[LAYOUT_N];
+    sp->group_size = sp->ranks / sp->groups;
+    /* Step-independent boxes: every group holds P samples from 0. */
+    sp->fixed_start = mem_calloc((size_t)sp->groups, sizeof(int));
+    sp->fixed_count = mem_calloc((size_t)sp->groups, sizeof(int));
+    if (!sp->fixed_start || !sp->fixed_count)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "sample groups");
+    for (int g = 0; g < sp->groups; g++) sp->fixed_count[g] = sp->ranks;
+    for (int i = 0; i < sp->count; i++) {
+        TRY(check_layer(net, i));
+        spatial_layer *sl = &sp->layers[i];
+        const pcnn_layer *l = net->layers.items[i];
+        sl->windowed = clone_window(l, &sl->k, &sl->s, &sl->p);
+        sl->pad = clone_pad_value(l);
+        sl->direct = i > 0 && !is_split(sl->parts);
+        for (int j = 0; j < l->num_inputs; j++)
+            sl->direct &= same_parts(sl->parts, sp->layers[l->inputs[j]->index].parts);
+    }
+    sp->active = true;
+    *local = decomp_share(max_batch, sp->groups, 0, NULL);
+    return PCNN_OK;
+}
+
+/* This rank's largest sample count in a layer's distribution. */
+static int max_samples(const pcnn_net *net, const spatial_layer *sl)
+{
+    const spatial *sp = net->spatial;
+    return decomp_share(net->max_batch, sl->parts[LAYOUT_N] / sp->groups, 0, NULL);
+}
+
+/* A step-independent box of `rank` (samples [0, 1) of every group). */
+static box static_box(const pcnn_net *net, const spatial_layer *sl, const pcnn_layer *l,
+                      int rank)
+{
+    const spatial *sp = net->spatial;
+    const sample_split split = {sp->groups, sp->fixed_start, sp->fixed_count};
+    return layout_box(sl->parts, rank, &split, l->out.d, l->out.h, l->out.w);
+}
+
+/* The box of input j that the rank whose output box is `out` reads. */
+static box need_box(const spatial_layer *sl, const pcnn_layer *l, int j, const box *out)
+{
+    box b = *out;
+    const shape in = l->inputs[j]->out;
+    if (sl->windowed) {
+        for (int k = LAYOUT_H; k <= LAYOUT_W; k++)
+            halo_window(out->lo[k], out->hi[k], sl->k, sl->s, sl->p, &b.lo[k], &b.hi[k]);
+    } else if (!clone_splittable(l)) {
+        const int ext[LAYOUT_DIMS] = {0, in.d, in.h, in.w};
+        for (int k = 1; k < LAYOUT_DIMS; k++) {
+            b.lo[k] = 0;
+            b.hi[k] = ext[k];
+        }
+    }
+    return b;
+}
+
+void spatial_need_boxes(const pcnn_net *net, int i, int j, const box *have, box *need)
+{
+    const spatial *sp = net->spatial;
+    for (int q = 0; q < sp->ranks; q++)
+        need[q] = need_box(&sp->layers[i], net->layers.items[i], j, &have[q]);
+}
+
+size_t spatial_layer_floats(const pcnn_net *net, const pcnn_layer *l)
+{
+    if (!net_is_spatial(net)) return (size_t)net->max_batch * shape_size(l->out);
+    const spatial_layer *sl = &net->spatial->layers[l->index];
+    const box b = static_box(net, sl, l, net->spatial->rank);
+    const size_t vol = (size_t)box_extent(&b, LAYOUT_D) * (size_t)box_extent(&b, LAYOUT_H) *
+                       (size_t)box_extent(&b, LAYOUT_W);
+    return (size_t)max_samples(net, sl) * (size_t)l->out.c * vol;
+}
+
+bool spatial_runs_original(const pcnn_net *net, const pcnn_layer *l)
+{
+    if (!net_is_spatial(net) || l->index == 0 || layer_is_batchnorm(l)) return true;
+    return net->spatial->layers[l->index].direct;
+}
+
+uint64_t spatial_fingerprint(const pcnn_net *net, int i)
+{
+    if (!net_is_spatial(net)) return 0;
+    uint64_t h = HASH_FNV1A_BASIS;
+    for (int k = 0; k < LAYOUT_DIMS; k++)
+        h = hash_fnv1a_u64(h, (uint64_t)net->spatial->layers[i].parts[k]);
+    return h;
+}
+
+/* Does input j reach layer i without moving (same distribution, and every
+ * rank reads exactly the box it holds)? */
+static bool needs_move(const pcnn_net *net, int i, int j)
+{
+    const spatial *sp = net->spatial;
+    const pcnn_layer *l = net->layers.items[i];
+    const pcnn_layer *in = l->inputs[j];
+    const spatial_layer *sl = &sp->layers[i], *si = &sp->layers[in->index];
+    if (!same_parts(sl->parts, si->parts)) return true;
+    for (int q = 0; q < sp->ranks; q++) {
+        const box out = static_box(net, sl, l, q), have = static_box(net, si, in, q);
+        const box need = need_box(sl, l, j, &out);
+        if (!box_equal(&need, &have)) return true;
+    }
+    return false;
+}
+
+static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *workspace)
+{
+    spatial *sp = net->spatial;
+    pcnn_layer *l = net->layers.items[i];
+    spatial_layer *sl = &sp->layers[i];
+    char name[64];
+    const box mine = static_box(net, sl, l, sp->rank);
+    shape in[2];
+    size_t need_vol[2] = {0, 0};
+    for (int j = 0; j < l->num_inputs; j++) {
+        const box nb = need_box(sl, l, j, &mine);
+        in[j] = (shape){l->inputs[j]->out.c, box_extent(&nb, LAYOUT_D), box_extent(&nb, LAYOUT_H),
+                        box_extent(&nb, LAYOUT_W)};
+        need_vol[j] = shape_size(in[j]);
+    }
+    TRY(clone_local(&sl->twin_list, l, in, &sl->twin, FINALIZE));
+    pcnn_layer *t = sl->twin;
+    if (t->out.d != box_extent(&mine, LAYOUT_D) || t->out.h != box_extent(&mine, LAYOUT_H) ||
+        t->out.w != box_extent(&mine, LAYOUT_W) || t->num_params != l->num_params)
+        return error_set(PCNN_ERR_SHAPE, FINALIZE, "%s: its box does not match its local "
+                         "twin", layer_name(l, name, sizeof name));
+    if (layer_is_batchnorm(l)) {
+        const bool global = batchnorm_synchronised(l) && net->comm;
+        sl->group_bn = !global && net->opt.bn_scope && is_split(sl->parts) && sp->group_size > 1;
+        TRY(batchnorm_set_sync(t, global || sl->group_bn, FINALIZE));
+    }
+    plan_ctx tp = *p;
+    tp.max_batch = max_samples(net, sl);
+    for (int k = 0; k < sl->twin_list.count; k++) {
+        pcnn_layer *x = sl->twin_list.items[k];
+        if (x->ops->decide) x->ops->decide(x, &tp);
+    }
+    t->params = l->params;
+    t->grads = l->grads;
+    if (t->ops->setup) TRY(t->ops->setup(t, &tp));
+    sp->bytes += t->buffer_bytes;
+    if (t->ops->workspace_floats) {
+        const size_t w = t->ops->workspace_floats(t, &tp);
+        if (w > *workspace) *workspace = w;
+    }
+    t->y = l->y;
+    t->dy = l->dy;
+    for (int j = 0; j < l->num_inputs; j++) {
+        pcnn_layer *producer = l->inputs[j], *stand_in = t->inputs[j];
+        sl->moves[j] = needs_move(net, i, j);
+        if (!sl->moves[j]) {
+            stand_in->y = producer->y;
+            stand_in->dy = producer->dy;
+            t->accumulate_dx[j] = l->accumulate_dx[j];
+            continue;
+        }
+        const size_t floats = (size_t)tp.max_batch * need_vol[j];
+        sl->in_y[j] = mem_alloc_floats(floats);
+        sl->in_dy[j] = mem_alloc_floats(floats);
+        if (!sl->in_y[j] || !sl->in_dy[j])
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "%s: halo buffers of %zu floats",
+                             layer_name(l, name, sizeof name), floats);
+        sp->bytes += 2 * floats * sizeof(float);
+        stand_in->y = sl->in_y[j];
+        stand_in->dy = sl->in_dy[j];
+        t->accumulate_dx[j] = false;
+    }
+    return PCNN_OK;
+}
+
+pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p)
+{
+    if (!net_is_spatial(net)) return PCNN_OK;
+    spatial *sp = net->spatial;
+    const int P = sp->ranks;
+    sp->group_start = mem_calloc((size_t)sp->groups, sizeof(int));
+    sp->group_count = mem_calloc((size_t)sp->groups, sizeof(int));
+    if (!sp->group_start || !sp->group_count)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "sample groups");
+    size_t workspace = 0, most_bn = 0;
+    for (int i = 0; i < sp->count; i++) {
+        spatial_layer *sl = &sp->layers[i];
+        const pcnn_layer *l = net->layers.items[i];
+        sl->have = mem_calloc((size_t)P, sizeof(box));
+        for (int j = 0; j < l->num_inputs; j++) sl->need[j] = mem_calloc((size_t)P, sizeof(box));
+        if (!sl->have || (l->num_inputs > 0 && !sl->need[0]) || (l->num_inputs > 1 && !sl->need[1]))
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "boxes of %d ranks", P);
+        if (i == 0 || sl->direct) continue;
+        TRY(plan_twin(net, i, p, &workspace));
+        if (sl->group_bn) {
+            const size_t d = batchnorm_sync_doubles(sl->twin);
+            if (d > most_bn) most_bn = d;
+        }
+    }
+    sp->workspace = mem_alloc_floats(workspace);
+    if (!sp->workspace)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "workspace of %zu floats", workspace);
+    sp->workspace_floats = workspace;
+    sp->bytes += workspace * sizeof(float);
+    if (!net->comm) return PCNN_OK;
+    TRY(box_mover_create(net->comm, &net->opt.timeout_ms, &sp->mover));
+    if (most_bn > 0) {
+        if (most_bn > (size_t)INT_MAX / (size_t)sp->group_size)
+            return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "batch-norm statistics too large");
+        MPI_Comm group;
+        TRY(box_mover_split(sp->mover, sp->rank / sp->group_size, &group));
+        pcnn_comm tmp = {.comm = group, .rank = sp->rank % sp->group_size,
+                         .size = sp->group_size};
+        const pcnn_status st = reducer_create(&tmp, (int)most_bn, &net->opt.timeout_ms,
+                                              &sp->group_reducer);
+        MPI_Comm_free(&group);
+        TRY(st);
+        sp->bytes += reducer_bytes(sp->group_reducer);
+    }
+    net->memory_bytes += sp->bytes;
+    return PCNN_OK;
+}
+
+void spatial_release(pcnn_net *net)
+{
+    spatial *sp = net->spatial;
+    if (!sp) return;
+    for (int i = 0; sp->layers && i < sp->count; i++) {
+        spatial_layer *sl = &sp->layers[i];
+        layer_list_destroy(&sl->twin_list); /* its stand-ins' buffers are not its own */
+        for (int j = 0; j < 2; j++) {
+            mem_free(sl->in_y[j]);
+            mem_free(sl->in_dy[j]);
+            mem_free(sl->need[j]);
+        }
+        mem_free(sl->have);
+    }
+    mem_free(sp->layers);
+    sp->layers = NULL;
+    box_mover_destroy(sp->mover);
+    sp->mover = NULL;
+    reducer_destroy(sp->group_reducer);
+    sp->group_reducer = NULL;
+    mem_free(sp->workspace);
+    sp->workspace = NULL;
+    mem_free(sp->group_start);
+    mem_free(sp->group_count);
+    mem_free(sp->fixed_start);
+    mem_free(sp->fixed_count);
+    sp->group_start = sp->group_count = sp->fixed_start = sp->fixed_count = NULL;
+    sp->active = false;
+    sp->bytes = 0;
+}

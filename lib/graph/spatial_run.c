@@ -1,0 +1,273 @@
+/* Spatial and hybrid parallelism: the passes of a training step on this
+ * rank's boxes (spatial.h).  run.c's data-parallel step calls these
+ * between its agreements, so failing together works as there. */
+#include <string.h>
+
+#include "../core/clock.h"
+#include "../core/error.h"
+#include "../kernels/kernels.h"
+#include "../layers/batchnorm.h"
+#include "loss.h"
+#include "spatial.h"
+
+pcnn_status spatial_begin_step(pcnn_net *net, const char *func)
+{
+    spatial *sp = net->spatial;
+    const int G = sp->group_size;
+    sp->failed = PCNN_OK;
+    int total = 0;
+    for (int g = 0; g < sp->groups; g++) {
+        const int n = comm_batch_of(net->comm, g * G);
+        for (int q = g * G + 1; q < (g + 1) * G; q++)
+            if (comm_batch_of(net->comm, q) != n)
+                return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "ranks %d and %d of sample "
+                                 "group %d passed %d and %d samples: the ranks of a group "
+                                 "pass the same samples", g * G, q, g, n,
+                                 comm_batch_of(net->comm, q));
+        sp->group_start[g] = total;
+        sp->group_count[g] = n;
+        total += n;
+    }
+    sp->batch = total;
+    const sample_split split = {sp->groups, sp->group_start, sp->group_count};
+    for (int i = 0; i < sp->count; i++) {
+        spatial_layer *sl = &sp->layers[i];
+        const pcnn_layer *l = net->layers.items[i];
+        for (int q = 0; q < sp->ranks; q++)
+            sl->have[q] = layout_box(sl->parts, q, &split, l->out.d, l->out.h, l->out.w);
+        sl->mine = sl->have[sp->rank];
+        for (int j = 0; j < l->num_inputs; j++)
+            if (sl->moves[j]) spatial_need_boxes(net, i, j, sl->have, sl->need[j]);
+    }
+    return PCNN_OK;
+}
+
+static int samples_of(const box *b) { return box_extent(b, LAYOUT_N); }
+
+static size_t box_points(const box *b)
+{
+    return (size_t)box_extent(b, LAYOUT_D) * (size_t)box_extent(b, LAYOUT_H) *
+           (size_t)box_extent(b, LAYOUT_W);
+}
+
+void spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input)
+{
+    const spatial *sp = net->spatial;
+    pcnn_layer *in = net->layers.items[0];
+    const box *b = &sp->layers[0].mine;
+    const int c = in->out.c;
+    if (box_input) {
+        nchw_to_cnhw(x, in->y, n, c, box_points(b), net->threads);
+        return;
+    }
+    /* The group's whole samples, NCDHW: copy this rank's rows. */
+    const shape s = in->out;
+    const int bd = box_extent(b, LAYOUT_D), bh = box_extent(b, LAYOUT_H),
+              bw = box_extent(b, LAYOUT_W);
+    const long rows = (long)n * c * bd * bh;
+#pragma omp parallel for num_threads(net->threads) if (rows * bw > 32768) schedule(static)
+    for (long r = 0; r < rows; r++) {
+        long t = r;
+        const int h = (int)(t % bh);
+        t /= bh;
+        const int d = (int)(t % bd);
+        t /= bd;
+        const int ch = (int)(t % c), i = (int)(t / c);
+        const float *src = x + ((((size_t)i * (size_t)s.c + (size_t)ch) * (size_t)s.d +
+                                 (size_t)(d + b->lo[LAYOUT_D])) * (size_t)s.h +
+                                (size_t)(h + b->lo[LAYOUT_H])) * (size_t)s.w +
+                           (size_t)b->lo[LAYOUT_W];
+        float *dst = in->y + ((((size_t)ch * (size_t)n + (size_t)i) * (size_t)bd + (size_t)d) *
+                                  (size_t)bh + (size_t)h) * (size_t)bw;
+        memcpy(dst, src, (size_t)bw * sizeof(float));
+    }
+}
+
+/* Group reductions of a split batch norm (layers/layer.h run_reduce). */
+static const double *group_gather(void *arg, const double *mine, int count)
+{
+    const double *all = NULL;
+    return reducer_gather(arg, mine, count, &all) == PCNN_OK ? all : NULL;
+}
+
+static bool group_sum(void *arg, double *values, int count)
+{
+    return reducer_sum(arg, values, count) == PCNN_OK;
+}
+
+/* The reductions layer i takes part in (NULL: none). */
+static const run_reduce *reduce_of(const pcnn_net *net, int i, const run_reduce *global,
+                                   const run_reduce *group)
+{
+    const spatial_layer *sl = &net->spatial->layers[i];
+    const pcnn_layer *l = sl->direct ? net->layers.items[i] : sl->twin;
+    if (!batchnorm_synchronised(l)) return NULL;
+    return sl->group_bn ? group : global;
+}
+
+static run_ctx ctx_of(const pcnn_net *net, const spatial_layer *sl, bool train,
+                      const run_reduce *reduce)
+{
+    const spatial *sp = net->spatial;
+    return (run_ctx){
+        .n = samples_of(&sl->mine),
+        .train = train,
+        .update_stats = train,
+        .threads = net->threads,
+        .seed = net->opt.seed,
+        .step = net->step,
+        .sample_base = sl->mine.lo[LAYOUT_N],
+        .exchange_step = exchange_step_active(net->exchange),
+        .workspace = sl->direct ? net->workspace : sp->workspace,
+        .reduce = reduce,
+    };
+}
+
+/* Input j of layer i in its box, halo included: padding first where the
+ * box leaves the sample, then the points of every rank that holds them. */
+static pcnn_status move_in(pcnn_net *net, int i, int j)
+{
+    spatial *sp = net->spatial;
+    spatial_layer *sl = &sp->layers[i];
+    const pcnn_layer *l = net->layers.items[i], *in = l->inputs[j];
+    const box *need = &sl->need[j][sp->rank];
+    if (sl->windowed && samples_of(need) > 0) {
+        const int ext[LAYOUT_DIMS] = {0, in->out.d, in->out.h, in->out.w};
+        bool padded = false;
+        for (int k = 1; k < LAYOUT_DIMS; k++)
+            padded |= need->lo[k] < 0 || need->hi[k] > ext[k];
+        if (padded) {
+            const size_t count = (size_t)in->out.c * box_volume(need);
+            for (size_t e = 0; e < count; e++) sl->in_y[j][e] = sl->pad;
+        }
+    }
+    return box_move(sp->mover, 4 * i + 2 * j, in->out.c, sp->layers[in->index].have,
+                    sl->need[j], in->y, sl->in_y[j], false, net->threads);
+}
+
+/* The gradient of input j's halo back to its owners, added to theirs. */
+static pcnn_status move_back(pcnn_net *net, int i, int j)
+{
+    spatial *sp = net->spatial;
+    spatial_layer *sl = &sp->layers[i];
+    const pcnn_layer *l = net->layers.items[i];
+    pcnn_layer *in = l->inputs[j];
+    const spatial_layer *si = &sp->layers[in->index];
+    if (!l->accumulate_dx[j])
+        memset(in->dy, 0, (size_t)in->out.c * box_volume(&si->mine) * sizeof(float));
+    return box_move(sp->mover, 4 * i + 2 * j + 1, in->out.c, sl->need[j], si->have,
+                    sl->in_dy[j], in->dy, true, net->threads);
+}
+
+/* A twin batch norm updates the original's running statistics (which
+ * checkpoints save and load). */
+static void sync_running_stats(pcnn_layer *to, pcnn_layer *from)
+{
+    size_t count = 0, from_count = 0;
+    float *dst = batchnorm_running_stats(to, &count);
+    const float *src = batchnorm_running_stats(from, &from_count);
+    if (dst && src && count == from_count) memcpy(dst, src, count * sizeof(float));
+}
+
+pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global)
+{
+    spatial *sp = net->spatial;
+    run_reduce group_hooks = {.gather = group_gather, .sum = group_sum,
+                              .arg = sp->group_reducer,
+                              .ranks = sp->group_reducer ? reducer_ranks(sp->group_reducer) : 1};
+    pcnn_status st = PCNN_OK;
+    for (int i = 1; i < net->layers.count; i++) {
+        pcnn_layer *l = net->layers.items[i];
+        spatial_layer *sl = &sp->layers[i];
+        pcnn_layer *run = sl->direct ? l : sl->twin;
+        const run_reduce *reduce = reduce_of(net, i, global, &group_hooks);
+        run_ctx ctx = ctx_of(net, sl, true, reduce);
+        if (st == PCNN_OK) st = exchange_before_forward(net->exchange, i);
+        for (int j = 0; j < l->num_inputs && st == PCNN_OK; j++)
+            if (sl->moves[j]) st = move_in(net, i, j);
+        if (st != PCNN_OK || ctx.n == 0) {
+            /* Join the reductions with nothing; the step fails later if st. */
+            if (reduce) {
+                ctx.n = 0;
+                if (!sl->direct && layer_is_batchnorm(l)) sync_running_stats(run, l);
+                run->ops->forward(run, &ctx);
+                if (!sl->direct && layer_is_batchnorm(l)) sync_running_stats(l, run);
+            }
+            if (st == PCNN_OK) exchange_after_forward(net->exchange, i);
+            continue;
+        }
+        const bool twin_bn = !sl->direct && layer_is_batchnorm(l);
+        if (twin_bn) sync_running_stats(run, l);
+        const double t0 = clock_now();
+        run->ops->forward(run, &ctx);
+        const double t1 = clock_now();
+        if (twin_bn) sync_running_stats(l, run);
+        timing_layer(&net->profile, i, TIMING_FORWARD, t1 - t0);
+        trace_span(&net->profile, i, TRACE_FORWARD, t0, t1);
+        exchange_after_forward(net->exchange, i);
+        exchange_poll(net->exchange);
+    }
+    if (st == PCNN_OK && sp->group_reducer) st = reducer_error(sp->group_reducer);
+    return st;
+}
+
+double spatial_loss(pcnn_net *net, const int32_t *labels, const float *targets)
+{
+    const spatial *sp = net->spatial;
+    const spatial_layer *sl = &sp->layers[net->output->index];
+    const int n = samples_of(&sl->mine);
+    if (n == 0) return 0.0;
+    const int group = sp->rank / sp->group_size;
+    const int offset = sl->mine.lo[LAYOUT_N] - sp->group_start[group];
+    loss_args a = {
+        .kind = net->loss,
+        .y = net->output->y,
+        .s = net->output->out,
+        .n = n,
+        .labels = labels ? labels + offset : NULL,
+        .targets = targets ? targets + (size_t)offset * shape_size(net->output->out) : NULL,
+        .norm_samples = sp->batch,
+        .scratch = net->loss_scratch,
+        .threads = net->threads,
+    };
+    return loss_compute(&a, net->output->dy);
+}
+
+pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global)
+{
+    spatial *sp = net->spatial;
+    run_reduce group_hooks = {.gather = group_gather, .sum = group_sum,
+                              .arg = sp->group_reducer,
+                              .ranks = sp->group_reducer ? reducer_ranks(sp->group_reducer) : 1};
+    pcnn_status st = PCNN_OK;
+    for (int i = net->layers.count - 1; i > 0; i--) {
+        pcnn_layer *l = net->layers.items[i];
+        spatial_layer *sl = &sp->layers[i];
+        pcnn_layer *run = sl->direct ? l : sl->twin;
+        const run_reduce *reduce = reduce_of(net, i, global, &group_hooks);
+        run_ctx ctx = ctx_of(net, sl, true, reduce);
+        float *dx[2] = {NULL, NULL};
+        for (int j = 0; j < l->num_inputs; j++)
+            if (!layer_is_input(l->inputs[j])) dx[j] = run->inputs[j]->dy;
+        exchange_before_backward(net->exchange, i);
+        if (ctx.n == 0) {
+            for (size_t k = 0; k < l->num_params; k++) l->grads[k] = 0.0f;
+            if (reduce) {
+                float *none[2] = {NULL, NULL};
+                run->ops->backward(run, &ctx, none);
+            }
+        } else {
+            const double t0 = clock_now();
+            run->ops->backward(run, &ctx, dx);
+            const double t1 = clock_now();
+            timing_layer(&net->profile, i, TIMING_BACKWARD, t1 - t0);
+            trace_span(&net->profile, i, TRACE_BACKWARD, t0, t1);
+        }
+        for (int j = 0; j < l->num_inputs && st == PCNN_OK; j++)
+            if (sl->moves[j] && !layer_is_input(l->inputs[j])) st = move_back(net, i, j);
+        exchange_after_backward(net->exchange, i);
+        exchange_poll(net->exchange);
+    }
+    if (st == PCNN_OK && sp->group_reducer) st = reducer_error(sp->group_reducer);
+    return st;
+}

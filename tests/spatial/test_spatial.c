@@ -1,0 +1,398 @@
+/* Spatial and hybrid parallelism (pcnn.h section 9), under mpiexec with 1
+ * to 4 ranks.
+ *
+ *   1. Convolutions on every 2D split of the ranks (P x 1, 1 x P, 2 x 2,
+ *      hybrid 2 sample groups x 2), odd sizes 7, 13, 31, kernels 1, 3, 5,
+ *      7, strides 1 and 2, padding 0 and k/2: one training step equals a
+ *      private one-rank network on the whole batch -- the network's output
+ *      (forward), the loss, every weight gradient (summed over the ranks:
+ *      the second convolution's input gradient crosses the halo back to
+ *      its owners) and the parameters after the update, to 1e-5 relative.
+ *   2. Max pooling (padded, odd sizes, windows across blocks): the output
+ *      bit for bit; average pooling and batch norm (statistics over the
+ *      sample group) to 1e-5.
+ *   3. Training: 4 steps with momentum and with Adam on a hybrid
+ *      distribution (2 sample groups x 2 on 4 ranks; a pure spatial one
+ *      on fewer) equal one rank on the global batch, parameters to 1e-5.
+ *   4. {P, 1, 1, 1} set explicitly trains bit for bit as a network without
+ *      a distribution (today's data parallelism).
+ *   5. A layer too small for its group fails finalize with SHAPE naming it;
+ *      bad parts are refused; the box and group queries answer. */
+#define PCNN_EXPERIMENTAL
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/mpi_check.h"
+#include "graph/net.h"
+#include "pcnn.h"
+
+static pcnn_comm *comm_world;
+
+typedef enum op { CONV, MAXPOOL, AVGPOOL, BN, RELU, FLATTEN, DENSE, END } op;
+
+typedef struct layer_spec {
+    op kind;
+    int a, k, s, p; /* a: output channels / features */
+} layer_spec;
+
+typedef struct model {
+    pcnn_net *net;
+    pcnn_layer *out, *first; /* the output; the first layer after the input */
+    int out_size;
+} model;
+
+static uint64_t rng_state;
+static int sync_bn; /* PCNN_OPT_SYNC_BATCHNORM of the networks built */
+static float frand(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng_state >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+/* NULL parts: no distribution; NULL comm: a private one-rank network. */
+static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const layer_spec *spec,
+                         int c, int h, int w, int max_batch, pcnn_optimizer optimizer,
+                         double lr)
+{
+    pcnn_net *net;
+    CK(pcnn_net_create(&net));
+    if (comm) CK(pcnn_net_set_comm(net, comm));
+    CK(pcnn_net_set_option(net, PCNN_OPT_SEED, 7));
+    CK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, lr));
+    CK(pcnn_net_set_option(net, PCNN_OPT_OVERLAP, 0));
+    CK(pcnn_net_set_exchange(net, PCNN_EXCHANGE_ALLREDUCE)); /* grads: the global sum */
+    CK(pcnn_net_set_optimizer(net, optimizer));
+    CK(pcnn_net_set_option(net, PCNN_OPT_SYNC_BATCHNORM, sync_bn));
+    pcnn_layer *l;
+    CK(pcnn_net_input(net, c, h, w, &l));
+    for (const layer_spec *s = spec; s->kind != END; s++) {
+        switch (s->kind) {
+        case CONV: CK(pcnn_conv2d(net, l, s->a, s->k, s->s, s->p, 1, &l)); break;
+        case MAXPOOL: CK(pcnn_maxpool2d(net, l, s->k, s->s, s->p, &l)); break;
+        case AVGPOOL: CK(pcnn_avgpool2d(net, l, s->k, s->s, s->p, &l)); break;
+        case BN: CK(pcnn_batchnorm(net, l, 1e-5f, 0.1f, &l)); break;
+        case RELU: CK(pcnn_relu(net, l, &l)); break;
+        case FLATTEN: CK(pcnn_flatten(net, l, &l)); break;
+        case DENSE: CK(pcnn_dense(net, l, s->a, 1, &l)); break;
+        case END: break;
+        }
+        if (s == spec) m->first = l;
+    }
+    CK(pcnn_net_set_loss(net, l, PCNN_LOSS_MSE));
+    if (parts) CK(pcnn_net_set_distribution(net, parts));
+    m->net = net;
+    m->out = l;
+    int oc, oh, ow;
+    CK(pcnn_layer_output_shape(l, &oc, &oh, &ow));
+    m->out_size = oc * oh * ow;
+    return pcnn_net_finalize(net, max_batch);
+}
+
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double diff = 0.0, scale = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - (double)b[i]);
+        if (d > diff || isnan(d)) diff = isnan(d) ? INFINITY : d;
+        if (fabs((double)b[i]) > scale) scale = fabs((double)b[i]);
+    }
+    return diff / scale;
+}
+
+/* This rank's samples of the network's output: group share, then its
+ * share within the group (the head's {P, 1, 1, 1}). */
+static void head_samples(int groups, int batch, int *first, int *count)
+{
+    const int g_size = ranks / groups, g = rank / g_size, j = rank % g_size;
+    const int gs = batch / groups + (g < batch % groups), g0 = g * (batch / groups) +
+                   (g < batch % groups ? g : batch % groups);
+    *count = gs / g_size + (j < gs % g_size);
+    *first = g0 + j * (gs / g_size) + (j < gs % g_size ? j : gs % g_size);
+}
+
+typedef struct outcome {
+    double loss, grads, params, output;
+    bool output_bitwise;
+} outcome;
+
+/* `steps` training steps of the spatial network and of a private one-rank
+ * network on the whole batch; the worst relative differences. */
+static outcome compare(const layer_spec *spec, int c, int h, int w, const int *parts, int batch,
+                       int steps, pcnn_optimizer optimizer)
+{
+    outcome r = {0, 0, 0, 0, true};
+    model seq, sp;
+    CK(build(&seq, NULL, NULL, spec, c, h, w, batch, optimizer, 0.05));
+    CK(build(&sp, comm_world, parts, spec, c, h, w, batch, optimizer, 0.05));
+    size_t np;
+    CK(pcnn_net_num_params(seq.net, &np));
+    const size_t sample = (size_t)c * h * w;
+    float *x = malloc(sizeof(float) * sample * batch);
+    float *t = malloc(sizeof(float) * (size_t)seq.out_size * batch);
+    float *p_seq = malloc(sizeof(float) * (np + 1)), *p_sp = malloc(sizeof(float) * (np + 1));
+    float *g_seq = malloc(sizeof(float) * (np + 1)), *g_sp = malloc(sizeof(float) * (np + 1));
+    const int groups = parts[0], g = rank / (ranks / groups);
+    const int g0 = g * (batch / groups) + (g < batch % groups ? g : batch % groups);
+    const int gn = batch / groups + (g < batch % groups);
+    int first, count;
+    head_samples(groups, batch, &first, &count);
+    for (int step = 0; step < steps; step++) {
+        rng_state = 1234 + (uint64_t)step;
+        for (size_t i = 0; i < sample * batch; i++) x[i] = frand();
+        for (size_t i = 0; i < (size_t)seq.out_size * batch; i++) t[i] = frand();
+        float l_seq, l_sp;
+        CK(pcnn_net_train_step(seq.net, batch, x, NULL, t, &l_seq));
+        CK(pcnn_net_train_step(sp.net, gn, x + (size_t)g0 * sample, NULL,
+                               t + (size_t)g0 * seq.out_size, &l_sp));
+        const double dl = fabs((double)l_seq - l_sp) / fmax(fabs((double)l_seq), 1e-30);
+        if (dl > r.loss) r.loss = dl;
+        if (step == 0) {
+            CK(pcnn_net_get_grads(seq.net, g_seq, np));
+            CK(pcnn_net_get_grads(sp.net, g_sp, np));
+            r.grads = rel_diff(g_sp, g_seq, np);
+            /* The output: CNHW, this rank's samples of the head. */
+            const pcnn_net *a = seq.net, *b = sp.net;
+            const int oc = seq.out_size;
+            double diff = 0.0, scale = 1e-30;
+            for (int ch = 0; ch < oc; ch++)
+                for (int i = 0; i < count; i++) {
+                    const float u = b->output->y[(size_t)ch * count + i];
+                    const float v = a->output->y[(size_t)ch * batch + first + i];
+                    if (u != v) r.output_bitwise = false;
+                    diff = fmax(diff, fabs((double)u - v));
+                    scale = fmax(scale, fabs((double)v));
+                }
+            /* The largest difference relative to the largest output, on
+             * any rank. */
+            double both[2] = {diff, scale};
+            MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            r.output = both[0] / both[1];
+        }
+    }
+    CK(pcnn_net_get_params(seq.net, p_seq, np));
+    CK(pcnn_net_get_params(sp.net, p_sp, np));
+    r.params = rel_diff(p_sp, p_seq, np);
+    pcnn_net_destroy(&seq.net);
+    pcnn_net_destroy(&sp.net);
+    free(x);
+    free(t);
+    free(p_seq);
+    free(p_sp);
+    free(g_seq);
+    free(g_sp);
+    return r;
+}
+
+/* The output extent of a window along one dimension. */
+static int out_extent(int x, int k, int s, int p) { return (x + 2 * p - k) / s + 1; }
+
+static void test_convolutions(const int (*splits)[4], int num_splits)
+{
+    static const int sizes[] = {7, 13, 31}, kernels[] = {1, 3, 5, 7}, strides[] = {1, 2};
+    int cases = 0, bad = 0;
+    double worst = 0.0;
+    for (int si = 0; si < num_splits; si++)
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 4; b++)
+                for (int c = 0; c < 2; c++)
+                    for (int pad = 0; pad < 2; pad++) {
+                        const int X = sizes[a], k = kernels[b], s = strides[c];
+                        const int p = pad ? k / 2 : 0;
+                        if (k > X + 2 * p) continue;
+                        const int y = out_extent(X, k, s, p);
+                        const int *parts = splits[si];
+                        if (y < parts[2] || y < parts[3]) continue; /* test 5 */
+                        /* A second convolution 3x3 stride 1: its input
+                         * gradient crosses the halo back. */
+                        const layer_spec spec[] = {{CONV, 3, k, s, p}, {RELU, 0, 0, 0, 0},
+                                                   {CONV, 2, 3, 1, 1}, {FLATTEN, 0, 0, 0, 0},
+                                                   {END, 0, 0, 0, 0}};
+                        const outcome o = compare(spec, 2, X, X, parts, 3, 1, PCNN_OPTIMIZER_SGD);
+                        const double e = fmax(fmax(o.loss, o.grads), fmax(o.params, o.output));
+                        if (e > worst) worst = e;
+                        cases++;
+                        if (!(e <= 1e-5)) {
+                            bad++;
+                            if (rank == 0)
+                                printf("  split {%d,%d,%d,%d} X=%d k=%d s=%d p=%d: loss %.2g "
+                                       "grads %.2g params %.2g output %.2g\n", parts[0],
+                                       parts[1], parts[2], parts[3], X, k, s, p, o.loss,
+                                       o.grads, o.params, o.output);
+                        }
+                    }
+    char what[160];
+    snprintf(what, sizeof what, "convolutions: %d cases of split x size x kernel x stride x "
+             "padding equal one rank (worst relative difference %.2g)", cases, worst);
+    expect(bad == 0 && cases > 0, what);
+}
+
+static void test_pooling_and_batchnorm(const int *parts)
+{
+    const layer_spec maxpool[] = {{MAXPOOL, 0, 3, 2, 1}, {FLATTEN, 0, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    outcome o = compare(maxpool, 2, 13, 13, parts, 3, 1, PCNN_OPTIMIZER_SGD);
+    expect(o.output_bitwise && o.loss <= 1e-6, "max pooling 3x3 stride 2 pad 1 on 13x13: the "
+           "output bit for bit");
+    const layer_spec pools[] = {{CONV, 3, 3, 1, 1}, {MAXPOOL, 0, 2, 2, 0}, {CONV, 2, 3, 1, 1},
+                                {AVGPOOL, 0, 3, 2, 1}, {FLATTEN, 0, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    o = compare(pools, 2, 15, 15, parts, 3, 1, PCNN_OPTIMIZER_SGD);
+    expect(fmax(fmax(o.loss, o.grads), fmax(o.params, o.output)) <= 1e-5,
+           "conv, max pool 2x2 on an odd size, conv, avg pool 3x3/2/1: loss, output, "
+           "gradients, parameters to 1e-5");
+    const layer_spec bn[] = {{CONV, 4, 3, 1, 1}, {BN, 0, 0, 0, 0}, {RELU, 0, 0, 0, 0},
+                             {CONV, 2, 3, 2, 1}, {FLATTEN, 0, 0, 0, 0}, {DENSE, 3, 0, 0, 0},
+                             {END, 0, 0, 0, 0}};
+    o = compare(bn, 2, 13, 11, parts, 3, 1, PCNN_OPTIMIZER_SGD);
+    char what[160];
+    snprintf(what, sizeof what, "batch norm over the sample group, dense head: loss %.2g "
+             "gradients %.2g parameters %.2g", o.loss, o.grads, o.params);
+    expect(fmax(fmax(o.loss, o.grads), fmax(o.params, o.output)) <= 1e-5, what);
+}
+
+static void test_training(const int *parts)
+{
+    /* Batch norm after the ReLU: a convolution's bias right before a batch
+     * norm has a zero gradient, whose rounding noise Adam would blow up
+     * to a step of the learning rate. */
+    const layer_spec spec[] = {{CONV, 4, 3, 1, 1}, {RELU, 0, 0, 0, 0}, {BN, 0, 0, 0, 0},
+                               {MAXPOOL, 0, 2, 2, 0}, {CONV, 4, 5, 1, 2}, {RELU, 0, 0, 0, 0},
+                               {FLATTEN, 0, 0, 0, 0}, {DENSE, 5, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    static const pcnn_optimizer opts[] = {PCNN_OPTIMIZER_MOMENTUM, PCNN_OPTIMIZER_ADAM};
+    static const char *const names[] = {"momentum", "Adam"};
+    /* Several sample groups: batch norm synchronised over every rank, as
+     * one rank normalises over the whole batch. */
+    sync_bn = parts[0] > 1;
+    for (int i = 0; i < 2; i++) {
+        const outcome o = compare(spec, 3, 17, 14, parts, 5, 4, opts[i]);
+        char what[200];
+        snprintf(what, sizeof what, "4 steps of %s on {%d,%d,%d,%d}%s, batch 5: parameters "
+                 "%.2g, losses %.2g relative to one rank", names[i], parts[0], parts[1],
+                 parts[2], parts[3], sync_bn ? " (batch norm synchronised)" : "", o.params,
+                 o.loss);
+        expect(o.params <= 1e-5 && o.loss <= 1e-5, what);
+    }
+    sync_bn = 0;
+}
+
+static void test_data_parallel_unchanged(void)
+{
+    const layer_spec spec[] = {{CONV, 3, 3, 1, 1}, {RELU, 0, 0, 0, 0}, {MAXPOOL, 0, 2, 2, 0},
+                               {FLATTEN, 0, 0, 0, 0}, {DENSE, 4, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    const int parts[4] = {ranks, 1, 1, 1};
+    model a, b;
+    CK(build(&a, comm_world, NULL, spec, 2, 9, 9, 2 * ranks, PCNN_OPTIMIZER_ADAM, 0.01));
+    CK(build(&b, comm_world, parts, spec, 2, 9, 9, 2 * ranks, PCNN_OPTIMIZER_ADAM, 0.01));
+    float x[2 * 2 * 81], t[2 * 4];
+    for (int step = 0; step < 3; step++) {
+        rng_state = 99 + (uint64_t)(step * ranks + rank);
+        for (int i = 0; i < 2 * 2 * 81; i++) x[i] = frand();
+        for (int i = 0; i < 8; i++) t[i] = frand();
+        float la, lb;
+        CK(pcnn_net_train_step(a.net, 2, x, NULL, t, &la));
+        CK(pcnn_net_train_step(b.net, 2, x, NULL, t, &lb));
+    }
+    size_t np;
+    CK(pcnn_net_num_params(a.net, &np));
+    float *pa = malloc(np * sizeof(float)), *pb = malloc(np * sizeof(float));
+    CK(pcnn_net_get_params(a.net, pa, np));
+    CK(pcnn_net_get_params(b.net, pb, np));
+    expect(memcmp(pa, pb, np * sizeof(float)) == 0,
+           "{P, 1, 1, 1} set explicitly trains bit for bit as today's data parallelism");
+    free(pa);
+    free(pb);
+    pcnn_net_destroy(&a.net);
+    pcnn_net_destroy(&b.net);
+}
+
+static void test_refusals_and_queries(void)
+{
+    const layer_spec spec[] = {{CONV, 2, 3, 2, 0}, {FLATTEN, 0, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    if (ranks > 1) {
+        /* 7 -> conv 3/2/0 -> 3 rows: too few for `ranks + 2`... use H split over
+         * all ranks on a 2-row output: 5 -> 2. */
+        const int parts[4] = {1, 1, ranks, 1};
+        model m;
+        pcnn_status st = build(&m, comm_world, parts, spec, 1, ranks == 2 ? 3 : 5, 9, 2,
+                               PCNN_OPTIMIZER_SGD, 0.1);
+        /* ranks == 2: 3 -> 1 row; else 5 -> 2 rows < ranks. */
+        const bool named = strstr(pcnn_last_error(), "layer 1 (conv2d)") != NULL &&
+                           strstr(pcnn_last_error(), "too small") != NULL;
+        if (!named && rank == 0) printf("  message: %s\n", pcnn_last_error());
+        expect(st == PCNN_ERR_SHAPE && named,
+               "a layer too small for its group: finalize fails with SHAPE naming the layer");
+        pcnn_net_destroy(&m.net);
+    }
+    pcnn_net *net;
+    CK(pcnn_net_create(&net));
+    CK(pcnn_net_set_comm(net, comm_world));
+    const int wrong[4] = {ranks, 2, 1, 1}, zero[4] = {0, 1, 1, ranks};
+    expect(pcnn_net_set_distribution(net, wrong) == PCNN_ERR_INVALID_ARGUMENT &&
+               pcnn_net_set_distribution(net, zero) == PCNN_ERR_INVALID_ARGUMENT &&
+               pcnn_net_set_distribution(net, NULL) == PCNN_ERR_INVALID_ARGUMENT,
+           "parts whose product is not P, parts < 1 and NULL are refused");
+    pcnn_net_destroy(&net);
+
+    /* Boxes and groups of a 2D split. */
+    int parts[4] = {1, 1, ranks, 1};
+    if (ranks == 4) parts[0] = 2, parts[2] = 1, parts[3] = 2;
+    model m;
+    const layer_spec spec2[] = {{CONV, 2, 3, 1, 1}, {FLATTEN, 0, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    CK(build(&m, comm_world, parts, spec2, 1, 13, 11, 4, PCNN_OPTIMIZER_SGD, 0.1));
+    int start[3], count[3], got[4], group, groups, in_group, size;
+    CK(pcnn_layer_local_box(m.first, start, count));
+    int c[4] = {rank / (ranks / parts[0]), 0, 0, 0};
+    c[2] = (rank / parts[3]) % parts[2];
+    c[3] = rank % parts[3];
+    const int h0 = c[2] * (13 / parts[2]) + (c[2] < 13 % parts[2] ? c[2] : 13 % parts[2]);
+    const int w0 = c[3] * (11 / parts[3]) + (c[3] < 11 % parts[3] ? c[3] : 11 % parts[3]);
+    const bool boxed = start[0] == 0 && count[0] == 1 && start[1] == h0 &&
+                       count[1] == 13 / parts[2] + (c[2] < 13 % parts[2]) && start[2] == w0 &&
+                       count[2] == 11 / parts[3] + (c[3] < 11 % parts[3]);
+    CK(pcnn_layer_get_distribution(m.out, got));
+    const bool head = got[0] == ranks && got[1] == 1 && got[2] == 1 && got[3] == 1;
+    CK(pcnn_layer_get_distribution(m.first, got));
+    const bool inherited = memcmp(got, parts, sizeof got) == 0;
+    CK(pcnn_net_group_info(m.net, &group, &groups, &in_group, &size));
+    const int g_size = ranks / parts[0];
+    expect(boxed && head && inherited && groups == parts[0] && size == g_size && group == rank / g_size &&
+               in_group == rank % g_size,
+           "the convolution inherits the network's distribution and holds its block; flatten "
+           "takes {P, 1, 1, 1}; group info");
+    pcnn_net_destroy(&m.net);
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    CK(pcnn_comm_create(MPI_COMM_WORLD, &comm_world));
+
+    int splits[4][4], num = 0;
+    if (ranks == 1) {
+        splits[num][0] = 1, splits[num][1] = 1, splits[num][2] = 1, splits[num][3] = 1, num++;
+    } else {
+        const int a[4] = {1, 1, ranks, 1}, b[4] = {1, 1, 1, ranks};
+        memcpy(splits[num++], a, sizeof a);
+        memcpy(splits[num++], b, sizeof b);
+        if (ranks == 4) {
+            const int c[4] = {1, 1, 2, 2}, d[4] = {2, 1, 1, 2};
+            memcpy(splits[num++], c, sizeof c);
+            memcpy(splits[num++], d, sizeof d);
+        }
+    }
+    test_convolutions((const int(*)[4])splits, num);
+    test_pooling_and_batchnorm(splits[ranks == 4 ? 2 : 0]);
+    const int hybrid[4] = {2, 1, 1, 2};
+    test_training(ranks == 4 ? hybrid : splits[0]);
+    test_data_parallel_unchanged();
+    test_refusals_and_queries();
+
+    CK(pcnn_comm_destroy(&comm_world));
+    if (rank == 0) printf("%d of %d checks passed\n", checks - failures, checks);
+    MPI_Finalize();
+    return failures ? 1 : 0;
+}
