@@ -16,7 +16,13 @@
  *      on fewer) equal one rank on the global batch, parameters to 1e-5.
  *   4. {P, 1, 1, 1} set explicitly trains bit for bit as a network without
  *      a distribution (today's data parallelism).
- *   5. A layer too small for its group fails finalize with SHAPE naming it;
+ *   5. Box moves: a shuffle from an H split to whole samples and back is
+ *      the identity bit for bit (copying, and adding into zeros); a halo
+ *      move fills every point of the extended box inside the sample with
+ *      its owner's value and leaves the padding alone.
+ *   6. pcnn_net_train_step_local on each rank's box trains bit for bit as
+ *      pcnn_net_train_step on the group's whole samples.
+ *   7. A layer too small for its group fails finalize with SHAPE naming it;
  *      bad parts are refused; the box and group queries answer. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
@@ -27,6 +33,7 @@
 
 #include "../common/mpi_check.h"
 #include "graph/net.h"
+#include "parallel/box_move.h"
 #include "pcnn.h"
 
 static pcnn_comm *comm_world;
@@ -363,6 +370,119 @@ static void test_refusals_and_queries(void)
     pcnn_net_destroy(&m.net);
 }
 
+/* A value that names the point (ch, n, d, h, w) exactly. */
+static float point_value(int ch, int n, int d, int h, int w)
+{
+    return (float)((((ch * 7 + n) * 3 + d) * 64 + h) * 64 + w);
+}
+
+static void fill_box(float *t, const box *b, int c)
+{
+    size_t i = 0;
+    for (int ch = 0; ch < c; ch++)
+        for (int n = b->lo[0]; n < b->hi[0]; n++)
+            for (int d = b->lo[1]; d < b->hi[1]; d++)
+                for (int h = b->lo[2]; h < b->hi[2]; h++)
+                    for (int w = b->lo[3]; w < b->hi[3]; w++) t[i++] = point_value(ch, n, d, h, w);
+}
+
+/* Points of b inside [0,H) x [0,W) hold their value, the others `pad`. */
+static bool check_box(const float *t, const box *b, int c, int H, int W, float pad)
+{
+    size_t i = 0;
+    bool ok = true;
+    for (int ch = 0; ch < c; ch++)
+        for (int n = b->lo[0]; n < b->hi[0]; n++)
+            for (int d = b->lo[1]; d < b->hi[1]; d++)
+                for (int h = b->lo[2]; h < b->hi[2]; h++)
+                    for (int w = b->lo[3]; w < b->hi[3]; w++, i++) {
+                        const bool in = h >= 0 && h < H && w >= 0 && w < W;
+                        ok &= t[i] == (in ? point_value(ch, n, d, h, w) : pad);
+                    }
+    return ok;
+}
+
+static void test_box_moves(void)
+{
+    enum { C = 3, B = 5, H = 11, W = 9, MAXP = 8 };
+    long timeout = 60000;
+    box_mover *m;
+    CK(box_mover_create(comm_world, &timeout, &m));
+    int start[1] = {0}, count[1] = {B};
+    const sample_split split = {1, start, count};
+    const int a_parts[4] = {1, 1, ranks, 1}, b_parts[4] = {ranks, 1, 1, 1};
+    const int g_parts[4] = {1, 1, ranks > 1 ? 2 : 1, ranks > 1 ? ranks / 2 : 1};
+    box a[MAXP], b[MAXP], g[MAXP], e[MAXP];
+    for (int q = 0; q < ranks; q++) {
+        a[q] = layout_box(a_parts, q, &split, 1, H, W);
+        b[q] = layout_box(b_parts, q, &split, 1, H, W);
+        g[q] = layout_box(g_parts, q, &split, 1, H, W);
+        e[q] = g[q]; /* a 5x5 window, padding 2: two rows and columns around */
+        for (int k = 2; k < 4; k++) e[q].lo[k] -= 2, e[q].hi[k] += 2;
+    }
+    const size_t most = (size_t)C * B * (H + 4) * (W + 4);
+    float *src = calloc(most, sizeof(float)), *mid = calloc(most, sizeof(float));
+    float *back = calloc(most, sizeof(float));
+    fill_box(src, &a[rank], C);
+    CK(box_move(m, 1, C, a, b, src, mid, false, 1));
+    bool shuffled = check_box(mid, &b[rank], C, H, W, 0);
+    CK(box_move(m, 2, C, b, a, mid, back, false, 1));
+    bool round = memcmp(src, back, sizeof(float) * C * box_volume(&a[rank])) == 0;
+    memset(back, 0, most * sizeof(float));
+    CK(box_move(m, 3, C, b, a, mid, back, true, 1));
+    round &= memcmp(src, back, sizeof(float) * C * box_volume(&a[rank])) == 0;
+    expect(shuffled && round, "shuffle H split -> whole samples -> H split: every point "
+           "arrives, and the round trip is the identity bit for bit (copy and add)");
+    fill_box(src, &g[rank], C);
+    for (size_t i = 0; i < most; i++) mid[i] = -1.0f;
+    CK(box_move(m, 4, C, g, e, src, mid, false, 1));
+    expect(check_box(mid, &e[rank], C, H, W, -1.0f),
+           "halo move of a 5x5 window on a 2D split: corners included, padding untouched");
+    free(src);
+    free(mid);
+    free(back);
+    box_mover_destroy(m);
+}
+
+static void test_local_step(const int *parts)
+{
+    const layer_spec spec[] = {{CONV, 3, 3, 1, 1}, {RELU, 0, 0, 0, 0}, {MAXPOOL, 0, 3, 2, 1},
+                               {FLATTEN, 0, 0, 0, 0}, {DENSE, 2, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    enum { C = 2, H = 13, W = 10, N = 3 };
+    model a, b;
+    CK(build(&a, comm_world, parts, spec, C, H, W, N * parts[0], PCNN_OPTIMIZER_MOMENTUM, 0.05));
+    CK(build(&b, comm_world, parts, spec, C, H, W, N * parts[0], PCNN_OPTIMIZER_MOMENTUM, 0.05));
+    int start[3], count[3];
+    pcnn_layer *input = a.net->layers.items[0];
+    CK(pcnn_layer_local_box(input, start, count));
+    float x[N * C * H * W], xl[N * C * H * W], t[N * 2];
+    for (int step = 0; step < 2; step++) {
+        rng_state = 555 + (uint64_t)step * 31 + (uint64_t)(rank / (ranks / parts[0]));
+        for (int i = 0; i < N * C * H * W; i++) x[i] = frand();
+        for (int i = 0; i < N * 2; i++) t[i] = frand();
+        size_t k = 0;
+        for (int n = 0; n < N; n++)
+            for (int ch = 0; ch < C; ch++)
+                for (int h = start[1]; h < start[1] + count[1]; h++)
+                    for (int w = start[2]; w < start[2] + count[2]; w++)
+                        xl[k++] = x[((n * C + ch) * H + h) * W + w];
+        float la, lb;
+        CK(pcnn_net_train_step(a.net, N, x, NULL, t, &la));
+        CK(pcnn_net_train_step_local(b.net, N, xl, NULL, t, &lb));
+    }
+    size_t np;
+    CK(pcnn_net_num_params(a.net, &np));
+    float *pa = malloc(np * sizeof(float)), *pb = malloc(np * sizeof(float));
+    CK(pcnn_net_get_params(a.net, pa, np));
+    CK(pcnn_net_get_params(b.net, pb, np));
+    expect(memcmp(pa, pb, np * sizeof(float)) == 0, "train_step_local on each rank's box "
+           "trains bit for bit as train_step on the group's whole samples");
+    free(pa);
+    free(pb);
+    pcnn_net_destroy(&a.net);
+    pcnn_net_destroy(&b.net);
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -389,6 +509,8 @@ int main(int argc, char **argv)
     const int hybrid[4] = {2, 1, 1, 2};
     test_training(ranks == 4 ? hybrid : splits[0]);
     test_data_parallel_unchanged();
+    test_box_moves();
+    test_local_step(ranks == 4 ? hybrid : splits[ranks == 1 ? 0 : 1]);
     test_refusals_and_queries();
 
     CK(pcnn_comm_destroy(&comm_world));
