@@ -1213,10 +1213,13 @@ PCNN_API pcnn_status pcnn_batchnorm_set_sync(pcnn_layer *layer, int sync);
  * norm reduces its statistics over the group (PCNN_OPT_BN_SCOPE),
  * element-wise layers run on the box, and a shuffle moves the data,
  * forward and backward, wherever two adjacent layers are distributed
- * differently.  Flatten, dense, global average pooling, 3D layers, pixel
- * shuffle and dropout are never split: they take {P, 1, 1, 1} (whole
- * samples, the group's samples shared among its ranks) unless their
- * distribution was set, and the layers after them inherit theirs.  Weight
+ * differently.  Split: the input, 2D and 3D convolutions and pools (2D
+ * ones along H and W), ReLU, leaky ReLU, batch norm and add.  Flatten,
+ * dense, global average pooling, pixel shuffle and dropout are never
+ * split: they take {P, 1, 1, 1} (whole samples, the group's samples shared
+ * among its ranks) unless their distribution was set, and the layers
+ * after them inherit theirs; dropout must follow a layer of its own
+ * distribution (finalize says UNSUPPORTED otherwise).  Weight
  * gradients are summed over the whole communicator by the network's
  * exchange as in data parallelism, and the loss is normalised by the
  * global batch, so training equals one rank training on the whole batch

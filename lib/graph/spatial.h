@@ -22,6 +22,7 @@ typedef struct spatial_layer {
     bool set;               /* set on this layer by the user */
     bool direct;            /* unsplit, inputs alike: the original layer runs */
     bool windowed;          /* convolution or pooling: inputs extended by the halo */
+    bool volume;            /* its window spans D, H, W (3D), else H, W */
     int k, s, p;
     float pad;              /* padding value read at the sample's borders */
     bool group_bn;          /* batch norm reducing over the sample group */

@@ -112,7 +112,7 @@ pcnn_status spatial_resolve(pcnn_net *net, int max_batch, int *local)
         TRY(check_layer(net, i));
         spatial_layer *sl = &sp->layers[i];
         const pcnn_layer *l = net->layers.items[i];
-        sl->windowed = clone_window(l, &sl->k, &sl->s, &sl->p);
+        sl->windowed = clone_window(l, &sl->k, &sl->s, &sl->p, &sl->volume);
         sl->pad = clone_pad_value(l);
         sl->direct = i > 0 && !is_split(sl->parts);
         for (int j = 0; j < l->num_inputs; j++)
@@ -145,7 +145,7 @@ static box need_box(const spatial_layer *sl, const pcnn_layer *l, int j, const b
     box b = *out;
     const shape in = l->inputs[j]->out;
     if (sl->windowed) {
-        for (int k = LAYOUT_H; k <= LAYOUT_W; k++)
+        for (int k = sl->volume ? LAYOUT_D : LAYOUT_H; k <= LAYOUT_W; k++)
             halo_window(out->lo[k], out->hi[k], sl->k, sl->s, sl->p, &b.lo[k], &b.hi[k]);
     } else if (!clone_splittable(l)) {
         const int ext[LAYOUT_DIMS] = {0, in.d, in.h, in.w};

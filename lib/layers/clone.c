@@ -11,8 +11,21 @@
 
 static bool kind_is(const pcnn_layer *l, const char *kind) { return strcmp(l->ops->kind, kind) == 0; }
 
-bool clone_window(const pcnn_layer *l, int *kernel, int *stride, int *padding)
+bool clone_window(const pcnn_layer *l, int *kernel, int *stride, int *padding, bool *volume)
 {
+    *volume = false;
+    if (kind_is(l, "conv3d")) {
+        int cout;
+        bool bias;
+        conv3d_config(l, &cout, kernel, stride, padding, &bias);
+        *volume = true;
+        return true;
+    }
+    if (kind_is(l, "maxpool3d") || kind_is(l, "avgpool3d")) {
+        pool3d_config(l, kernel, stride, padding);
+        *volume = true;
+        return true;
+    }
     if (kind_is(l, "conv2d")) {
         const conv_priv *p = l->priv;
         *kernel = p->k;
@@ -27,11 +40,15 @@ bool clone_window(const pcnn_layer *l, int *kernel, int *stride, int *padding)
     return false;
 }
 
-float clone_pad_value(const pcnn_layer *l) { return kind_is(l, "maxpool2d") ? -INFINITY : 0.0f; }
+float clone_pad_value(const pcnn_layer *l)
+{
+    return kind_is(l, "maxpool2d") || kind_is(l, "maxpool3d") ? -INFINITY : 0.0f;
+}
 
 bool clone_splittable(const pcnn_layer *l)
 {
-    static const char *const kinds[] = {"input", "conv2d", "maxpool2d", "avgpool2d", "relu",
+    static const char *const kinds[] = {"input",     "conv2d",    "maxpool2d", "avgpool2d",
+                                        "conv3d",    "maxpool3d", "avgpool3d", "relu",
                                         "leaky_relu", "batchnorm", "add"};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (kind_is(l, kinds[i])) return true;
@@ -58,6 +75,17 @@ pcnn_status clone_local(layer_list *list, const pcnn_layer *l, const shape *in,
         pool2d_config(l, &k, &s, &p);
         return kind_is(l, "maxpool2d") ? maxpool2d_add(list, a, k, s, 0, out, func)
                                        : avgpool2d_add(list, a, k, s, 0, out, func);
+    }
+    if (kind_is(l, "conv3d")) {
+        int cout;
+        bool bias;
+        conv3d_config(l, &cout, &k, &s, &p, &bias);
+        return conv3d_add(list, a, cout, k, s, 0, bias, out, func);
+    }
+    if (kind_is(l, "maxpool3d") || kind_is(l, "avgpool3d")) {
+        pool3d_config(l, &k, &s, &p);
+        return kind_is(l, "maxpool3d") ? maxpool3d_add(list, a, k, s, 0, out, func)
+                                       : avgpool3d_add(list, a, k, s, 0, out, func);
     }
     if (kind_is(l, "relu")) return relu_add(list, a, out, func);
     if (kind_is(l, "leaky_relu")) return leaky_relu_add(list, a, activation_slope(l), out, func);

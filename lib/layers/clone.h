@@ -17,9 +17,13 @@ void pool2d_config(const pcnn_layer *l, int *kernel, int *stride, int *padding);
 float activation_slope(const pcnn_layer *l);
 float residual_add_scale(const pcnn_layer *l);
 void batchnorm_config(const pcnn_layer *l, float *eps, float *momentum);
+void conv3d_config(const pcnn_layer *l, int *out_channels, int *kernel, int *stride,
+                   int *padding, bool *bias);
+void pool3d_config(const pcnn_layer *l, int *kernel, int *stride, int *padding);
 
-/* Windowed layers: the kernel, stride and padding of l (false: not windowed). */
-bool clone_window(const pcnn_layer *l, int *kernel, int *stride, int *padding);
+/* Windowed layers: the kernel, stride and padding of l (false: not
+ * windowed), and whether the window spans D too (3D) or only H and W. */
+bool clone_window(const pcnn_layer *l, int *kernel, int *stride, int *padding, bool *volume);
 
 /* The value of the padding l reads: -inf for max pooling, else 0. */
 float clone_pad_value(const pcnn_layer *l);

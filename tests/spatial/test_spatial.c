@@ -38,7 +38,7 @@
 
 static pcnn_comm *comm_world;
 
-typedef enum op { CONV, MAXPOOL, AVGPOOL, BN, RELU, FLATTEN, DENSE, END } op;
+typedef enum op { CONV, MAXPOOL, AVGPOOL, BN, RELU, FLATTEN, DENSE, CONV3D, MAXPOOL3D, AVGPOOL3D, END } op;
 
 typedef struct layer_spec {
     op kind;
@@ -53,6 +53,7 @@ typedef struct model {
 
 static uint64_t rng_state;
 static int sync_bn; /* PCNN_OPT_SYNC_BATCHNORM of the networks built */
+static int depth = 1; /* of the input: > 1 builds 3D networks */
 static float frand(void)
 {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
@@ -74,7 +75,7 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
     CK(pcnn_net_set_optimizer(net, optimizer));
     CK(pcnn_net_set_option(net, PCNN_OPT_SYNC_BATCHNORM, sync_bn));
     pcnn_layer *l;
-    CK(pcnn_net_input(net, c, h, w, &l));
+    CK(pcnn_net_input3d(net, c, depth, h, w, &l));
     for (const layer_spec *s = spec; s->kind != END; s++) {
         switch (s->kind) {
         case CONV: CK(pcnn_conv2d(net, l, s->a, s->k, s->s, s->p, 1, &l)); break;
@@ -84,6 +85,9 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
         case RELU: CK(pcnn_relu(net, l, &l)); break;
         case FLATTEN: CK(pcnn_flatten(net, l, &l)); break;
         case DENSE: CK(pcnn_dense(net, l, s->a, 1, &l)); break;
+        case CONV3D: CK(pcnn_conv3d(net, l, s->a, s->k, s->s, s->p, 1, &l)); break;
+        case MAXPOOL3D: CK(pcnn_maxpool3d(net, l, s->k, s->s, s->p, &l)); break;
+        case AVGPOOL3D: CK(pcnn_avgpool3d(net, l, s->k, s->s, s->p, &l)); break;
         case END: break;
         }
         if (s == spec) m->first = l;
@@ -92,9 +96,9 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
     if (parts) CK(pcnn_net_set_distribution(net, parts));
     m->net = net;
     m->out = l;
-    int oc, oh, ow;
-    CK(pcnn_layer_output_shape(l, &oc, &oh, &ow));
-    m->out_size = oc * oh * ow;
+    int oc, od, oh, ow;
+    CK(pcnn_layer_output_shape3d(l, &oc, &od, &oh, &ow));
+    m->out_size = oc * od * oh * ow;
     return pcnn_net_finalize(net, max_batch);
 }
 
@@ -136,7 +140,7 @@ static outcome compare(const layer_spec *spec, int c, int h, int w, const int *p
     CK(build(&sp, comm_world, parts, spec, c, h, w, batch, optimizer, 0.05));
     size_t np;
     CK(pcnn_net_num_params(seq.net, &np));
-    const size_t sample = (size_t)c * h * w;
+    const size_t sample = (size_t)c * depth * h * w;
     float *x = malloc(sizeof(float) * sample * batch);
     float *t = malloc(sizeof(float) * (size_t)seq.out_size * batch);
     float *p_seq = malloc(sizeof(float) * (np + 1)), *p_sp = malloc(sizeof(float) * (np + 1));
@@ -256,6 +260,26 @@ static void test_pooling_and_batchnorm(const int *parts)
     snprintf(what, sizeof what, "batch norm over the sample group, dense head: loss %.2g "
              "gradients %.2g parameters %.2g", o.loss, o.grads, o.params);
     expect(fmax(fmax(o.loss, o.grads), fmax(o.params, o.output)) <= 1e-5, what);
+}
+
+/* 3D: convolutions and pools split along D and H (seed 003's {D_p, H_p})
+ * on odd extents, against one rank. */
+static void test_volumes(const int (*splits)[4], int num)
+{
+    const layer_spec spec[] = {{CONV3D, 3, 3, 1, 1}, {RELU, 0, 0, 0, 0},
+                               {MAXPOOL3D, 0, 3, 2, 1}, {CONV3D, 2, 3, 1, 1},
+                               {AVGPOOL3D, 0, 2, 1, 0}, {FLATTEN, 0, 0, 0, 0},
+                               {DENSE, 3, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    depth = 9;
+    for (int i = 0; i < num; i++) {
+        const outcome o = compare(spec, 2, 7, 5, splits[i], 3, 2, PCNN_OPTIMIZER_MOMENTUM);
+        char what[200];
+        snprintf(what, sizeof what, "3D conv, max pool, conv, avg pool on {%d,%d,%d,%d}, 9x7x5: "
+                 "2 steps: loss %.2g gradients %.2g parameters %.2g", splits[i][0],
+                 splits[i][1], splits[i][2], splits[i][3], o.loss, o.grads, o.params);
+        expect(fmax(fmax(o.loss, o.grads), o.params) <= 1e-5, what);
+    }
+    depth = 1;
 }
 
 static void test_training(const int *parts)
@@ -508,6 +532,13 @@ int main(int argc, char **argv)
     test_pooling_and_batchnorm(splits[ranks == 4 ? 2 : 0]);
     const int hybrid[4] = {2, 1, 1, 2};
     test_training(ranks == 4 ? hybrid : splits[0]);
+    int volume_splits[2][4] = {{1, ranks, 1, 1}, {1, 1, ranks, 1}};
+    if (ranks == 4) {
+        const int a[4] = {1, 2, 2, 1}, b[4] = {2, 2, 1, 1};
+        memcpy(volume_splits[0], a, sizeof a);
+        memcpy(volume_splits[1], b, sizeof b);
+    }
+    test_volumes((const int(*)[4])volume_splits, ranks == 1 ? 1 : 2);
     test_data_parallel_unchanged();
     test_box_moves();
     test_local_step(ranks == 4 ? hybrid : splits[ranks == 1 ? 0 : 1]);
