@@ -164,7 +164,10 @@ int main(int argc, char **argv)
         if (it >= 0) times[it] = now() - t0;
     }
     qsort(times, (size_t)iters, sizeof(double), cmp_double);
-    double fwd, bwd, comm_s, exposed;
+    double fwd, bwd, comm_s, exposed, halo, halo_exposed, shuffle;
+    CHECK(pcnn_net_time(net, -1, PCNN_TIME_HALO, &halo));
+    CHECK(pcnn_net_time(net, -1, PCNN_TIME_HALO_EXPOSED, &halo_exposed));
+    CHECK(pcnn_net_time(net, -1, PCNN_TIME_SHUFFLE, &shuffle));
     CHECK(pcnn_net_time(net, -1, PCNN_TIME_FORWARD, &fwd));
     CHECK(pcnn_net_time(net, -1, PCNN_TIME_BACKWARD, &bwd));
     CHECK(pcnn_net_time(net, -1, PCNN_TIME_COMM, &comm_s));
@@ -175,9 +178,11 @@ int main(int argc, char **argv)
         printf("{\"model\": \"%s\", \"size\": %d, \"batch\": %d, \"ranks\": %d, \"threads\": %d, "
                "\"parts\": [%d, %d, %d, %d], \"median_s\": %.6f, \"min_s\": %.6f, "
                "\"forward_s\": %.6f, \"backward_s\": %.6f, \"comm_s\": %.6f, "
-               "\"exposed_s\": %.6f, \"memory_bytes_rank0\": %zu}\n",
+               "\"exposed_s\": %.6f, \"halo_s\": %.6f, \"halo_exposed_s\": %.6f, "
+               "\"shuffle_s\": %.6f, \"memory_bytes_rank0\": %zu}\n",
                model, size, batch, ranks, threads, parts[0], parts[1], parts[2], parts[3],
-               times[iters / 2], times[0], fwd, bwd, comm_s, exposed, bytes);
+               times[iters / 2], times[0], fwd, bwd, comm_s, exposed, halo, halo_exposed,
+               shuffle, bytes);
     free(times);
     free(x);
     CHECK(pcnn_net_destroy(&net));

@@ -711,7 +711,14 @@ typedef enum pcnn_time {
     PCNN_TIME_COMM = 3,     /* duration of the gradient/parameter collectives */
     PCNN_TIME_EXPOSED = 4,  /* time the caller's thread was blocked waiting
                                for them: the communication not hidden */
-    PCNN_TIME_STEP = 5      /* wall time of a whole training step (network only) */
+    PCNN_TIME_STEP = 5,     /* wall time of a whole training step (network only) */
+    /* A spatial distribution (section 9): halo exchanges of the layers'
+     * inputs, forward and backward, the part of them the caller's thread
+     * waited for (all of it unless overlapped), and the moves between
+     * layers distributed differently (shuffles). */
+    PCNN_TIME_HALO = 6,
+    PCNN_TIME_HALO_EXPOSED = 7,
+    PCNN_TIME_SHUFFLE = 8
 } pcnn_time;
 
 /* Seconds per training step spent in `what` by one layer (its index, see

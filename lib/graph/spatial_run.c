@@ -123,6 +123,20 @@ static run_ctx ctx_of(const pcnn_net *net, const spatial_layer *sl, bool train,
     };
 }
 
+/* A move of layer i's input j took [t0, t1]: a halo exchange when both
+ * layers share a distribution (the caller waited all of it: nothing
+ * overlaps it yet), else a shuffle. */
+static void timed_move(pcnn_net *net, int i, int j, double t0, double t1)
+{
+    const spatial *sp = net->spatial;
+    const pcnn_layer *in = net->layers.items[i]->inputs[j];
+    const bool halo = memcmp(sp->layers[i].parts, sp->layers[in->index].parts,
+                             sizeof sp->layers[i].parts) == 0;
+    timing_layer(&net->profile, i, halo ? TIMING_HALO : TIMING_SHUFFLE, t1 - t0);
+    if (halo) timing_layer(&net->profile, i, TIMING_HALO_EXPOSED, t1 - t0);
+    trace_span(&net->profile, i, halo ? TRACE_HALO : TRACE_SHUFFLE, t0, t1);
+}
+
 /* Input j of layer i in its box, halo included: padding first where the
  * box leaves the sample, then the points of every rank that holds them. */
 static pcnn_status move_in(pcnn_net *net, int i, int j)
@@ -141,8 +155,12 @@ static pcnn_status move_in(pcnn_net *net, int i, int j)
             for (size_t e = 0; e < count; e++) sl->in_y[j][e] = sl->pad;
         }
     }
-    return box_move(sp->mover, 4 * i + 2 * j, in->out.c, sp->layers[in->index].have,
-                    sl->need[j], in->y, sl->in_y[j], false, net->threads);
+    const double t0 = clock_now();
+    const pcnn_status st = box_move(sp->mover, 4 * i + 2 * j, in->out.c,
+                                    sp->layers[in->index].have, sl->need[j], in->y,
+                                    sl->in_y[j], false, net->threads);
+    timed_move(net, i, j, t0, clock_now());
+    return st;
 }
 
 /* The gradient of input j's halo back to its owners, added to theirs. */
@@ -155,8 +173,11 @@ static pcnn_status move_back(pcnn_net *net, int i, int j)
     const spatial_layer *si = &sp->layers[in->index];
     if (!l->accumulate_dx[j])
         memset(in->dy, 0, (size_t)in->out.c * box_volume(&si->mine) * sizeof(float));
-    return box_move(sp->mover, 4 * i + 2 * j + 1, in->out.c, sl->need[j], si->have,
-                    sl->in_dy[j], in->dy, true, net->threads);
+    const double t0 = clock_now();
+    const pcnn_status st = box_move(sp->mover, 4 * i + 2 * j + 1, in->out.c, sl->need[j],
+                                    si->have, sl->in_dy[j], in->dy, true, net->threads);
+    timed_move(net, i, j, t0, clock_now());
+    return st;
 }
 
 /* A twin batch norm updates the original's running statistics (which

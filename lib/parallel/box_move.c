@@ -6,7 +6,6 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
-#include "engine.h"
 
 struct box_mover {
     MPI_Comm comm;
@@ -17,7 +16,6 @@ struct box_mover {
     size_t buf_floats;
     MPI_Request *reqs;   /* 2 * size */
     size_t *recv_at;     /* size: where each rank's message lands in buf */
-    double seconds;
 };
 
 pcnn_status box_mover_create(pcnn_comm *c, const long *timeout_ms, box_mover **out)
@@ -60,13 +58,6 @@ void box_mover_destroy(box_mover *m)
     mem_free(m->reqs);
     mem_free(m->recv_at);
     mem_free(m);
-}
-
-double box_mover_take_seconds(box_mover *m)
-{
-    const double s = m->seconds;
-    m->seconds = 0.0;
-    return s;
 }
 
 /* Rows (channel, n, d, h) of `part` in a tensor laid over `over`. */
@@ -145,7 +136,6 @@ pcnn_status box_move(box_mover *m, int tag, int c, const box *src_boxes, const b
 {
     if (m->failed != PCNN_OK)
         return FAIL(PCNN_ERR_INVALID_STATE, "a halo exchange of this step already failed");
-    const double t0 = engine_now();
     const int me = m->rank, P = m->size;
     const box *my_src = &src_boxes[me], *my_dst = &dst_boxes[me];
     /* Sizes first: sends to every q, then receives from every q. */
@@ -190,7 +180,6 @@ pcnn_status box_move(box_mover *m, int tag, int c, const box *src_boxes, const b
                               "a halo message");
     if (st != PCNN_OK) {
         m->failed = broke != PCNN_OK ? broke : st;
-        m->seconds += engine_now() - t0;
         return st;
     }
     for (int q = 0; q < P; q++) {
@@ -202,6 +191,5 @@ pcnn_status box_move(box_mover *m, int tag, int c, const box *src_boxes, const b
         if (recv_at[q] == SIZE_MAX || !box_intersect(&src_boxes[q], my_dst, &in)) continue;
         pack_rows(c, &in, dst, my_dst, m->buf + recv_at[q], false, add, threads);
     }
-    m->seconds += engine_now() - t0;
     return PCNN_OK;
 }

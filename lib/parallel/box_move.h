@@ -35,9 +35,6 @@ void box_mover_destroy(box_mover *m);
 pcnn_status box_move(box_mover *m, int tag, int c, const box *src_boxes, const box *dst_boxes,
                      const float *src, float *dst, bool add, int threads);
 
-/* Seconds spent in box_move since the last call (then reset). */
-double box_mover_take_seconds(box_mover *m);
-
 /* Copy (or add) the points of `part` from a tensor laid over `from` into
  * one laid over `to` (both contain part). */
 void box_copy(int c, const box *part, const float *src, const box *from, float *dst,

@@ -7,7 +7,8 @@
 #include "profile.h"
 
 static const char *const span_names[TRACE_KINDS] = {
-    "forward", "backward", "update", "allreduce", "alltoall", "allgather", "wait",
+    "forward", "backward", "update", "allreduce", "alltoall", "allgather", "wait", "halo",
+    "shuffle",
 };
 
 pcnn_status trace_write(const profile *p, const layer_list *layers, int rank, const char *path)
@@ -27,7 +28,8 @@ pcnn_status trace_write(const profile *p, const layer_list *layers, int rank, co
     for (size_t k = 0; k < count; k++) {
         const trace_event *e = &p->events[(first + k) % p->capacity];
         const bool comm = e->kind == TRACE_ALLREDUCE || e->kind == TRACE_ALLTOALL ||
-                          e->kind == TRACE_ALLGATHER;
+                          e->kind == TRACE_ALLGATHER || e->kind == TRACE_HALO ||
+                          e->kind == TRACE_SHUFFLE;
         fprintf(f.stream,
                 ",\n{\"name\":\"%s %d %s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,"
                 "\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",

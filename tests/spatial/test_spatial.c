@@ -501,6 +501,18 @@ static void test_local_step(const int *parts)
     CK(pcnn_net_get_params(b.net, pb, np));
     expect(memcmp(pa, pb, np * sizeof(float)) == 0, "train_step_local on each rank's box "
            "trains bit for bit as train_step on the group's whole samples");
+    /* The halo exchanges (conv, pool) and the shuffle (flatten) are timed. */
+    double halo = 0, exposed = 0, shuffle = 0, conv_halo = 0;
+    CK(pcnn_net_time(a.net, -1, PCNN_TIME_HALO, &halo));
+    CK(pcnn_net_time(a.net, -1, PCNN_TIME_HALO_EXPOSED, &exposed));
+    CK(pcnn_net_time(a.net, -1, PCNN_TIME_SHUFFLE, &shuffle));
+    CK(pcnn_net_time(a.net, 1, PCNN_TIME_HALO, &conv_halo));
+    char report[4096];
+    CK(pcnn_net_timing_report(a.net, report, sizeof report, NULL));
+    const bool split = ranks > 1;
+    expect(!split || (halo > 0 && conv_halo > 0 && exposed > 0 && exposed <= halo &&
+                      shuffle > 0 && strstr(report, "shuffle") != NULL),
+           "halo, exposed halo and shuffle time per layer in pcnn_net_time and the report");
     free(pa);
     free(pb);
     pcnn_net_destroy(&a.net);
