@@ -1221,12 +1221,12 @@ PCNN_API pcnn_status pcnn_batchnorm_set_sync(pcnn_layer *layer, int sync);
  * element-wise layers run on the box, and a shuffle moves the data,
  * forward and backward, wherever two adjacent layers are distributed
  * differently.  Split: the input, 2D and 3D convolutions and pools (2D
- * ones along H and W), ReLU, leaky ReLU, batch norm and add.  Flatten,
- * dense, global average pooling, pixel shuffle and dropout are never
- * split: they take {P, 1, 1, 1} (whole samples, the group's samples shared
- * among its ranks) unless their distribution was set, and the layers
- * after them inherit theirs; dropout must follow a layer of its own
- * distribution (finalize says UNSUPPORTED otherwise).  Weight
+ * ones along H and W), ReLU, leaky ReLU, batch norm, add and dropout (its masks keyed by
+ * each point's index in the whole sample, so they do not depend on the
+ * split; it must keep its input's distribution).  Flatten, dense, global
+ * average pooling and pixel shuffle are never split: they take {P, 1, 1,
+ * 1} (whole samples, the group's samples shared among its ranks) unless
+ * their distribution was set, and the layers after them inherit theirs.  Weight
  * gradients are summed over the whole communicator by the network's
  * exchange as in data parallelism, and the loss is normalised by the
  * global batch, so training equals one rank training on the whole batch

@@ -26,10 +26,12 @@ typedef struct spatial_layer {
     int k, s, p;
     float pad;              /* padding value read at the sample's borders */
     bool group_bn;          /* batch norm reducing over the sample group */
+    bool box_dropout;       /* a split dropout: the original runs on the box */
     layer_list twin_list;   /* the twin and its stand-in inputs (clone.h) */
     pcnn_layer *twin;
     bool moves[2];          /* input j arrives through a box move */
-    float *in_y[2], *in_dy[2]; /* staging of a moved input, laid over need[j][rank] */
+    float *in_y[2];         /* staging of a moved input, laid over need[j][rank] */
+    float *in_dy[2];        /* its gradient: the shared dy_scratch[j] */
     box mine;               /* this rank's box (the step's samples) */
     box *have;              /* every rank's box of the output, this step */
     box *need[2];           /* every rank's box of input j it reads, this step */
@@ -51,6 +53,10 @@ typedef struct spatial {
     reducer *group_reducer;  /* batch norm over a sample group (NULL: none) */
     float *workspace;
     size_t workspace_floats;
+    /* The gradients of moved inputs live only during their layer's
+     * backward and its move back: one buffer per input slot serves all. */
+    float *dy_scratch[2];
+    size_t dy_scratch_floats[2];
     size_t bytes;
 
     /* This step. */

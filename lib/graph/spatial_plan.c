@@ -176,7 +176,8 @@ size_t spatial_layer_floats(const pcnn_net *net, const pcnn_layer *l)
 
 bool spatial_runs_original(const pcnn_net *net, const pcnn_layer *l)
 {
-    if (!net_is_spatial(net) || l->index == 0 || layer_is_batchnorm(l)) return true;
+    if (!net_is_spatial(net) || l->index == 0 || layer_is_batchnorm(l) || layer_is_dropout(l))
+        return true;
     return net->spatial->layers[l->index].direct;
 }
 
@@ -259,13 +260,12 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
         }
         const size_t floats = (size_t)tp.max_batch * need_vol[j];
         sl->in_y[j] = mem_alloc_floats(floats);
-        sl->in_dy[j] = mem_alloc_floats(floats);
-        if (!sl->in_y[j] || !sl->in_dy[j])
+        if (!sl->in_y[j])
             return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "%s: halo buffers of %zu floats",
                              layer_name(l, name, sizeof name), floats);
-        sp->bytes += 2 * floats * sizeof(float);
+        sp->bytes += floats * sizeof(float);
+        if (floats > sp->dy_scratch_floats[j]) sp->dy_scratch_floats[j] = floats;
         stand_in->y = sl->in_y[j];
-        stand_in->dy = sl->in_dy[j];
         t->accumulate_dx[j] = false;
     }
     return PCNN_OK;
@@ -289,12 +289,33 @@ pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p)
         if (!sl->have || (l->num_inputs > 0 && !sl->need[0]) || (l->num_inputs > 1 && !sl->need[1]))
             return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "boxes of %d ranks", P);
         if (i == 0 || sl->direct) continue;
+        if (layer_is_dropout(l)) {
+            char name[64];
+            if (needs_move(net, i, 0))
+                return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "%s must keep the distribution "
+                                 "of its input", layer_name(l, name, sizeof name));
+            sl->box_dropout = true;
+            continue;
+        }
         TRY(plan_twin(net, i, p, &workspace));
         if (sl->group_bn) {
             const size_t d = batchnorm_sync_doubles(sl->twin);
             if (d > most_bn) most_bn = d;
         }
     }
+    for (int j = 0; j < 2; j++) {
+        sp->dy_scratch[j] = mem_alloc_floats(sp->dy_scratch_floats[j]);
+        if (!sp->dy_scratch[j])
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "halo gradients of %zu floats",
+                             sp->dy_scratch_floats[j]);
+        sp->bytes += sp->dy_scratch_floats[j] * sizeof(float);
+    }
+    for (int i = 1; i < sp->count; i++)
+        for (int j = 0; j < 2; j++)
+            if (sp->layers[i].moves[j]) {
+                sp->layers[i].in_dy[j] = sp->dy_scratch[j];
+                sp->layers[i].twin->inputs[j]->dy = sp->dy_scratch[j];
+            }
     sp->workspace = mem_alloc_floats(workspace);
     if (!sp->workspace)
         return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "workspace of %zu floats", workspace);
@@ -328,7 +349,6 @@ void spatial_release(pcnn_net *net)
         layer_list_destroy(&sl->twin_list); /* its stand-ins' buffers are not its own */
         for (int j = 0; j < 2; j++) {
             mem_free(sl->in_y[j]);
-            mem_free(sl->in_dy[j]);
             mem_free(sl->need[j]);
         }
         mem_free(sl->have);
@@ -341,6 +361,11 @@ void spatial_release(pcnn_net *net)
     sp->group_reducer = NULL;
     mem_free(sp->workspace);
     sp->workspace = NULL;
+    for (int j = 0; j < 2; j++) {
+        mem_free(sp->dy_scratch[j]);
+        sp->dy_scratch[j] = NULL;
+        sp->dy_scratch_floats[j] = 0;
+    }
     mem_free(sp->group_start);
     mem_free(sp->group_count);
     mem_free(sp->fixed_start);

@@ -7,6 +7,7 @@
 #include "../core/error.h"
 #include "../kernels/kernels.h"
 #include "../layers/batchnorm.h"
+#include "../layers/clone.h"
 #include "loss.h"
 #include "spatial.h"
 
@@ -100,7 +101,7 @@ static const run_reduce *reduce_of(const pcnn_net *net, int i, const run_reduce 
                                    const run_reduce *group)
 {
     const spatial_layer *sl = &net->spatial->layers[i];
-    const pcnn_layer *l = sl->direct ? net->layers.items[i] : sl->twin;
+    const pcnn_layer *l = sl->direct || sl->box_dropout ? net->layers.items[i] : sl->twin;
     if (!batchnorm_synchronised(l)) return NULL;
     return sl->group_bn ? group : global;
 }
@@ -118,7 +119,7 @@ static run_ctx ctx_of(const pcnn_net *net, const spatial_layer *sl, bool train,
         .step = net->step,
         .sample_base = sl->mine.lo[LAYOUT_N],
         .exchange_step = exchange_step_active(net->exchange),
-        .workspace = sl->direct ? net->workspace : sp->workspace,
+        .workspace = sl->direct || sl->box_dropout ? net->workspace : sp->workspace,
         .reduce = reduce,
     };
 }
@@ -180,6 +181,14 @@ static pcnn_status move_back(pcnn_net *net, int i, int j)
     return st;
 }
 
+static void box_extent3(const box *b, int lo[3], int ext[3])
+{
+    for (int k = 0; k < 3; k++) {
+        lo[k] = b->lo[LAYOUT_D + k];
+        ext[k] = box_extent(b, LAYOUT_D + k);
+    }
+}
+
 /* A twin batch norm updates the original's running statistics (which
  * checkpoints save and load). */
 static void sync_running_stats(pcnn_layer *to, pcnn_layer *from)
@@ -200,7 +209,7 @@ pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global)
     for (int i = 1; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
         spatial_layer *sl = &sp->layers[i];
-        pcnn_layer *run = sl->direct ? l : sl->twin;
+        pcnn_layer *run = sl->direct || sl->box_dropout ? l : sl->twin;
         const run_reduce *reduce = reduce_of(net, i, global, &group_hooks);
         run_ctx ctx = ctx_of(net, sl, true, reduce);
         if (st == PCNN_OK) st = exchange_before_forward(net->exchange, i);
@@ -220,7 +229,13 @@ pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global)
         const bool twin_bn = !sl->direct && layer_is_batchnorm(l);
         if (twin_bn) sync_running_stats(run, l);
         const double t0 = clock_now();
-        run->ops->forward(run, &ctx);
+        if (sl->box_dropout) {
+            int lo[3], ext[3];
+            box_extent3(&sl->mine, lo, ext);
+            dropout_forward_box(l, &ctx, lo, ext);
+        } else {
+            run->ops->forward(run, &ctx);
+        }
         const double t1 = clock_now();
         if (twin_bn) sync_running_stats(l, run);
         timing_layer(&net->profile, i, TIMING_FORWARD, t1 - t0);
@@ -264,7 +279,7 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global)
     for (int i = net->layers.count - 1; i > 0; i--) {
         pcnn_layer *l = net->layers.items[i];
         spatial_layer *sl = &sp->layers[i];
-        pcnn_layer *run = sl->direct ? l : sl->twin;
+        pcnn_layer *run = sl->direct || sl->box_dropout ? l : sl->twin;
         const run_reduce *reduce = reduce_of(net, i, global, &group_hooks);
         run_ctx ctx = ctx_of(net, sl, true, reduce);
         float *dx[2] = {NULL, NULL};
@@ -279,7 +294,10 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global)
             }
         } else {
             const double t0 = clock_now();
-            run->ops->backward(run, &ctx, dx);
+            if (sl->box_dropout)
+                dropout_backward_box(l, &ctx, (size_t)l->out.c * box_volume(&sl->mine), dx[0]);
+            else
+                run->ops->backward(run, &ctx, dx);
             const double t1 = clock_now();
             timing_layer(&net->profile, i, TIMING_BACKWARD, t1 - t0);
             trace_span(&net->profile, i, TRACE_BACKWARD, t0, t1);

@@ -49,7 +49,7 @@ bool clone_splittable(const pcnn_layer *l)
 {
     static const char *const kinds[] = {"input",     "conv2d",    "maxpool2d", "avgpool2d",
                                         "conv3d",    "maxpool3d", "avgpool3d", "relu",
-                                        "leaky_relu", "batchnorm", "add"};
+                                        "leaky_relu", "batchnorm", "add",       "dropout"};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (kind_is(l, kinds[i])) return true;
     return false;

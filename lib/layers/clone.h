@@ -21,6 +21,15 @@ void conv3d_config(const pcnn_layer *l, int *out_channels, int *kernel, int *str
                    int *padding, bool *bias);
 void pool3d_config(const pcnn_layer *l, int *kernel, int *stride, int *padding);
 
+/* Dropout on one rank's box of a spatial split (the original layer runs:
+ * its masks are keyed by each point's index in the whole sample, so they
+ * do not depend on the split).  Box: lo and ext over D, H, W of l->out;
+ * ctx->sample_base is the first sample's global index.  Backward over
+ * count values of l->dy into dx (NULL: nothing). */
+bool layer_is_dropout(const pcnn_layer *l);
+void dropout_forward_box(pcnn_layer *l, const run_ctx *ctx, const int lo[3], const int ext[3]);
+void dropout_backward_box(pcnn_layer *l, const run_ctx *ctx, size_t count, float *dx);
+
 /* Windowed layers: the kernel, stride and padding of l (false: not
  * windowed), and whether the window spans D too (3D) or only H and W. */
 bool clone_window(const pcnn_layer *l, int *kernel, int *stride, int *padding, bool *volume);

@@ -9,8 +9,8 @@
  *      the second convolution's input gradient crosses the halo back to
  *      its owners) and the parameters after the update, to 1e-5 relative.
  *   2. Max pooling (padded, odd sizes, windows across blocks): the output
- *      bit for bit; average pooling and batch norm (statistics over the
- *      sample group) to 1e-5.
+ *      bit for bit; average pooling, dropout (split and in the head) and
+ *      batch norm (statistics over the sample group) to 1e-5.
  *   3. Training: 4 steps with momentum and with Adam on a hybrid
  *      distribution (2 sample groups x 2 on 4 ranks; a pure spatial one
  *      on fewer) equal one rank on the global batch, parameters to 1e-5.
@@ -38,7 +38,7 @@
 
 static pcnn_comm *comm_world;
 
-typedef enum op { CONV, MAXPOOL, AVGPOOL, BN, RELU, FLATTEN, DENSE, CONV3D, MAXPOOL3D, AVGPOOL3D, END } op;
+typedef enum op { CONV, MAXPOOL, AVGPOOL, BN, RELU, FLATTEN, DENSE, CONV3D, MAXPOOL3D, AVGPOOL3D, DROPOUT, END } op;
 
 typedef struct layer_spec {
     op kind;
@@ -85,6 +85,7 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
         case RELU: CK(pcnn_relu(net, l, &l)); break;
         case FLATTEN: CK(pcnn_flatten(net, l, &l)); break;
         case DENSE: CK(pcnn_dense(net, l, s->a, 1, &l)); break;
+        case DROPOUT: CK(pcnn_dropout(net, l, (float)s->a / 100.0f, &l)); break;
         case CONV3D: CK(pcnn_conv3d(net, l, s->a, s->k, s->s, s->p, 1, &l)); break;
         case MAXPOOL3D: CK(pcnn_maxpool3d(net, l, s->k, s->s, s->p, &l)); break;
         case AVGPOOL3D: CK(pcnn_avgpool3d(net, l, s->k, s->s, s->p, &l)); break;
@@ -252,6 +253,13 @@ static void test_pooling_and_batchnorm(const int *parts)
     expect(fmax(fmax(o.loss, o.grads), fmax(o.params, o.output)) <= 1e-5,
            "conv, max pool 2x2 on an odd size, conv, avg pool 3x3/2/1: loss, output, "
            "gradients, parameters to 1e-5");
+    const layer_spec drop[] = {{CONV, 3, 3, 1, 1}, {DROPOUT, 30, 0, 0, 0}, {RELU, 0, 0, 0, 0},
+                               {CONV, 2, 3, 1, 1}, {FLATTEN, 0, 0, 0, 0}, {DENSE, 3, 0, 0, 0},
+                               {DROPOUT, 20, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    o = compare(drop, 2, 13, 11, parts, 3, 2, PCNN_OPTIMIZER_SGD);
+    expect(fmax(fmax(o.loss, o.grads), fmax(o.params, o.output)) <= 1e-5,
+           "dropout on the boxes (masks keyed by the point in the whole sample) and in the "
+           "head: 2 steps equal one rank to 1e-5");
     const layer_spec bn[] = {{CONV, 4, 3, 1, 1}, {BN, 0, 0, 0, 0}, {RELU, 0, 0, 0, 0},
                              {CONV, 2, 3, 2, 1}, {FLATTEN, 0, 0, 0, 0}, {DENSE, 3, 0, 0, 0},
                              {END, 0, 0, 0, 0}};
