@@ -233,7 +233,8 @@ typedef enum pcnn_option {
     PCNN_OPT_TRACE_EVENTS = 21,
     PCNN_OPT_EXPERIMENTAL_5 = 22, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_6 = 23, /* section 9 */
-    PCNN_OPT_EXPERIMENTAL_7 = 24  /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_7 = 24, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_8 = 25  /* section 9 */
 } pcnn_option;
 
 /* Create an empty network.  *out receives a handle to destroy with
@@ -1139,7 +1140,17 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * statistics of its own box.  A batch norm synchronised over the whole
  * communicator (PCNN_OPT_SYNC_BATCHNORM) reduces over every rank either
  * way.  No effect without a spatial split.  Before finalize. */
-#define PCNN_OPT_BN_SCOPE PCNN_OPT_EXPERIMENTAL_7
+#define PCNN_OPT_BN_SCOPE PCNN_OPT_EXPERIMENTAL_8
+
+/* Overlap of a spatially split convolution's or pool's halo exchange with
+ * its computation (seed 002 section IV-A): 1 (the default) computes the
+ * outputs whose windows read only this rank's block (and padding) while
+ * the halos travel, and the bands along the block's borders after they
+ * arrived; in backward the bands first, so that the halo's gradients
+ * travel back while the interior computes.  0 exchanges first and computes
+ * the whole box after.  The same values up to float summation order.  No
+ * effect without a spatial split.  Before finalize. */
+#define PCNN_OPT_HALO_OVERLAP PCNN_OPT_EXPERIMENTAL_7
 
 
 /* New calls of this release.  They join the stable sections once they have

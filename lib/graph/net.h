@@ -37,6 +37,7 @@ typedef struct net_options {
     size_t trace_events;
     bool sync_batchnorm;  /* default of batch norms that did not choose */
     bool bn_scope;        /* PCNN_OPT_BN_SCOPE: batch norm over the spatial group */
+    bool halo_overlap;    /* PCNN_OPT_HALO_OVERLAP */
 } net_options;
 
 struct pcnn_net {

@@ -16,6 +16,15 @@
 #include "../parallel/layout.h"
 #include "net.h"
 
+/* One cell of a windowed layer's box under overlap (PCNN_OPT_HALO_OVERLAP):
+ * the interior, whose windows read no halo, or a band along a border. */
+typedef struct spatial_region {
+    layer_list list;        /* its twin and stand-in input */
+    pcnn_layer *twin;
+    box out, in;            /* its outputs and the inputs they read (D, H, W) */
+    float *grads;           /* its share of the weight gradient */
+} spatial_region;
+
 /* One layer under its distribution. */
 typedef struct spatial_layer {
     int parts[LAYOUT_DIMS]; /* the distribution it runs with */
@@ -32,6 +41,8 @@ typedef struct spatial_layer {
     bool moves[2];          /* input j arrives through a box move */
     float *in_y[2];         /* staging of a moved input, laid over need[j][rank] */
     float *in_dy[2];        /* its gradient: the shared dy_scratch[j] */
+    spatial_region *regions; /* overlap: the cells of the box, or NULL */
+    int num_regions, interior;
     box mine;               /* this rank's box (the step's samples) */
     box *have;              /* every rank's box of the output, this step */
     box *need[2];           /* every rank's box of input j it reads, this step */
@@ -57,6 +68,9 @@ typedef struct spatial {
      * backward and its move back: one buffer per input slot serves all. */
     float *dy_scratch[2];
     size_t dy_scratch_floats[2];
+    /* A region's input, output, output gradient and input gradient. */
+    float *region_x, *region_y, *region_dy, *region_dx;
+    size_t region_in_floats, region_out_floats;
     size_t bytes;
 
     /* This step. */

@@ -187,6 +187,8 @@ uint64_t spatial_fingerprint(const pcnn_net *net, int i)
     uint64_t h = HASH_FNV1A_BASIS;
     for (int k = 0; k < LAYOUT_DIMS; k++)
         h = hash_fnv1a_u64(h, (uint64_t)net->spatial->layers[i].parts[k]);
+    /* The batch norms' group reductions depend on PCNN_OPT_BN_SCOPE. */
+    if (layer_is_batchnorm(net->layers.items[i])) h = hash_fnv1a_u64(h, net->opt.bn_scope);
     return h;
 }
 
@@ -205,6 +207,98 @@ static bool needs_move(const pcnn_net *net, int i, int j)
         if (!box_equal(&need, &have)) return true;
     }
     return false;
+}
+
+/* The cells of layer i's box under overlap: per split windowed dimension
+ * the band below the interior, the interior, the band above (the nonempty
+ * ones); seg[k][0..count[k]) their bounds, *interior_at the interior's
+ * index per dimension.  False: no overlap (no halo, or no interior). */
+static bool region_cells(const pcnn_net *net, int i, int seg[LAYOUT_DIMS][4],
+                         int count[LAYOUT_DIMS], int inner[LAYOUT_DIMS])
+{
+    const spatial *sp = net->spatial;
+    const pcnn_layer *l = net->layers.items[i], *in = l->num_inputs == 1 ? l->inputs[0] : NULL;
+    const spatial_layer *sl = &sp->layers[i];
+    if (!in || !sl->windowed || !net->opt.halo_overlap || !net->comm || sl->direct ||
+        !same_parts(sl->parts, sp->layers[in->index].parts) || !needs_move(net, i, 0))
+        return false;
+    const box mine = static_box(net, sl, l, sp->rank);
+    const box have = static_box(net, &sp->layers[in->index], in, sp->rank);
+    const int ext[LAYOUT_DIMS] = {0, in->out.d, in->out.h, in->out.w};
+    int cells = 1;
+    for (int k = 1; k < LAYOUT_DIMS; k++) {
+        const bool windowed = k >= (sl->volume ? LAYOUT_D : LAYOUT_H);
+        int i0 = mine.lo[k], i1 = mine.hi[k];
+        if (windowed && sl->parts[k] > 1)
+            halo_interior(ext[k], have.lo[k], have.hi[k], mine.lo[k], mine.hi[k], sl->k, sl->s,
+                          sl->p, &i0, &i1);
+        if (i1 <= i0) return false;
+        count[k] = 0;
+        seg[k][0] = mine.lo[k];
+        if (i0 > mine.lo[k]) seg[k][++count[k]] = i0;
+        inner[k] = count[k];
+        seg[k][++count[k]] = i1;
+        if (i1 < mine.hi[k]) seg[k][++count[k]] = mine.hi[k];
+        cells *= count[k];
+    }
+    return cells > 1;
+}
+
+static pcnn_status plan_regions(pcnn_net *net, int i, const plan_ctx *tp, size_t *workspace)
+{
+    spatial *sp = net->spatial;
+    pcnn_layer *l = net->layers.items[i];
+    spatial_layer *sl = &sp->layers[i];
+    int seg[LAYOUT_DIMS][4], count[LAYOUT_DIMS], inner[LAYOUT_DIMS];
+    if (!region_cells(net, i, seg, count, inner)) return PCNN_OK;
+    const int cells = count[1] * count[2] * count[3];
+    sl->regions = mem_calloc((size_t)cells, sizeof *sl->regions);
+    if (!sl->regions) return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "overlap regions");
+    sl->num_regions = cells;
+    const box mine = static_box(net, sl, l, sp->rank);
+    char name[64];
+    for (int r = 0; r < cells; r++) {
+        spatial_region *g = &sl->regions[r];
+        int idx[LAYOUT_DIMS] = {0, r / (count[2] * count[3]), (r / count[3]) % count[2],
+                                r % count[3]};
+        g->out = mine;
+        bool interior = true;
+        for (int k = 1; k < LAYOUT_DIMS; k++) {
+            g->out.lo[k] = seg[k][idx[k]];
+            g->out.hi[k] = seg[k][idx[k] + 1];
+            interior &= idx[k] == inner[k];
+        }
+        if (interior) sl->interior = r;
+        g->in = need_box(sl, l, 0, &g->out);
+        const shape in = {l->inputs[0]->out.c, box_extent(&g->in, LAYOUT_D),
+                          box_extent(&g->in, LAYOUT_H), box_extent(&g->in, LAYOUT_W)};
+        TRY(clone_local(&g->list, l, &in, &g->twin, FINALIZE));
+        pcnn_layer *t = g->twin;
+        if (t->out.d != box_extent(&g->out, LAYOUT_D) || t->out.h != box_extent(&g->out, LAYOUT_H) ||
+            t->out.w != box_extent(&g->out, LAYOUT_W))
+            return error_set(PCNN_ERR_SHAPE, FINALIZE, "%s: a region of its box does not "
+                             "match its twin", layer_name(l, name, sizeof name));
+        for (int k = 0; k < g->list.count; k++) {
+            pcnn_layer *x = g->list.items[k];
+            if (x->ops->decide) x->ops->decide(x, tp);
+        }
+        g->grads = mem_alloc_floats(l->num_params);
+        if (!g->grads) return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "region gradients");
+        sp->bytes += l->num_params * sizeof(float);
+        t->params = l->params;
+        t->grads = g->grads;
+        if (t->ops->setup) TRY(t->ops->setup(t, tp));
+        sp->bytes += t->buffer_bytes;
+        if (t->ops->workspace_floats) {
+            const size_t w = t->ops->workspace_floats(t, tp);
+            if (w > *workspace) *workspace = w;
+        }
+        const size_t fin = (size_t)tp->max_batch * shape_size(in);
+        const size_t fout = (size_t)tp->max_batch * shape_size(t->out);
+        if (fin > sp->region_in_floats) sp->region_in_floats = fin;
+        if (fout > sp->region_out_floats) sp->region_out_floats = fout;
+    }
+    return PCNN_OK;
 }
 
 static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *workspace)
@@ -241,7 +335,12 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     }
     t->params = l->params;
     t->grads = l->grads;
-    if (t->ops->setup) TRY(t->ops->setup(t, &tp));
+    int seg[LAYOUT_DIMS][4], count[LAYOUT_DIMS], inner[LAYOUT_DIMS];
+    if (region_cells(net, i, seg, count, inner)) { /* the regions run instead */
+        TRY(plan_regions(net, i, &tp, workspace));
+    } else if (t->ops->setup) {
+        TRY(t->ops->setup(t, &tp));
+    }
     sp->bytes += t->buffer_bytes;
     if (t->ops->workspace_floats) {
         const size_t w = t->ops->workspace_floats(t, &tp);
@@ -316,6 +415,22 @@ pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p)
                 sp->layers[i].in_dy[j] = sp->dy_scratch[j];
                 sp->layers[i].twin->inputs[j]->dy = sp->dy_scratch[j];
             }
+    sp->region_x = mem_alloc_floats(sp->region_in_floats);
+    sp->region_dx = mem_alloc_floats(sp->region_in_floats);
+    sp->region_y = mem_alloc_floats(sp->region_out_floats);
+    sp->region_dy = mem_alloc_floats(sp->region_out_floats);
+    if (!sp->region_x || !sp->region_dx || !sp->region_y || !sp->region_dy)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "overlap buffers");
+    sp->bytes += 2 * (sp->region_in_floats + sp->region_out_floats) * sizeof(float);
+    for (int i = 1; i < sp->count; i++)
+        for (int r = 0; r < sp->layers[i].num_regions; r++) {
+            pcnn_layer *t = sp->layers[i].regions[r].twin;
+            t->inputs[0]->y = sp->region_x;
+            t->inputs[0]->dy = sp->region_dx;
+            t->y = sp->region_y;
+            t->dy = sp->region_dy;
+            t->accumulate_dx[0] = false;
+        }
     sp->workspace = mem_alloc_floats(workspace);
     if (!sp->workspace)
         return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "workspace of %zu floats", workspace);
@@ -347,6 +462,11 @@ void spatial_release(pcnn_net *net)
     for (int i = 0; sp->layers && i < sp->count; i++) {
         spatial_layer *sl = &sp->layers[i];
         layer_list_destroy(&sl->twin_list); /* its stand-ins' buffers are not its own */
+        for (int r = 0; r < sl->num_regions; r++) {
+            layer_list_destroy(&sl->regions[r].list);
+            mem_free(sl->regions[r].grads);
+        }
+        mem_free(sl->regions);
         for (int j = 0; j < 2; j++) {
             mem_free(sl->in_y[j]);
             mem_free(sl->need[j]);
@@ -361,6 +481,12 @@ void spatial_release(pcnn_net *net)
     sp->group_reducer = NULL;
     mem_free(sp->workspace);
     sp->workspace = NULL;
+    mem_free(sp->region_x);
+    mem_free(sp->region_dx);
+    mem_free(sp->region_y);
+    mem_free(sp->region_dy);
+    sp->region_x = sp->region_dx = sp->region_y = sp->region_dy = NULL;
+    sp->region_in_floats = sp->region_out_floats = 0;
     for (int j = 0; j < 2; j++) {
         mem_free(sp->dy_scratch[j]);
         sp->dy_scratch[j] = NULL;

@@ -127,6 +127,13 @@ static run_ctx ctx_of(const pcnn_net *net, const spatial_layer *sl, bool train,
 /* A move of layer i's input j took [t0, t1]: a halo exchange when both
  * layers share a distribution (the caller waited all of it: nothing
  * overlaps it yet), else a shuffle. */
+static void timed_halo(pcnn_net *net, int i, double t0, double t1, double exposed)
+{
+    timing_layer(&net->profile, i, TIMING_HALO, t1 - t0);
+    timing_layer(&net->profile, i, TIMING_HALO_EXPOSED, exposed);
+    trace_span(&net->profile, i, TRACE_HALO, t0, t1);
+}
+
 static void timed_move(pcnn_net *net, int i, int j, double t0, double t1)
 {
     const spatial *sp = net->spatial;
@@ -138,9 +145,8 @@ static void timed_move(pcnn_net *net, int i, int j, double t0, double t1)
     trace_span(&net->profile, i, halo ? TRACE_HALO : TRACE_SHUFFLE, t0, t1);
 }
 
-/* Input j of layer i in its box, halo included: padding first where the
- * box leaves the sample, then the points of every rank that holds them. */
-static pcnn_status move_in(pcnn_net *net, int i, int j)
+/* Padding values where input j's box of layer i leaves the sample. */
+static void fill_padding(pcnn_net *net, int i, int j)
 {
     spatial *sp = net->spatial;
     spatial_layer *sl = &sp->layers[i];
@@ -156,6 +162,16 @@ static pcnn_status move_in(pcnn_net *net, int i, int j)
             for (size_t e = 0; e < count; e++) sl->in_y[j][e] = sl->pad;
         }
     }
+}
+
+/* Input j of layer i in its box, halo included: padding first where the
+ * box leaves the sample, then the points of every rank that holds them. */
+static pcnn_status move_in(pcnn_net *net, int i, int j)
+{
+    spatial *sp = net->spatial;
+    spatial_layer *sl = &sp->layers[i];
+    const pcnn_layer *in = net->layers.items[i]->inputs[j];
+    fill_padding(net, i, j);
     const double t0 = clock_now();
     const pcnn_status st = box_move(sp->mover, 4 * i + 2 * j, in->out.c,
                                     sp->layers[in->index].have, sl->need[j], in->y,
@@ -199,6 +215,106 @@ static void sync_running_stats(pcnn_layer *to, pcnn_layer *from)
     if (dst && src && count == from_count) memcpy(dst, src, count * sizeof(float));
 }
 
+/* One region of an overlapped layer, forward: its inputs from the halo
+ * buffer, its outputs into the layer's. */
+static void region_forward(pcnn_net *net, int i, const spatial_region *g, const run_ctx *ctx)
+{
+    const spatial *sp = net->spatial;
+    const spatial_layer *sl = &sp->layers[i];
+    const pcnn_layer *l = net->layers.items[i];
+    box in = g->in, out = g->out;
+    in.lo[LAYOUT_N] = out.lo[LAYOUT_N] = sl->mine.lo[LAYOUT_N];
+    in.hi[LAYOUT_N] = out.hi[LAYOUT_N] = sl->mine.hi[LAYOUT_N];
+    box_copy(l->inputs[0]->out.c, &in, sl->in_y[0], &sl->need[0][sp->rank], sp->region_x, &in,
+             false, ctx->threads);
+    g->twin->ops->forward(g->twin, ctx);
+    box_copy(l->out.c, &out, sp->region_y, &out, l->y, &sl->mine, false, ctx->threads);
+}
+
+/* Backward: its output gradient from the layer's, its input gradient
+ * added into the halo buffer's. */
+static void region_backward(pcnn_net *net, int i, const spatial_region *g, const run_ctx *ctx,
+                            bool want_dx)
+{
+    const spatial *sp = net->spatial;
+    const spatial_layer *sl = &sp->layers[i];
+    const pcnn_layer *l = net->layers.items[i];
+    box in = g->in, out = g->out;
+    in.lo[LAYOUT_N] = out.lo[LAYOUT_N] = sl->mine.lo[LAYOUT_N];
+    in.hi[LAYOUT_N] = out.hi[LAYOUT_N] = sl->mine.hi[LAYOUT_N];
+    const int c = l->inputs[0]->out.c;
+    box_copy(c, &in, sl->in_y[0], &sl->need[0][sp->rank], sp->region_x, &in, false, ctx->threads);
+    box_copy(l->out.c, &out, l->dy, &sl->mine, sp->region_dy, &out, false, ctx->threads);
+    float *dx[2] = {want_dx ? sp->region_dx : NULL, NULL};
+    g->twin->ops->backward(g->twin, ctx, dx);
+    if (want_dx)
+        box_copy(c, &in, sp->region_dx, &in, sl->in_dy[0], &sl->need[0][sp->rank], true,
+                 ctx->threads);
+}
+
+/* Layer i with overlap: post the halo, compute the interior, finish the
+ * halo, compute the bands. */
+static pcnn_status overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx)
+{
+    spatial *sp = net->spatial;
+    spatial_layer *sl = &sp->layers[i];
+    const pcnn_layer *l = net->layers.items[i], *in = l->inputs[0];
+    fill_padding(net, i, 0);
+    const double t0 = clock_now();
+    TRY(box_move_post(sp->mover, 4 * i, in->out.c, sp->layers[in->index].have, sl->need[0],
+                      in->y, sl->in_y[0], false, net->threads));
+    const double t1 = clock_now();
+    if (ctx->n > 0) region_forward(net, i, &sl->regions[sl->interior], ctx);
+    const double t2 = clock_now();
+    const pcnn_status st = box_move_finish(sp->mover);
+    const double t3 = clock_now();
+    timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
+    TRY(st);
+    for (int r = 0; r < sl->num_regions && ctx->n > 0; r++)
+        if (r != sl->interior) region_forward(net, i, &sl->regions[r], ctx);
+    return PCNN_OK;
+}
+
+/* Backward with overlap: the bands first (the halo's gradients come from
+ * them only), post their way back, the interior meanwhile, then finish. */
+static pcnn_status overlapped_backward(pcnn_net *net, int i, const run_ctx *ctx)
+{
+    spatial *sp = net->spatial;
+    spatial_layer *sl = &sp->layers[i];
+    pcnn_layer *l = net->layers.items[i], *in = l->inputs[0];
+    const bool want_dx = !layer_is_input(in);
+    const spatial_layer *si = &sp->layers[in->index];
+    if (want_dx)
+        memset(sl->in_dy[0], 0,
+               (size_t)in->out.c * box_volume(&sl->need[0][sp->rank]) * sizeof(float));
+    for (int r = 0; r < sl->num_regions && ctx->n > 0; r++)
+        if (r != sl->interior) region_backward(net, i, &sl->regions[r], ctx, want_dx);
+    pcnn_status st = PCNN_OK;
+    double t0 = 0, t1 = 0;
+    if (want_dx) {
+        if (!l->accumulate_dx[0])
+            memset(in->dy, 0, (size_t)in->out.c * box_volume(&si->mine) * sizeof(float));
+        t0 = clock_now();
+        st = box_move_post(sp->mover, 4 * i + 1, in->out.c, sl->need[0], si->have, sl->in_dy[0],
+                           in->dy, true, net->threads);
+        t1 = clock_now();
+    }
+    if (ctx->n > 0) region_backward(net, i, &sl->regions[sl->interior], ctx, want_dx);
+    /* The weight gradient: the regions' in a fixed order. */
+    for (size_t k = 0; k < l->num_params; k++) {
+        float sum = 0.0f;
+        for (int r = 0; r < sl->num_regions; r++) sum += ctx->n > 0 ? sl->regions[r].grads[k] : 0.0f;
+        l->grads[k] = sum;
+    }
+    if (want_dx && st == PCNN_OK) {
+        const double t2 = clock_now();
+        st = box_move_finish(sp->mover);
+        const double t3 = clock_now();
+        timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
+    }
+    return st;
+}
+
 pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global)
 {
     spatial *sp = net->spatial;
@@ -213,6 +329,20 @@ pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global)
         const run_reduce *reduce = reduce_of(net, i, global, &group_hooks);
         run_ctx ctx = ctx_of(net, sl, true, reduce);
         if (st == PCNN_OK) st = exchange_before_forward(net->exchange, i);
+        if (st == PCNN_OK && sl->num_regions > 0) { /* overlapped: computes as it moves */
+            const double t0 = clock_now();
+            st = overlapped_forward(net, i, &ctx);
+            const double t1 = clock_now();
+            if (st == PCNN_OK && ctx.n > 0) {
+                timing_layer(&net->profile, i, TIMING_FORWARD, t1 - t0);
+                trace_span(&net->profile, i, TRACE_FORWARD, t0, t1);
+            }
+            if (st == PCNN_OK) {
+                exchange_after_forward(net->exchange, i);
+                exchange_poll(net->exchange);
+            }
+            continue;
+        }
         for (int j = 0; j < l->num_inputs && st == PCNN_OK; j++)
             if (sl->moves[j]) st = move_in(net, i, j);
         if (st != PCNN_OK || ctx.n == 0) {
@@ -286,6 +416,16 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global)
         for (int j = 0; j < l->num_inputs; j++)
             if (!layer_is_input(l->inputs[j])) dx[j] = run->inputs[j]->dy;
         exchange_before_backward(net->exchange, i);
+        if (sl->num_regions > 0) {
+            const double t0 = clock_now();
+            if (st == PCNN_OK) st = overlapped_backward(net, i, &ctx);
+            const double t1 = clock_now();
+            timing_layer(&net->profile, i, TIMING_BACKWARD, t1 - t0);
+            trace_span(&net->profile, i, TRACE_BACKWARD, t0, t1);
+            exchange_after_backward(net->exchange, i);
+            exchange_poll(net->exchange);
+            continue;
+        }
         if (ctx.n == 0) {
             for (size_t k = 0; k < l->num_params; k++) l->grads[k] = 0.0f;
             if (reduce) {

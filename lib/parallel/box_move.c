@@ -7,6 +7,16 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 
+/* The move in flight between box_move_post and box_move_finish. */
+typedef struct box_flight {
+    int c, threads, nreq;
+    const box *src_boxes, *dst_boxes;
+    const float *src;
+    float *dst;
+    bool add, self, active;
+    box self_part;
+} box_flight;
+
 struct box_mover {
     MPI_Comm comm;
     int rank, size;
@@ -16,6 +26,7 @@ struct box_mover {
     size_t buf_floats;
     MPI_Request *reqs;   /* 2 * size */
     size_t *recv_at;     /* size: where each rank's message lands in buf */
+    box_flight flight;
 };
 
 pcnn_status box_mover_create(pcnn_comm *c, const long *timeout_ms, box_mover **out)
@@ -131,8 +142,9 @@ static pcnn_status grow(box_mover *m, size_t floats)
     return PCNN_OK;
 }
 
-pcnn_status box_move(box_mover *m, int tag, int c, const box *src_boxes, const box *dst_boxes,
-                     const float *src, float *dst, bool add, int threads)
+pcnn_status box_move_post(box_mover *m, int tag, int c, const box *src_boxes,
+                          const box *dst_boxes, const float *src, float *dst, bool add,
+                          int threads)
 {
     if (m->failed != PCNN_OK)
         return FAIL(PCNN_ERR_INVALID_STATE, "a halo exchange of this step already failed");
@@ -147,7 +159,9 @@ pcnn_status box_move(box_mover *m, int tag, int c, const box *src_boxes, const b
         if (box_intersect(&src_boxes[q], my_dst, &part)) total += box_volume(&part) * (size_t)c;
     }
     TRY(grow(m, total));
-    int nreq = 0;
+    m->flight = (box_flight){.c = c, .src_boxes = src_boxes, .dst_boxes = dst_boxes, .src = src,
+                             .dst = dst, .add = add, .threads = threads, .active = true};
+    box_flight *f = &m->flight;
     size_t at = 0;
     pcnn_status st = PCNN_OK;
     /* Receives posted first, then sends packed and posted. */
@@ -158,7 +172,7 @@ pcnn_status box_move(box_mover *m, int tag, int c, const box *src_boxes, const b
         const size_t count = box_volume(&part) * (size_t)c;
         recv_at[q] = at;
         int code = MPI_Irecv(m->buf + at, (int)count, MPI_FLOAT, q, tag, m->comm,
-                             &m->reqs[nreq++]);
+                             &m->reqs[f->nreq++]);
         if (code != MPI_SUCCESS) st = mpi_status(code, __func__, "MPI_Irecv (halo)");
         at += count;
     }
@@ -167,29 +181,52 @@ pcnn_status box_move(box_mover *m, int tag, int c, const box *src_boxes, const b
         const size_t count = box_volume(&part) * (size_t)c;
         pack_rows(c, &part, (float *)src, my_src, m->buf + at, true, false, threads);
         int code = MPI_Isend(m->buf + at, (int)count, MPI_FLOAT, q, tag, m->comm,
-                             &m->reqs[nreq++]);
+                             &m->reqs[f->nreq++]);
         if (code != MPI_SUCCESS) st = mpi_status(code, __func__, "MPI_Isend (halo)");
         at += count;
     }
-    /* This rank's own points meanwhile (when adding, in rank order below). */
-    const bool self = box_intersect(my_src, my_dst, &part);
-    if (self && !add) box_copy(c, &part, src, my_src, dst, my_dst, false, threads);
-    pcnn_status broke = PCNN_OK;
-    for (int i = 0; i < nreq && st == PCNN_OK; i++)
-        st = request_complete(&m->reqs[i], *m->timeout_ms, &broke, __func__,
-                              "a halo message");
+    if (st != PCNN_OK) {
+        m->failed = PCNN_ERR_MPI;
+        f->active = false;
+        return st;
+    }
+    /* This rank's own points meanwhile (when adding: in rank order, at the
+     * finish, after whatever the caller still adds to src). */
+    f->self = box_intersect(my_src, my_dst, &f->self_part);
+    if (f->self && !add) box_copy(c, &f->self_part, src, my_src, dst, my_dst, false, threads);
+    return PCNN_OK;
+}
+
+pcnn_status box_move_finish(box_mover *m)
+{
+    box_flight *f = &m->flight;
+    if (!f->active) return PCNN_OK;
+    f->active = false;
+    const int me = m->rank, P = m->size;
+    pcnn_status st = PCNN_OK, broke = PCNN_OK;
+    for (int i = 0; i < f->nreq && st == PCNN_OK; i++)
+        st = request_complete(&m->reqs[i], *m->timeout_ms, &broke, __func__, "a halo message");
     if (st != PCNN_OK) {
         m->failed = broke != PCNN_OK ? broke : st;
         return st;
     }
+    const box *my_src = &f->src_boxes[me], *my_dst = &f->dst_boxes[me];
     for (int q = 0; q < P; q++) {
         if (q == me) {
-            if (self && add) box_copy(c, &part, src, my_src, dst, my_dst, true, threads);
+            if (f->self && f->add)
+                box_copy(f->c, &f->self_part, f->src, my_src, f->dst, my_dst, true, f->threads);
             continue;
         }
         box in;
-        if (recv_at[q] == SIZE_MAX || !box_intersect(&src_boxes[q], my_dst, &in)) continue;
-        pack_rows(c, &in, dst, my_dst, m->buf + recv_at[q], false, add, threads);
+        if (m->recv_at[q] == SIZE_MAX || !box_intersect(&f->src_boxes[q], my_dst, &in)) continue;
+        pack_rows(f->c, &in, f->dst, my_dst, m->buf + m->recv_at[q], false, f->add, f->threads);
     }
     return PCNN_OK;
+}
+
+pcnn_status box_move(box_mover *m, int tag, int c, const box *src_boxes, const box *dst_boxes,
+                     const float *src, float *dst, bool add, int threads)
+{
+    TRY(box_move_post(m, tag, c, src_boxes, dst_boxes, src, dst, add, threads));
+    return box_move_finish(m);
 }

@@ -35,6 +35,17 @@ void box_mover_destroy(box_mover *m);
 pcnn_status box_move(box_mover *m, int tag, int c, const box *src_boxes, const box *dst_boxes,
                      const float *src, float *dst, bool add, int threads);
 
+/* The same in two halves, so that the caller computes while the messages
+ * travel: post packs and sends (and copies this rank's own points unless
+ * adding), finish waits and unpacks (adding this rank's own points last,
+ * in rank order).  One move in flight per mover; src must not change in
+ * between unless adding (then finish reads this rank's own points), and
+ * dst holds only this rank's own points (copying) until finish. */
+pcnn_status box_move_post(box_mover *m, int tag, int c, const box *src_boxes,
+                          const box *dst_boxes, const float *src, float *dst, bool add,
+                          int threads);
+pcnn_status box_move_finish(box_mover *m);
+
 /* Copy (or add) the points of `part` from a tensor laid over `from` into
  * one laid over `to` (both contain part). */
 void box_copy(int c, const box *part, const float *src, const box *from, float *dst,

@@ -52,6 +52,7 @@ static const expected options[] = {
     {PCNN_OPT_TRACE_EVENTS, "trace_events", 0, 1e8, 1, BEFORE_FINALIZE, 0},
     {PCNN_OPT_CONV_ALGORITHM, "conv_algorithm", 0, 3, 1, BEFORE_FINALIZE, 0},
     {PCNN_OPT_SYNC_BATCHNORM, "sync_batchnorm", 0, 1, 1, BEFORE_FINALIZE, 0},
+    {PCNN_OPT_HALO_OVERLAP, "halo_overlap", 0, 1, 1, BEFORE_FINALIZE, 1},
     {PCNN_OPT_BN_SCOPE, "bn_scope", 0, 1, 1, BEFORE_FINALIZE, 1},
 };
 #define NUM_OPTIONS (int)(sizeof options / sizeof options[0])

@@ -33,6 +33,7 @@
 
 #include "../common/mpi_check.h"
 #include "graph/net.h"
+#include "graph/spatial.h"
 #include "parallel/box_move.h"
 #include "pcnn.h"
 
@@ -54,6 +55,8 @@ typedef struct model {
 static uint64_t rng_state;
 static int sync_bn; /* PCNN_OPT_SYNC_BATCHNORM of the networks built */
 static int depth = 1; /* of the input: > 1 builds 3D networks */
+static int halo_overlap = 1; /* PCNN_OPT_HALO_OVERLAP */
+static int regions_seen;     /* overlapped layers of the spatial networks built */
 static float frand(void)
 {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
@@ -74,6 +77,7 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
     CK(pcnn_net_set_exchange(net, PCNN_EXCHANGE_ALLREDUCE)); /* grads: the global sum */
     CK(pcnn_net_set_optimizer(net, optimizer));
     CK(pcnn_net_set_option(net, PCNN_OPT_SYNC_BATCHNORM, sync_bn));
+    CK(pcnn_net_set_option(net, PCNN_OPT_HALO_OVERLAP, halo_overlap));
     pcnn_layer *l;
     CK(pcnn_net_input3d(net, c, depth, h, w, &l));
     for (const layer_spec *s = spec; s->kind != END; s++) {
@@ -100,7 +104,11 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
     int oc, od, oh, ow;
     CK(pcnn_layer_output_shape3d(l, &oc, &od, &oh, &ow));
     m->out_size = oc * od * oh * ow;
-    return pcnn_net_finalize(net, max_batch);
+    const pcnn_status st = pcnn_net_finalize(net, max_batch);
+    if (st == PCNN_OK && net->spatial && net->spatial->active)
+        for (int i = 0; i < net->spatial->count; i++)
+            regions_seen += net->spatial->layers[i].num_regions > 1;
+    return st;
 }
 
 static double rel_diff(const float *a, const float *b, size_t n)
@@ -235,10 +243,12 @@ static void test_convolutions(const int (*splits)[4], int num_splits)
                                        o.grads, o.params, o.output);
                         }
                     }
-    char what[160];
-    snprintf(what, sizeof what, "convolutions: %d cases of split x size x kernel x stride x "
-             "padding equal one rank (worst relative difference %.2g)", cases, worst);
-    expect(bad == 0 && cases > 0, what);
+    char what[200];
+    snprintf(what, sizeof what, "convolutions%s: %d cases of split x size x kernel x stride x "
+             "padding equal one rank (worst relative difference %.2g)",
+             halo_overlap ? " (halo overlapped with the interior)" : " (halo first)", cases,
+             worst);
+    expect(bad == 0 && cases > 0 && (ranks == 1 || !halo_overlap || regions_seen > 0), what);
 }
 
 static void test_pooling_and_batchnorm(const int *parts)
@@ -549,6 +559,11 @@ int main(int argc, char **argv)
         }
     }
     test_convolutions((const int(*)[4])splits, num);
+    halo_overlap = 0;
+    regions_seen = 0;
+    test_convolutions((const int(*)[4])splits, 1);
+    expect(regions_seen == 0, "PCNN_OPT_HALO_OVERLAP 0: no layer splits its box into regions");
+    halo_overlap = 1;
     test_pooling_and_batchnorm(splits[ranks == 4 ? 2 : 0]);
     const int hybrid[4] = {2, 1, 1, 2};
     test_training(ranks == 4 ? hybrid : splits[0]);
