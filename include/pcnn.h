@@ -1250,29 +1250,29 @@ PCNN_API pcnn_status pcnn_batchnorm_set_sync(pcnn_layer *layer, int sync);
 enum { PCNN_DIM_N = 0, PCNN_DIM_D = 1, PCNN_DIM_H = 2, PCNN_DIM_W = 3 };
 
 /* Distribute the network's input, and every layer that inherits it, over
- * the communicator as parts[4] (above).  Before finalize, after
+ * the communicator as parts[0..3] (above).  Before finalize, after
  * pcnn_net_set_comm (a network without one accepts only {1, 1, 1, 1}).
  * Finalize fails with SHAPE naming the layer whose output is smaller than
  * its parts along a split dimension (a box would be empty), and with
  * UNSUPPORTED naming a split layer of a kind that cannot be split.
  * Errors: INVALID_ARGUMENT (net or parts NULL, a part < 1, product not the
  * communicator's size), INVALID_STATE (finalized). */
-PCNN_API pcnn_status pcnn_net_set_distribution(pcnn_net *net, const int parts[4]);
+PCNN_API pcnn_status pcnn_net_set_distribution(pcnn_net *net, const int *parts);
 
 /* Distribute this layer (and the layers that inherit from it) as parts[4];
  * parts[PCNN_DIM_N] must be a multiple of the network's (the groups of the
  * input are subdivided, never mixed).  Before finalize.  Errors as above,
  * and INVALID_ARGUMENT (layer NULL). */
-PCNN_API pcnn_status pcnn_layer_set_distribution(pcnn_layer *layer, const int parts[4]);
+PCNN_API pcnn_status pcnn_layer_set_distribution(pcnn_layer *layer, const int *parts);
 
 /* The layer's distribution: after finalize the one it runs with, before
  * it the one set (or inherited so far: the network's for unset layers). */
-PCNN_API pcnn_status pcnn_layer_get_distribution(const pcnn_layer *layer, int parts[4]);
+PCNN_API pcnn_status pcnn_layer_get_distribution(const pcnn_layer *layer, int *parts);
 
-/* This rank's box of one sample of the layer's output: start[3] and
- * count[3] over D, H, W.  After finalize.  Errors: INVALID_ARGUMENT (NULL),
+/* This rank's box of one sample of the layer's output: start[0..2] and
+ * count[0..2] over D, H, W.  After finalize.  Errors: INVALID_ARGUMENT (NULL),
  * INVALID_STATE (not finalized). */
-PCNN_API pcnn_status pcnn_layer_local_box(const pcnn_layer *layer, int start[3], int count[3]);
+PCNN_API pcnn_status pcnn_layer_local_box(const pcnn_layer *layer, int *start, int *count);
 
 /* This rank's sample group (of the input's distribution): its index, the
  * number of groups, the rank within the group and the group's size.  Any

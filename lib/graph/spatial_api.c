@@ -27,7 +27,7 @@ void spatial_destroy(pcnn_net *net)
     net->spatial = NULL;
 }
 
-static pcnn_status check_parts(const pcnn_net *net, const int parts[4], const char *func)
+static pcnn_status check_parts(const pcnn_net *net, const int *parts, const char *func)
 {
     if (!parts) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "parts is NULL");
     const int ranks = net->comm ? net->comm->size : 1;
@@ -55,7 +55,7 @@ static pcnn_status check_editable(const pcnn_net *net, const char *func)
     return PCNN_OK;
 }
 
-PCNN_API pcnn_status pcnn_net_set_distribution(pcnn_net *net, const int parts[4])
+PCNN_API pcnn_status pcnn_net_set_distribution(pcnn_net *net, const int *parts)
 {
     API_ENTRY();
     REQUIRE_PTR(net);
@@ -67,7 +67,7 @@ PCNN_API pcnn_status pcnn_net_set_distribution(pcnn_net *net, const int parts[4]
     return PCNN_OK;
 }
 
-PCNN_API pcnn_status pcnn_layer_set_distribution(pcnn_layer *layer, const int parts[4])
+PCNN_API pcnn_status pcnn_layer_set_distribution(pcnn_layer *layer, const int *parts)
 {
     API_ENTRY();
     REQUIRE_PTR(layer);
@@ -90,7 +90,7 @@ PCNN_API pcnn_status pcnn_layer_set_distribution(pcnn_layer *layer, const int pa
     return PCNN_OK;
 }
 
-PCNN_API pcnn_status pcnn_layer_get_distribution(const pcnn_layer *layer, int parts[4])
+PCNN_API pcnn_status pcnn_layer_get_distribution(const pcnn_layer *layer, int *parts)
 {
     API_ENTRY();
     REQUIRE_PTR(layer);
@@ -111,7 +111,7 @@ PCNN_API pcnn_status pcnn_layer_get_distribution(const pcnn_layer *layer, int pa
     return PCNN_OK;
 }
 
-PCNN_API pcnn_status pcnn_layer_local_box(const pcnn_layer *layer, int start[3], int count[3])
+PCNN_API pcnn_status pcnn_layer_local_box(const pcnn_layer *layer, int *start, int *count)
 {
     API_ENTRY();
     REQUIRE_PTR(layer);
