@@ -22,7 +22,9 @@
  *      its owner's value and leaves the padding alone.
  *   6. pcnn_net_train_step_local on each rank's box trains bit for bit as
  *      pcnn_net_train_step on the group's whole samples.
- *   7. A layer too small for its group fails finalize with SHAPE naming it;
+ *   7. A checkpoint of a spatial network (batch norm's running statistics
+ *      included) loads into a one-rank network, bit for bit.
+ *   8. A layer too small for its group fails finalize with SHAPE naming it;
  *      bad parts are refused; the box and group queries answer. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
@@ -30,10 +32,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/mpi_check.h"
 #include "graph/net.h"
 #include "graph/spatial.h"
+#include "layers/batchnorm.h"
 #include "parallel/box_move.h"
 #include "pcnn.h"
 
@@ -355,6 +359,52 @@ static void test_data_parallel_unchanged(void)
     pcnn_net_destroy(&b.net);
 }
 
+static void test_checkpoint(const int *parts)
+{
+    const layer_spec spec[] = {{CONV, 3, 3, 1, 1}, {BN, 0, 0, 0, 0}, {RELU, 0, 0, 0, 0},
+                               {FLATTEN, 0, 0, 0, 0}, {DENSE, 2, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    model sp, one;
+    CK(build(&sp, comm_world, parts, spec, 2, 9, 8, 2 * parts[0], PCNN_OPTIMIZER_ADAM, 0.01));
+    CK(build(&one, NULL, NULL, spec, 2, 9, 8, 2, PCNN_OPTIMIZER_ADAM, 0.01));
+    float x[2 * 2 * 72], t[4];
+    rng_state = 77 + (uint64_t)(rank / (ranks / parts[0]));
+    for (int i = 0; i < 2 * 2 * 72; i++) x[i] = frand();
+    for (int i = 0; i < 4; i++) t[i] = frand();
+    float loss;
+    CK(pcnn_net_train_step(sp.net, 2, x, NULL, t, &loss));
+    CK(pcnn_net_train_step(sp.net, 2, x, NULL, t, &loss));
+    int pid = (int)getpid();
+    MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/pcnn_spatial_%d.ckpt", pid);
+    CK(pcnn_net_save(sp.net, path));
+    MPI_Barrier(MPI_COMM_WORLD);
+    CK(pcnn_net_load(one.net, path));
+    size_t np;
+    CK(pcnn_net_num_params(sp.net, &np));
+    float *a = malloc(np * sizeof(float)), *b = malloc(np * sizeof(float));
+    CK(pcnn_net_get_params(sp.net, a, np));
+    CK(pcnn_net_get_params(one.net, b, np));
+    size_t ns = 0, no = 0;
+    const float *ra = batchnorm_running_stats(sp.net->layers.items[2], &ns);
+    const float *rb = batchnorm_running_stats(one.net->layers.items[2], &no);
+    /* Running statistics are per sample group: the file holds rank 0's. */
+    const bool first_group = rank < ranks / parts[0];
+    const bool stats = ra && rb && ns == no && ns > 0 &&
+                       (!first_group || memcmp(ra, rb, ns * sizeof(float)) == 0);
+    bool moved = false; /* the running statistics left their initial values */
+    for (size_t i = 0; ra && i < ns / 2; i++) moved |= ra[i] != 0.0f;
+    expect(memcmp(a, b, np * sizeof(float)) == 0 && stats && moved,
+           "a spatial network's checkpoint (parameters, the first sample group's running "
+           "statistics) loads into one rank bit for bit");
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) remove(path);
+    free(a);
+    free(b);
+    pcnn_net_destroy(&sp.net);
+    pcnn_net_destroy(&one.net);
+}
+
 static void test_refusals_and_queries(void)
 {
     const layer_spec spec[] = {{CONV, 2, 3, 2, 0}, {FLATTEN, 0, 0, 0, 0}, {END, 0, 0, 0, 0}};
@@ -577,6 +627,7 @@ int main(int argc, char **argv)
     test_data_parallel_unchanged();
     test_box_moves();
     test_local_step(ranks == 4 ? hybrid : splits[ranks == 1 ? 0 : 1]);
+    test_checkpoint(ranks == 4 ? hybrid : splits[0]);
     test_refusals_and_queries();
 
     CK(pcnn_comm_destroy(&comm_world));
