@@ -234,7 +234,8 @@ typedef enum pcnn_option {
     PCNN_OPT_EXPERIMENTAL_5 = 22, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_6 = 23, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_7 = 24, /* section 9 */
-    PCNN_OPT_EXPERIMENTAL_8 = 25  /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_8 = 25, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_9 = 26  /* section 9 */
 } pcnn_option;
 
 /* Create an empty network.  *out receives a handle to destroy with
@@ -1151,6 +1152,17 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * the whole box after.  The same values up to float summation order.  No
  * effect without a spatial split.  Before finalize. */
 #define PCNN_OPT_HALO_OVERLAP PCNN_OPT_EXPERIMENTAL_7
+
+/* A layer whose output is smaller than its parts along a split dimension
+ * (deep layers of a spatially split network, seed 003 section 4.2): 0 (the
+ * default) fails finalize with SHAPE naming it; 1 splits that dimension
+ * over the largest divisor of its parts that fits, and hands the freed
+ * factor to the samples: the group's samples are then shared among
+ * sub-groups (shuffled there and back), so with one sample per group the
+ * extra ranks idle for that layer and those after it.  Batch norms there
+ * still reduce over the whole sample group (PCNN_OPT_BN_SCOPE).  Before
+ * finalize. */
+#define PCNN_OPT_SPATIAL_FALLBACK PCNN_OPT_EXPERIMENTAL_9
 
 
 /* New calls of this release.  They join the stable sections once they have

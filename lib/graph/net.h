@@ -38,6 +38,7 @@ typedef struct net_options {
     bool sync_batchnorm;  /* default of batch norms that did not choose */
     bool bn_scope;        /* PCNN_OPT_BN_SCOPE: batch norm over the spatial group */
     bool halo_overlap;    /* PCNN_OPT_HALO_OVERLAP */
+    bool spatial_fallback; /* PCNN_OPT_SPATIAL_FALLBACK */
 } net_options;
 
 struct pcnn_net {

@@ -89,6 +89,9 @@ static const option_row rows[] = {
                                OPTION_BOOL, OFF(halo_overlap), NULL, NULL},
     [PCNN_OPT_BN_SCOPE] = {"bn_scope", "bn_scope", FLAG, OPTION_BEFORE_FINALIZE, 1, OPTION_BOOL,
                            OFF(bn_scope), NULL, NULL},
+    [PCNN_OPT_SPATIAL_FALLBACK] = {"spatial_fallback", "spatial_fallback", FLAG,
+                                   OPTION_BEFORE_FINALIZE, 0, OPTION_BOOL, OFF(spatial_fallback),
+                                   NULL, NULL},
 };
 
 #define NUM_ROWS (sizeof rows / sizeof rows[0])

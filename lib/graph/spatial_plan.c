@@ -24,6 +24,20 @@ static bool is_split(const int *parts)
     return parts[LAYOUT_D] * parts[LAYOUT_H] * parts[LAYOUT_W] > 1;
 }
 
+/* PCNN_OPT_SPATIAL_FALLBACK: a dimension split into more parts than the
+ * layer's extent keeps the largest divisor of its parts that fits, and the
+ * samples take the rest. */
+static void fall_back(const pcnn_layer *l, int *parts)
+{
+    const int ext[LAYOUT_DIMS] = {0, l->out.d, l->out.h, l->out.w};
+    for (int k = 1; k < LAYOUT_DIMS; k++) {
+        int d = parts[k];
+        while (d > 1 && (ext[k] < d || parts[k] % d)) d--;
+        parts[LAYOUT_N] *= parts[k] / d;
+        parts[k] = d;
+    }
+}
+
 /* The distribution of layer i: set on it; the network's for the input;
  * {P, 1, 1, 1} for a kind that cannot split; else its first input's. */
 static void resolve_parts(pcnn_net *net, int i, int *parts)
@@ -42,6 +56,7 @@ static void resolve_parts(pcnn_net *net, int i, int *parts)
     } else {
         memcpy(parts, sp->layers[l->inputs[0]->index].parts, LAYOUT_DIMS * sizeof(int));
     }
+    if (net->opt.spatial_fallback && i > 0) fall_back(l, parts);
 }
 
 static pcnn_status check_layer(const pcnn_net *net, int i)
@@ -74,9 +89,6 @@ static pcnn_status check_layer(const pcnn_net *net, int i)
             return error_set(PCNN_ERR_SHAPE, FINALIZE, "%s is too small for its distribution: "
                              "%d outputs along %s cannot be split into %d parts", name, ext[k],
                              dim[k], parts[k]);
-    if (layer_is_batchnorm(l) && parts[LAYOUT_N] != sp->groups)
-        return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "%s: a split batch norm must keep the "
-                         "network's %d sample groups", name, sp->groups);
     return PCNN_OK;
 }
 
@@ -324,7 +336,11 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
                          "twin", layer_name(l, name, sizeof name));
     if (layer_is_batchnorm(l)) {
         const bool global = batchnorm_synchronised(l) && net->comm;
-        sl->group_bn = !global && net->opt.bn_scope && is_split(sl->parts) && sp->group_size > 1;
+        /* Over the sample group: its ranks together hold each point of its
+         * samples once (sub-groups of a fallback included); a layer of
+         * whole samples on every rank keeps per-rank statistics. */
+        sl->group_bn = !global && net->opt.bn_scope && sp->group_size > 1 &&
+                       sl->parts[LAYOUT_N] != sp->ranks;
         TRY(batchnorm_set_sync(t, global || sl->group_bn, FINALIZE));
     }
     plan_ctx tp = *p;

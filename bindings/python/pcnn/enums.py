@@ -69,6 +69,7 @@ class Option(enum.IntEnum):
     SYNC_BATCHNORM = 23
     HALO_OVERLAP = 24
     BN_SCOPE = 25
+    SPATIAL_FALLBACK = 26
 
 
 class Exchange(enum.IntEnum):
