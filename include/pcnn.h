@@ -1305,6 +1305,15 @@ PCNN_API pcnn_status pcnn_net_train_step_local(pcnn_net *net, int n, const float
                                                const int32_t *labels, const float *targets,
                                                float *loss);
 
+/* Inference under the distribution: every rank of a sample group passes
+ * the group's n whole samples (as pcnn_net_train_step) and receives their
+ * n outputs (NCHW) in out, batch norms using their running statistics and
+ * dropout off.  Collective.  On a network without a spatial distribution
+ * it is pcnn_net_predict (local, each rank its own samples).  Errors as
+ * pcnn_net_predict; INVALID_ARGUMENT when ranks of a group disagree on n. */
+PCNN_API pcnn_status pcnn_net_predict_parallel(pcnn_net *net, int n, const float *x, float *out,
+                                               size_t out_count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -326,7 +326,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
      * in the order the other ranks post them. */
     if (n > 0 && spatial) spatial_load_input(net, n, x, box_input);
     else if (n > 0) net_load_input(net, n, x);
-    st = spatial ? spatial_forward(net, reduce) : forward_pass(net, n, true, true, reduce);
+    st = spatial ? spatial_forward(net, reduce, true) : forward_pass(net, n, true, true, reduce);
     if (st == PCNN_OK && spatial) {
         loss = spatial_loss(net, labels, targets);
         st = numeric_check(net, func, loss);
@@ -443,4 +443,27 @@ PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, floa
     }
     blas_threads_leave(saved);
     return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_net_predict_parallel(pcnn_net *net, int n, const float *x, float *out,
+                                               size_t out_count)
+{
+    API_ENTRY();
+    TRY(net_check_ready(net, __func__));
+    if (!net_is_spatial(net)) return pcnn_net_predict(net, n, x, out, out_count);
+    pcnn_status st = net_check_batch(net, __func__, n, x, NULL, NULL, false);
+    if (st == PCNN_OK && !out) st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "out is NULL");
+    if (st == PCNN_OK && out_count < (size_t)n * shape_size(net->output->out))
+        st = FAIL(PCNN_ERR_SHAPE, "out holds %zu floats; %d samples need %zu", out_count, n,
+                  (size_t)n * shape_size(net->output->out));
+    if (st == PCNN_OK) st = exchange_flush(net->exchange);
+    double sizes[2] = {st == PCNN_OK ? n : 0, 0};
+    TRY(net_agree_batch(net, st, sizes, net_effective_lr(net), __func__));
+    TRY(spatial_begin_step(net, __func__));
+    int saved = blas_threads_enter();
+    spatial_load_input(net, n, x, false);
+    st = spatial_forward(net, NULL, false);
+    if (st == PCNN_OK) st = spatial_gather_output(net, n, out);
+    blas_threads_leave(saved);
+    return st;
 }

@@ -108,7 +108,9 @@ uint64_t spatial_fingerprint(const pcnn_net *net, int i);
 /* A training step (spatial_run.c), between run.c's agreements. */
 pcnn_status spatial_begin_step(pcnn_net *net, const char *func);
 void spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input);
-pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global);
+pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global, bool train);
+/* After an inference forward: the group's n outputs, NCHW, into out. */
+pcnn_status spatial_gather_output(pcnn_net *net, int n, float *out);
 double spatial_loss(pcnn_net *net, const int32_t *labels, const float *targets);
 pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global);
 

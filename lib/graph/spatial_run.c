@@ -5,6 +5,7 @@
 
 #include "../core/clock.h"
 #include "../core/error.h"
+#include "../core/memory.h"
 #include "../kernels/kernels.h"
 #include "../layers/batchnorm.h"
 #include "../layers/clone.h"
@@ -317,7 +318,7 @@ static pcnn_status overlapped_backward(pcnn_net *net, int i, const run_ctx *ctx,
     return st;
 }
 
-pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global)
+pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global, bool train)
 {
     spatial *sp = net->spatial;
     run_reduce group_hooks = {.gather = group_gather, .sum = group_sum,
@@ -329,14 +330,14 @@ pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global)
         spatial_layer *sl = &sp->layers[i];
         pcnn_layer *run = sl->direct || sl->box_dropout ? l : sl->twin;
         const run_reduce *reduce = reduce_of(net, i, global, &group_hooks);
-        run_ctx ctx = ctx_of(net, sl, true, reduce);
+        run_ctx ctx = ctx_of(net, sl, train, reduce);
         if (st == PCNN_OK) st = exchange_before_forward(net->exchange, i);
         if (st == PCNN_OK && sl->num_regions > 0) { /* overlapped: computes as it moves */
             double exposed = 0.0; /* waiting for halos: timed as such, not as compute */
             const double t0 = clock_now();
             st = overlapped_forward(net, i, &ctx, &exposed);
             const double t1 = clock_now();
-            if (st == PCNN_OK && ctx.n > 0) {
+            if (st == PCNN_OK && ctx.n > 0 && train) {
                 timing_layer(&net->profile, i, TIMING_FORWARD, t1 - t0 - exposed);
                 trace_span(&net->profile, i, TRACE_FORWARD, t0, t1);
             }
@@ -371,8 +372,10 @@ pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global)
         }
         const double t1 = clock_now();
         if (twin_bn) sync_running_stats(l, run);
-        timing_layer(&net->profile, i, TIMING_FORWARD, t1 - t0);
-        trace_span(&net->profile, i, TRACE_FORWARD, t0, t1);
+        if (train) {
+            timing_layer(&net->profile, i, TIMING_FORWARD, t1 - t0);
+            trace_span(&net->profile, i, TRACE_FORWARD, t0, t1);
+        }
         exchange_after_forward(net->exchange, i);
         exchange_poll(net->exchange);
     }
@@ -452,5 +455,29 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global)
         exchange_poll(net->exchange);
     }
     if (st == PCNN_OK && sp->group_reducer) st = reducer_error(sp->group_reducer);
+    return st;
+}
+
+pcnn_status spatial_gather_output(pcnn_net *net, int n, float *out)
+{
+    spatial *sp = net->spatial;
+    const pcnn_layer *o = net->output;
+    const spatial_layer *sl = &sp->layers[o->index];
+    /* Every rank of a group receives all its samples: overlapping boxes. */
+    box *dst = mem_calloc((size_t)sp->ranks, sizeof(box));
+    float *staged = mem_alloc_floats((size_t)n * shape_size(o->out));
+    pcnn_status st = dst && staged ? PCNN_OK
+                                   : FAIL(PCNN_ERR_OUT_OF_MEMORY, "outputs of %d samples", n);
+    for (int q = 0; st == PCNN_OK && q < sp->ranks; q++) {
+        const int g = q / sp->group_size;
+        dst[q] = (box){{sp->group_start[g], 0, 0, 0},
+                       {sp->group_start[g] + sp->group_count[g], o->out.d, o->out.h, o->out.w}};
+    }
+    if (st == PCNN_OK)
+        st = box_move(sp->mover, 4 * net->layers.count, o->out.c, sl->have, dst, o->y, staged,
+                      false, net->threads);
+    if (st == PCNN_OK) cnhw_to_nchw(staged, out, n, o->out.c, shape_spatial(o->out), net->threads);
+    mem_free(dst);
+    mem_free(staged);
     return st;
 }

@@ -305,6 +305,9 @@ static void fresh_and_building(void)
          NULL);
     CASE(E_STATE, "not finalized", pcnn_net_train_step_local, net, 1, SENTINEL_PTR, NULL, NULL,
          NULL);
+    CASE(E_ARG, "net is NULL", pcnn_net_predict_parallel, NULL, 1, SENTINEL_PTR, SENTINEL_PTR, 1);
+    CASE(E_STATE, "not finalized", pcnn_net_predict_parallel, net, 1, SENTINEL_PTR, SENTINEL_PTR,
+         1);
 
     /* Options: unknown, NaN/Inf, out of range, not integral, read-only. */
     CASE(E_ARG, "net is NULL", pcnn_net_set_option, NULL, PCNN_OPT_LEARNING_RATE, 0.1);

@@ -24,7 +24,9 @@
  *      pcnn_net_train_step on the group's whole samples.
  *   7. A checkpoint of a spatial network (batch norm's running statistics
  *      included) loads into a one-rank network, bit for bit.
- *   8. A layer too small for its group fails finalize with SHAPE naming it;
+ *   8. Fallback onto fewer ranks (PCNN_OPT_SPATIAL_FALLBACK) and
+ *      pcnn_net_predict_parallel equal one rank.
+ *   9. A layer too small for its group fails finalize with SHAPE naming it;
  *      bad parts are refused; the box and group queries answer. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
@@ -389,6 +391,42 @@ static void test_fallback(void)
                fmax(fmax(b.loss, b.grads), b.params) <= 1e-5, what);
 }
 
+/* Inference under the distribution equals one rank's pcnn_net_predict
+ * after the same training (running statistics, dropout off). */
+static void test_predict(const int *parts)
+{
+    const layer_spec spec[] = {{CONV, 3, 3, 1, 1}, {BN, 0, 0, 0, 0}, {RELU, 0, 0, 0, 0},
+                               {DROPOUT, 30, 0, 0, 0}, {MAXPOOL, 0, 3, 2, 1},
+                               {FLATTEN, 0, 0, 0, 0}, {DENSE, 3, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    enum { B = 4, C = 2, H = 11, W = 9 };
+    sync_bn = parts[0] > 1;
+    model sp, one;
+    CK(build(&sp, comm_world, parts, spec, C, H, W, B, PCNN_OPTIMIZER_MOMENTUM, 0.05));
+    CK(build(&one, NULL, NULL, spec, C, H, W, B, PCNN_OPTIMIZER_MOMENTUM, 0.05));
+    sync_bn = 0;
+    float x[B * C * H * W], t[B * 3], ya[B * 3], yb[B * 3];
+    rng_state = 4242;
+    for (int i = 0; i < B * C * H * W; i++) x[i] = frand();
+    for (int i = 0; i < B * 3; i++) t[i] = frand();
+    const int groups = parts[0], g = rank / (ranks / groups);
+    const int g0 = g * (B / groups) + (g < B % groups ? g : B % groups);
+    const int gn = B / groups + (g < B % groups);
+    float loss;
+    for (int s = 0; s < 2; s++) {
+        CK(pcnn_net_train_step(one.net, B, x, NULL, t, &loss));
+        CK(pcnn_net_train_step(sp.net, gn, x + (size_t)g0 * C * H * W, NULL, t + g0 * 3, &loss));
+    }
+    CK(pcnn_net_predict(one.net, B, x, ya, B * 3));
+    CK(pcnn_net_predict_parallel(sp.net, gn, x + (size_t)g0 * C * H * W, yb, (size_t)gn * 3));
+    const double d = rel_diff(yb, ya + g0 * 3, (size_t)gn * 3);
+    char what[160];
+    snprintf(what, sizeof what, "predict_parallel after 2 steps equals one rank's predict for "
+             "the group's samples (%.2g)", d);
+    expect(d <= 1e-5, what);
+    pcnn_net_destroy(&sp.net);
+    pcnn_net_destroy(&one.net);
+}
+
 static void test_checkpoint(const int *parts)
 {
     const layer_spec spec[] = {{CONV, 3, 3, 1, 1}, {BN, 0, 0, 0, 0}, {RELU, 0, 0, 0, 0},
@@ -666,6 +704,7 @@ int main(int argc, char **argv)
     test_local_step(ranks == 4 ? hybrid : splits[ranks == 1 ? 0 : 1]);
     test_checkpoint(ranks == 4 ? hybrid : splits[0]);
     test_fallback();
+    test_predict(ranks == 4 ? hybrid : splits[0]);
     test_refusals_and_queries();
 
     CK(pcnn_comm_destroy(&comm_world));

@@ -145,6 +145,7 @@ PROTOTYPES = [
     ("pcnn_layer_local_box", STATUS, (H, pI, pI)),
     ("pcnn_net_group_info", STATUS, (H, pI, pI, pI, pI)),
     ("pcnn_net_train_step_local", STATUS, (H, I, H, H, H, H)),
+    ("pcnn_net_predict_parallel", STATUS, (H, I, H, H, Z)),
     ("pcnn_dataset_info3d", STATUS, (H, pI, pI, pI, pI, pI)),
 ]
 

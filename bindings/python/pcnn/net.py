@@ -480,6 +480,21 @@ class Net(Handle):
         self._lib.pcnn_net_predict(h, n, addr(x), addr(out), count)
         return out
 
+    def predict_parallel(self, x, out=None):
+        """predict under the distribution (experimental): every rank of a
+        sample group passes the group's samples and receives their outputs.
+        Collective; predict itself on a network without a spatial split."""
+        h = self._handle()
+        if self._output_size is None:
+            raise InvalidStateError("Net.predict_parallel: finalize the network first")
+        x, n = samples(x, self._input_shape)
+        c = self._output_shape[0]
+        shape = (n, c) if values_of(self._output_shape) == c else (n,) + self._output_shape
+        count = n * self._output_size
+        out = floats_out(out, count, "Net.predict_parallel", shape)
+        self._lib.pcnn_net_predict_parallel(h, n, addr(x), addr(out), count)
+        return out
+
     def evaluate(self, data):
         """Evaluation(loss, accuracy) over a whole Dataset, in inference mode
         (collective with a communicator; equal on all ranks)."""
