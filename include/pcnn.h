@@ -235,7 +235,8 @@ typedef enum pcnn_option {
     PCNN_OPT_EXPERIMENTAL_6 = 23, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_7 = 24, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_8 = 25, /* section 9 */
-    PCNN_OPT_EXPERIMENTAL_9 = 26  /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_9 = 26, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_10 = 27 /* section 9 */
 } pcnn_option;
 
 /* Create an empty network.  *out receives a handle to destroy with
@@ -1163,6 +1164,15 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * still reduce over the whole sample group (PCNN_OPT_BN_SCOPE).  Before
  * finalize. */
 #define PCNN_OPT_SPATIAL_FALLBACK PCNN_OPT_EXPERIMENTAL_9
+
+/* The halo messages of a layer split along several dimensions (seed 002
+ * section V-A): 0 (the default) exchanges one dimension after the other
+ * (D, then H over the D-extended box, then W), each with that dimension's
+ * neighbours, so edges and corners arrive transitively: 4 messages per
+ * rank in 2D, 6 in 3D; 1 sends every neighbour its part at once (8 in 2D,
+ * 26 in 3D), one round instead of several.  The same values.  Before
+ * finalize. */
+#define PCNN_OPT_HALO_SCHEDULE PCNN_OPT_EXPERIMENTAL_10
 
 
 /* New calls of this release.  They join the stable sections once they have

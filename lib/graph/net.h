@@ -39,6 +39,7 @@ typedef struct net_options {
     bool bn_scope;        /* PCNN_OPT_BN_SCOPE: batch norm over the spatial group */
     bool halo_overlap;    /* PCNN_OPT_HALO_OVERLAP */
     bool spatial_fallback; /* PCNN_OPT_SPATIAL_FALLBACK */
+    int halo_schedule;    /* PCNN_OPT_HALO_SCHEDULE */
 } net_options;
 
 struct pcnn_net {

@@ -92,6 +92,10 @@ static const option_row rows[] = {
     [PCNN_OPT_SPATIAL_FALLBACK] = {"spatial_fallback", "spatial_fallback", FLAG,
                                    OPTION_BEFORE_FINALIZE, 0, OPTION_BOOL, OFF(spatial_fallback),
                                    NULL, NULL},
+    [PCNN_OPT_HALO_SCHEDULE] = {"halo_schedule", "halo schedule",
+                                CHOICE(1, "0 (dimension by dimension) or 1 (all neighbours)"),
+                                OPTION_BEFORE_FINALIZE, 0, OPTION_INT, OFF(halo_schedule), NULL,
+                                NULL},
 };
 
 #define NUM_ROWS (sizeof rows / sizeof rows[0])

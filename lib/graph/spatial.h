@@ -41,6 +41,13 @@ typedef struct spatial_layer {
     bool moves[2];          /* input j arrives through a box move */
     float *in_y[2];         /* staging of a moved input, laid over need[j][rank] */
     float *in_dy[2];        /* its gradient: the shared dy_scratch[j] */
+    /* PCNN_OPT_HALO_SCHEDULE 0: the halo of input 0 in phases, one per
+     * split windowed dimension, with that dimension's neighbours only; the
+     * box grows to phase_box[p] after phase p (the last: need[0]), so
+     * corners arrive through the earlier phases. */
+    int num_phases, phase_dim[3];
+    box *phase_box[3];
+    bool *peers[3];
     spatial_region *regions; /* overlap: the cells of the box, or NULL */
     int num_regions, interior;
     box mine;               /* this rank's box (the step's samples) */

@@ -386,6 +386,40 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     return PCNN_OK;
 }
 
+/* The phases of layer i's dimension-ordered halo (spatial.h): one per
+ * split windowed dimension, when there are two or more. */
+static pcnn_status plan_phases(pcnn_net *net, int i)
+{
+    spatial *sp = net->spatial;
+    spatial_layer *sl = &sp->layers[i];
+    const pcnn_layer *l = net->layers.items[i];
+    if (net->opt.halo_schedule != 0 || !sl->windowed || l->num_inputs != 1 || !sl->moves[0] ||
+        !same_parts(sl->parts, sp->layers[l->inputs[0]->index].parts))
+        return PCNN_OK;
+    int dims[3], count = 0;
+    for (int k = sl->volume ? LAYOUT_D : LAYOUT_H; k <= LAYOUT_W; k++)
+        if (sl->parts[k] > 1) dims[count++] = k;
+    if (count < 2) return PCNN_OK; /* one dimension: every message is a face already */
+    int mine[LAYOUT_DIMS];
+    layout_coords(sl->parts, sp->rank, mine);
+    for (int f = 0; f < count; f++) {
+        sl->phase_dim[f] = dims[f];
+        sl->phase_box[f] = mem_calloc((size_t)sp->ranks, sizeof(box));
+        sl->peers[f] = mem_calloc((size_t)sp->ranks, sizeof(bool));
+        if (!sl->phase_box[f] || !sl->peers[f])
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "halo phases");
+        for (int q = 0; q < sp->ranks; q++) {
+            int c[LAYOUT_DIMS];
+            layout_coords(sl->parts, q, c);
+            bool same = true;
+            for (int k = 0; k < LAYOUT_DIMS; k++) same &= k == dims[f] || c[k] == mine[k];
+            sl->peers[f][q] = same && q != sp->rank;
+        }
+    }
+    sl->num_phases = count;
+    return PCNN_OK;
+}
+
 pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p)
 {
     if (!net_is_spatial(net)) return PCNN_OK;
@@ -413,6 +447,7 @@ pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p)
             continue;
         }
         TRY(plan_twin(net, i, p, &workspace));
+        TRY(plan_phases(net, i));
         if (sl->group_bn) {
             const size_t d = batchnorm_sync_doubles(sl->twin);
             if (d > most_bn) most_bn = d;
@@ -478,6 +513,10 @@ void spatial_release(pcnn_net *net)
     for (int i = 0; sp->layers && i < sp->count; i++) {
         spatial_layer *sl = &sp->layers[i];
         layer_list_destroy(&sl->twin_list); /* its stand-ins' buffers are not its own */
+        for (int f = 0; f < 3; f++) {
+            mem_free(sl->phase_box[f]);
+            mem_free(sl->peers[f]);
+        }
         for (int r = 0; r < sl->num_regions; r++) {
             layer_list_destroy(&sl->regions[r].list);
             mem_free(sl->regions[r].grads);

@@ -41,6 +41,74 @@ pcnn_status spatial_begin_step(pcnn_net *net, const char *func)
         for (int j = 0; j < l->num_inputs; j++)
             if (sl->moves[j]) spatial_need_boxes(net, i, j, sl->have, sl->need[j]);
     }
+    /* Dimension-ordered halos: the box grows by one dimension per phase,
+     * from the part of the block the layer reads (a stride may skip some
+     * of it) with the unsplit dimensions' padding; always within need. */
+    for (int i = 1; i < sp->count; i++) {
+        spatial_layer *sl = &sp->layers[i];
+        const box *have = sp->layers[net->layers.items[i]->inputs[0]->index].have;
+        for (int f = 0; f < sl->num_phases; f++)
+            for (int q = 0; q < sp->ranks; q++) {
+                const box *need = &sl->need[0][q];
+                box b = *need;
+                for (int g = f + 1; g < sl->num_phases; g++) { /* not grown yet */
+                    const int k = sl->phase_dim[g];
+                    b.lo[k] = have[q].lo[k] > need->lo[k] ? have[q].lo[k] : need->lo[k];
+                    b.hi[k] = have[q].hi[k] < need->hi[k] ? have[q].hi[k] : need->hi[k];
+                    if (b.hi[k] < b.lo[k]) b.hi[k] = b.lo[k];
+                }
+                sl->phase_box[f][q] = b;
+            }
+    }
+    return PCNN_OK;
+}
+
+/* Post phase f of layer i's dimension-ordered halo: forward, the box grows
+ * along phase_dim[f]; back, its gradient returns to the previous box (to
+ * the producer's dy from phase 0). */
+static pcnn_status phase_post(pcnn_net *net, int i, int f, bool back)
+{
+    spatial *sp = net->spatial;
+    spatial_layer *sl = &sp->layers[i];
+    pcnn_layer *in = net->layers.items[i]->inputs[0];
+    const spatial_layer *si = &sp->layers[in->index];
+    const box *over = &sl->need[0][sp->rank];
+    const int tag = 4 * i + (back ? 1 : 0) + 4 * net->layers.count * (f + 1);
+    box_move_args a = {.tag = tag, .c = in->out.c, .threads = net->threads,
+                       .peers = sl->peers[f], .add = back};
+    if (!back) {
+        a.src_boxes = f == 0 ? si->have : sl->phase_box[f - 1];
+        a.src = f == 0 ? in->y : sl->in_y[0];
+        a.src_over = f == 0 ? NULL : over;
+        a.dst_boxes = sl->phase_box[f];
+        a.dst = sl->in_y[0];
+        a.dst_over = over;
+    } else {
+        a.src_boxes = sl->phase_box[f];
+        a.src = sl->in_dy[0];
+        a.src_over = over;
+        a.dst_boxes = f == 0 ? si->have : sl->phase_box[f - 1];
+        a.dst = f == 0 ? in->dy : sl->in_dy[0];
+        a.dst_over = f == 0 ? NULL : over;
+    }
+    return box_move_post_args(sp->mover, &a);
+}
+
+/* The phases after the first (forward) or before the last (back). */
+static pcnn_status phases_rest(pcnn_net *net, int i, bool back)
+{
+    const spatial_layer *sl = &net->spatial->layers[i];
+    if (!back) {
+        for (int f = 1; f < sl->num_phases; f++) {
+            TRY(phase_post(net, i, f, false));
+            TRY(box_move_finish(net->spatial->mover));
+        }
+        return PCNN_OK;
+    }
+    for (int f = sl->num_phases - 2; f >= 0; f--) {
+        TRY(phase_post(net, i, f, true));
+        TRY(box_move_finish(net->spatial->mover));
+    }
     return PCNN_OK;
 }
 
@@ -175,9 +243,15 @@ static pcnn_status move_in(pcnn_net *net, int i, int j)
     const pcnn_layer *in = net->layers.items[i]->inputs[j];
     fill_padding(net, i, j);
     const double t0 = clock_now();
-    const pcnn_status st = box_move(sp->mover, 4 * i + 2 * j, in->out.c,
-                                    sp->layers[in->index].have, sl->need[j], in->y,
-                                    sl->in_y[j], false, net->threads);
+    pcnn_status st;
+    if (j == 0 && sl->num_phases > 0) {
+        st = phase_post(net, i, 0, false);
+        if (st == PCNN_OK) st = box_move_finish(sp->mover);
+        if (st == PCNN_OK) st = phases_rest(net, i, false);
+    } else {
+        st = box_move(sp->mover, 4 * i + 2 * j, in->out.c, sp->layers[in->index].have,
+                      sl->need[j], in->y, sl->in_y[j], false, net->threads);
+    }
     timed_move(net, i, j, t0, clock_now());
     return st;
 }
@@ -193,8 +267,15 @@ static pcnn_status move_back(pcnn_net *net, int i, int j)
     if (!l->accumulate_dx[j])
         memset(in->dy, 0, (size_t)in->out.c * box_volume(&si->mine) * sizeof(float));
     const double t0 = clock_now();
-    const pcnn_status st = box_move(sp->mover, 4 * i + 2 * j + 1, in->out.c, sl->need[j],
-                                    si->have, sl->in_dy[j], in->dy, true, net->threads);
+    pcnn_status st;
+    if (j == 0 && sl->num_phases > 0) {
+        st = phase_post(net, i, sl->num_phases - 1, true);
+        if (st == PCNN_OK) st = box_move_finish(sp->mover);
+        if (st == PCNN_OK) st = phases_rest(net, i, true);
+    } else {
+        st = box_move(sp->mover, 4 * i + 2 * j + 1, in->out.c, sl->need[j], si->have,
+                      sl->in_dy[j], in->dy, true, net->threads);
+    }
     timed_move(net, i, j, t0, clock_now());
     return st;
 }
@@ -263,12 +344,16 @@ static pcnn_status overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx, 
     const pcnn_layer *l = net->layers.items[i], *in = l->inputs[0];
     fill_padding(net, i, 0);
     const double t0 = clock_now();
-    TRY(box_move_post(sp->mover, 4 * i, in->out.c, sp->layers[in->index].have, sl->need[0],
-                      in->y, sl->in_y[0], false, net->threads));
+    if (sl->num_phases > 0)
+        TRY(phase_post(net, i, 0, false));
+    else
+        TRY(box_move_post(sp->mover, 4 * i, in->out.c, sp->layers[in->index].have, sl->need[0],
+                          in->y, sl->in_y[0], false, net->threads));
     const double t1 = clock_now();
     if (ctx->n > 0) region_forward(net, i, &sl->regions[sl->interior], ctx);
     const double t2 = clock_now();
-    const pcnn_status st = box_move_finish(sp->mover);
+    pcnn_status st = box_move_finish(sp->mover);
+    if (st == PCNN_OK && sl->num_phases > 0) st = phases_rest(net, i, false);
     const double t3 = clock_now();
     *exposed = timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
     TRY(st);
@@ -298,8 +383,11 @@ static pcnn_status overlapped_backward(pcnn_net *net, int i, const run_ctx *ctx,
         if (!l->accumulate_dx[0])
             memset(in->dy, 0, (size_t)in->out.c * box_volume(&si->mine) * sizeof(float));
         t0 = clock_now();
-        st = box_move_post(sp->mover, 4 * i + 1, in->out.c, sl->need[0], si->have, sl->in_dy[0],
-                           in->dy, true, net->threads);
+        if (sl->num_phases > 0)
+            st = phase_post(net, i, sl->num_phases - 1, true);
+        else
+            st = box_move_post(sp->mover, 4 * i + 1, in->out.c, sl->need[0], si->have,
+                               sl->in_dy[0], in->dy, true, net->threads);
         t1 = clock_now();
     }
     if (ctx->n > 0) region_backward(net, i, &sl->regions[sl->interior], ctx, want_dx);
@@ -312,6 +400,7 @@ static pcnn_status overlapped_backward(pcnn_net *net, int i, const run_ctx *ctx,
     if (want_dx && st == PCNN_OK) {
         const double t2 = clock_now();
         st = box_move_finish(sp->mover);
+        if (st == PCNN_OK && sl->num_phases > 0) st = phases_rest(net, i, true);
         const double t3 = clock_now();
         *exposed = timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
     }

@@ -11,6 +11,7 @@
 typedef struct box_flight {
     int c, threads, nreq;
     const box *src_boxes, *dst_boxes;
+    box src_over, dst_over; /* the layouts of this rank's src and dst */
     const float *src;
     float *dst;
     bool add, self, active;
@@ -146,20 +147,35 @@ pcnn_status box_move_post(box_mover *m, int tag, int c, const box *src_boxes,
                           const box *dst_boxes, const float *src, float *dst, bool add,
                           int threads)
 {
+    const box_move_args a = {.tag = tag, .c = c, .src_boxes = src_boxes, .dst_boxes = dst_boxes,
+                             .src = src, .dst = dst, .add = add, .threads = threads};
+    return box_move_post_args(m, &a);
+}
+
+pcnn_status box_move_post_args(box_mover *m, const box_move_args *a)
+{
     if (m->failed != PCNN_OK)
         return FAIL(PCNN_ERR_INVALID_STATE, "a halo exchange of this step already failed");
-    const int me = m->rank, P = m->size;
+    const int me = m->rank, P = m->size, c = a->c, tag = a->tag, threads = a->threads;
+    const box *src_boxes = a->src_boxes, *dst_boxes = a->dst_boxes;
+    const float *src = a->src;
+    float *dst = a->dst;
+    const bool add = a->add;
+    const bool *peers = a->peers;
     const box *my_src = &src_boxes[me], *my_dst = &dst_boxes[me];
+    const box *src_over = a->src_over ? a->src_over : my_src;
+    const box *dst_over = a->dst_over ? a->dst_over : my_dst;
     /* Sizes first: sends to every q, then receives from every q. */
     size_t total = 0;
     box part;
     for (int q = 0; q < P; q++) {
-        if (q == me) continue;
+        if (q == me || (peers && !peers[q])) continue;
         if (box_intersect(my_src, &dst_boxes[q], &part)) total += box_volume(&part) * (size_t)c;
         if (box_intersect(&src_boxes[q], my_dst, &part)) total += box_volume(&part) * (size_t)c;
     }
     TRY(grow(m, total));
-    m->flight = (box_flight){.c = c, .src_boxes = src_boxes, .dst_boxes = dst_boxes, .src = src,
+    m->flight = (box_flight){.c = c, .src_boxes = src_boxes, .dst_boxes = dst_boxes,
+                             .src_over = *src_over, .dst_over = *dst_over, .src = src,
                              .dst = dst, .add = add, .threads = threads, .active = true};
     box_flight *f = &m->flight;
     size_t at = 0;
@@ -168,7 +184,8 @@ pcnn_status box_move_post(box_mover *m, int tag, int c, const box *src_boxes,
     size_t *recv_at = m->recv_at;
     for (int q = 0; q < P && st == PCNN_OK; q++) {
         recv_at[q] = SIZE_MAX;
-        if (q == me || !box_intersect(&src_boxes[q], my_dst, &part)) continue;
+        if (q == me || (peers && !peers[q]) || !box_intersect(&src_boxes[q], my_dst, &part))
+            continue;
         const size_t count = box_volume(&part) * (size_t)c;
         recv_at[q] = at;
         int code = MPI_Irecv(m->buf + at, (int)count, MPI_FLOAT, q, tag, m->comm,
@@ -177,9 +194,10 @@ pcnn_status box_move_post(box_mover *m, int tag, int c, const box *src_boxes,
         at += count;
     }
     for (int q = 0; q < P && st == PCNN_OK; q++) {
-        if (q == me || !box_intersect(my_src, &dst_boxes[q], &part)) continue;
+        if (q == me || (peers && !peers[q]) || !box_intersect(my_src, &dst_boxes[q], &part))
+            continue;
         const size_t count = box_volume(&part) * (size_t)c;
-        pack_rows(c, &part, (float *)src, my_src, m->buf + at, true, false, threads);
+        pack_rows(c, &part, (float *)src, src_over, m->buf + at, true, false, threads);
         int code = MPI_Isend(m->buf + at, (int)count, MPI_FLOAT, q, tag, m->comm,
                              &m->reqs[f->nreq++]);
         if (code != MPI_SUCCESS) st = mpi_status(code, __func__, "MPI_Isend (halo)");
@@ -193,7 +211,9 @@ pcnn_status box_move_post(box_mover *m, int tag, int c, const box *src_boxes,
     /* This rank's own points meanwhile (when adding: in rank order, at the
      * finish, after whatever the caller still adds to src). */
     f->self = box_intersect(my_src, my_dst, &f->self_part);
-    if (f->self && !add) box_copy(c, &f->self_part, src, my_src, dst, my_dst, false, threads);
+    /* In place (one buffer, one layout): the points are already there. */
+    if (src == dst && box_equal(src_over, dst_over)) f->self = false;
+    if (f->self && !add) box_copy(c, &f->self_part, src, src_over, dst, dst_over, false, threads);
     return PCNN_OK;
 }
 
@@ -210,16 +230,18 @@ pcnn_status box_move_finish(box_mover *m)
         m->failed = broke != PCNN_OK ? broke : st;
         return st;
     }
-    const box *my_src = &f->src_boxes[me], *my_dst = &f->dst_boxes[me];
+    const box *my_dst = &f->dst_boxes[me];
     for (int q = 0; q < P; q++) {
         if (q == me) {
             if (f->self && f->add)
-                box_copy(f->c, &f->self_part, f->src, my_src, f->dst, my_dst, true, f->threads);
+                box_copy(f->c, &f->self_part, f->src, &f->src_over, f->dst, &f->dst_over, true,
+                         f->threads);
             continue;
         }
         box in;
         if (m->recv_at[q] == SIZE_MAX || !box_intersect(&f->src_boxes[q], my_dst, &in)) continue;
-        pack_rows(f->c, &in, f->dst, my_dst, m->buf + m->recv_at[q], false, f->add, f->threads);
+        pack_rows(f->c, &in, f->dst, &f->dst_over, m->buf + m->recv_at[q], false, f->add,
+                  f->threads);
     }
     return PCNN_OK;
 }

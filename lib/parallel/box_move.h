@@ -46,6 +46,22 @@ pcnn_status box_move_post(box_mover *m, int tag, int c, const box *src_boxes,
                           int threads);
 pcnn_status box_move_finish(box_mover *m);
 
+/* The general form: this rank's src and dst may be laid over boxes larger
+ * than its logical ones (src_over, dst_over; NULL: the logical boxes), so
+ * that a dimension-ordered halo exchange grows one buffer phase by phase
+ * (src == dst, same layout: this rank's own points stay where they are);
+ * peers (NULL: all) limits the exchange to the ranks marked true. */
+typedef struct box_move_args {
+    int tag, c, threads;
+    const box *src_boxes, *dst_boxes;
+    const float *src;
+    float *dst;
+    const box *src_over, *dst_over;
+    const bool *peers;
+    bool add;
+} box_move_args;
+pcnn_status box_move_post_args(box_mover *m, const box_move_args *a);
+
 /* Copy (or add) the points of `part` from a tensor laid over `from` into
  * one laid over `to` (both contain part). */
 void box_copy(int c, const box *part, const float *src, const box *from, float *dst,

@@ -63,6 +63,8 @@ static int sync_bn; /* PCNN_OPT_SYNC_BATCHNORM of the networks built */
 static int depth = 1; /* of the input: > 1 builds 3D networks */
 static int halo_overlap = 1; /* PCNN_OPT_HALO_OVERLAP */
 static int fallback;         /* PCNN_OPT_SPATIAL_FALLBACK */
+static int schedule;         /* PCNN_OPT_HALO_SCHEDULE */
+static int phased_seen;      /* layers exchanging their halo dimension by dimension */
 static int regions_seen;     /* overlapped layers of the spatial networks built */
 static float frand(void)
 {
@@ -86,6 +88,7 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
     CK(pcnn_net_set_option(net, PCNN_OPT_SYNC_BATCHNORM, sync_bn));
     CK(pcnn_net_set_option(net, PCNN_OPT_HALO_OVERLAP, halo_overlap));
     CK(pcnn_net_set_option(net, PCNN_OPT_SPATIAL_FALLBACK, fallback));
+    CK(pcnn_net_set_option(net, PCNN_OPT_HALO_SCHEDULE, schedule));
     pcnn_layer *l;
     CK(pcnn_net_input3d(net, c, depth, h, w, &l));
     for (const layer_spec *s = spec; s->kind != END; s++) {
@@ -115,7 +118,8 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
     const pcnn_status st = pcnn_net_finalize(net, max_batch);
     if (st == PCNN_OK && net->spatial && net->spatial->active)
         for (int i = 0; i < net->spatial->count; i++)
-            regions_seen += net->spatial->layers[i].num_regions > 1;
+            regions_seen += net->spatial->layers[i].num_regions > 1,
+            phased_seen += net->spatial->layers[i].num_phases > 1;
     return st;
 }
 
@@ -251,12 +255,14 @@ static void test_convolutions(const int (*splits)[4], int num_splits)
                                        o.grads, o.params, o.output);
                         }
                     }
-    char what[200];
-    snprintf(what, sizeof what, "convolutions%s: %d cases of split x size x kernel x stride x "
+    char what[240];
+    snprintf(what, sizeof what, "convolutions%s%s: %d cases of split x size x kernel x stride x "
              "padding equal one rank (worst relative difference %.2g)",
-             halo_overlap ? " (halo overlapped with the interior)" : " (halo first)", cases,
-             worst);
-    expect(bad == 0 && cases > 0 && (ranks == 1 || !halo_overlap || regions_seen > 0), what);
+             halo_overlap ? " (halo overlapped with the interior" : " (halo first",
+             schedule ? ", all neighbours at once)" : ", dimension by dimension)", cases, worst);
+    expect(bad == 0 && cases > 0 && (ranks == 1 || !halo_overlap || regions_seen > 0) &&
+               (ranks != 4 || schedule || phased_seen > 0),
+           what);
 }
 
 static void test_pooling_and_batchnorm(const int *parts)
@@ -685,10 +691,14 @@ int main(int argc, char **argv)
     }
     test_convolutions((const int(*)[4])splits, num);
     halo_overlap = 0;
-    regions_seen = 0;
-    test_convolutions((const int(*)[4])splits, 1);
-    expect(regions_seen == 0, "PCNN_OPT_HALO_OVERLAP 0: no layer splits its box into regions");
+    regions_seen = phased_seen = 0;
+    schedule = 1;
+    /* 2 x 2 on 4 ranks: corners come as diagonal messages. */
+    test_convolutions((const int(*)[4])splits + (ranks == 4 ? 2 : 0), 1);
+    expect(regions_seen == 0 && phased_seen == 0, "PCNN_OPT_HALO_OVERLAP 0 and "
+           "PCNN_OPT_HALO_SCHEDULE 1: no regions, no phases");
     halo_overlap = 1;
+    schedule = 0;
     test_pooling_and_batchnorm(splits[ranks == 4 ? 2 : 0]);
     const int hybrid[4] = {2, 1, 1, 2};
     test_training(ranks == 4 ? hybrid : splits[0]);

@@ -70,6 +70,7 @@ class Option(enum.IntEnum):
     HALO_OVERLAP = 24
     BN_SCOPE = 25
     SPATIAL_FALLBACK = 26
+    HALO_SCHEDULE = 27
 
 
 class Exchange(enum.IntEnum):
