@@ -121,6 +121,17 @@ pcnn_status spatial_gather_output(pcnn_net *net, int n, float *out);
 double spatial_loss(pcnn_net *net, const int32_t *labels, const float *targets);
 pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global);
 
+/* Moving inputs (spatial_halo.c).  spatial_move_in: input j of layer i
+ * into its box (halo included); spatial_move_back: its gradient back to
+ * the owners, added.  The overlapped passes of a layer with regions:
+ * *exposed receives the seconds spent waiting for halos. */
+pcnn_status spatial_move_in(pcnn_net *net, int i, int j);
+pcnn_status spatial_move_back(pcnn_net *net, int i, int j);
+pcnn_status spatial_overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx,
+                                       double *exposed);
+pcnn_status spatial_overlapped_backward(pcnn_net *net, int i, const run_ctx *ctx,
+                                        double *exposed);
+
 /* INVALID_STATE/UNSUPPORTED for the calls a spatial network cannot make
  * yet (local runs, predict, epochs over datasets). */
 pcnn_status spatial_refuse(const pcnn_net *net, const char *func);
