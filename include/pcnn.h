@@ -1264,6 +1264,10 @@ PCNN_API pcnn_status pcnn_batchnorm_set_sync(pcnn_layer *layer, int sync);
  * exchange as in data parallelism, and the loss is normalised by the
  * global batch, so training equals one rank training on the whole batch
  * up to float summation order.  The network's output must be unsplit.
+ * pcnn_net_train_epoch shares each batch among the sample groups (every
+ * rank of a group reads the group's samples, then keeps its box); the
+ * local calls (compute_loss, compute_gradients, predict) and evaluate
+ * return UNSUPPORTED: use pcnn_net_predict_parallel.
  * Distributions all {P, 1, 1, 1} (the default) are today's data
  * parallelism, bit for bit.
  */

@@ -351,10 +351,7 @@ static pcnn_status plan_scratch(pcnn_net *net, const plan_ctx *p)
     if (!net->loss_scratch) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "loss scratch");
     net->memory_bytes += scratch * sizeof(double);
 
-    /* A spatial network stages no dataset batches (pcnn_net_train_epoch is
-     * refused): its input buffer is this rank's box. */
-    const size_t in_floats = net_is_spatial(net) ? 0
-                             : (size_t)max_batch * shape_size(net->layers.items[0]->out);
+    const size_t in_floats = (size_t)max_batch * shape_size(net->layers.items[0]->out);
     const size_t out_floats = (size_t)max_batch * shape_size(net->output->out);
     net->stage_x = mem_alloc_floats(in_floats);
     net->stage_labels = mem_alloc((size_t)max_batch * sizeof(int32_t));

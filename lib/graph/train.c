@@ -98,14 +98,17 @@ pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, 
                             double *mean_loss, double *first_loss, const char *func)
 {
     TRY(net_check_ready(net, func));
-    TRY(spatial_refuse(net, func));
     pcnn_status st = check_dataset(net, data, func);
     if (st == PCNN_OK && (batch < 1 || batch > net->global_max_batch))
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func, "batch %d must be in [1, %d] (the "
                        "max_batch of finalize)", batch, net->global_max_batch);
     if (net->comm) TRY(net_agree(net, st, func));
     TRY(st);
-    const int ranks = net->comm ? net->comm->size : 1, rank = net->comm ? net->comm->rank : 0;
+    int ranks = net->comm ? net->comm->size : 1, rank = net->comm ? net->comm->rank : 0;
+    if (net_is_spatial(net)) { /* the batch is shared by sample groups, not ranks */
+        ranks = net->spatial->groups;
+        rank = net->spatial->rank / net->spatial->group_size;
+    }
     double loss_sum = 0.0;
     for (int start = 0; start < data->n; start += batch) {
         const int total = data->n - start < batch ? data->n - start : batch;

@@ -24,8 +24,8 @@
  *      pcnn_net_train_step on the group's whole samples.
  *   7. A checkpoint of a spatial network (batch norm's running statistics
  *      included) loads into a one-rank network, bit for bit.
- *   8. Fallback onto fewer ranks (PCNN_OPT_SPATIAL_FALLBACK) and
- *      pcnn_net_predict_parallel equal one rank.
+ *   8. Fallback onto fewer ranks (PCNN_OPT_SPATIAL_FALLBACK),
+ *      pcnn_net_predict_parallel and pcnn_net_train_epoch equal one rank.
  *   9. A layer too small for its group fails finalize with SHAPE naming it;
  *      bad parts are refused; the box and group queries answer. */
 #define PCNN_EXPERIMENTAL
@@ -433,6 +433,41 @@ static void test_predict(const int *parts)
     pcnn_net_destroy(&one.net);
 }
 
+/* pcnn_net_train_epoch shares each batch among the sample groups. */
+static void test_epoch(const int *parts)
+{
+    const layer_spec spec[] = {{CONV, 3, 3, 1, 1}, {RELU, 0, 0, 0, 0}, {MAXPOOL, 0, 2, 2, 0},
+                               {FLATTEN, 0, 0, 0, 0}, {DENSE, 2, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    enum { N = 7, C = 2, H = 10, W = 9, BATCH = 3 };
+    model sp, one;
+    CK(build(&sp, comm_world, parts, spec, C, H, W, BATCH, PCNN_OPTIMIZER_MOMENTUM, 0.05));
+    CK(build(&one, NULL, NULL, spec, C, H, W, BATCH, PCNN_OPTIMIZER_MOMENTUM, 0.05));
+    float x[N * C * H * W], t[N * 2];
+    rng_state = 31337;
+    for (int i = 0; i < N * C * H * W; i++) x[i] = frand();
+    for (int i = 0; i < N * 2; i++) t[i] = frand();
+    pcnn_dataset *data;
+    CK(pcnn_dataset_create(N, C, H, W, x, NULL, t, 2, &data));
+    double la, lb;
+    CK(pcnn_net_train_epoch(one.net, data, BATCH, &la));
+    CK(pcnn_net_train_epoch(sp.net, data, BATCH, &lb));
+    size_t np;
+    CK(pcnn_net_num_params(sp.net, &np));
+    float *a = malloc(np * sizeof(float)), *b = malloc(np * sizeof(float));
+    CK(pcnn_net_get_params(one.net, a, np));
+    CK(pcnn_net_get_params(sp.net, b, np));
+    const double d = rel_diff(b, a, np);
+    char what[160];
+    snprintf(what, sizeof what, "train_epoch (7 samples, batch 3) equals one rank: parameters "
+             "%.2g, mean loss %.2g", d, fabs(la - lb) / fabs(la));
+    expect(d <= 1e-5 && fabs(la - lb) <= 1e-5 * fabs(la), what);
+    free(a);
+    free(b);
+    CK(pcnn_dataset_destroy(&data));
+    pcnn_net_destroy(&sp.net);
+    pcnn_net_destroy(&one.net);
+}
+
 static void test_checkpoint(const int *parts)
 {
     const layer_spec spec[] = {{CONV, 3, 3, 1, 1}, {BN, 0, 0, 0, 0}, {RELU, 0, 0, 0, 0},
@@ -715,6 +750,7 @@ int main(int argc, char **argv)
     test_checkpoint(ranks == 4 ? hybrid : splits[0]);
     test_fallback();
     test_predict(ranks == 4 ? hybrid : splits[0]);
+    test_epoch(ranks == 4 ? hybrid : splits[0]);
     test_refusals_and_queries();
 
     CK(pcnn_comm_destroy(&comm_world));
