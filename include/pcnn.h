@@ -1142,7 +1142,7 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * statistics of its own box.  A batch norm synchronised over the whole
  * communicator (PCNN_OPT_SYNC_BATCHNORM) reduces over every rank either
  * way.  No effect without a spatial split.  Before finalize. */
-#define PCNN_OPT_BN_SCOPE PCNN_OPT_EXPERIMENTAL_8
+#define PCNN_OPT_BN_SCOPE PCNN_OPT_EXPERIMENTAL_9
 
 /* Overlap of a spatially split convolution's or pool's halo exchange with
  * its computation (seed 002 section IV-A): 1 (the default) computes the
@@ -1163,7 +1163,7 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * extra ranks idle for that layer and those after it.  Batch norms there
  * still reduce over the whole sample group (PCNN_OPT_BN_SCOPE).  Before
  * finalize. */
-#define PCNN_OPT_SPATIAL_FALLBACK PCNN_OPT_EXPERIMENTAL_9
+#define PCNN_OPT_SPATIAL_FALLBACK PCNN_OPT_EXPERIMENTAL_10
 
 /* The halo messages of a layer split along several dimensions (seed 002
  * section V-A): 0 (the default) exchanges one dimension after the other
@@ -1172,7 +1172,7 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * rank in 2D, 6 in 3D; 1 sends every neighbour its part at once (8 in 2D,
  * 26 in 3D), one round instead of several.  The same values.  Before
  * finalize. */
-#define PCNN_OPT_HALO_SCHEDULE PCNN_OPT_EXPERIMENTAL_10
+#define PCNN_OPT_HALO_SCHEDULE PCNN_OPT_EXPERIMENTAL_8
 
 
 /* New calls of this release.  They join the stable sections once they have

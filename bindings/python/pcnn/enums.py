@@ -68,9 +68,9 @@ class Option(enum.IntEnum):
     CONV_ALGORITHM = 22
     SYNC_BATCHNORM = 23
     HALO_OVERLAP = 24
-    BN_SCOPE = 25
-    SPATIAL_FALLBACK = 26
-    HALO_SCHEDULE = 27
+    HALO_SCHEDULE = 25
+    BN_SCOPE = 26
+    SPATIAL_FALLBACK = 27
 
 
 class Exchange(enum.IntEnum):
