@@ -254,7 +254,11 @@ typedef enum pcnn_option {
      * rank's clock offset to rank 0 (a few pings). */
     PCNN_OPT_TRACE_EVENTS = 21,
     PCNN_OPT_EXPERIMENTAL_5 = 22, /* section 9 */
-    PCNN_OPT_EXPERIMENTAL_6 = 23  /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_6 = 23, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_7 = 24, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_8 = 25, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_9 = 26, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_10 = 27 /* section 9 */
 } pcnn_option;
 
 /* Create an empty network.  *out receives a handle to destroy with
@@ -732,7 +736,14 @@ typedef enum pcnn_time {
     PCNN_TIME_COMM = 3,     /* duration of the gradient/parameter collectives */
     PCNN_TIME_EXPOSED = 4,  /* time the caller's thread was blocked waiting
                                for them: the communication not hidden */
-    PCNN_TIME_STEP = 5      /* wall time of a whole training step (network only) */
+    PCNN_TIME_STEP = 5,     /* wall time of a whole training step (network only) */
+    /* A spatial distribution (section 9): halo exchanges of the layers'
+     * inputs, forward and backward, the part of them the caller's thread
+     * waited for (all of it unless overlapped), and the moves between
+     * layers distributed differently (shuffles). */
+    PCNN_TIME_HALO = 6,
+    PCNN_TIME_HALO_EXPOSED = 7,
+    PCNN_TIME_SHUFFLE = 8
 } pcnn_time;
 
 /* Seconds per training step spent in `what` by one layer (its index, see
@@ -1150,6 +1161,45 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * Default 0. */
 #define PCNN_OPT_SYNC_BATCHNORM PCNN_OPT_EXPERIMENTAL_6
 
+/* Batch norm under a spatial distribution (pcnn_net_set_distribution):
+ * 1 (the default) reduces each channel's statistics over the ranks that
+ * share the samples (the spatial group), so a split layer normalises
+ * exactly as one rank holding whole samples; 0 keeps each rank's
+ * statistics of its own box.  A batch norm synchronised over the whole
+ * communicator (PCNN_OPT_SYNC_BATCHNORM) reduces over every rank either
+ * way.  No effect without a spatial split.  Before finalize. */
+#define PCNN_OPT_BN_SCOPE PCNN_OPT_EXPERIMENTAL_9
+
+/* Overlap of a spatially split convolution's or pool's halo exchange with
+ * its computation (seed 002 section IV-A): 1 (the default) computes the
+ * outputs whose windows read only this rank's block (and padding) while
+ * the halos travel, and the bands along the block's borders after they
+ * arrived; in backward the bands first, so that the halo's gradients
+ * travel back while the interior computes.  0 exchanges first and computes
+ * the whole box after.  The same values up to float summation order.  No
+ * effect without a spatial split.  Before finalize. */
+#define PCNN_OPT_HALO_OVERLAP PCNN_OPT_EXPERIMENTAL_7
+
+/* A layer whose output is smaller than its parts along a split dimension
+ * (deep layers of a spatially split network, seed 003 section 4.2): 0 (the
+ * default) fails finalize with SHAPE naming it; 1 splits that dimension
+ * over the largest divisor of its parts that fits, and hands the freed
+ * factor to the samples: the group's samples are then shared among
+ * sub-groups (shuffled there and back), so with one sample per group the
+ * extra ranks idle for that layer and those after it.  Batch norms there
+ * still reduce over the whole sample group (PCNN_OPT_BN_SCOPE).  Before
+ * finalize. */
+#define PCNN_OPT_SPATIAL_FALLBACK PCNN_OPT_EXPERIMENTAL_10
+
+/* The halo messages of a layer split along several dimensions (seed 002
+ * section V-A): 0 (the default) exchanges one dimension after the other
+ * (D, then H over the D-extended box, then W), each with that dimension's
+ * neighbours, so edges and corners arrive transitively: 4 messages per
+ * rank in 2D, 6 in 3D; 1 sends every neighbour its part at once (8 in 2D,
+ * 26 in 3D), one round instead of several.  The same values.  Before
+ * finalize. */
+#define PCNN_OPT_HALO_SCHEDULE PCNN_OPT_EXPERIMENTAL_8
+
 
 /* New calls of this release.  They join the stable sections once they have
  * been used for a release; until then their names and contracts may change.
@@ -1316,6 +1366,93 @@ PCNN_API pcnn_status pcnn_net_set_log_callback(pcnn_net *net, pcnn_log_callback 
  * off), OUT_OF_MEMORY, UNSUPPORTED (a part over 2 GiB), IO (on rank 0;
  * REMOTE on the others), TIMEOUT. */
 PCNN_API pcnn_status pcnn_net_write_trace_merged(pcnn_net *net, const char *path);
+
+/*
+ * Spatial and hybrid parallelism (seeds 002 and 003).  The P ranks of the
+ * communicator form a grid parts[4] = {P_N, P_D, P_H, P_W} (product P):
+ * P_N sample groups, each splitting every sample of its share of the batch
+ * into P_D x P_H x P_W boxes by the block rule (part g of X indices over G
+ * parts holds floor(X/G) + (g < X mod G) of them, the lower parts first).
+ * Ranks are numbered W fastest, then H, D, N, so a sample group is a block
+ * of consecutive ranks.  Convolutions and pools exchange halos with their
+ * neighbours (zero or -inf padding only at the sample's borders), batch
+ * norm reduces its statistics over the group (PCNN_OPT_BN_SCOPE),
+ * element-wise layers run on the box, and a shuffle moves the data,
+ * forward and backward, wherever two adjacent layers are distributed
+ * differently.  Split: the input, 2D and 3D convolutions and pools (2D
+ * ones along H and W), ReLU, leaky ReLU, batch norm, add and dropout (its masks keyed by
+ * each point's index in the whole sample, so they do not depend on the
+ * split; it must keep its input's distribution).  Flatten, dense, global
+ * average pooling and pixel shuffle are never split: they take {P, 1, 1,
+ * 1} (whole samples, the group's samples shared among its ranks) unless
+ * their distribution was set, and the layers after them inherit theirs.  Weight
+ * gradients are summed over the whole communicator by the network's
+ * exchange as in data parallelism, and the loss is normalised by the
+ * global batch, so training equals one rank training on the whole batch
+ * up to float summation order.  The network's output must be unsplit.
+ * pcnn_net_train_epoch shares each batch among the sample groups (every
+ * rank of a group reads the group's samples, then keeps its box); the
+ * local calls (compute_loss, compute_gradients, predict) and evaluate
+ * return UNSUPPORTED: use pcnn_net_predict_parallel.
+ * Distributions all {P, 1, 1, 1} (the default) are today's data
+ * parallelism, bit for bit.
+ */
+
+/* Index of a dimension in the parts[] arrays. */
+enum { PCNN_DIM_N = 0, PCNN_DIM_D = 1, PCNN_DIM_H = 2, PCNN_DIM_W = 3 };
+
+/* Distribute the network's input, and every layer that inherits it, over
+ * the communicator as parts[0..3] (above).  Before finalize, after
+ * pcnn_net_set_comm (a network without one accepts only {1, 1, 1, 1}).
+ * Finalize fails with SHAPE naming the layer whose output is smaller than
+ * its parts along a split dimension (a box would be empty), and with
+ * UNSUPPORTED naming a split layer of a kind that cannot be split.
+ * Errors: INVALID_ARGUMENT (net or parts NULL, a part < 1, product not the
+ * communicator's size), INVALID_STATE (finalized). */
+PCNN_API pcnn_status pcnn_net_set_distribution(pcnn_net *net, const int *parts);
+
+/* Distribute this layer (and the layers that inherit from it) as parts[4];
+ * parts[PCNN_DIM_N] must be a multiple of the network's (the groups of the
+ * input are subdivided, never mixed).  Before finalize.  Errors as above,
+ * and INVALID_ARGUMENT (layer NULL). */
+PCNN_API pcnn_status pcnn_layer_set_distribution(pcnn_layer *layer, const int *parts);
+
+/* The layer's distribution: after finalize the one it runs with, before
+ * it the one set (or inherited so far: the network's for unset layers). */
+PCNN_API pcnn_status pcnn_layer_get_distribution(const pcnn_layer *layer, int *parts);
+
+/* This rank's box of one sample of the layer's output: start[0..2] and
+ * count[0..2] over D, H, W.  After finalize.  Errors: INVALID_ARGUMENT (NULL),
+ * INVALID_STATE (not finalized). */
+PCNN_API pcnn_status pcnn_layer_local_box(const pcnn_layer *layer, int *start, int *count);
+
+/* This rank's sample group (of the input's distribution): its index, the
+ * number of groups, the rank within the group and the group's size.  Any
+ * output may be NULL.  After pcnn_net_set_comm (1 group of 1 without). */
+PCNN_API pcnn_status pcnn_net_group_info(const pcnn_net *net, int *group, int *groups,
+                                         int *rank_in_group, int *group_size);
+
+/* A training step where each rank passes only its box of its group's n
+ * samples: x_local is n x C x count[0] x count[1] x count[2] of the input
+ * layer (pcnn_layer_local_box), NCDHW; labels or targets are those of the
+ * group's n samples, equal on every rank of the group.  Otherwise as
+ * pcnn_net_train_step, which under a spatial distribution takes the
+ * group's n whole samples on every rank of the group and slices them.
+ * Ranks of one group must pass the same n.  Collective.  Errors as
+ * pcnn_net_train_step; INVALID_ARGUMENT when ranks of a group disagree on
+ * n. */
+PCNN_API pcnn_status pcnn_net_train_step_local(pcnn_net *net, int n, const float *x_local,
+                                               const int32_t *labels, const float *targets,
+                                               float *loss);
+
+/* Inference under the distribution: every rank of a sample group passes
+ * the group's n whole samples (as pcnn_net_train_step) and receives their
+ * n outputs (NCHW) in out, batch norms using their running statistics and
+ * dropout off.  Collective.  On a network without a spatial distribution
+ * it is pcnn_net_predict (local, each rank its own samples).  Errors as
+ * pcnn_net_predict; INVALID_ARGUMENT when ranks of a group disagree on n. */
+PCNN_API pcnn_status pcnn_net_predict_parallel(pcnn_net *net, int n, const float *x, float *out,
+                                               size_t out_count);
 
 
 /*

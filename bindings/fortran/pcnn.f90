@@ -65,6 +65,10 @@ module pcnn
   integer(c_int), parameter :: PCNN_OPT_TRACE_EVENTS = 21
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_5 = 22
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_6 = 23
+  integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_7 = 24
+  integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_8 = 25
+  integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_9 = 26
+  integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_10 = 27
 
   ! enum pcnn_exchange
   integer(c_int), parameter :: PCNN_EXCHANGE_ALLREDUCE = 0
@@ -78,6 +82,9 @@ module pcnn
   integer(c_int), parameter :: PCNN_TIME_COMM = 3
   integer(c_int), parameter :: PCNN_TIME_EXPOSED = 4
   integer(c_int), parameter :: PCNN_TIME_STEP = 5
+  integer(c_int), parameter :: PCNN_TIME_HALO = 6
+  integer(c_int), parameter :: PCNN_TIME_HALO_EXPOSED = 7
+  integer(c_int), parameter :: PCNN_TIME_SHUFFLE = 8
 
   ! enum pcnn_sched_lr_rule
   integer(c_int), parameter :: PCNN_SCHED_LR_LINEAR = 0
@@ -142,6 +149,10 @@ module pcnn
   integer(c_int), parameter :: PCNN_OPT_COMM_CORE = PCNN_OPT_EXPERIMENTAL_4
   integer(c_int), parameter :: PCNN_OPT_CONV_ALGORITHM = PCNN_OPT_EXPERIMENTAL_5
   integer(c_int), parameter :: PCNN_OPT_SYNC_BATCHNORM = PCNN_OPT_EXPERIMENTAL_6
+  integer(c_int), parameter :: PCNN_OPT_BN_SCOPE = PCNN_OPT_EXPERIMENTAL_9
+  integer(c_int), parameter :: PCNN_OPT_HALO_OVERLAP = PCNN_OPT_EXPERIMENTAL_7
+  integer(c_int), parameter :: PCNN_OPT_SPATIAL_FALLBACK = PCNN_OPT_EXPERIMENTAL_10
+  integer(c_int), parameter :: PCNN_OPT_HALO_SCHEDULE = PCNN_OPT_EXPERIMENTAL_8
 
   ! Callback types: write the procedures you pass bind(c), with these
   ! interfaces, and pass c_funloc(procedure).
@@ -835,6 +846,62 @@ module pcnn
       character(kind=c_char), dimension(*), optional :: path
       integer(c_int) :: pcnn_net_write_trace_merged
     end function pcnn_net_write_trace_merged
+    function pcnn_net_set_distribution(net, parts) bind(c, name='pcnn_net_set_distribution')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      integer(c_int), optional :: parts
+      integer(c_int) :: pcnn_net_set_distribution
+    end function pcnn_net_set_distribution
+    function pcnn_layer_set_distribution(layer, parts) bind(c, name='pcnn_layer_set_distribution')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: layer
+      integer(c_int), optional :: parts
+      integer(c_int) :: pcnn_layer_set_distribution
+    end function pcnn_layer_set_distribution
+    function pcnn_layer_get_distribution(layer, parts) bind(c, name='pcnn_layer_get_distribution')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: layer
+      integer(c_int), optional :: parts
+      integer(c_int) :: pcnn_layer_get_distribution
+    end function pcnn_layer_get_distribution
+    function pcnn_layer_local_box(layer, start, count) bind(c, name='pcnn_layer_local_box')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: layer
+      integer(c_int), optional :: start
+      integer(c_int), optional :: count
+      integer(c_int) :: pcnn_layer_local_box
+    end function pcnn_layer_local_box
+    function pcnn_net_group_info(net, group, groups, rank_in_group, group_size) bind(c, &
+        name='pcnn_net_group_info')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      integer(c_int), optional :: group
+      integer(c_int), optional :: groups
+      integer(c_int), optional :: rank_in_group
+      integer(c_int), optional :: group_size
+      integer(c_int) :: pcnn_net_group_info
+    end function pcnn_net_group_info
+    function pcnn_net_train_step_local(net, n, x_local, labels, targets, loss) bind(c, &
+        name='pcnn_net_train_step_local')
+      import :: c_float, c_int, c_int32_t, c_ptr
+      type(c_ptr), value :: net
+      integer(c_int), value :: n
+      real(c_float), dimension(*), optional :: x_local
+      integer(c_int32_t), dimension(*), optional :: labels
+      real(c_float), dimension(*), optional :: targets
+      real(c_float), optional :: loss
+      integer(c_int) :: pcnn_net_train_step_local
+    end function pcnn_net_train_step_local
+    function pcnn_net_predict_parallel(net, n, x, out, out_count) bind(c, &
+        name='pcnn_net_predict_parallel')
+      import :: c_float, c_int, c_ptr, c_size_t
+      type(c_ptr), value :: net
+      integer(c_int), value :: n
+      real(c_float), dimension(*), optional :: x
+      real(c_float), dimension(*), optional :: out
+      integer(c_size_t), value :: out_count
+      integer(c_int) :: pcnn_net_predict_parallel
+    end function pcnn_net_predict_parallel
     function pcnn_net_input3d(net, channels, depth, height, width, out) bind(c, &
         name='pcnn_net_input3d')
       import :: c_int, c_ptr

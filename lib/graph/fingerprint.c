@@ -23,6 +23,7 @@
 #include "../core/memory.h"
 #include "../layers/batchnorm.h"
 #include "net.h"
+#include "spatial.h"
 
 typedef enum word_kind { WORD_INT, WORD_DOUBLE, WORD_HASH } word_kind;
 
@@ -80,7 +81,7 @@ static void settings_of(const pcnn_net *net, uint64_t *w)
     memcpy(w, words, sizeof words);
 }
 
-enum { LAYER_WORDS = 10 };
+enum { LAYER_WORDS = 11 };
 
 static const word_name layer_word_names[LAYER_WORDS] = {
     {"output channels", WORD_INT},        {"output height", WORD_INT},
@@ -89,6 +90,7 @@ static const word_name layer_word_names[LAYER_WORDS] = {
     {"exchange (pcnn_layer_set_exchange or eq. 4.8)", WORD_INT},
     {"parameter count", WORD_INT},        {"being the output (pcnn_net_set_loss)", WORD_INT},
     {"batch-norm statistics synchronised (PCNN_OPT_SYNC_BATCHNORM)", WORD_INT},
+    {"distribution (pcnn_net_set_distribution, pcnn_layer_set_distribution)", WORD_HASH},
 };
 
 static void layer_words(const pcnn_net *net, uint64_t *w)
@@ -104,7 +106,7 @@ static void layer_words(const pcnn_net *net, uint64_t *w)
             (uint64_t)l->out.c, (uint64_t)l->out.h, (uint64_t)l->out.w, (uint64_t)l->out.d,
             hash_text(hash_text(HASH_FNV1A_BASIS, l->ops->kind), config), inputs,
             (uint64_t)l->exchange, l->num_params, l == net->output,
-            batchnorm_synchronised(l)};
+            batchnorm_synchronised(l), spatial_fingerprint(net, i)};
         memcpy(w, words, sizeof words);
     }
 }

@@ -37,6 +37,10 @@ typedef struct net_options {
     long timeout_ms;      /* 0: none */
     size_t trace_events;
     bool sync_batchnorm;  /* default of batch norms that did not choose */
+    bool bn_scope;        /* PCNN_OPT_BN_SCOPE: batch norm over the spatial group */
+    bool halo_overlap;    /* PCNN_OPT_HALO_OVERLAP */
+    bool spatial_fallback; /* PCNN_OPT_SPATIAL_FALLBACK */
+    int halo_schedule;    /* PCNN_OPT_HALO_SCHEDULE */
 } net_options;
 
 struct pcnn_net {
@@ -82,6 +86,7 @@ struct pcnn_net {
     size_t memory_bytes;
 
     int last_backward_n;  /* batch size of the last backward (input grad) */
+    struct spatial *spatial; /* distributions (graph/spatial.h); NULL: none set */
     profile profile;      /* timing breakdown and trace */
 
     /* The host's callbacks (graph/callbacks.c). */
@@ -126,6 +131,10 @@ pcnn_status net_check_same_network(pcnn_net *net, const char *func);
  * func names the public function in messages.  net_check_ready: graph.h. */
 pcnn_status net_check_batch(const pcnn_net *net, const char *func, int n, const float *x,
                             const int32_t *labels, const float *targets, bool need_targets);
+/* The same for an input of in_count floats (a rank's box of the batch). */
+pcnn_status net_check_batch_sized(const pcnn_net *net, const char *func, int n, const float *x,
+                                  size_t in_count, const int32_t *labels, const float *targets,
+                                  bool need_targets);
 
 /* Giving up on collectives (graph/net_abort.c; the agreements the rooms
  * above use too are in graph.h).

@@ -5,6 +5,7 @@
 #include "../core/memory.h"
 #include "../layers/dense.h"
 #include "net.h"
+#include "spatial.h"
 #include "option_table.h"
 
 PCNN_API pcnn_status pcnn_net_create(pcnn_net **out)
@@ -29,6 +30,7 @@ PCNN_API pcnn_status pcnn_net_destroy(pcnn_net **net)
         return PCNN_OK;
     }
     net_release_plan(n); /* waits for collectives still in flight */
+    spatial_destroy(n);
     layer_list_destroy(&n->layers);
     if (n->comm) n->comm->users--;
     mem_free(n);

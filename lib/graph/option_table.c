@@ -85,6 +85,17 @@ static const option_row rows[] = {
     [PCNN_OPT_SYNC_BATCHNORM] = {"sync_batchnorm", "sync_batchnorm", FLAG,
                                  OPTION_BEFORE_FINALIZE, 0, OPTION_BOOL, OFF(sync_batchnorm), NULL,
                                  NULL},
+    [PCNN_OPT_HALO_OVERLAP] = {"halo_overlap", "halo_overlap", FLAG, OPTION_BEFORE_FINALIZE, 1,
+                               OPTION_BOOL, OFF(halo_overlap), NULL, NULL},
+    [PCNN_OPT_BN_SCOPE] = {"bn_scope", "bn_scope", FLAG, OPTION_BEFORE_FINALIZE, 1, OPTION_BOOL,
+                           OFF(bn_scope), NULL, NULL},
+    [PCNN_OPT_SPATIAL_FALLBACK] = {"spatial_fallback", "spatial_fallback", FLAG,
+                                   OPTION_BEFORE_FINALIZE, 0, OPTION_BOOL, OFF(spatial_fallback),
+                                   NULL, NULL},
+    [PCNN_OPT_HALO_SCHEDULE] = {"halo_schedule", "halo schedule",
+                                CHOICE(1, "0 (dimension by dimension) or 1 (all neighbours)"),
+                                OPTION_BEFORE_FINALIZE, 0, OPTION_INT, OFF(halo_schedule), NULL,
+                                NULL},
 };
 
 #define NUM_ROWS (sizeof rows / sizeof rows[0])

@@ -12,6 +12,7 @@
 #include "../parallel/decomp.h"
 #include "../strategy/exchange_choice.h"
 #include "net.h"
+#include "spatial.h"
 
 /* A batch norm or residual add feeding only the ReLU right after it
  * computes that ReLU (layer.h).  Right after: no other layer's backward
@@ -75,7 +76,7 @@ static pcnn_status plan_gradient_slots(pcnn_net *net)
 
     int slots = 0;
     for (int k = 0; k < count; k++) {
-        size_t need = (size_t)net->max_batch * shape_size(net->layers.items[iv[k].layer]->out);
+        size_t need = spatial_layer_floats(net, net->layers.items[iv[k].layer]);
         int best = -1;
         for (int s = 0; s < slots; s++) {
             if (slot_free_after[s] >= iv[k].start) continue; /* still in use */
@@ -182,6 +183,7 @@ static void decide_exchanges(pcnn_net *net)
         char why[96] = "";
         if (!l->exchange_chosen) {
             l->exchange = net->opt.exchange;
+            if (net_is_spatial(net)) goto chosen; /* the FC gradient needs whole-batch rows */
             if (parallel && layer_is_dense(l)) {
                 const dense_shape d = dense_get_shape(l);
                 if (exchange_fc_preferred(d.features, d.out, net->global_max_batch,
@@ -189,6 +191,9 @@ static void decide_exchanges(pcnn_net *net)
                     l->exchange = PCNN_EXCHANGE_FC_GRADIENT;
             }
         }
+    chosen:
+        if (net_is_spatial(net) && l->exchange == PCNN_EXCHANGE_FC_GRADIENT)
+            l->exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
         if (!parallel || l->num_params == 0) continue;
         const char *name = l->exchange == PCNN_EXCHANGE_ALLREDUCE ? "allreduce"
                            : l->exchange == PCNN_EXCHANGE_FC_GRADIENT ? "FC gradient"
@@ -261,7 +266,7 @@ static void plan_decide(pcnn_net *net, plan_ctx *p)
                     .keep_im2col = net->opt.keep_im2col,
                     .conv_algorithm = net->opt.conv_algorithm,
                     .sync_batchnorm = net->opt.sync_batchnorm};
-    plan_fusion(net);
+    if (!net_is_spatial(net)) plan_fusion(net); /* twins run unfused */
     /* Decide first (pure, see layer.h), then allocate what was decided. */
     for (int i = 0; i < net->layers.count; i++)
         if (net->layers.items[i]->ops->decide)
@@ -310,16 +315,16 @@ static pcnn_status plan_optimizer(pcnn_net *net, const plan_ctx *p)
  * and the shared workspace. */
 static pcnn_status plan_activations(pcnn_net *net, const plan_ctx *p)
 {
-    const int max_batch = net->max_batch;
     size_t workspace = 0;
     for (int i = 0; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
         if (!l->fused_relu) { /* which writes the ReLU's output instead */
-            size_t count = (size_t)max_batch * shape_size(l->out);
+            size_t count = spatial_layer_floats(net, l);
             l->y = mem_alloc_floats(count);
             if (!l->y) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "activations of layer %d", i);
             net->memory_bytes += count * sizeof(float);
         }
+        if (!spatial_runs_original(net, l)) continue; /* its twin's buffers: spatial_plan */
         if (l->ops->setup) TRY(l->ops->setup(l, p));
         if (l->ops->workspace_floats) {
             size_t w = l->ops->workspace_floats(l, p);
@@ -365,7 +370,7 @@ static pcnn_status plan_scratch(pcnn_net *net, const plan_ctx *p)
 typedef pcnn_status (*plan_phase)(pcnn_net *net, const plan_ctx *p);
 
 static const plan_phase plan_phases[] = {plan_parameters, plan_optimizer, plan_activations,
-                                         plan_scratch};
+                                         plan_scratch, spatial_plan};
 
 /* Start the exchange on the engine every rank votes for. */
 static pcnn_status start_exchange(pcnn_net *net, const char *func)
@@ -391,8 +396,9 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
         st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "max_batch %d must be >= 1", max_batch);
     const int ranks = net->comm ? net->comm->size : 1;
     /* Planned for the largest share of a batch: rank 0's. */
-    const int local = max_batch < 1 ? 1 : decomp_share(max_batch, ranks, 0, NULL);
+    int local = max_batch < 1 ? 1 : decomp_share(max_batch, ranks, 0, NULL);
     if (st == PCNN_OK) st = check_graph(net);
+    if (st == PCNN_OK) st = spatial_resolve(net, max_batch, &local); /* distributions */
     if (st == PCNN_OK) st = check_sizes(net, local);
     if (st == PCNN_OK && net->comm && ranks > 1 && net->opt.engine == 1 &&
         net->comm->thread_level < MPI_THREAD_MULTIPLE)
@@ -438,6 +444,7 @@ void net_release_plan(pcnn_net *net)
      * read and write the parameters and gradients freed below. */
     exchange_destroy(net->exchange);
     net->exchange = NULL;
+    spatial_release(net);
     reducer_destroy(net->reducer); /* keeps the buffer of a given-up reduction */
     net->reducer = NULL;
     for (int i = 0; i < net->layers.count; i++) {

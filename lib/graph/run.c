@@ -9,6 +9,7 @@
 #include "loss.h"
 #include "net.h"
 #include "option_table.h"
+#include "spatial.h"
 
 static run_ctx make_ctx(const pcnn_net *net, int n, bool train, bool update_stats,
                         const run_reduce *reduce)
@@ -141,11 +142,20 @@ pcnn_status net_check_batch(const pcnn_net *net, const char *func, int n, const 
                             const int32_t *labels, const float *targets, bool need_targets)
 {
     TRY(net_check_ready(net, func));
+    return net_check_batch_sized(net, func, n, x,
+                                 (size_t)n * shape_size(net->layers.items[0]->out), labels,
+                                 targets, need_targets);
+}
+
+pcnn_status net_check_batch_sized(const pcnn_net *net, const char *func, int n, const float *x,
+                                  size_t in_count, const int32_t *labels, const float *targets,
+                                  bool need_targets)
+{
+    TRY(net_check_ready(net, func));
     if (n < 1 || n > net->max_batch)
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "batch of %d samples: must be in [1, %d]",
                          n, net->max_batch);
     if (!x) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "x is NULL");
-    const size_t in_count = (size_t)n * shape_size(net->layers.items[0]->out);
     if (net->opt.check_numerics && !all_finite(x, in_count))
         return error_set(PCNN_ERR_NUMERIC, func, "the input batch contains NaN or Inf");
     if (!need_targets) return PCNN_OK;
@@ -231,6 +241,7 @@ static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int
                              float *loss_out)
 {
     TRY(net_check_batch(net, func, n, x, labels, targets, true));
+    TRY(spatial_refuse(net, func));
     TRY(exchange_flush(net->exchange)); /* a parallel network's parameters may be in flight */
     int saved = blas_threads_enter();
     const double t0 = clock_now();
@@ -278,11 +289,20 @@ static pcnn_status agree_unless_failed(pcnn_net *net, agree_stage stage, pcnn_st
  * everywhere). */
 static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const float *x,
                                 const int32_t *labels, const float *targets, float *loss_out,
-                                double *stop)
+                                double *stop, bool box_input)
 {
     TRY(net_check_alive(net, func)); /* n == 0 skips the batch check */
     const double t0 = clock_now();
-    pcnn_status st = n == 0 ? PCNN_OK : net_check_batch(net, func, n, x, labels, targets, true);
+    const bool spatial = net_is_spatial(net);
+    size_t in_count = (size_t)n * shape_size(net->layers.items[0]->out);
+    if (box_input && spatial) {
+        int start[3], count[3];
+        TRY(pcnn_layer_local_box(net->layers.items[0], start, count));
+        in_count = (size_t)n * (size_t)net->layers.items[0]->out.c * (size_t)count[0] *
+                   (size_t)count[1] * (size_t)count[2];
+    }
+    pcnn_status st =
+        n == 0 ? PCNN_OK : net_check_batch_sized(net, func, n, x, in_count, labels, targets, true);
     if (n < 0 || n > net->max_batch)
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func,
                        "local batch of %d samples: must be in [0, %d] on each rank", n,
@@ -291,7 +311,11 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     double sizes[3] = {n, 0, stop ? *stop : 0.0};
     TRY(net_agree_batch(net, st, sizes, lr, func));
     if (stop && (*stop = sizes[2]) > 0) return PCNN_OK; /* a callback asked: no rank steps */
-    const double global = sizes[0];
+    double global = sizes[0];
+    if (spatial) {
+        TRY(spatial_begin_step(net, func)); /* every rank's verdict is the same */
+        global = net->spatial->batch;
+    }
     if (global < 1)
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "no rank passed any sample");
     net->sample_base = (long)sizes[1];
@@ -305,9 +329,13 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     double loss = 0.0;
     /* No samples here (n == 0): take part in every collective all the same,
      * in the order the other ranks post them. */
-    if (n > 0) net_load_input(net, n, x);
-    st = forward_pass(net, n, true, true, reduce);
-    if (st == PCNN_OK && n > 0) {
+    if (n > 0 && spatial) spatial_load_input(net, n, x, box_input);
+    else if (n > 0) net_load_input(net, n, x);
+    st = spatial ? spatial_forward(net, reduce, true) : forward_pass(net, n, true, true, reduce);
+    if (st == PCNN_OK && spatial) {
+        loss = spatial_loss(net, labels, targets);
+        st = numeric_check(net, func, loss);
+    } else if (st == PCNN_OK && n > 0) {
         loss = net_loss(net, n, labels, targets, global, true);
         st = numeric_check(net, func, loss);
     }
@@ -320,9 +348,13 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
             net_async_status(net) == PCNN_OK ? exchange_flush(net->exchange) : PCNN_OK;
         if (drained != PCNN_OK) st = drained;
     } else {
-        if (n == 0) zero_grads(net);
-        backward_pass(net, n, false, reduce);
-        st = net_sync_checked(net, PCNN_OK);
+        if (spatial) {
+            st = spatial_backward(net, reduce);
+        } else {
+            if (n == 0) zero_grads(net);
+            backward_pass(net, n, false, reduce);
+        }
+        st = net_sync_checked(net, st);
         if (st == PCNN_OK) st = end_step(net); /* else aborted: nothing to wait for */
         st = agree_unless_failed(net, AGREE_STEP_END, st, NULL, 0, func);
         const double t1 = clock_now();
@@ -353,7 +385,7 @@ pcnn_status net_train_step(pcnn_net *net, int n, const float *x, const int32_t *
 {
     TRY(check_step_room(net, func));
     if (net && net->finalized && net->comm)
-        return run_parallel(net, func, n, x, labels, targets, loss, stop);
+        return run_parallel(net, func, n, x, labels, targets, loss, stop, false);
     if (stop && *stop > 0) return PCNN_OK;
     return run_local(net, func, RUN_TRAIN, n, x, labels, targets, loss);
 }
@@ -364,6 +396,18 @@ PCNN_API pcnn_status pcnn_net_train_step(pcnn_net *net, int n, const float *x,
 {
     API_ENTRY();
     return net_train_step(net, n, x, labels, targets, loss, NULL, __func__);
+}
+
+PCNN_API pcnn_status pcnn_net_train_step_local(pcnn_net *net, int n, const float *x_local,
+                                               const int32_t *labels, const float *targets,
+                                               float *loss)
+{
+    API_ENTRY();
+    TRY(check_step_room(net, __func__));
+    if (net && net->finalized && net->comm)
+        return run_parallel(net, __func__, n, x_local, labels, targets, loss, NULL, true);
+    /* One rank: its box is the whole sample. */
+    return run_local(net, __func__, RUN_TRAIN, n, x_local, labels, targets, loss);
 }
 
 PCNN_API pcnn_status pcnn_net_compute_gradients(pcnn_net *net, int n, const float *x,
@@ -390,6 +434,7 @@ PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, floa
     REQUIRE(n >= 1, PCNN_ERR_INVALID_ARGUMENT, "n = %d must be >= 1", n);
     REQUIRE_PTR(x);
     REQUIRE_PTR(out);
+    TRY(spatial_refuse(net, __func__));
     const shape in = net->layers.items[0]->out, o = net->output->out;
     REQUIRE(out_count >= (size_t)n * shape_size(o), PCNN_ERR_SHAPE,
             "out holds %zu floats; %d samples need %zu", out_count, n,
@@ -412,4 +457,27 @@ PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, floa
     }
     blas_threads_leave(saved);
     return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_net_predict_parallel(pcnn_net *net, int n, const float *x, float *out,
+                                               size_t out_count)
+{
+    API_ENTRY();
+    TRY(net_check_ready(net, __func__));
+    if (!net_is_spatial(net)) return pcnn_net_predict(net, n, x, out, out_count);
+    pcnn_status st = net_check_batch(net, __func__, n, x, NULL, NULL, false);
+    if (st == PCNN_OK && !out) st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "out is NULL");
+    if (st == PCNN_OK && out_count < (size_t)n * shape_size(net->output->out))
+        st = FAIL(PCNN_ERR_SHAPE, "out holds %zu floats; %d samples need %zu", out_count, n,
+                  (size_t)n * shape_size(net->output->out));
+    if (st == PCNN_OK) st = exchange_flush(net->exchange);
+    double sizes[2] = {st == PCNN_OK ? n : 0, 0};
+    TRY(net_agree_batch(net, st, sizes, net_effective_lr(net), __func__));
+    TRY(spatial_begin_step(net, __func__));
+    int saved = blas_threads_enter();
+    spatial_load_input(net, n, x, false);
+    st = spatial_forward(net, NULL, false);
+    if (st == PCNN_OK) st = spatial_gather_output(net, n, out);
+    blas_threads_leave(saved);
+    return st;
 }

@@ -16,7 +16,7 @@ PCNN_API pcnn_status pcnn_net_time(const pcnn_net *net, int layer, pcnn_time wha
     REQUIRE_PTR(seconds_per_step);
     REQUIRE(layer >= -1 && layer < net->layers.count, PCNN_ERR_INVALID_ARGUMENT,
             "layer %d: must be -1 (all) or in [0, %d)", layer, net->layers.count);
-    REQUIRE(what >= PCNN_TIME_FORWARD && what <= PCNN_TIME_STEP, PCNN_ERR_INVALID_ARGUMENT,
+    REQUIRE(what >= PCNN_TIME_FORWARD && what <= PCNN_TIME_SHUFFLE, PCNN_ERR_INVALID_ARGUMENT,
             "unknown timing %d", (int)what);
     *seconds_per_step = profile_per_step(&net->profile, layer, what);
     return PCNN_OK;

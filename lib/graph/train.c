@@ -9,6 +9,7 @@
 #include "../parallel/decomp.h"
 #include "loss.h"
 #include "net.h"
+#include "spatial.h"
 
 static pcnn_status check_dataset(const pcnn_net *net, const pcnn_dataset *d, const char *func)
 {
@@ -63,6 +64,7 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
 {
     API_ENTRY();
     TRY(net_check_ready(net, __func__));
+    TRY(spatial_refuse(net, __func__));
     pcnn_status st = check_dataset(net, data, __func__);
     if (st == PCNN_OK) st = exchange_flush(net->exchange);
     if (net->comm) TRY(net_agree(net, st, __func__));
@@ -109,7 +111,11 @@ pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, 
                        "max_batch of finalize)", batch, net->global_max_batch);
     if (net->comm) TRY(net_agree(net, st, func));
     TRY(st);
-    const int ranks = net->comm ? net->comm->size : 1, rank = net->comm ? net->comm->rank : 0;
+    int ranks = net->comm ? net->comm->size : 1, rank = net->comm ? net->comm->rank : 0;
+    if (net_is_spatial(net)) { /* the batch is shared by sample groups, not ranks */
+        ranks = net->spatial->groups;
+        rank = net->spatial->rank / net->spatial->group_size;
+    }
     const int batches = (data->n + batch - 1) / batch;
     double loss_sum = 0.0, stop = 0.0;
     long trained = 0;

@@ -171,3 +171,5 @@ pcnn_status leaky_relu_add(layer_list *list, pcnn_layer *in, float slope, pcnn_l
     *out = l;
     return PCNN_OK;
 }
+
+float activation_slope(const pcnn_layer *l) { return act_slope(l); }

@@ -213,3 +213,9 @@ pcnn_status residual_add(layer_list *list, pcnn_layer *a, pcnn_layer *b, float b
     *out = l;
     return PCNN_OK;
 }
+
+float residual_add_scale(const pcnn_layer *l)
+{
+    const add_priv *a = l->priv;
+    return a->scale;
+}

@@ -475,3 +475,10 @@ pcnn_status batchnorm_add(layer_list *list, pcnn_layer *in, float eps, float mom
     *out = l;
     return PCNN_OK;
 }
+
+void batchnorm_config(const pcnn_layer *l, float *eps, float *momentum)
+{
+    const bn_priv *b = l->priv;
+    *eps = b->eps;
+    *momentum = b->momentum;
+}

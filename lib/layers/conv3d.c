@@ -374,3 +374,14 @@ pcnn_status conv3d_add(layer_list *list, pcnn_layer *in, int out_channels, int k
     *out = l;
     return PCNN_OK;
 }
+
+void conv3d_config(const pcnn_layer *l, int *out_channels, int *kernel, int *stride,
+                   int *padding, bool *bias)
+{
+    const conv3d_priv *p = l->priv;
+    *out_channels = p->cout;
+    *kernel = p->k;
+    *stride = p->stride;
+    *padding = p->pad;
+    *bias = p->bias;
+}

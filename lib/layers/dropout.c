@@ -175,3 +175,68 @@ pcnn_status dropout_add(layer_list *list, pcnn_layer *in, float p, pcnn_layer **
     *out = l;
     return PCNN_OK;
 }
+
+/* One rank's box of a spatially split dropout: rows (channel, sample) of
+ * the box's points, each keyed by its index in the whole sample. */
+typedef struct box_args {
+    drop_args a;
+    int lo[3], ext[3], h, w; /* the box within the sample (D, H, W), the sample's H and W */
+    size_t whole;            /* points of the whole sample */
+} box_args;
+
+static void mask_box_rows(void *arg, size_t r0, size_t r1)
+{
+    const box_args *b = arg;
+    const drop_args *a = &b->a;
+    const size_t n = a->n, s = a->s;
+    for (size_t r = r0; r < r1; r++) {
+        const size_t ch = r / n, i = r % n, off = r * s;
+        const uint64_t key = a->keys[i];
+        size_t j = 0;
+        for (int z = 0; z < b->ext[0]; z++)
+            for (int y = 0; y < b->ext[1]; y++) {
+                const size_t g = ((size_t)(b->lo[0] + z) * (size_t)b->h + (size_t)(b->lo[1] + y)) *
+                                     (size_t)b->w + (size_t)b->lo[2];
+                for (int x = 0; x < b->ext[2]; x++, j++) {
+                    uint8_t keep = (draw(key, ch * b->whole + g + (size_t)x) >> 32) >= a->threshold;
+                    a->mask[off + j] = keep;
+                    a->out[off + j] = keep ? a->x[off + j] * a->scale : 0.0f;
+                }
+            }
+    }
+}
+
+void dropout_forward_box(pcnn_layer *l, const run_ctx *ctx, const int lo[3], const int ext[3])
+{
+    dropout_priv *d = l->priv;
+    const size_t n = (size_t)ctx->n, c = (size_t)l->out.c;
+    const size_t s = (size_t)ext[0] * (size_t)ext[1] * (size_t)ext[2], total = c * n * s;
+    const float *x = l->inputs[0]->y;
+    if (!ctx->train || d->p == 0.0f) {
+        copy_or_add(x, l->y, total, false, ctx->threads);
+        return;
+    }
+    uint64_t base = rng_hash(ctx->seed, DROPOUT_PURPOSE, ctx->step, (uint64_t)l->index);
+    for (size_t i = 0; i < n; i++)
+        d->keys[i] = rng_hash(base, (uint64_t)(ctx->sample_base + (long)i), 0, 0);
+    box_args b = {.a = {.x = x, .out = l->y, .keys = d->keys, .mask = d->mask,
+                        .scale = d->scale,
+                        .threshold = (uint64_t)ceil((double)d->p * 4294967296.0), .n = n, .s = s},
+                  .lo = {lo[0], lo[1], lo[2]}, .ext = {ext[0], ext[1], ext[2]},
+                  .h = l->out.h, .w = l->out.w, .whole = shape_spatial(l->out)};
+    parallel_for(c * n, 1, total, ctx->threads, mask_box_rows, &b);
+}
+
+void dropout_backward_box(pcnn_layer *l, const run_ctx *ctx, size_t count, float *dx)
+{
+    if (!dx) return;
+    dropout_priv *d = l->priv;
+    if (d->p == 0.0f) {
+        copy_or_add(l->dy, dx, count, l->accumulate_dx[0], ctx->threads);
+        return;
+    }
+    drop_args a = {.x = l->dy, .out = dx, .mask = d->mask, .scale = d->scale};
+    parallel_for(count, 16, count, ctx->threads, l->accumulate_dx[0] ? unmask_acc : unmask, &a);
+}
+
+bool layer_is_dropout(const pcnn_layer *l) { return l->ops == &dropout_ops; }

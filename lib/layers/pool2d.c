@@ -384,3 +384,11 @@ pcnn_status avgpool2d_add(layer_list *list, pcnn_layer *in, int kernel, int stri
 {
     return pool_add(&avgpool_ops, func, list, in, kernel, stride, padding, out);
 }
+
+void pool2d_config(const pcnn_layer *l, int *kernel, int *stride, int *padding)
+{
+    const pool_priv *p = l->priv;
+    *kernel = p->k;
+    *stride = p->stride;
+    *padding = p->pad;
+}

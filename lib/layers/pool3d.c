@@ -293,3 +293,11 @@ pcnn_status avgpool3d_add(layer_list *list, pcnn_layer *in, int kernel, int stri
 {
     return pool3d_add(&avgpool3d_ops, func, list, in, kernel, stride, padding, out);
 }
+
+void pool3d_config(const pcnn_layer *l, int *kernel, int *stride, int *padding)
+{
+    const pool3d_priv *p = l->priv;
+    *kernel = p->k;
+    *stride = p->stride;
+    *padding = p->pad;
+}

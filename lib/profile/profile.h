@@ -18,6 +18,9 @@ typedef enum timing_kind {
     TIMING_UPDATE,   /* summing received pieces + optimizer */
     TIMING_COMM,     /* duration of the collectives (on the engine) */
     TIMING_EXPOSED,  /* main thread blocked waiting for them */
+    TIMING_HALO,     /* halo exchanges of a spatial split (graph/spatial_run.c) */
+    TIMING_HALO_EXPOSED, /* the part of them not hidden behind computation */
+    TIMING_SHUFFLE,  /* moves between distributions */
     TIMING_KINDS
 } timing_kind;
 
@@ -30,6 +33,8 @@ typedef enum trace_kind {
     TRACE_ALLGATHER,
     TRACE_WAIT,
     TRACE_STEP,      /* a whole training step: the step marker */
+    TRACE_HALO,
+    TRACE_SHUFFLE,
     TRACE_KINDS
 } trace_kind;
 

@@ -73,7 +73,8 @@ void trace_span(profile *p, int layer, trace_kind kind, double t0, double t1)
 static const timing_kind public_kind[] = {
     [PCNN_TIME_FORWARD] = TIMING_FORWARD,   [PCNN_TIME_BACKWARD] = TIMING_BACKWARD,
     [PCNN_TIME_UPDATE] = TIMING_UPDATE,     [PCNN_TIME_COMM] = TIMING_COMM,
-    [PCNN_TIME_EXPOSED] = TIMING_EXPOSED,
+    [PCNN_TIME_EXPOSED] = TIMING_EXPOSED,   [PCNN_TIME_HALO] = TIMING_HALO,
+    [PCNN_TIME_HALO_EXPOSED] = TIMING_HALO_EXPOSED, [PCNN_TIME_SHUFFLE] = TIMING_SHUFFLE,
 };
 
 double profile_per_step(const profile *p, int layer, pcnn_time what)
@@ -128,5 +129,17 @@ size_t profile_report(const profile *p, const layer_list *layers, char *buf, siz
     const double r = profile_overlap_ratio(p);
     if (isnan(r)) text_put(&t, "overlap ratio R: n/a (no communication)\n");
     else text_put(&t, "overlap ratio R = %.1f%%\n", r);
+    /* A spatial split: its halo exchanges and shuffles, per layer. */
+    if (sum[TIMING_HALO] + sum[TIMING_SHUFFLE] > 0.0) {
+        text_put(&t, "%-5s %-15s %9s %9s %9s\n", "layer", "kind", "halo", "exposed", "shuffle");
+        for (int i = 1; i < p->num_layers; i++) {
+            const double *v = p->layer[i];
+            if (v[TIMING_HALO] + v[TIMING_SHUFFLE] <= 0.0) continue;
+            text_put(&t, "%-5d %-15s %9.3f %9.3f %9.3f\n", i, layers->items[i]->ops->kind,
+                v[TIMING_HALO] * ms, v[TIMING_HALO_EXPOSED] * ms, v[TIMING_SHUFFLE] * ms);
+        }
+        text_put(&t, "%-5s %-15s %9.3f %9.3f %9.3f\n", "total", "", sum[TIMING_HALO] * ms,
+            sum[TIMING_HALO_EXPOSED] * ms, sum[TIMING_SHUFFLE] * ms);
+    }
     return t.len;
 }

@@ -12,6 +12,7 @@
 
 static const char *const span_names[TRACE_KINDS] = {
     "forward", "backward", "update", "allreduce", "alltoall", "allgather", "wait", "step",
+    "halo", "shuffle",
 };
 
 /* Tracks (Chrome's threads) of one rank's process. */
@@ -134,7 +135,8 @@ size_t trace_format(const profile *p, const layer_list *layers, char *buf, size_
             continue;
         }
         const bool comm = e->kind == TRACE_ALLREDUCE || e->kind == TRACE_ALLTOALL ||
-                          e->kind == TRACE_ALLGATHER;
+                          e->kind == TRACE_ALLGATHER || e->kind == TRACE_HALO ||
+                          e->kind == TRACE_SHUFFLE;
         text_put(&t, ",\n{\"name\":\"%s %d %s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,"
                      "\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
                  span_names[e->kind], e->layer, layers->items[e->layer]->ops->kind,

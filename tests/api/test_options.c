@@ -52,6 +52,10 @@ static const expected options[] = {
     {PCNN_OPT_TRACE_EVENTS, "trace_events", 0, 1e8, 1, BEFORE_FINALIZE, 0},
     {PCNN_OPT_CONV_ALGORITHM, "conv_algorithm", 0, 3, 1, BEFORE_FINALIZE, 0},
     {PCNN_OPT_SYNC_BATCHNORM, "sync_batchnorm", 0, 1, 1, BEFORE_FINALIZE, 0},
+    {PCNN_OPT_HALO_OVERLAP, "halo_overlap", 0, 1, 1, BEFORE_FINALIZE, 1},
+    {PCNN_OPT_HALO_SCHEDULE, "halo_schedule", 0, 1, 1, BEFORE_FINALIZE, 0},
+    {PCNN_OPT_BN_SCOPE, "bn_scope", 0, 1, 1, BEFORE_FINALIZE, 1},
+    {PCNN_OPT_SPATIAL_FALLBACK, "spatial_fallback", 0, 1, 1, BEFORE_FINALIZE, 0},
 };
 #define NUM_OPTIONS (int)(sizeof options / sizeof options[0])
 
@@ -131,7 +135,7 @@ static void check_info(void)
               "%s: NULL outputs refused", e->name);
     }
     /* PCNN_OPT_SYNC_BATCHNORM is the header's last option. */
-    CHECK(NUM_OPTIONS == PCNN_OPT_SYNC_BATCHNORM + 1, "the expectations miss options");
+    CHECK(NUM_OPTIONS == PCNN_OPT_SPATIAL_FALLBACK + 1, "the expectations miss options");
     double lo = -7.25;
     const char *name = "untouched";
     pcnn_status st = pcnn_net_option_info((pcnn_option)NUM_OPTIONS, &lo, NULL, NULL, &name);

@@ -284,6 +284,31 @@ static void fresh_and_building(void)
     CASE(E_ARG, "net is NULL", pcnn_net_set_comm, NULL, SENTINEL_PTR);
     CASE(E_ARG, "comm is NULL", pcnn_net_set_comm, net, NULL);
 
+    /* Distributions (section 9): without a communicator only {1, 1, 1, 1}. */
+    static const int two_parts[4] = {1, 1, 2, 1}, bad_parts[4] = {1, 0, 1, 1};
+    int parts4[4], box3[3], cnt3[3], grp;
+    CASE(E_ARG, "net is NULL", pcnn_net_set_distribution, NULL, two_parts);
+    CASE(E_ARG, "parts is NULL", pcnn_net_set_distribution, net, NULL);
+    CASE(E_ARG, "must be the communicator's 1 ranks", pcnn_net_set_distribution, net,
+         two_parts);
+    CASE(E_ARG, "parts[1] = 0 must be >= 1", pcnn_net_set_distribution, net, bad_parts);
+    CASE(E_ARG, "layer is NULL", pcnn_layer_set_distribution, NULL, two_parts);
+    CASE(E_ARG, "must be the communicator's 1 ranks", pcnn_layer_set_distribution, conv,
+         two_parts);
+    CASE(E_ARG, "layer is NULL", pcnn_layer_get_distribution, NULL, parts4);
+    CASE(E_ARG, "parts is NULL", pcnn_layer_get_distribution, conv, NULL);
+    CASE(E_ARG, "layer is NULL", pcnn_layer_local_box, NULL, box3, cnt3);
+    CASE(E_ARG, "count is NULL", pcnn_layer_local_box, conv, box3, NULL);
+    CASE(E_STATE, "not finalized", pcnn_layer_local_box, conv, box3, cnt3);
+    CASE(E_ARG, "net is NULL", pcnn_net_group_info, NULL, &grp, &grp, &grp, &grp);
+    CASE(E_ARG, "net is NULL", pcnn_net_train_step_local, NULL, 1, SENTINEL_PTR, NULL, NULL,
+         NULL);
+    CASE(E_STATE, "not finalized", pcnn_net_train_step_local, net, 1, SENTINEL_PTR, NULL, NULL,
+         NULL);
+    CASE(E_ARG, "net is NULL", pcnn_net_predict_parallel, NULL, 1, SENTINEL_PTR, SENTINEL_PTR, 1);
+    CASE(E_STATE, "not finalized", pcnn_net_predict_parallel, net, 1, SENTINEL_PTR, SENTINEL_PTR,
+         1);
+
     /* Options: unknown, NaN/Inf, out of range, not integral, read-only. */
     CASE(E_ARG, "net is NULL", pcnn_net_set_option, NULL, PCNN_OPT_LEARNING_RATE, 0.1);
     CASE(E_ARG, "unknown option 99", pcnn_net_set_option, net, (pcnn_option)99, 1.0);
@@ -333,7 +358,7 @@ static void fresh_and_building(void)
     CASE(E_ARG, "bucket_bytes 1e+10", pcnn_net_set_option, net, PCNN_OPT_BUCKET_BYTES, 1e10);
     CASE(E_ARG, "net is NULL", pcnn_net_get_option, NULL, PCNN_OPT_SEED, &o_dbl);
     CASE(E_ARG, "value is NULL", pcnn_net_get_option, net, PCNN_OPT_SEED, NULL);
-    CASE(E_ARG, "unknown option 24", pcnn_net_get_option, net, (pcnn_option)24, &o_dbl);
+    CASE(E_ARG, "unknown option 28", pcnn_net_get_option, net, (pcnn_option)28, &o_dbl);
     CASE(E_ARG, "sync_batchnorm is a flag", pcnn_net_set_option, net, PCNN_OPT_SYNC_BATCHNORM,
          2.0);
     CASE(E_ARG, "unknown option 99", pcnn_net_option_info, (pcnn_option)99, &o_dbl, &o_dbl,
@@ -624,7 +649,7 @@ static void finalized(void)
          PCNN_TIME_FORWARD, &o_dbl);
     CASE(E_ARG, "layer 5: must be -1 (all) or in [0, 5)", pcnn_net_time, net, 5,
          PCNN_TIME_FORWARD, &o_dbl);
-    CASE(E_ARG, "unknown timing 6", pcnn_net_time, net, -1, (pcnn_time)6, &o_dbl);
+    CASE(E_ARG, "unknown timing 9", pcnn_net_time, net, -1, (pcnn_time)9, &o_dbl);
     CASE(E_ARG, "unknown timing -1", pcnn_net_time, net, 1, (pcnn_time)-1, &o_dbl);
     CASE(E_ARG, "seconds_per_step is NULL", pcnn_net_time, net, 1, PCNN_TIME_COMM, NULL);
     CASE(E_ARG, "percent is NULL", pcnn_net_overlap_ratio, net, NULL);

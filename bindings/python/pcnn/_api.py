@@ -146,6 +146,14 @@ PROTOTYPES = [
     ("pcnn_avgpool3d", STATUS, (H, H, I, I, I, HH)),
     ("pcnn_layer_output_shape3d", STATUS, (H, pI, pI, pI, pI)),
     ("pcnn_dataset_create3d", STATUS, (I, I, I, I, I, H, H, H, I, HH)),
+    # 9. experimental: spatial and hybrid parallelism
+    ("pcnn_net_set_distribution", STATUS, (H, pI)),
+    ("pcnn_layer_set_distribution", STATUS, (H, pI)),
+    ("pcnn_layer_get_distribution", STATUS, (H, pI)),
+    ("pcnn_layer_local_box", STATUS, (H, pI, pI)),
+    ("pcnn_net_group_info", STATUS, (H, pI, pI, pI, pI)),
+    ("pcnn_net_train_step_local", STATUS, (H, I, H, H, H, H)),
+    ("pcnn_net_predict_parallel", STATUS, (H, I, H, H, Z)),
     ("pcnn_dataset_info3d", STATUS, (H, pI, pI, pI, pI, pI)),
     # 9. experimental: the performance model
     ("pcnn_perfmodel_create", STATUS, (HH,)),

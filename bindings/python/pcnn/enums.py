@@ -67,6 +67,10 @@ class Option(enum.IntEnum):
     TRACE_EVENTS = 21
     CONV_ALGORITHM = 22
     SYNC_BATCHNORM = 23
+    HALO_OVERLAP = 24
+    HALO_SCHEDULE = 25
+    BN_SCOPE = 26
+    SPATIAL_FALLBACK = 27
 
 
 class Exchange(enum.IntEnum):
@@ -82,6 +86,9 @@ class Time(enum.IntEnum):
     COMM = 3
     EXPOSED = 4
     STEP = 5
+    HALO = 6
+    HALO_EXPOSED = 7
+    SHUFFLE = 8
 
 
 class LogLevel(enum.IntEnum):

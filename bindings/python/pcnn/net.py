@@ -137,11 +137,44 @@ class Layer:
         net = self._owner()
         net._lib.pcnn_batchnorm_set_sync(self._h, -1 if sync is None else int(bool(sync)))
 
+    def set_distribution(self, parts):
+        """Distribute this layer (and those inheriting from it) over the
+        ranks as (P_N, P_D, P_H, P_W) (experimental, spatial parallelism);
+        before finalize."""
+        net = self._owner()
+        net._lib.pcnn_layer_set_distribution(self._h, _parts(parts))
+
+    @property
+    def distribution(self):
+        """(P_N, P_D, P_H, P_W) this layer runs with (after finalize) or
+        was given."""
+        net = self._owner()
+        out = (c_int * 4)()
+        net._lib.pcnn_layer_get_distribution(self._h, out)
+        return tuple(out)
+
+    @property
+    def local_box(self):
+        """((d0, h0, w0), (d, h, w)): this rank's box of one sample of the
+        layer's output; after finalize."""
+        net = self._owner()
+        start, count = (c_int * 3)(), (c_int * 3)()
+        net._lib.pcnn_layer_local_box(self._h, start, count)
+        return tuple(start), tuple(count)
+
     def __repr__(self):
         net = self._net()
         if net is None or net.closed:
             return "<pcnn.Layer %d %s (network closed)>" % (self.index, self.kind)
         return "<pcnn.Layer %d %s %s>" % (self.index, self.kind, self.output_shape)
+
+
+def _parts(parts):
+    """Four positive ints as a C int[4]."""
+    parts = tuple(int(p) for p in parts)
+    if len(parts) != 4:
+        raise InvalidArgumentError("parts: expected 4 values (N, D, H, W), got %d" % len(parts))
+    return (c_int * 4)(*parts)
 
 
 def _net_use(fn):
@@ -419,6 +452,32 @@ class Net(Handle):
         self._last_n = n
         return self._step_loss.value
 
+    def set_distribution(self, parts):
+        """Split samples over the communicator as (P_N, P_D, P_H, P_W)
+        (experimental, spatial and hybrid parallelism); before finalize."""
+        self._lib.pcnn_net_set_distribution(self._handle(), _parts(parts))
+
+    def group_info(self):
+        """(group, groups, rank_in_group, group_size) of this rank."""
+        v = [c_int() for _ in range(4)]
+        self._lib.pcnn_net_group_info(self._handle(), *[byref(x) for x in v])
+        return tuple(x.value for x in v)
+
+    def train_step_local(self, x_local, labels=None, targets=None):
+        """A step where this rank passes only its box of its group's samples:
+        x_local shaped (n, C) + the input's local_box count (float32); labels
+        or targets those of the group's n samples.  Collective."""
+        x = floats_in(x_local, "x_local")
+        if x.ndim < 2:
+            raise ShapeError("x_local: expected (n, C, ...) of this rank's box")
+        n = x.shape[0]
+        lab = labels_in(labels) if labels is not None else None
+        tg = floats_in(targets, "targets") if targets is not None else None
+        self._lib.pcnn_net_train_step_local(self._handle(), n, addr(x), addr(lab), addr(tg),
+                                            self._step_loss_ref)
+        self._last_n = n
+        return self._step_loss.value
+
     def compute_gradients(self, x, labels=None, targets=None):
         """Forward and backward without an update; returns the loss.  Read
         the results with get_grads() and input_grad()."""
@@ -450,6 +509,21 @@ class Net(Handle):
         count = n * self._output_size
         out = floats_out(out, count, "Net.predict", shape)
         self._lib.pcnn_net_predict(h, n, addr(x), addr(out), count)
+        return out
+
+    def predict_parallel(self, x, out=None):
+        """predict under the distribution (experimental): every rank of a
+        sample group passes the group's samples and receives their outputs.
+        Collective; predict itself on a network without a spatial split."""
+        h = self._handle()
+        if self._output_size is None:
+            raise InvalidStateError("Net.predict_parallel: finalize the network first")
+        x, n = samples(x, self._input_shape)
+        c = self._output_shape[0]
+        shape = (n, c) if values_of(self._output_shape) == c else (n,) + self._output_shape
+        count = n * self._output_size
+        out = floats_out(out, count, "Net.predict_parallel", shape)
+        self._lib.pcnn_net_predict_parallel(h, n, addr(x), addr(out), count)
         return out
 
     def evaluate(self, x, y=None):
@@ -688,7 +762,8 @@ class Net(Handle):
 
     def time(self, what=Time.STEP, layer=None):
         """Seconds per training step spent in `what` (a pcnn.Time or its
-        name: forward, backward, update, comm, exposed, step) by the whole
+        name: forward, backward, update, comm, exposed, step, halo,
+        halo_exposed, shuffle) by the whole
         network or by one layer (a Layer or its index)."""
         index = -1 if layer is None else (layer.index if isinstance(layer, Layer) else layer)
         v = c_double()

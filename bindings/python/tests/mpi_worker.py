@@ -89,6 +89,41 @@ def main(out, xfile, lfile):
         except pcnn.InvalidStateError as e:
             info["close_in_use"] = e.message
 
+    # 6b. spatial parallelism: one sample group split along H over both
+    # ranks against a private one-rank network, and the box-only step
+    def spatial_net(c=None, parts=None):
+        net = pcnn.Net()
+        x = net.input(2, 11, 9)
+        a = net.relu(net.conv2d(x, 4, 3, padding=1))
+        a = net.maxpool2d(net.conv2d(a, 4, 5, stride=2, padding=2), 3, 2, 1)
+        y = net.dense(a, 3)
+        net.set_loss(y, "mse")
+        net.configure(learning_rate=0.05, seed=11, threads=1)
+        if c is not None:
+            net.set_comm(c)
+            net.set_distribution(parts)
+        net.finalize(3)
+        return net
+
+    rng = np.random.default_rng(4)
+    xs, ts = rng.standard_normal((3, 2, 11, 9), np.float32), rng.standard_normal((3, 3), np.float32)
+    with spatial_net() as one, spatial_net(comm, (1, 1, 2, 1)) as sp, \
+            spatial_net(comm, (1, 1, 2, 1)) as boxed:
+        conv = sp.layers[1]
+        (d0, h0, w0), (dd, hh, ww) = sp.layers[0].local_box
+        for _ in range(2):
+            one.train_step(xs, targets=ts)
+            sp.train_step(xs, targets=ts)
+            boxed.train_step_local(np.ascontiguousarray(xs[:, :, h0:h0 + hh, w0:w0 + ww]),
+                                   targets=ts)
+        p1, p2 = one.get_params(), sp.get_params()
+        info["spatial_rel"] = float(np.abs(p1 - p2).max() / np.abs(p1).max())
+        info["spatial_local_equal"] = bool(np.array_equal(p2, boxed.get_params()))
+        info["spatial_box"] = [h0, hh]
+        info["spatial_parts"] = [list(conv.distribution), list(sp.layers[-1].distribution)]
+        info["spatial_group"] = list(sp.group_info())
+        info["spatial_halo"] = sp.time("halo") > 0 and sp.time("shuffle") > 0
+
     # 7. the mpi4py path: anything with .py2f()
     with pcnn.Comm(FakeMpi4pyComm()) as dup:
         info["mpi4py_like"] = [dup.rank, dup.size]

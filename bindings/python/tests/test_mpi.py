@@ -83,6 +83,17 @@ def test_errors_reach_every_rank(worker):
         assert "still use this communicator" in info["close_in_use"]
 
 
+def test_spatial_split_over_two_ranks(worker):
+    _, _, _, ranks = worker
+    for r, (_, info) in enumerate(ranks):
+        assert info["spatial_rel"] < 1e-5  # equals one rank on the whole batch
+        assert info["spatial_local_equal"]  # the box-only step, bit for bit
+        assert info["spatial_box"] == [[0, 6], [6, 5]][r]  # 11 rows over 2 ranks
+        assert info["spatial_parts"] == [[1, 1, 2, 1], [2, 1, 1, 1]]  # conv split, dense not
+        assert info["spatial_group"] == [0, 1, r, 2]
+        assert info["spatial_halo"]
+
+
 def test_mpi4py_style_communicator(worker):
     for rank, (_, info) in enumerate(worker[3]):
         assert info["mpi4py_like"] == [rank, 2]

@@ -186,9 +186,11 @@ def test_timing_breakdown_is_reachable():
         for s in range(3):
             net.train_step(x[s], labels[s])
         t = net.timing()
-        assert set(t) == {"forward", "backward", "update", "comm", "exposed", "step"}
+        assert set(t) == {"forward", "backward", "update", "comm", "exposed", "step", "halo",
+                          "halo_exposed", "shuffle"}
         assert t["forward"] > 0 and t["backward"] > 0 and t["step"] >= t["forward"]
         assert t["comm"] == 0 and np.isnan(net.overlap_ratio())
+        assert t["halo"] == 0 and t["shuffle"] == 0  # no spatial split
         conv = net.layers[1]
         assert net.time("forward", conv) > 0 and net.time("forward", conv.index) > 0
         assert "step" not in net.timing(conv)

@@ -1,0 +1,139 @@
+/* Spatial and hybrid parallelism, the graph's side (pcnn.h section 9;
+ * seeds 002 and 003): the distributions set before finalize, the plan
+ * that runs every layer on this rank's box (a local twin of the layer,
+ * layers/clone.h, fed by halo exchanges and shuffles, parallel/box_move.h),
+ * and the passes of a training step.
+ *
+ * A network is "spatial" once finalize resolved a distribution other than
+ * all {P, 1, 1, 1}; otherwise none of this runs and the data-parallel
+ * path is untouched. */
+#ifndef PCNN_GRAPH_SPATIAL_H
+#define PCNN_GRAPH_SPATIAL_H
+
+#include <stdbool.h>
+
+#include "../parallel/box_move.h"
+#include "../parallel/layout.h"
+#include "net.h"
+
+/* One cell of a windowed layer's box under overlap (PCNN_OPT_HALO_OVERLAP):
+ * the interior, whose windows read no halo, or a band along a border. */
+typedef struct spatial_region {
+    layer_list list;        /* its twin and stand-in input */
+    pcnn_layer *twin;
+    box out, in;            /* its outputs and the inputs they read (D, H, W) */
+    float *grads;           /* its share of the weight gradient */
+} spatial_region;
+
+/* One layer under its distribution. */
+typedef struct spatial_layer {
+    int parts[LAYOUT_DIMS]; /* the distribution it runs with */
+    bool set;               /* set on this layer by the user */
+    bool direct;            /* unsplit, inputs alike: the original layer runs */
+    bool windowed;          /* convolution or pooling: inputs extended by the halo */
+    bool volume;            /* its window spans D, H, W (3D), else H, W */
+    int k, s, p;
+    float pad;              /* padding value read at the sample's borders */
+    bool group_bn;          /* batch norm reducing over the sample group */
+    bool box_dropout;       /* a split dropout: the original runs on the box */
+    layer_list twin_list;   /* the twin and its stand-in inputs (clone.h) */
+    pcnn_layer *twin;
+    bool moves[2];          /* input j arrives through a box move */
+    float *in_y[2];         /* staging of a moved input, laid over need[j][rank] */
+    float *in_dy[2];        /* its gradient: the shared dy_scratch[j] */
+    /* PCNN_OPT_HALO_SCHEDULE 0: the halo of input 0 in phases, one per
+     * split windowed dimension, with that dimension's neighbours only; the
+     * box grows to phase_box[p] after phase p (the last: need[0]), so
+     * corners arrive through the earlier phases. */
+    int num_phases, phase_dim[3];
+    box *phase_box[3];
+    bool *peers[3];
+    spatial_region *regions; /* overlap: the cells of the box, or NULL */
+    int num_regions, interior;
+    box mine;               /* this rank's box (the step's samples) */
+    box *have;              /* every rank's box of the output, this step */
+    box *need[2];           /* every rank's box of input j it reads, this step */
+} spatial_layer;
+
+typedef struct spatial {
+    /* Before finalize: the network's distribution and per-layer ones. */
+    int net_parts[LAYOUT_DIMS];
+    int (*layer_parts)[LAYOUT_DIMS];
+    int layer_cap;
+
+    /* After finalize. */
+    bool active;
+    int ranks, rank;
+    int groups, group_size;  /* of the input's distribution */
+    spatial_layer *layers;
+    int count;
+    box_mover *mover;
+    reducer *group_reducer;  /* batch norm over a sample group (NULL: none) */
+    float *workspace;
+    size_t workspace_floats;
+    /* The gradients of moved inputs live only during their layer's
+     * backward and its move back: one buffer per input slot serves all. */
+    float *dy_scratch[2];
+    size_t dy_scratch_floats[2];
+    /* A region's input, output, output gradient and input gradient. */
+    float *region_x, *region_y, *region_dy, *region_dx;
+    size_t region_in_floats, region_out_floats;
+    size_t bytes;
+
+    /* This step. */
+    int batch;               /* global */
+    int *group_start, *group_count;
+    int *fixed_start, *fixed_count; /* a stand-in split for step-independent boxes */
+    pcnn_status failed;      /* a halo or group reduction gave up */
+} spatial;
+
+/* Before finalize (spatial_api.c). */
+pcnn_status spatial_config(pcnn_net *net, spatial **out, const char *func);
+void spatial_destroy(pcnn_net *net);
+
+/* Finalize (spatial_plan.c).  spatial_resolve: each layer's distribution,
+ * checked (a layer too small for its parts, a kind that cannot split);
+ * sets sp->active and this rank's largest batch *local.  Pure, the same on
+ * every rank.  spatial_layer_floats: floats of a layer's output (and dy)
+ * buffers.  spatial_plan: the twins, staging, the movers (collective). */
+pcnn_status spatial_resolve(pcnn_net *net, int max_batch, int *local);
+size_t spatial_layer_floats(const pcnn_net *net, const pcnn_layer *l);
+pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p);
+void spatial_release(pcnn_net *net);
+/* need[q]: the box of layer i's input j that rank q reads, from have[q]. */
+void spatial_need_boxes(const pcnn_net *net, int i, int j, const box *have, box *need);
+static inline bool net_is_spatial(const pcnn_net *net)
+{
+    return net->spatial && net->spatial->active;
+}
+/* Does finalize set up the original layer l (false: its twin runs
+ * instead; batch norms keep their running statistics in the original)? */
+bool spatial_runs_original(const pcnn_net *net, const pcnn_layer *l);
+/* Words for the structure fingerprint: layer i's distribution. */
+uint64_t spatial_fingerprint(const pcnn_net *net, int i);
+
+/* A training step (spatial_run.c), between run.c's agreements. */
+pcnn_status spatial_begin_step(pcnn_net *net, const char *func);
+void spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input);
+pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global, bool train);
+/* After an inference forward: the group's n outputs, NCHW, into out. */
+pcnn_status spatial_gather_output(pcnn_net *net, int n, float *out);
+double spatial_loss(pcnn_net *net, const int32_t *labels, const float *targets);
+pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global);
+
+/* Moving inputs (spatial_halo.c).  spatial_move_in: input j of layer i
+ * into its box (halo included); spatial_move_back: its gradient back to
+ * the owners, added.  The overlapped passes of a layer with regions:
+ * *exposed receives the seconds spent waiting for halos. */
+pcnn_status spatial_move_in(pcnn_net *net, int i, int j);
+pcnn_status spatial_move_back(pcnn_net *net, int i, int j);
+pcnn_status spatial_overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx,
+                                       double *exposed);
+pcnn_status spatial_overlapped_backward(pcnn_net *net, int i, const run_ctx *ctx,
+                                        double *exposed);
+
+/* INVALID_STATE/UNSUPPORTED for the calls a spatial network cannot make
+ * yet (local runs, predict, epochs over datasets). */
+pcnn_status spatial_refuse(const pcnn_net *net, const char *func);
+
+#endif

@@ -1,0 +1,164 @@
+/* Spatial and hybrid parallelism: the public calls (pcnn.h section 9). */
+#include <string.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+#include "spatial.h"
+
+pcnn_status spatial_config(pcnn_net *net, spatial **out, const char *func)
+{
+    if (!net->spatial) {
+        spatial *sp = mem_calloc(1, sizeof *sp);
+        if (!sp) return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "distribution settings");
+        sp->net_parts[LAYOUT_N] = net->comm ? net->comm->size : 1;
+        for (int k = 1; k < LAYOUT_DIMS; k++) sp->net_parts[k] = 1;
+        net->spatial = sp;
+    }
+    *out = net->spatial;
+    return PCNN_OK;
+}
+
+void spatial_destroy(pcnn_net *net)
+{
+    if (!net->spatial) return;
+    spatial_release(net);
+    mem_free(net->spatial->layer_parts);
+    mem_free(net->spatial);
+    net->spatial = NULL;
+}
+
+static pcnn_status check_parts(const pcnn_net *net, const int *parts, const char *func)
+{
+    if (!parts) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "parts is NULL");
+    const int ranks = net->comm ? net->comm->size : 1;
+    long product = 1;
+    for (int k = 0; k < LAYOUT_DIMS; k++) {
+        if (parts[k] < 1)
+            return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "parts[%d] = %d must be >= 1", k,
+                             parts[k]);
+        product *= parts[k];
+        if (product > ranks) break;
+    }
+    if (product != ranks)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "parts {%d, %d, %d, %d}: their product "
+                         "must be the communicator's %d ranks", parts[0], parts[1], parts[2],
+                         parts[3], ranks);
+    return PCNN_OK;
+}
+
+static pcnn_status check_editable(const pcnn_net *net, const char *func)
+{
+    TRY(net_check_alive(net, func));
+    if (net->finalized || net->plan_failed)
+        return error_set(PCNN_ERR_INVALID_STATE, func,
+                         "distributions are set before pcnn_net_finalize");
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_net_set_distribution(pcnn_net *net, const int *parts)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(check_editable(net, __func__));
+    TRY(check_parts(net, parts, __func__));
+    spatial *sp = NULL;
+    TRY(spatial_config(net, &sp, __func__));
+    memcpy(sp->net_parts, parts, sizeof sp->net_parts);
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_layer_set_distribution(pcnn_layer *layer, const int *parts)
+{
+    API_ENTRY();
+    REQUIRE_PTR(layer);
+    pcnn_net *net = net_of_layer(layer);
+    TRY(check_editable(net, __func__));
+    TRY(check_parts(net, parts, __func__));
+    spatial *sp = NULL;
+    TRY(spatial_config(net, &sp, __func__));
+    if (layer->index >= sp->layer_cap) {
+        const int cap = layer->index + 16;
+        int(*grown)[LAYOUT_DIMS] = mem_calloc((size_t)cap, sizeof *grown);
+        REQUIRE(grown, PCNN_ERR_OUT_OF_MEMORY, "distributions of %d layers", cap);
+        if (sp->layer_parts)
+            memcpy(grown, sp->layer_parts, (size_t)sp->layer_cap * sizeof *grown);
+        mem_free(sp->layer_parts);
+        sp->layer_parts = grown;
+        sp->layer_cap = cap;
+    }
+    memcpy(sp->layer_parts[layer->index], parts, sizeof sp->layer_parts[0]);
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_layer_get_distribution(const pcnn_layer *layer, int *parts)
+{
+    API_ENTRY();
+    REQUIRE_PTR(layer);
+    REQUIRE_PTR(parts);
+    const pcnn_net *net = net_of_layer(layer);
+    TRY(net_check_alive(net, __func__));
+    const spatial *sp = net->spatial;
+    if (sp && sp->active) {
+        memcpy(parts, sp->layers[layer->index].parts, sizeof sp->layers[0].parts);
+    } else if (sp && layer->index < sp->layer_cap && sp->layer_parts[layer->index][0] > 0) {
+        memcpy(parts, sp->layer_parts[layer->index], sizeof sp->layer_parts[0]);
+    } else if (sp) {
+        memcpy(parts, sp->net_parts, sizeof sp->net_parts);
+    } else {
+        parts[0] = net->comm ? net->comm->size : 1;
+        parts[1] = parts[2] = parts[3] = 1;
+    }
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_layer_local_box(const pcnn_layer *layer, int *start, int *count)
+{
+    API_ENTRY();
+    REQUIRE_PTR(layer);
+    REQUIRE_PTR(start);
+    REQUIRE_PTR(count);
+    const pcnn_net *net = net_of_layer(layer);
+    TRY(net_check_ready(net, __func__));
+    const int ext[3] = {layer->out.d, layer->out.h, layer->out.w};
+    for (int k = 0; k < 3; k++) {
+        start[k] = 0;
+        count[k] = ext[k];
+    }
+    if (!net_is_spatial(net)) return PCNN_OK;
+    const spatial *sp = net->spatial;
+    const int *parts = sp->layers[layer->index].parts;
+    int c[LAYOUT_DIMS];
+    layout_coords(parts, sp->rank, c);
+    for (int k = 0; k < 3; k++) {
+        int lo, hi;
+        layout_block(ext[k], parts[k + 1], c[k + 1], &lo, &hi);
+        start[k] = lo;
+        count[k] = hi - lo;
+    }
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_net_group_info(const pcnn_net *net, int *group, int *groups,
+                                         int *rank_in_group, int *group_size)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
+    const int ranks = net->comm ? net->comm->size : 1, rank = net->comm ? net->comm->rank : 0;
+    const int pn = net->spatial ? net->spatial->net_parts[LAYOUT_N] : ranks;
+    const int size = ranks / pn;
+    if (group) *group = rank / size;
+    if (groups) *groups = pn;
+    if (rank_in_group) *rank_in_group = rank % size;
+    if (group_size) *group_size = size;
+    return PCNN_OK;
+}
+
+pcnn_status spatial_refuse(const pcnn_net *net, const char *func)
+{
+    if (!net || !net_is_spatial(net)) return PCNN_OK;
+    return error_set(PCNN_ERR_UNSUPPORTED, func, "the network is spatially distributed "
+                     "(pcnn_net_set_distribution): train with pcnn_net_train_step, "
+                     "pcnn_net_train_step_local or pcnn_net_train_epoch, infer with "
+                     "pcnn_net_predict_parallel");
+}

@@ -1,0 +1,557 @@
+/* Spatial and hybrid parallelism: resolving the distributions and
+ * planning each layer's run on this rank's box (spatial.h). */
+#include <limits.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../core/hash.h"
+#include "../core/memory.h"
+#include "../layers/batchnorm.h"
+#include "../layers/clone.h"
+#include "../parallel/decomp.h"
+#include "../parallel/halo.h"
+#include "spatial.h"
+
+#define FINALIZE "pcnn_net_finalize"
+
+static bool same_parts(const int *a, const int *b)
+{
+    return memcmp(a, b, LAYOUT_DIMS * sizeof(int)) == 0;
+}
+
+static bool is_split(const int *parts)
+{
+    return parts[LAYOUT_D] * parts[LAYOUT_H] * parts[LAYOUT_W] > 1;
+}
+
+/* PCNN_OPT_SPATIAL_FALLBACK: a dimension split into more parts than the
+ * layer's extent keeps the largest divisor of its parts that fits, and the
+ * samples take the rest. */
+static void fall_back(const pcnn_layer *l, int *parts)
+{
+    const int ext[LAYOUT_DIMS] = {0, l->out.d, l->out.h, l->out.w};
+    for (int k = 1; k < LAYOUT_DIMS; k++) {
+        int d = parts[k];
+        while (d > 1 && (ext[k] < d || parts[k] % d)) d--;
+        parts[LAYOUT_N] *= parts[k] / d;
+        parts[k] = d;
+    }
+}
+
+/* The distribution of layer i: set on it; the network's for the input;
+ * {P, 1, 1, 1} for a kind that cannot split; else its first input's. */
+static void resolve_parts(pcnn_net *net, int i, int *parts)
+{
+    spatial *sp = net->spatial;
+    const pcnn_layer *l = net->layers.items[i];
+    const int P = sp->ranks;
+    if (i < sp->layer_cap && sp->layer_parts[i][0] > 0) {
+        memcpy(parts, sp->layer_parts[i], LAYOUT_DIMS * sizeof(int));
+        sp->layers[i].set = true;
+    } else if (i == 0) {
+        memcpy(parts, sp->net_parts, LAYOUT_DIMS * sizeof(int));
+    } else if (!clone_splittable(l)) {
+        parts[0] = P;
+        parts[1] = parts[2] = parts[3] = 1;
+    } else {
+        memcpy(parts, sp->layers[l->inputs[0]->index].parts, LAYOUT_DIMS * sizeof(int));
+    }
+    if (net->opt.spatial_fallback && i > 0) fall_back(l, parts);
+}
+
+static pcnn_status check_layer(const pcnn_net *net, int i)
+{
+    const spatial *sp = net->spatial;
+    const pcnn_layer *l = net->layers.items[i];
+    const spatial_layer *sl = &sp->layers[i];
+    char name[64];
+    layer_name(l, name, sizeof name);
+    const int *parts = sl->parts;
+    if (parts[LAYOUT_N] % sp->groups != 0)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, FINALIZE, "%s: %d parts along N are not a "
+                         "multiple of the network's %d sample groups", name, parts[LAYOUT_N],
+                         sp->groups);
+    if (!is_split(parts)) {
+        if (l == net->output || !layer_is_batchnorm(l)) return PCNN_OK;
+        return PCNN_OK;
+    }
+    if (!clone_splittable(l))
+        return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "%s cannot be split spatially (its "
+                         "parts along D, H, W must be 1)", name);
+    if (l == net->output)
+        return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "%s is the output: it must not be "
+                         "split spatially (end with a layer of distribution {%d, 1, 1, 1})",
+                         name, sp->ranks);
+    const int ext[LAYOUT_DIMS] = {0, l->out.d, l->out.h, l->out.w};
+    static const char *const dim[LAYOUT_DIMS] = {"N", "D", "H", "W"};
+    for (int k = 1; k < LAYOUT_DIMS; k++)
+        if (ext[k] < parts[k])
+            return error_set(PCNN_ERR_SHAPE, FINALIZE, "%s is too small for its distribution: "
+                             "%d outputs along %s cannot be split into %d parts", name, ext[k],
+                             dim[k], parts[k]);
+    return PCNN_OK;
+}
+
+pcnn_status spatial_resolve(pcnn_net *net, int max_batch, int *local)
+{
+    spatial *sp = net->spatial;
+    if (!sp) return PCNN_OK;
+    spatial_release(net);
+    sp->ranks = net->comm ? net->comm->size : 1;
+    sp->rank = net->comm ? net->comm->rank : 0;
+    sp->count = net->layers.count;
+    sp->layers = mem_calloc((size_t)sp->count, sizeof *sp->layers);
+    if (!sp->layers) return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "distribution plan");
+    bool any = false;
+    for (int i = 0; i < sp->count; i++) {
+        resolve_parts(net, i, sp->layers[i].parts);
+        any |= sp->layers[i].parts[LAYOUT_N] != sp->ranks;
+    }
+    if (!any) { /* all {P, 1, 1, 1}: plain data parallelism */
+        mem_free(sp->layers);
+        sp->layers = NULL;
+        return PCNN_OK;
+    }
+    sp->groups = sp->layers[0].parts[LAYOUT_N];
+    sp->group_size = sp->ranks / sp->groups;
+    /* Step-independent boxes: every group holds P samples from 0. */
+    sp->fixed_start = mem_calloc((size_t)sp->groups, sizeof(int));
+    sp->fixed_count = mem_calloc((size_t)sp->groups, sizeof(int));
+    if (!sp->fixed_start || !sp->fixed_count)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "sample groups");
+    for (int g = 0; g < sp->groups; g++) sp->fixed_count[g] = sp->ranks;
+    for (int i = 0; i < sp->count; i++) {
+        TRY(check_layer(net, i));
+        spatial_layer *sl = &sp->layers[i];
+        const pcnn_layer *l = net->layers.items[i];
+        sl->windowed = clone_window(l, &sl->k, &sl->s, &sl->p, &sl->volume);
+        sl->pad = clone_pad_value(l);
+        sl->direct = i > 0 && !is_split(sl->parts);
+        for (int j = 0; j < l->num_inputs; j++)
+            sl->direct &= same_parts(sl->parts, sp->layers[l->inputs[j]->index].parts);
+    }
+    sp->active = true;
+    *local = decomp_share(max_batch, sp->groups, 0, NULL);
+    return PCNN_OK;
+}
+
+/* This rank's largest sample count in a layer's distribution. */
+static int max_samples(const pcnn_net *net, const spatial_layer *sl)
+{
+    const spatial *sp = net->spatial;
+    return decomp_share(net->max_batch, sl->parts[LAYOUT_N] / sp->groups, 0, NULL);
+}
+
+/* A step-independent box of `rank` (samples [0, 1) of every group). */
+static box static_box(const pcnn_net *net, const spatial_layer *sl, const pcnn_layer *l,
+                      int rank)
+{
+    const spatial *sp = net->spatial;
+    const sample_split split = {sp->groups, sp->fixed_start, sp->fixed_count};
+    return layout_box(sl->parts, rank, &split, l->out.d, l->out.h, l->out.w);
+}
+
+/* The box of input j that the rank whose output box is `out` reads. */
+static box need_box(const spatial_layer *sl, const pcnn_layer *l, int j, const box *out)
+{
+    box b = *out;
+    const shape in = l->inputs[j]->out;
+    if (sl->windowed) {
+        for (int k = sl->volume ? LAYOUT_D : LAYOUT_H; k <= LAYOUT_W; k++)
+            halo_window(out->lo[k], out->hi[k], sl->k, sl->s, sl->p, &b.lo[k], &b.hi[k]);
+    } else if (!clone_splittable(l)) {
+        const int ext[LAYOUT_DIMS] = {0, in.d, in.h, in.w};
+        for (int k = 1; k < LAYOUT_DIMS; k++) {
+            b.lo[k] = 0;
+            b.hi[k] = ext[k];
+        }
+    }
+    return b;
+}
+
+void spatial_need_boxes(const pcnn_net *net, int i, int j, const box *have, box *need)
+{
+    const spatial *sp = net->spatial;
+    for (int q = 0; q < sp->ranks; q++)
+        need[q] = need_box(&sp->layers[i], net->layers.items[i], j, &have[q]);
+}
+
+size_t spatial_layer_floats(const pcnn_net *net, const pcnn_layer *l)
+{
+    if (!net_is_spatial(net)) return (size_t)net->max_batch * shape_size(l->out);
+    const spatial_layer *sl = &net->spatial->layers[l->index];
+    const box b = static_box(net, sl, l, net->spatial->rank);
+    const size_t vol = (size_t)box_extent(&b, LAYOUT_D) * (size_t)box_extent(&b, LAYOUT_H) *
+                       (size_t)box_extent(&b, LAYOUT_W);
+    return (size_t)max_samples(net, sl) * (size_t)l->out.c * vol;
+}
+
+bool spatial_runs_original(const pcnn_net *net, const pcnn_layer *l)
+{
+    if (!net_is_spatial(net) || l->index == 0 || layer_is_batchnorm(l) || layer_is_dropout(l))
+        return true;
+    return net->spatial->layers[l->index].direct;
+}
+
+uint64_t spatial_fingerprint(const pcnn_net *net, int i)
+{
+    if (!net_is_spatial(net)) return 0;
+    uint64_t h = HASH_FNV1A_BASIS;
+    for (int k = 0; k < LAYOUT_DIMS; k++)
+        h = hash_fnv1a_u64(h, (uint64_t)net->spatial->layers[i].parts[k]);
+    /* The batch norms' group reductions depend on PCNN_OPT_BN_SCOPE. */
+    if (layer_is_batchnorm(net->layers.items[i])) h = hash_fnv1a_u64(h, net->opt.bn_scope);
+    return h;
+}
+
+/* Does input j reach layer i without moving (same distribution, and every
+ * rank reads exactly the box it holds)? */
+static bool needs_move(const pcnn_net *net, int i, int j)
+{
+    const spatial *sp = net->spatial;
+    const pcnn_layer *l = net->layers.items[i];
+    const pcnn_layer *in = l->inputs[j];
+    const spatial_layer *sl = &sp->layers[i], *si = &sp->layers[in->index];
+    if (!same_parts(sl->parts, si->parts)) return true;
+    for (int q = 0; q < sp->ranks; q++) {
+        const box out = static_box(net, sl, l, q), have = static_box(net, si, in, q);
+        const box need = need_box(sl, l, j, &out);
+        if (!box_equal(&need, &have)) return true;
+    }
+    return false;
+}
+
+/* The cells of layer i's box under overlap: per split windowed dimension
+ * the band below the interior, the interior, the band above (the nonempty
+ * ones); seg[k][0..count[k]) their bounds, *interior_at the interior's
+ * index per dimension.  False: no overlap (no halo, or no interior). */
+static bool region_cells(const pcnn_net *net, int i, int seg[LAYOUT_DIMS][4],
+                         int count[LAYOUT_DIMS], int inner[LAYOUT_DIMS])
+{
+    const spatial *sp = net->spatial;
+    const pcnn_layer *l = net->layers.items[i], *in = l->num_inputs == 1 ? l->inputs[0] : NULL;
+    const spatial_layer *sl = &sp->layers[i];
+    if (!in || !sl->windowed || !net->opt.halo_overlap || !net->comm || sl->direct ||
+        !same_parts(sl->parts, sp->layers[in->index].parts) || !needs_move(net, i, 0))
+        return false;
+    const box mine = static_box(net, sl, l, sp->rank);
+    const box have = static_box(net, &sp->layers[in->index], in, sp->rank);
+    const int ext[LAYOUT_DIMS] = {0, in->out.d, in->out.h, in->out.w};
+    int cells = 1;
+    for (int k = 1; k < LAYOUT_DIMS; k++) {
+        const bool windowed = k >= (sl->volume ? LAYOUT_D : LAYOUT_H);
+        int i0 = mine.lo[k], i1 = mine.hi[k];
+        if (windowed && sl->parts[k] > 1)
+            halo_interior(ext[k], have.lo[k], have.hi[k], mine.lo[k], mine.hi[k], sl->k, sl->s,
+                          sl->p, &i0, &i1);
+        if (i1 <= i0) return false;
+        count[k] = 0;
+        seg[k][0] = mine.lo[k];
+        if (i0 > mine.lo[k]) seg[k][++count[k]] = i0;
+        inner[k] = count[k];
+        seg[k][++count[k]] = i1;
+        if (i1 < mine.hi[k]) seg[k][++count[k]] = mine.hi[k];
+        cells *= count[k];
+    }
+    return cells > 1;
+}
+
+static pcnn_status plan_regions(pcnn_net *net, int i, const plan_ctx *tp, size_t *workspace)
+{
+    spatial *sp = net->spatial;
+    pcnn_layer *l = net->layers.items[i];
+    spatial_layer *sl = &sp->layers[i];
+    int seg[LAYOUT_DIMS][4], count[LAYOUT_DIMS], inner[LAYOUT_DIMS];
+    if (!region_cells(net, i, seg, count, inner)) return PCNN_OK;
+    const int cells = count[1] * count[2] * count[3];
+    sl->regions = mem_calloc((size_t)cells, sizeof *sl->regions);
+    if (!sl->regions) return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "overlap regions");
+    sl->num_regions = cells;
+    const box mine = static_box(net, sl, l, sp->rank);
+    char name[64];
+    for (int r = 0; r < cells; r++) {
+        spatial_region *g = &sl->regions[r];
+        int idx[LAYOUT_DIMS] = {0, r / (count[2] * count[3]), (r / count[3]) % count[2],
+                                r % count[3]};
+        g->out = mine;
+        bool interior = true;
+        for (int k = 1; k < LAYOUT_DIMS; k++) {
+            g->out.lo[k] = seg[k][idx[k]];
+            g->out.hi[k] = seg[k][idx[k] + 1];
+            interior &= idx[k] == inner[k];
+        }
+        if (interior) sl->interior = r;
+        g->in = need_box(sl, l, 0, &g->out);
+        const shape in = {l->inputs[0]->out.c, box_extent(&g->in, LAYOUT_D),
+                          box_extent(&g->in, LAYOUT_H), box_extent(&g->in, LAYOUT_W)};
+        TRY(clone_local(&g->list, l, &in, &g->twin, FINALIZE));
+        pcnn_layer *t = g->twin;
+        if (t->out.d != box_extent(&g->out, LAYOUT_D) || t->out.h != box_extent(&g->out, LAYOUT_H) ||
+            t->out.w != box_extent(&g->out, LAYOUT_W))
+            return error_set(PCNN_ERR_SHAPE, FINALIZE, "%s: a region of its box does not "
+                             "match its twin", layer_name(l, name, sizeof name));
+        for (int k = 0; k < g->list.count; k++) {
+            pcnn_layer *x = g->list.items[k];
+            if (x->ops->decide) x->ops->decide(x, tp);
+        }
+        g->grads = mem_alloc_floats(l->num_params);
+        if (!g->grads) return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "region gradients");
+        sp->bytes += l->num_params * sizeof(float);
+        t->params = l->params;
+        t->grads = g->grads;
+        if (t->ops->setup) TRY(t->ops->setup(t, tp));
+        sp->bytes += t->buffer_bytes;
+        if (t->ops->workspace_floats) {
+            const size_t w = t->ops->workspace_floats(t, tp);
+            if (w > *workspace) *workspace = w;
+        }
+        const size_t fin = (size_t)tp->max_batch * shape_size(in);
+        const size_t fout = (size_t)tp->max_batch * shape_size(t->out);
+        if (fin > sp->region_in_floats) sp->region_in_floats = fin;
+        if (fout > sp->region_out_floats) sp->region_out_floats = fout;
+    }
+    return PCNN_OK;
+}
+
+static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *workspace)
+{
+    spatial *sp = net->spatial;
+    pcnn_layer *l = net->layers.items[i];
+    spatial_layer *sl = &sp->layers[i];
+    char name[64];
+    const box mine = static_box(net, sl, l, sp->rank);
+    shape in[2];
+    size_t need_vol[2] = {0, 0};
+    for (int j = 0; j < l->num_inputs; j++) {
+        const box nb = need_box(sl, l, j, &mine);
+        in[j] = (shape){l->inputs[j]->out.c, box_extent(&nb, LAYOUT_D), box_extent(&nb, LAYOUT_H),
+                        box_extent(&nb, LAYOUT_W)};
+        need_vol[j] = shape_size(in[j]);
+    }
+    TRY(clone_local(&sl->twin_list, l, in, &sl->twin, FINALIZE));
+    pcnn_layer *t = sl->twin;
+    if (t->out.d != box_extent(&mine, LAYOUT_D) || t->out.h != box_extent(&mine, LAYOUT_H) ||
+        t->out.w != box_extent(&mine, LAYOUT_W) || t->num_params != l->num_params)
+        return error_set(PCNN_ERR_SHAPE, FINALIZE, "%s: its box does not match its local "
+                         "twin", layer_name(l, name, sizeof name));
+    if (layer_is_batchnorm(l)) {
+        const bool global = batchnorm_synchronised(l) && net->comm;
+        /* Over the sample group: its ranks together hold each point of its
+         * samples once (sub-groups of a fallback included); a layer of
+         * whole samples on every rank keeps per-rank statistics. */
+        sl->group_bn = !global && net->opt.bn_scope && sp->group_size > 1 &&
+                       sl->parts[LAYOUT_N] != sp->ranks;
+        TRY(batchnorm_set_sync(t, global || sl->group_bn, FINALIZE));
+    }
+    plan_ctx tp = *p;
+    tp.max_batch = max_samples(net, sl);
+    for (int k = 0; k < sl->twin_list.count; k++) {
+        pcnn_layer *x = sl->twin_list.items[k];
+        if (x->ops->decide) x->ops->decide(x, &tp);
+    }
+    t->params = l->params;
+    t->grads = l->grads;
+    int seg[LAYOUT_DIMS][4], count[LAYOUT_DIMS], inner[LAYOUT_DIMS];
+    if (region_cells(net, i, seg, count, inner)) { /* the regions run instead */
+        TRY(plan_regions(net, i, &tp, workspace));
+    } else if (t->ops->setup) {
+        TRY(t->ops->setup(t, &tp));
+    }
+    sp->bytes += t->buffer_bytes;
+    if (t->ops->workspace_floats) {
+        const size_t w = t->ops->workspace_floats(t, &tp);
+        if (w > *workspace) *workspace = w;
+    }
+    t->y = l->y;
+    t->dy = l->dy;
+    for (int j = 0; j < l->num_inputs; j++) {
+        pcnn_layer *producer = l->inputs[j], *stand_in = t->inputs[j];
+        sl->moves[j] = needs_move(net, i, j);
+        if (!sl->moves[j]) {
+            stand_in->y = producer->y;
+            stand_in->dy = producer->dy;
+            t->accumulate_dx[j] = l->accumulate_dx[j];
+            continue;
+        }
+        const size_t floats = (size_t)tp.max_batch * need_vol[j];
+        sl->in_y[j] = mem_alloc_floats(floats);
+        if (!sl->in_y[j])
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "%s: halo buffers of %zu floats",
+                             layer_name(l, name, sizeof name), floats);
+        sp->bytes += floats * sizeof(float);
+        if (floats > sp->dy_scratch_floats[j]) sp->dy_scratch_floats[j] = floats;
+        stand_in->y = sl->in_y[j];
+        t->accumulate_dx[j] = false;
+    }
+    return PCNN_OK;
+}
+
+/* The phases of layer i's dimension-ordered halo (spatial.h): one per
+ * split windowed dimension, when there are two or more. */
+static pcnn_status plan_phases(pcnn_net *net, int i)
+{
+    spatial *sp = net->spatial;
+    spatial_layer *sl = &sp->layers[i];
+    const pcnn_layer *l = net->layers.items[i];
+    if (net->opt.halo_schedule != 0 || !sl->windowed || l->num_inputs != 1 || !sl->moves[0] ||
+        !same_parts(sl->parts, sp->layers[l->inputs[0]->index].parts))
+        return PCNN_OK;
+    int dims[3], count = 0;
+    for (int k = sl->volume ? LAYOUT_D : LAYOUT_H; k <= LAYOUT_W; k++)
+        if (sl->parts[k] > 1) dims[count++] = k;
+    if (count < 2) return PCNN_OK; /* one dimension: every message is a face already */
+    int mine[LAYOUT_DIMS];
+    layout_coords(sl->parts, sp->rank, mine);
+    for (int f = 0; f < count; f++) {
+        sl->phase_dim[f] = dims[f];
+        sl->phase_box[f] = mem_calloc((size_t)sp->ranks, sizeof(box));
+        sl->peers[f] = mem_calloc((size_t)sp->ranks, sizeof(bool));
+        if (!sl->phase_box[f] || !sl->peers[f])
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "halo phases");
+        for (int q = 0; q < sp->ranks; q++) {
+            int c[LAYOUT_DIMS];
+            layout_coords(sl->parts, q, c);
+            bool same = true;
+            for (int k = 0; k < LAYOUT_DIMS; k++) same &= k == dims[f] || c[k] == mine[k];
+            sl->peers[f][q] = same && q != sp->rank;
+        }
+    }
+    sl->num_phases = count;
+    return PCNN_OK;
+}
+
+pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p)
+{
+    if (!net_is_spatial(net)) return PCNN_OK;
+    spatial *sp = net->spatial;
+    const int P = sp->ranks;
+    sp->group_start = mem_calloc((size_t)sp->groups, sizeof(int));
+    sp->group_count = mem_calloc((size_t)sp->groups, sizeof(int));
+    if (!sp->group_start || !sp->group_count)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "sample groups");
+    size_t workspace = 0, most_bn = 0;
+    for (int i = 0; i < sp->count; i++) {
+        spatial_layer *sl = &sp->layers[i];
+        const pcnn_layer *l = net->layers.items[i];
+        sl->have = mem_calloc((size_t)P, sizeof(box));
+        for (int j = 0; j < l->num_inputs; j++) sl->need[j] = mem_calloc((size_t)P, sizeof(box));
+        if (!sl->have || (l->num_inputs > 0 && !sl->need[0]) || (l->num_inputs > 1 && !sl->need[1]))
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "boxes of %d ranks", P);
+        if (i == 0 || sl->direct) continue;
+        if (layer_is_dropout(l)) {
+            char name[64];
+            if (needs_move(net, i, 0))
+                return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "%s must keep the distribution "
+                                 "of its input", layer_name(l, name, sizeof name));
+            sl->box_dropout = true;
+            continue;
+        }
+        TRY(plan_twin(net, i, p, &workspace));
+        TRY(plan_phases(net, i));
+        if (sl->group_bn) {
+            const size_t d = batchnorm_sync_doubles(sl->twin);
+            if (d > most_bn) most_bn = d;
+        }
+    }
+    for (int j = 0; j < 2; j++) {
+        sp->dy_scratch[j] = mem_alloc_floats(sp->dy_scratch_floats[j]);
+        if (!sp->dy_scratch[j])
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "halo gradients of %zu floats",
+                             sp->dy_scratch_floats[j]);
+        sp->bytes += sp->dy_scratch_floats[j] * sizeof(float);
+    }
+    for (int i = 1; i < sp->count; i++)
+        for (int j = 0; j < 2; j++)
+            if (sp->layers[i].moves[j]) {
+                sp->layers[i].in_dy[j] = sp->dy_scratch[j];
+                sp->layers[i].twin->inputs[j]->dy = sp->dy_scratch[j];
+            }
+    sp->region_x = mem_alloc_floats(sp->region_in_floats);
+    sp->region_dx = mem_alloc_floats(sp->region_in_floats);
+    sp->region_y = mem_alloc_floats(sp->region_out_floats);
+    sp->region_dy = mem_alloc_floats(sp->region_out_floats);
+    if (!sp->region_x || !sp->region_dx || !sp->region_y || !sp->region_dy)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "overlap buffers");
+    sp->bytes += 2 * (sp->region_in_floats + sp->region_out_floats) * sizeof(float);
+    for (int i = 1; i < sp->count; i++)
+        for (int r = 0; r < sp->layers[i].num_regions; r++) {
+            pcnn_layer *t = sp->layers[i].regions[r].twin;
+            t->inputs[0]->y = sp->region_x;
+            t->inputs[0]->dy = sp->region_dx;
+            t->y = sp->region_y;
+            t->dy = sp->region_dy;
+            t->accumulate_dx[0] = false;
+        }
+    sp->workspace = mem_alloc_floats(workspace);
+    if (!sp->workspace)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "workspace of %zu floats", workspace);
+    sp->workspace_floats = workspace;
+    sp->bytes += workspace * sizeof(float);
+    if (!net->comm) return PCNN_OK;
+    TRY(box_mover_create(net->comm, &net->opt.timeout_ms, &sp->mover));
+    if (most_bn > 0) {
+        if (most_bn > (size_t)INT_MAX / (size_t)sp->group_size)
+            return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "batch-norm statistics too large");
+        MPI_Comm group;
+        TRY(box_mover_split(sp->mover, sp->rank / sp->group_size, &group));
+        pcnn_comm tmp = {.comm = group, .rank = sp->rank % sp->group_size,
+                         .size = sp->group_size};
+        const pcnn_status st = reducer_create(&tmp, (int)most_bn, &net->opt.timeout_ms,
+                                              &sp->group_reducer);
+        MPI_Comm_free(&group);
+        TRY(st);
+        sp->bytes += reducer_bytes(sp->group_reducer);
+    }
+    net->memory_bytes += sp->bytes;
+    return PCNN_OK;
+}
+
+void spatial_release(pcnn_net *net)
+{
+    spatial *sp = net->spatial;
+    if (!sp) return;
+    for (int i = 0; sp->layers && i < sp->count; i++) {
+        spatial_layer *sl = &sp->layers[i];
+        layer_list_destroy(&sl->twin_list); /* its stand-ins' buffers are not its own */
+        for (int f = 0; f < 3; f++) {
+            mem_free(sl->phase_box[f]);
+            mem_free(sl->peers[f]);
+        }
+        for (int r = 0; r < sl->num_regions; r++) {
+            layer_list_destroy(&sl->regions[r].list);
+            mem_free(sl->regions[r].grads);
+        }
+        mem_free(sl->regions);
+        for (int j = 0; j < 2; j++) {
+            mem_free(sl->in_y[j]);
+            mem_free(sl->need[j]);
+        }
+        mem_free(sl->have);
+    }
+    mem_free(sp->layers);
+    sp->layers = NULL;
+    box_mover_destroy(sp->mover);
+    sp->mover = NULL;
+    reducer_destroy(sp->group_reducer);
+    sp->group_reducer = NULL;
+    mem_free(sp->workspace);
+    sp->workspace = NULL;
+    mem_free(sp->region_x);
+    mem_free(sp->region_dx);
+    mem_free(sp->region_y);
+    mem_free(sp->region_dy);
+    sp->region_x = sp->region_dx = sp->region_y = sp->region_dy = NULL;
+    sp->region_in_floats = sp->region_out_floats = 0;
+    for (int j = 0; j < 2; j++) {
+        mem_free(sp->dy_scratch[j]);
+        sp->dy_scratch[j] = NULL;
+        sp->dy_scratch_floats[j] = 0;
+    }
+    mem_free(sp->group_start);
+    mem_free(sp->group_count);
+    mem_free(sp->fixed_start);
+    mem_free(sp->fixed_count);
+    sp->group_start = sp->group_count = sp->fixed_start = sp->fixed_count = NULL;
+    sp->active = false;
+    sp->bytes = 0;
+}

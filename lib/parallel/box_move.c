@@ -1,0 +1,254 @@
+/* Moving boxes of a tensor between ranks (box_move.h). */
+#include "box_move.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../core/memory.h"
+
+/* The move in flight between box_move_post and box_move_finish. */
+typedef struct box_flight {
+    int c, threads, nreq;
+    const box *src_boxes, *dst_boxes;
+    box src_over, dst_over; /* the layouts of this rank's src and dst */
+    const float *src;
+    float *dst;
+    bool add, self, active;
+    box self_part;
+} box_flight;
+
+struct box_mover {
+    MPI_Comm comm;
+    int rank, size;
+    const long *timeout_ms;
+    pcnn_status failed;
+    float *buf;          /* packed sends, then receives */
+    size_t buf_floats;
+    MPI_Request *reqs;   /* 2 * size */
+    size_t *recv_at;     /* size: where each rank's message lands in buf */
+    box_flight flight;
+};
+
+pcnn_status box_mover_create(pcnn_comm *c, const long *timeout_ms, box_mover **out)
+{
+    MPI_Comm comm;
+    MPI_Request req;
+    TRY(comm_complete(c, MPI_Comm_idup(c->comm, &comm, &req), &req, *timeout_ms, __func__,
+                      "MPI_Comm_idup (halo exchange)"));
+    box_mover *m = mem_calloc(1, sizeof *m);
+    MPI_Request *reqs = mem_calloc(2 * (size_t)c->size, sizeof *reqs);
+    size_t *recv_at = mem_calloc((size_t)c->size, sizeof *recv_at);
+    if (!m || !reqs || !recv_at) {
+        mem_free(recv_at);
+        MPI_Comm_free(&comm);
+        mem_free(m);
+        mem_free(reqs);
+        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "halo exchange of %d ranks", c->size);
+    }
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    *m = (box_mover){.comm = comm, .rank = c->rank, .size = c->size, .timeout_ms = timeout_ms,
+                     .reqs = reqs, .recv_at = recv_at};
+    *out = m;
+    return PCNN_OK;
+}
+
+pcnn_status box_mover_split(box_mover *m, int color, MPI_Comm *group)
+{
+    MPI_TRY(MPI_Comm_split(m->comm, color, m->rank, group), "MPI_Comm_split (sample group)");
+    return PCNN_OK;
+}
+
+void box_mover_destroy(box_mover *m)
+{
+    if (!m) return;
+    /* A failed move may have left messages in MPI's hands: keep its buffer. */
+    if (m->failed == PCNN_OK) {
+        mem_free(m->buf);
+        if (!mpi_is_finalized()) MPI_Comm_free(&m->comm);
+    }
+    mem_free(m->reqs);
+    mem_free(m->recv_at);
+    mem_free(m);
+}
+
+/* Rows (channel, n, d, h) of `part` in a tensor laid over `over`. */
+static size_t offset_of(const box *over, int ch, int n, int d, int h, int w)
+{
+    const size_t nb = (size_t)box_extent(over, LAYOUT_N), db = (size_t)box_extent(over, LAYOUT_D),
+                 hb = (size_t)box_extent(over, LAYOUT_H), wb = (size_t)box_extent(over, LAYOUT_W);
+    return ((((size_t)ch * nb + (size_t)(n - over->lo[LAYOUT_N])) * db +
+             (size_t)(d - over->lo[LAYOUT_D])) * hb + (size_t)(h - over->lo[LAYOUT_H])) * wb +
+           (size_t)(w - over->lo[LAYOUT_W]);
+}
+
+/* Copy rows between a tensor laid over `over` and a packed buffer of
+ * `part` (pack: tensor -> buffer; else buffer -> tensor, added if add). */
+static void pack_rows(int c, const box *part, float *tensor, const box *over, float *packed,
+                      bool pack, bool add, int threads)
+{
+    const int nn = box_extent(part, LAYOUT_N), nd = box_extent(part, LAYOUT_D),
+              nh = box_extent(part, LAYOUT_H), nw = box_extent(part, LAYOUT_W);
+    const long rows = (long)c * nn * nd * nh;
+#pragma omp parallel for num_threads(threads) if (rows * nw > 32768) schedule(static)
+    for (long r = 0; r < rows; r++) {
+        long t = r;
+        const int h = (int)(t % nh) + part->lo[LAYOUT_H];
+        t /= nh;
+        const int d = (int)(t % nd) + part->lo[LAYOUT_D];
+        t /= nd;
+        const int n = (int)(t % nn) + part->lo[LAYOUT_N];
+        const int ch = (int)(t / nn);
+        float *row = tensor + offset_of(over, ch, n, d, h, part->lo[LAYOUT_W]);
+        float *p = packed + (size_t)r * (size_t)nw;
+        if (pack) memcpy(p, row, (size_t)nw * sizeof(float));
+        else if (!add) memcpy(row, p, (size_t)nw * sizeof(float));
+        else
+            for (int w = 0; w < nw; w++) row[w] += p[w];
+    }
+}
+
+void box_copy(int c, const box *part, const float *src, const box *from, float *dst,
+              const box *to, bool add, int threads)
+{
+    const int nn = box_extent(part, LAYOUT_N), nd = box_extent(part, LAYOUT_D),
+              nh = box_extent(part, LAYOUT_H), nw = box_extent(part, LAYOUT_W);
+    const long rows = (long)c * nn * nd * nh;
+#pragma omp parallel for num_threads(threads) if (rows * nw > 32768) schedule(static)
+    for (long r = 0; r < rows; r++) {
+        long t = r;
+        const int h = (int)(t % nh) + part->lo[LAYOUT_H];
+        t /= nh;
+        const int d = (int)(t % nd) + part->lo[LAYOUT_D];
+        t /= nd;
+        const int n = (int)(t % nn) + part->lo[LAYOUT_N];
+        const int ch = (int)(t / nn);
+        const float *s = src + offset_of(from, ch, n, d, h, part->lo[LAYOUT_W]);
+        float *o = dst + offset_of(to, ch, n, d, h, part->lo[LAYOUT_W]);
+        if (add)
+            for (int w = 0; w < nw; w++) o[w] += s[w];
+        else
+            memmove(o, s, (size_t)nw * sizeof(float));
+    }
+}
+
+static pcnn_status grow(box_mover *m, size_t floats)
+{
+    if (floats <= m->buf_floats) return PCNN_OK;
+    float *b = mem_alloc_floats(floats);
+    if (!b) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "halo buffers of %zu floats", floats);
+    mem_free(m->buf);
+    m->buf = b;
+    m->buf_floats = floats;
+    return PCNN_OK;
+}
+
+pcnn_status box_move_post(box_mover *m, int tag, int c, const box *src_boxes,
+                          const box *dst_boxes, const float *src, float *dst, bool add,
+                          int threads)
+{
+    const box_move_args a = {.tag = tag, .c = c, .src_boxes = src_boxes, .dst_boxes = dst_boxes,
+                             .src = src, .dst = dst, .add = add, .threads = threads};
+    return box_move_post_args(m, &a);
+}
+
+pcnn_status box_move_post_args(box_mover *m, const box_move_args *a)
+{
+    if (m->failed != PCNN_OK)
+        return FAIL(PCNN_ERR_INVALID_STATE, "a halo exchange of this step already failed");
+    const int me = m->rank, P = m->size, c = a->c, tag = a->tag, threads = a->threads;
+    const box *src_boxes = a->src_boxes, *dst_boxes = a->dst_boxes;
+    const float *src = a->src;
+    float *dst = a->dst;
+    const bool add = a->add;
+    const bool *peers = a->peers;
+    const box *my_src = &src_boxes[me], *my_dst = &dst_boxes[me];
+    const box *src_over = a->src_over ? a->src_over : my_src;
+    const box *dst_over = a->dst_over ? a->dst_over : my_dst;
+    /* Sizes first: sends to every q, then receives from every q. */
+    size_t total = 0;
+    box part;
+    for (int q = 0; q < P; q++) {
+        if (q == me || (peers && !peers[q])) continue;
+        if (box_intersect(my_src, &dst_boxes[q], &part)) total += box_volume(&part) * (size_t)c;
+        if (box_intersect(&src_boxes[q], my_dst, &part)) total += box_volume(&part) * (size_t)c;
+    }
+    TRY(grow(m, total));
+    m->flight = (box_flight){.c = c, .src_boxes = src_boxes, .dst_boxes = dst_boxes,
+                             .src_over = *src_over, .dst_over = *dst_over, .src = src,
+                             .dst = dst, .add = add, .threads = threads, .active = true};
+    box_flight *f = &m->flight;
+    size_t at = 0;
+    pcnn_status st = PCNN_OK;
+    /* Receives posted first, then sends packed and posted. */
+    size_t *recv_at = m->recv_at;
+    for (int q = 0; q < P && st == PCNN_OK; q++) {
+        recv_at[q] = SIZE_MAX;
+        if (q == me || (peers && !peers[q]) || !box_intersect(&src_boxes[q], my_dst, &part))
+            continue;
+        const size_t count = box_volume(&part) * (size_t)c;
+        recv_at[q] = at;
+        int code = MPI_Irecv(m->buf + at, (int)count, MPI_FLOAT, q, tag, m->comm,
+                             &m->reqs[f->nreq++]);
+        if (code != MPI_SUCCESS) st = mpi_status(code, __func__, "MPI_Irecv (halo)");
+        at += count;
+    }
+    for (int q = 0; q < P && st == PCNN_OK; q++) {
+        if (q == me || (peers && !peers[q]) || !box_intersect(my_src, &dst_boxes[q], &part))
+            continue;
+        const size_t count = box_volume(&part) * (size_t)c;
+        pack_rows(c, &part, (float *)src, src_over, m->buf + at, true, false, threads);
+        int code = MPI_Isend(m->buf + at, (int)count, MPI_FLOAT, q, tag, m->comm,
+                             &m->reqs[f->nreq++]);
+        if (code != MPI_SUCCESS) st = mpi_status(code, __func__, "MPI_Isend (halo)");
+        at += count;
+    }
+    if (st != PCNN_OK) {
+        m->failed = PCNN_ERR_MPI;
+        f->active = false;
+        return st;
+    }
+    /* This rank's own points meanwhile (when adding: in rank order, at the
+     * finish, after whatever the caller still adds to src). */
+    f->self = box_intersect(my_src, my_dst, &f->self_part);
+    /* In place (one buffer, one layout): the points are already there. */
+    if (src == dst && box_equal(src_over, dst_over)) f->self = false;
+    if (f->self && !add) box_copy(c, &f->self_part, src, src_over, dst, dst_over, false, threads);
+    return PCNN_OK;
+}
+
+pcnn_status box_move_finish(box_mover *m)
+{
+    box_flight *f = &m->flight;
+    if (!f->active) return PCNN_OK;
+    f->active = false;
+    const int me = m->rank, P = m->size;
+    pcnn_status st = PCNN_OK, broke = PCNN_OK;
+    for (int i = 0; i < f->nreq && st == PCNN_OK; i++)
+        st = request_complete(&m->reqs[i], *m->timeout_ms, &broke, __func__, "a halo message");
+    if (st != PCNN_OK) {
+        m->failed = broke != PCNN_OK ? broke : st;
+        return st;
+    }
+    const box *my_dst = &f->dst_boxes[me];
+    for (int q = 0; q < P; q++) {
+        if (q == me) {
+            if (f->self && f->add)
+                box_copy(f->c, &f->self_part, f->src, &f->src_over, f->dst, &f->dst_over, true,
+                         f->threads);
+            continue;
+        }
+        box in;
+        if (m->recv_at[q] == SIZE_MAX || !box_intersect(&f->src_boxes[q], my_dst, &in)) continue;
+        pack_rows(f->c, &in, f->dst, &f->dst_over, m->buf + m->recv_at[q], false, f->add,
+                  f->threads);
+    }
+    return PCNN_OK;
+}
+
+pcnn_status box_move(box_mover *m, int tag, int c, const box *src_boxes, const box *dst_boxes,
+                     const float *src, float *dst, bool add, int threads)
+{
+    TRY(box_move_post(m, tag, c, src_boxes, dst_boxes, src, dst, add, threads));
+    return box_move_finish(m);
+}
