@@ -98,12 +98,14 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     const char *model = NULL, *split = NULL;
-    int iters = 5, threads = 1, batch = 1, size = 0, npos = 0;
+    int iters = 5, threads = 1, batch = 1, size = 0, npos = 0, report = 0, overlap = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--split") && i + 1 < argc) split = argv[++i];
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--report")) report = 1;
+        else if (!strcmp(argv[i], "--no-overlap")) overlap = 0;
         else if (npos == 0) model = argv[i], npos++;
         else if (npos == 1) iters = atoi(argv[i]), npos++;
     }
@@ -111,7 +113,7 @@ int main(int argc, char **argv)
     if (!model || (!cosmo && strcmp(model, "plane")) || iters < 1 || batch < 1) {
         if (rank == 0)
             fprintf(stderr, "usage: spatial_bench plane|cosmo [ITERS] [--threads T] "
-                            "[--split h|w|d|hw|dh] [--batch N] [--size S]\n");
+                            "[--split h|w|d|hw|dh] [--batch N] [--size S] [--report] [--no-overlap]\n");
         MPI_Finalize();
         return 2;
     }
@@ -127,6 +129,8 @@ int main(int argc, char **argv)
     }
     CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
     CHECK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_MOMENTUM));
+    /* Timing only: a small step keeps the loss finite on random data. */
+    CHECK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, 1e-6));
     pcnn_layer *out = cosmo ? build_cosmo(net, size) : build_plane(net, size);
     CHECK(pcnn_net_set_loss(net, out, PCNN_LOSS_MSE));
     int parts[4] = {1, 1, 1, 1};
@@ -141,6 +145,7 @@ int main(int argc, char **argv)
         else if (!strcmp(split, "hw")) parts[2] = two[0], parts[3] = two[1];
         else if (!strcmp(split, "dh")) parts[1] = two[0], parts[2] = two[1];
         CHECK(pcnn_net_set_distribution(net, parts));
+        CHECK(pcnn_net_set_option(net, PCNN_OPT_HALO_OVERLAP, overlap));
     }
     CHECK(pcnn_net_finalize(net, batch));
 
@@ -183,6 +188,12 @@ int main(int argc, char **argv)
                model, size, batch, ranks, threads, parts[0], parts[1], parts[2], parts[3],
                times[iters / 2], times[0], fwd, bwd, comm_s, exposed, halo, halo_exposed,
                shuffle, bytes);
+    if (report && rank == 0) { /* rank 0's per-layer breakdown */
+        static char text[1 << 16];
+        size_t needed;
+        CHECK(pcnn_net_timing_report(net, text, sizeof text, &needed));
+        fputs(text, stderr);
+    }
     free(times);
     free(x);
     CHECK(pcnn_net_destroy(&net));
