@@ -55,17 +55,28 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    int size = 512, steps = 20;
+    int size = 512, steps = 20, bad = 0, help = 0;
     const char *split = "h";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--size")) size = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--split")) split = argv[i + 1];
+    for (int i = 1; i < argc; i++) {
+        const int has_value = i + 1 < argc;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) help = 1;
+        else if (!strcmp(argv[i], "--size") && has_value) size = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--steps") && has_value) steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--split") && has_value) split = argv[++i];
+        else bad = 1;
     }
-    if (size < 32 || steps < 1) {
-        if (rank == 0) fprintf(stderr, "usage: spatial_mesh [--size >= 32] [--steps N]\n");
+    if (strcmp(split, "h") && strcmp(split, "w") && strcmp(split, "hw")) bad = 1;
+    if (help || bad || size < 32 || steps < 1) {
+        if (rank == 0)
+            fprintf(help ? stdout : stderr,
+                    "usage: mpiexec.mpich -n P spatial_mesh [--size S] [--steps N] "
+                    "[--split h|w|hw]\n"
+                    "  train a large-plane network (18 channels of S x S, default 512, "
+                    "S >= 32) for N steps\n"
+                    "  (default 20), each sample split over the P ranks along H, W or both;\n"
+                    "  prints the loss, each rank's box and the halo/shuffle breakdown\n");
         MPI_Finalize();
-        return 2;
+        return help ? 0 : 2;
     }
 
     pcnn_comm *comm;
