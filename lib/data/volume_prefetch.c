@@ -293,6 +293,9 @@ pcnn_status volume_read_batch(volume_source *v, const int *order, int n, int sta
     memcpy(x, hit->x, volume_box_floats(v->c, box) * (size_t)count * sizeof *x);
     pthread_mutex_lock(&p->mu);
     hit->state = SLOT_FREE;
+    /* The slot just freed goes to the next prediction at once (with one
+     * slot, nothing could be queued while it held this batch). */
+    post_predictions(p, order, n, start, count, box);
     pthread_mutex_unlock(&p->mu);
     return PCNN_OK;
 }
