@@ -10,10 +10,12 @@
  *   options: [--models lenet,resnet20,vgg11,edsr,cosmoflow] [--iters 20]
  *            [--budget-comm 2] [--budget-compute 5] [--verbose]
  *
- * One JSON line per case from rank 0, then a summary: median and largest
- * |RE| of the step (targets: median 5 %, none above 10 %) against the
- * library's mean step time ("re") and against the median wall time of a
- * step ("re_median", robust to preempted steps), mean WRE^T, and
+ * One JSON line per case from rank 0, then a JSON summary and the same as
+ * a readable table with the targets beside each number, overall and per
+ * model: median and largest |RE| of the step (targets: median 5 %, none
+ * above 10 %) against the library's mean step time ("re") and against the
+ * median wall time of a step ("re_median", robust to preempted steps);
+ * median, largest and mean WRE^T of FP, BP and WU (target 5 %); and
  * the seconds the link and compute calibration took per model (target for
  * ResNet-20 on 2 ranks: under 10 s together).  Each model's layers are
  * timed once, on its first network after 3 warm-up steps (its training
@@ -60,6 +62,16 @@ static int cmp(const void *a, const void *b)
 {
     const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* Median and largest of v[0..n) (n >= 1; v is not changed). */
+static void median_max(const double *v, int n, double *median, double *max)
+{
+    double sorted[128];
+    memcpy(sorted, v, sizeof(double) * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof(double), cmp);
+    *median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    *max = sorted[n - 1];
 }
 
 /* Train iters steps after 3 warm-ups (timing reset in between); returns
@@ -142,11 +154,15 @@ int main(int argc, char **argv)
                           comm_seconds, ranks, threads);
 
     double res[128], res_med[128], wres[3][128];
+    const char *case_model[128];
     int cases = 0;
     char *save = NULL;
     for (char *name = strtok_r(models, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         const model *md = model_find(name);
-        if (!md) continue;
+        if (!md) {
+            if (rank == 0) fprintf(stderr, "perfmodel_accuracy: unknown model '%s' skipped\n", name);
+            continue;
+        }
         const int batch = md->default_batch;
         bool calibrated = false;
         for (int s = 0; s < (ranks > 1 ? 3 : 1); s++)
@@ -176,34 +192,62 @@ int main(int argc, char **argv)
                     res[cases] = fabs(re);
                     res_med[cases] = fabs((step - median_step) / median_step);
                     for (int k = 0; k < 3; k++) wres[k][cases] = wre[k];
+                    case_model[cases] = md->name;
                     cases++;
                 }
                 CHECK(pcnn_net_destroy(&net));
             }
     }
     if (rank == 0 && cases) {
-        double sorted[128], mean[3] = {0};
-        memcpy(sorted, res, sizeof(double) * (size_t)cases);
-        qsort(sorted, (size_t)cases, sizeof(double), cmp);
+        double med, max, med2, max2, wmed[3], wmax[3], mean[3] = {0};
+        median_max(res, cases, &med, &max);
+        median_max(res_med, cases, &med2, &max2);
         int over = 0;
         for (int i = 0; i < cases; i++) over += res[i] > 0.10;
         for (int k = 0; k < 3; k++) {
             for (int i = 0; i < cases; i++) mean[k] += wres[k][i];
             mean[k] /= cases;
+            median_max(wres[k], cases, &wmed[k], &wmax[k]);
         }
-        const double median = cases % 2 ? sorted[cases / 2]
-                                         : 0.5 * (sorted[cases / 2 - 1] + sorted[cases / 2]);
-        double by_median[128];
-        memcpy(by_median, res_med, sizeof(double) * (size_t)cases);
-        qsort(by_median, (size_t)cases, sizeof(double), cmp);
-        const double median2 = cases % 2 ? by_median[cases / 2]
-                                          : 0.5 * (by_median[cases / 2 - 1] + by_median[cases / 2]);
         printf("{\"summary\": true, \"cases\": %d, \"median_abs_re\": %.4f, \"max_abs_re\": %.4f, "
                "\"cases_over_10pct\": %d, \"mean_wre_fp\": %.4f, \"mean_wre_bp\": %.4f, "
-               "\"mean_wre_wu\": %.4f, \"median_abs_re_median\": %.4f, "
+               "\"mean_wre_wu\": %.4f, \"median_wre_fp\": %.4f, \"median_wre_bp\": %.4f, "
+               "\"median_wre_wu\": %.4f, \"max_wre_fp\": %.4f, \"max_wre_bp\": %.4f, "
+               "\"max_wre_wu\": %.4f, \"median_abs_re_median\": %.4f, "
                "\"max_abs_re_median\": %.4f}\n",
-               cases, median, sorted[cases - 1], over, mean[0], mean[1], mean[2], median2,
-               by_median[cases - 1]);
+               cases, med, max, over, mean[0], mean[1], mean[2], wmed[0], wmed[1], wmed[2],
+               wmax[0], wmax[1], wmax[2], med2, max2);
+        /* The same for people: targets of issue 15 beside each number. */
+        printf("\n%d cases, %d rank(s) x %d thread(s)\n", cases, ranks, threads);
+        printf("  step |RE| (mean step)    median %5.1f %%  max %5.1f %%  (targets 5 %%, 10 %%)  "
+               "%d case(s) over 10 %%\n", 100 * med, 100 * max, over);
+        printf("  step |RE| (median step)  median %5.1f %%  max %5.1f %%\n", 100 * med2,
+               100 * max2);
+        static const char *pass[3] = {"FP", "BP", "WU"};
+        for (int k = 0; k < 3; k++)
+            printf("  WRE^T %s                 median %5.1f %%  max %5.1f %%  mean %5.1f %%  "
+                   "(target 5 %%)\n", pass[k], 100 * wmed[k], 100 * wmax[k], 100 * mean[k]);
+        for (int i = 0; i < cases; i++) {
+            bool first = true;
+            for (int j = 0; j < i; j++) first = first && strcmp(case_model[j], case_model[i]);
+            if (!first) continue;
+            double v[128], w[3][128];
+            int n = 0;
+            for (int j = i; j < cases; j++) {
+                if (strcmp(case_model[j], case_model[i])) continue;
+                v[n] = res[j];
+                for (int k = 0; k < 3; k++) w[k][n] = wres[k][j];
+                n++;
+            }
+            double mm, mx, f, b, u, unused;
+            median_max(v, n, &mm, &mx);
+            median_max(w[0], n, &f, &unused);
+            median_max(w[1], n, &b, &unused);
+            median_max(w[2], n, &u, &unused);
+            printf("  %-10s %2d case(s): |RE| median %5.1f %% max %5.1f %%; median WRE^T FP "
+                   "%4.1f %% BP %4.1f %% WU %4.1f %%\n", case_model[i], n, 100 * mm, 100 * mx,
+                   100 * f, 100 * b, 100 * u);
+        }
     }
     CHECK(pcnn_perfmodel_destroy(&m));
     if (comm) CHECK(pcnn_comm_destroy(&comm));
