@@ -57,6 +57,18 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     int size = 512, steps = 20;
     const char *split = "h";
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            if (rank == 0)
+                printf("usage: mpiexec.mpich -n 2 spatial_mesh [--size 512] [--steps 20] "
+                       "[--split h|w|hw]\n"
+                       "  --size N    fields of 18 x N x N (>= 32), one sample per step\n"
+                       "  --steps N   training steps\n"
+                       "  --split S   split each sample over the ranks along H, W, or both\n"
+                       "              (hw: 2 x ranks/2 with an even number of ranks)\n");
+            MPI_Finalize();
+            return 0;
+        }
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--size")) size = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
