@@ -145,6 +145,21 @@ def test_bad_inputs_raise_the_librarys_errors(lenet, tmp_path):
         pcnn.PerfModel.load(os.path.join(str(tmp_path), "missing", "m.pcnnperf"))
 
 
+def test_regressors_cost_a_network_never_timed():
+    """Fitted regressors (every layer kind, pooling included) predict LeNet
+    without any compute calibration."""
+    with pcnn.PerfModel() as m, build("lenet", 32) as net:
+        m.fit_regressors(threads=1, budget=1.0, seed=1)
+        report = m.report()
+        assert "pool2d_fwd" in report and "conv2d_fwd" in report
+        t = m.predict(net, ranks=8, global_batch=256, compute_source="regressors")
+        assert t["forward"] > 0 and t["backward"] > 0
+        assert all(m.layer_time(layer, "forward") > 0 for layer in net.layers
+                   if layer.kind in ("conv2d", "maxpool2d", "dense"))
+        with pytest.raises(pcnn.InvalidStateError):
+            m.predict(net, ranks=8, compute_source="timings")  # none taken
+
+
 def test_closed_model_raises():
     m = pcnn.PerfModel()
     m.close()
