@@ -169,7 +169,7 @@ class PerfModel(Handle):
         this prediction only: strategy (a pcnn.Exchange or its name, None:
         the network's), link_gbits (0: calibrated), engine ("net", "thread",
         "nonblocking"), compute_source ("best", "timings", "regressors"),
-        nonblocking_progress.  Returns {"forward", "backward", "update",
+        nonblocking_progress; None leaves a knob as set_param set it.  Returns {"forward", "backward", "update",
         "comm", "exposed", "step"} in seconds; per layer: layer_time()."""
         net = _net_of(net, "PerfModel.predict")
         unknown = sorted(set(knobs) - set(_TEMPORARY))
@@ -186,6 +186,8 @@ class PerfModel(Handle):
         saved = {}
         try:
             for name, value in knobs.items():
+                if value is None and name != "strategy":
+                    continue  # as the model is set
                 param = _TEMPORARY[name]
                 saved[param] = self.get_param(param)
                 self._lib.pcnn_perfmodel_set_param(h, param, _knob_value(name, value))

@@ -62,6 +62,8 @@ def test_predict_what_if_1024_ranks_without_communicator(lenet):
     # Without overlap nothing hides: exposed is all of the communication.
     flat = model.predict(net, ranks=1024, global_batch=32 * 1024, overlap=False, link_gbits=1)
     assert flat["exposed"] == pytest.approx(flat["comm"], rel=1e-6)
+    assert model.predict(net, ranks=1024, global_batch=32 * 1024, link_gbits=None,
+                         engine=None) == model.predict(net, ranks=1024, global_batch=32 * 1024)
     alltoall = model.predict(net, ranks=64, strategy="alltoall_allgather")
     assert alltoall["comm"] > 0
     assert model.get_param("strategy") == -1
