@@ -7,12 +7,13 @@
  *   mpiexec.mpich -n 2 ./build/examples/whatif [--models resnet20,vgg11,cosmoflow]
  *       [--batch-per-rank B] [--max-ranks 4096] [--links 1,10,100]
  *       [--budget SECONDS] [--csv whatif.csv] [--save MODEL_FILE] [--alpha-us US]
+ *       [--warmup STEPS]
  *   /usr/bin/python3 examples/whatif.py whatif.csv whatif.png
  *
  * Link calibration is collective (run on 2 ranks to measure a real link;
  * one rank measures only the local summation and keeps default latency);
  * layers are timed on rank 0 at the per-rank batch (each model's default
- * unless --batch-per-rank).  The latency of every what-if link is the
+ * unless --batch-per-rank), after --warmup training steps.  The latency of every what-if link is the
  * calibrated one of this machine's all-reduce, all-to-all and all-gather.
  * Rank 0 writes the CSV: model, strategy, link, ranks, global batch,
  * predicted step, compute, communication, exposed communication,
@@ -33,24 +34,26 @@ static void usage(FILE *to)
             "usage: mpiexec.mpich -n 2 whatif [--models resnet20,vgg11,cosmoflow]\n"
             "         [--batch-per-rank B] [--max-ranks 4096] [--links 1,10,100]\n"
             "         [--budget SECONDS] [--csv whatif.csv] [--save MODEL_FILE]\n"
-            "         [--alpha-us LATENCY]\n"
+            "         [--alpha-us LATENCY] [--warmup 5]\n"
             "Calibrates this machine (links: collective; layers: rank 0), then predicts the\n"
             "step time and weak-scaling efficiency of each model for 1..max ranks (powers\n"
             "of two) on each link speed (Gbit/s) and exchange strategy, with overlap.\n"
             "--alpha-us sets the what-if links' latency per message (default: the\n"
-            "latencies calibrated here, which a busy machine inflates).\n"
+            "latencies calibrated here, which a busy machine inflates).  --warmup: training\n"
+            "steps on synthetic data before the layers are timed (their speed follows the\n"
+            "training state).\n"
             "Plot: /usr/bin/python3 examples/whatif.py whatif.csv whatif.png\n");
 }
 
 typedef struct options {
     char models[256], links[128], csv[512], save[512];
-    int batch, max_ranks;
+    int batch, max_ranks, warmup;
     double budget, alpha_us;
 } options;
 
 static int parse(int argc, char **argv, options *o)
 {
-    *o = (options){.batch = 0, .max_ranks = 4096, .budget = 4.0, .alpha_us = -1};
+    *o = (options){.batch = 0, .max_ranks = 4096, .warmup = 5, .budget = 4.0, .alpha_us = -1};
     snprintf(o->models, sizeof o->models, "resnet20,vgg11,cosmoflow");
     snprintf(o->links, sizeof o->links, "1,10,100");
     snprintf(o->csv, sizeof o->csv, "whatif.csv");
@@ -66,10 +69,11 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(a, "--max-ranks")) o->max_ranks = atoi(v);
         else if (!strcmp(a, "--budget")) o->budget = atof(v);
         else if (!strcmp(a, "--alpha-us")) o->alpha_us = atof(v);
+        else if (!strcmp(a, "--warmup")) o->warmup = atoi(v);
         else return -1;
         i++;
     }
-    return o->max_ranks >= 1 && o->budget > 0 && o->batch >= 0 ? 0 : -1;
+    return o->max_ranks >= 1 && o->budget > 0 && o->batch >= 0 && o->warmup >= 0 ? 0 : -1;
 }
 
 static pcnn_net *build(const model *md, int batch)
@@ -84,6 +88,33 @@ static pcnn_net *build(const model *md, int batch)
     CHECK(pcnn_net_set_optimizer(b.net, PCNN_OPTIMIZER_MOMENTUM));
     CHECK(pcnn_net_finalize(b.net, batch));
     return b.net;
+}
+
+/* A few training steps on synthetic data before the layers are timed:
+ * some kernels' speed follows the training state (max pooling runs
+ * several times faster once ReLUs die), and a network trains in that
+ * state far longer than in its first steps. */
+static void warm_up(pcnn_net *net, const model *md, int batch, int steps)
+{
+    size_t in_size = (size_t)md->c * md->d * md->h * md->w, out_size;
+    CHECK(pcnn_net_output_size(net, &out_size));
+    float *x = malloc(sizeof(float) * in_size * (size_t)batch);
+    float *t = malloc(sizeof(float) * out_size * (size_t)batch);
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)batch);
+    if (!x || !t || !labels) {
+        fprintf(stderr, "whatif: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    randn(x, in_size * (size_t)batch);
+    randn(t, out_size * (size_t)batch);
+    const int ce = md->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
+    for (int s = 0; s < steps; s++) {
+        for (int j = 0; j < batch; j++) labels[j] = (int32_t)(next_u64() % out_size);
+        CHECK(pcnn_net_train_step(net, batch, x, ce ? labels : NULL, ce ? NULL : t, NULL));
+    }
+    free(x);
+    free(t);
+    free(labels);
 }
 
 /* Predict every (strategy, link, ranks) point of one model into the CSV. */
@@ -157,6 +188,7 @@ int main(int argc, char **argv)
             }
             const int batch = o.batch ? o.batch : md->default_batch;
             pcnn_net *net = build(md, batch);
+            warm_up(net, md, batch, o.warmup);
             CHECK(pcnn_perfmodel_calibrate_compute(m, net, o.budget));
             printf("%s, %d samples per rank:\n", name, batch);
             sweep(m, net, name, batch, &o, csv);

@@ -1638,10 +1638,14 @@ typedef enum pcnn_perf_param {
                                          besides the work calibrated per poll between
                                          layers (MPI progresses inside MPI calls);
                                          default 0 */
-    PCNN_PERF_COMPUTE_SOURCE = 7      /* 0 (default): the layers' own timings, measured at
-                                         their exact shapes and algorithms, where the
-                                         network was calibrated, the regressors elsewhere;
-                                         1: timings only; 2: regressors only */
+    PCNN_PERF_COMPUTE_SOURCE = 7      /* 0 (default): the more accurate source per layer:
+                                         its own timings (exact shapes and algorithms)
+                                         between the two timed local batches; outside
+                                         them the timing at the nearest timed batch
+                                         scaled by the regressors' ratio (the line where
+                                         no regressor knows the kind); the regressors
+                                         for a network not calibrated; 1: timings only
+                                         (their line); 2: regressors only */
 } pcnn_perf_param;
 
 
@@ -1678,7 +1682,8 @@ PCNN_API pcnn_status pcnn_perfmodel_calibrate_compute(pcnn_perfmodel *model, pcn
                                                       double budget_seconds);
 
 /* Fit seed 004's per-kernel regressors (small MLPs on log-normalised
- * shapes, trained with this library's own dense layers and Adam) for
+ * shapes, trained with this library's own dense layers and Adam; every
+ * layer kind: convolutions 2D and 3D, dense, pooling, element-wise) for
  * `threads` compute threads within about budget_seconds: estimates for
  * shapes never timed, reported beside the timings.  Local.  Errors:
  * INVALID_ARGUMENT, UNSUPPORTED (a build without them), OUT_OF_MEMORY. */

@@ -64,33 +64,6 @@ static double update_time(const costing *c, double count)
     return count > 0 ? perf_line(c->m->compute.update, count) : 0;
 }
 
-/* Layer l's compute at n samples: the table when it is this network's,
- * else the regressors; fwd, weight part and input-gradient part. */
-static pcnn_status layer_compute(pcnn_perfmodel *m, const pcnn_layer *l, bool table, int n,
-                                 double t[3], const char *func)
-{
-    if (table) {
-        const perf_layer *p = &m->compute.layers[l->index];
-        t[0] = nonneg(perf_line(p->fwd, n));
-        t[1] = nonneg(perf_line(p->bwd_w, n));
-        t[2] = nonneg(perf_line(p->bwd_x, n));
-        return PCNN_OK;
-    }
-    const bool dx = l->num_inputs && !layer_is_input(l->inputs[0]);
-    t[0] = perf_regressor_time(m, l, n, 0, dx);
-    t[1] = perf_regressor_time(m, l, n, 1, false);
-    const double full = perf_regressor_time(m, l, n, 1, dx);
-    t[2] = nonneg(full - t[1]);
-    if (isnan(t[0]) || isnan(t[1]) || isnan(full)) {
-        char name[64];
-        return error_set(PCNN_ERR_INVALID_STATE, func,
-                         "%s: no compute calibration of this network "
-                         "(pcnn_perfmodel_calibrate_compute) and no regressor for it",
-                         layer_name(l, name, sizeof name));
-    }
-    return PCNN_OK;
-}
-
 static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_span *sp,
                          const double (*comp)[3], int n, int global_batch, sim_bucket *b,
                          sim_layer *layers)
@@ -170,7 +143,7 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
         st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "simulation tables");
     for (int i = 1; st == PCNN_OK && i < L; i++) {
         const pcnn_layer *l = ll->items[i];
-        st = layer_compute(m, l, table, n, comp[i], func);
+        st = perf_layer_compute(m, l, table, n, comp[i], func);
         layers[i].fwd = comp[i][0];
         layers[i].bwd = comp[i][1] + comp[i][2];
         layers[i].weight = (double)l->num_params;

@@ -68,6 +68,13 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
                            bool overlap, sim_input *in, sim_layer **layers_out,
                            sim_bucket **buckets_out, const char *func);
 
+/* Layer l's computation at n local samples (perf/compute_source.c): t[0]
+ * forward, t[1] backward without the input gradient, t[2] the input
+ * gradient's part.  table: the compute table is this network's and may be
+ * used (else the regressors alone).  INVALID_STATE when no source knows l. */
+pcnn_status perf_layer_compute(pcnn_perfmodel *m, const pcnn_layer *l, bool table, int n,
+                               double t[3], const char *func);
+
 /* Compute calibration and the regressors' bridge (perf/calib_compute.c,
  * perf/regressor_source.c). */
 pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budget,

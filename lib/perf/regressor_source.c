@@ -16,6 +16,7 @@
 #endif
 
 #ifdef PERF_HAVE_REGRESSORS
+#include "../layers/clone.h"
 #include "../layers/conv2d.h"
 #include "../layers/dense.h"
 #include "regressor.h"
@@ -33,6 +34,23 @@ static bool kind_of(const pcnn_layer *l, int n, int pass, bool dx, perf_kind *ki
         const conv_priv *p = l->priv;
         s->k = p->k, s->stride = p->stride, s->pad = p->pad;
         *kind = (perf_kind)(PERF_CONV2D_FWD + b);
+        return true;
+    }
+    if (!strcmp(k, "conv3d")) {
+        int cout;
+        bool bias;
+        conv3d_config(l, &cout, &s->k, &s->stride, &s->pad, &bias);
+        *kind = (perf_kind)(PERF_CONV3D_FWD + b);
+        return true;
+    }
+    const bool pool2 = !strcmp(k, "maxpool2d") || !strcmp(k, "avgpool2d");
+    const bool pool3 = !strcmp(k, "maxpool3d") || !strcmp(k, "avgpool3d");
+    if (pool2 || pool3) {
+        (pool2 ? pool2d_config : pool3d_config)(l, &s->k, &s->stride, &s->pad);
+        s->pool_max = k[0] == 'm';
+        s->cout = 0; /* pooling reads cin only */
+        *kind = pool2 ? (pass ? PERF_POOL2D_BWD : PERF_POOL2D_FWD)
+                      : (pass ? PERF_POOL3D_BWD : PERF_POOL3D_FWD);
         return true;
     }
     if (layer_is_dense(l)) {
@@ -140,6 +158,7 @@ pcnn_status perf_fit_regressors(pcnn_perfmodel *m, int threads, double budget, u
     c.budget_seconds = budget;
     c.threads = threads;
     c.seed = seed;
+    c.kinds = perf_kinds_all(); /* pooling, 3D and dropout layers too, not only ResNet's */
     perf_regressors *set = NULL;
     TRY(perf_regressors_calibrate(&c, &set));
     perf_regressors_free(m);

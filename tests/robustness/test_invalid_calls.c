@@ -33,6 +33,7 @@ static pcnn_net *o_net;
 static pcnn_layer *o_layer;
 static pcnn_dataset *o_data;
 static pcnn_comm *o_comm;
+static pcnn_perfmodel *o_model;
 static size_t o_size;
 static double o_dbl;
 static float o_flt;
@@ -47,6 +48,7 @@ static void reset_outputs(void)
     o_layer = SENTINEL_PTR;
     o_data = SENTINEL_PTR;
     o_comm = SENTINEL_PTR;
+    o_model = SENTINEL_PTR;
     o_str = SENTINEL_PTR;
     o_size = 0x5e5e;
     o_dbl = -7.25;
@@ -64,6 +66,7 @@ static const char *untouched_outputs(void)
     if (o_layer != SENTINEL_PTR) return "layer handle";
     if (o_data != SENTINEL_PTR) return "dataset handle";
     if (o_comm != SENTINEL_PTR) return "comm handle";
+    if (o_model != SENTINEL_PTR) return "performance model handle";
     if (o_str != SENTINEL_PTR) return "string";
     if (o_size != 0x5e5e) return "size_t";
     if (o_dbl != -7.25) return "double";
@@ -822,6 +825,142 @@ static void datasets(void)
     unlink(short_labels);
 }
 
+/* The performance model (pcnn.h section 9): NULL handles, NaN and negative
+ * sizes, knobs out of range, and calls in the wrong state (no calibration,
+ * no prediction, no measured step, another network's table). */
+static void perfmodel_calls(void)
+{
+    pcnn_perfmodel *m, *empty;
+    OK(pcnn_perfmodel_create(&m));
+    OK(pcnn_perfmodel_create(&empty));
+    fixture f = build(PCNN_LOSS_MSE, MAXB), open = build(PCNN_LOSS_MSE, 0);
+    /* Another network: a dense layer on the same input. */
+    fixture other;
+    OK(pcnn_net_create(&other.net));
+    OK(pcnn_net_input(other.net, 2, 6, 6, &other.in));
+    OK(pcnn_dense(other.net, other.in, 3, 1, &other.dense));
+    OK(pcnn_net_set_loss(other.net, other.dense, PCNN_LOSS_MSE));
+    OK(pcnn_net_finalize(other.net, MAXB));
+    double *wre = (double *)(void *)o_buf;
+    char *text = (char *)o_buf;
+
+    CASE(E_ARG, "out is NULL", pcnn_perfmodel_create, NULL);
+    CASE(E_ARG, "out is NULL", pcnn_perfmodel_load, "/tmp/whatever.pcnnperf", NULL);
+    CASE(E_ARG, "path is NULL", pcnn_perfmodel_load, NULL, &o_model);
+    CASE(PCNN_ERR_IO, "/nonexistent-dir/m.pcnnperf", pcnn_perfmodel_load,
+         "/nonexistent-dir/m.pcnnperf", &o_model);
+    char junk_path[64];
+    const char junk[64] = "PCNNPERX this is not a performance model";
+    temp_file(junk_path, junk, sizeof junk);
+    CASE(PCNN_ERR_CORRUPT, junk_path, pcnn_perfmodel_load, junk_path, &o_model);
+    unlink(junk_path);
+    CASE(E_ARG, "model is NULL", pcnn_perfmodel_save, NULL, "/tmp/m.pcnnperf");
+    CASE(E_ARG, "path is NULL", pcnn_perfmodel_save, m, NULL);
+    CASE(PCNN_ERR_IO, "/nonexistent-dir/m.pcnnperf", pcnn_perfmodel_save, m,
+         "/nonexistent-dir/m.pcnnperf");
+
+    /* Calibration. */
+    CASE(E_ARG, "model is NULL", pcnn_perfmodel_calibrate_comm, NULL, NULL, 1.0);
+    CASE(E_ARG, "comm is NULL", pcnn_perfmodel_calibrate_comm, m, NULL, 1.0);
+    CASE(E_ARG, "model is NULL", pcnn_perfmodel_calibrate_compute, NULL, f.net, 1.0);
+    CASE(E_ARG, "net is NULL", pcnn_perfmodel_calibrate_compute, m, NULL, 1.0);
+    CASE(E_ARG, "budget_seconds nan", pcnn_perfmodel_calibrate_compute, m, f.net, NAN);
+    CASE(E_ARG, "budget_seconds -1", pcnn_perfmodel_calibrate_compute, m, f.net, -1.0);
+    CASE(E_ARG, "budget_seconds inf", pcnn_perfmodel_calibrate_compute, m, f.net, INFINITY);
+    CASE(E_STATE, "finalize", pcnn_perfmodel_calibrate_compute, m, open.net, 1.0);
+    CASE(E_ARG, "model is NULL", pcnn_perfmodel_fit_regressors, NULL, 1, 1.0, 1);
+    CASE(E_ARG, "threads 0", pcnn_perfmodel_fit_regressors, m, 0, 1.0, 1);
+    CASE(E_ARG, "threads -2", pcnn_perfmodel_fit_regressors, m, -2, 1.0, 1);
+    CASE(E_ARG, "budget_seconds 0", pcnn_perfmodel_fit_regressors, m, 1, 0.0, 1);
+    CASE(E_ARG, "budget_seconds nan", pcnn_perfmodel_fit_regressors, m, 1, NAN, 1);
+
+    /* Knobs. */
+    CASE(E_ARG, "model is NULL", pcnn_perfmodel_set_param, NULL, PCNN_PERF_LINK_GBITS, 1);
+    CASE(E_ARG, "value is NaN", pcnn_perfmodel_set_param, m, PCNN_PERF_LINK_GBITS, NAN);
+    CASE(E_ARG, "link bandwidth -1 Gbit/s", pcnn_perfmodel_set_param, m, PCNN_PERF_LINK_GBITS,
+         -1);
+    CASE(E_ARG, "alpha -2 s", pcnn_perfmodel_set_param, m, PCNN_PERF_ALPHA_S, -2);
+    CASE(E_ARG, "beta -1e-09 s/byte", pcnn_perfmodel_set_param, m, PCNN_PERF_BETA_S_PER_BYTE,
+         -1e-9);
+    CASE(E_ARG, "beta inf s/byte", pcnn_perfmodel_set_param, m, PCNN_PERF_BETA_S_PER_BYTE,
+         INFINITY);
+    CASE(E_ARG, "gamma 0 s/byte", pcnn_perfmodel_set_param, m, PCNN_PERF_GAMMA_S_PER_BYTE, 0);
+    CASE(E_ARG, "strategy 7", pcnn_perfmodel_set_param, m, PCNN_PERF_STRATEGY, 7);
+    CASE(E_ARG, "engine 3", pcnn_perfmodel_set_param, m, PCNN_PERF_ENGINE, 3);
+    CASE(E_ARG, "nonblocking progress 1.5", pcnn_perfmodel_set_param, m,
+         PCNN_PERF_NONBLOCKING_PROGRESS, 1.5);
+    CASE(E_ARG, "compute source 0.5", pcnn_perfmodel_set_param, m, PCNN_PERF_COMPUTE_SOURCE,
+         0.5);
+    CASE(E_ARG, "unknown parameter 99", pcnn_perfmodel_set_param, m, (pcnn_perf_param)99, 1);
+    CASE(E_ARG, "model is NULL", pcnn_perfmodel_get_param, NULL, PCNN_PERF_ALPHA_S, &o_dbl);
+    CASE(E_ARG, "value is NULL", pcnn_perfmodel_get_param, m, PCNN_PERF_ALPHA_S, NULL);
+    CASE(E_ARG, "unknown parameter -1", pcnn_perfmodel_get_param, m, (pcnn_perf_param)-1,
+         &o_dbl);
+
+    /* Collectives. */
+    CASE(E_ARG, "model is NULL", pcnn_perfmodel_collective_time, NULL, PCNN_COLL_ALLREDUCE, 4,
+         8, &o_dbl);
+    CASE(E_ARG, "seconds is NULL", pcnn_perfmodel_collective_time, m, PCNN_COLL_ALLREDUCE, 4, 8,
+         NULL);
+    CASE(E_ARG, "unknown collective 4", pcnn_perfmodel_collective_time, m, (pcnn_collective)4,
+         4, 8, &o_dbl);
+    CASE(E_ARG, "ranks -3", pcnn_perfmodel_collective_time, m, PCNN_COLL_ALLGATHER, -3, 8,
+         &o_dbl);
+    CASE(E_ARG, "bytes -1", pcnn_perfmodel_collective_time, m, PCNN_COLL_ALLTOALL, 4, -1,
+         &o_dbl);
+    CASE(E_ARG, "bytes nan", pcnn_perfmodel_collective_time, m, PCNN_COLL_SENDRECV, 2, NAN,
+         &o_dbl);
+    CASE(E_ARG, "bytes inf", pcnn_perfmodel_collective_time, m, PCNN_COLL_SENDRECV, 2, INFINITY,
+         &o_dbl);
+
+    /* Predictions before and after a compute calibration. */
+    CASE(E_ARG, "model is NULL", pcnn_perfmodel_predict, NULL, f.net, 4, 1, 1, &o_dbl);
+    CASE(E_ARG, "net is NULL", pcnn_perfmodel_predict, m, NULL, 4, 1, 1, &o_dbl);
+    CASE(E_STATE, "finalize", pcnn_perfmodel_predict, m, open.net, 4, 1, 1, &o_dbl);
+    CASE(E_STATE, "no compute calibration", pcnn_perfmodel_predict, m, f.net, 4, 1, 1, &o_dbl);
+    CASE(E_STATE, "no prediction yet", pcnn_perfmodel_layer_time, m, -1, PCNN_TIME_STEP, &o_dbl);
+    CASE(E_STATE, "no prediction yet", pcnn_perfmodel_validate, m, f.net, &o_dbl, wre, NULL, 0,
+         &o_size);
+    OK(pcnn_perfmodel_calibrate_compute(m, f.net, 0.05));
+    CASE(E_ARG, "global_batch 0", pcnn_perfmodel_predict, m, f.net, 0, 1, 1, &o_dbl);
+    CASE(E_ARG, "global_batch -8", pcnn_perfmodel_predict, m, f.net, -8, 1, 1, &o_dbl);
+    CASE(E_ARG, "ranks 0", pcnn_perfmodel_predict, m, f.net, 4, 0, 1, &o_dbl);
+    CASE(E_ARG, "ranks -4", pcnn_perfmodel_predict, m, f.net, 4, -4, 1, &o_dbl);
+    CASE(E_ARG, "overlap 2", pcnn_perfmodel_predict, m, f.net, 4, 1, 2, &o_dbl);
+    CASE(PCNN_ERR_MISMATCH, "another network", pcnn_perfmodel_predict, m, other.net, 4, 1, 1,
+         &o_dbl);
+    OK(pcnn_perfmodel_predict(m, f.net, MAXB, 1, 1, NULL));
+    CASE(E_ARG, "model is NULL", pcnn_perfmodel_layer_time, NULL, 0, PCNN_TIME_FORWARD, &o_dbl);
+    CASE(E_ARG, "seconds is NULL", pcnn_perfmodel_layer_time, m, 0, PCNN_TIME_FORWARD, NULL);
+    CASE(E_ARG, "layer 5: must be -1 (all) or in [0, 5)", pcnn_perfmodel_layer_time, m, 5,
+         PCNN_TIME_FORWARD, &o_dbl);
+    CASE(E_ARG, "layer -2", pcnn_perfmodel_layer_time, m, -2, PCNN_TIME_FORWARD, &o_dbl);
+    CASE(E_ARG, "unknown timing 42", pcnn_perfmodel_layer_time, m, 0, (pcnn_time)42, &o_dbl);
+
+    /* Validation: no measured step yet, then another network. */
+    CASE(E_ARG, "model is NULL", pcnn_perfmodel_validate, NULL, f.net, &o_dbl, wre, NULL, 0,
+         &o_size);
+    CASE(E_ARG, "buf is NULL but size is 64", pcnn_perfmodel_validate, m, f.net, &o_dbl, wre,
+         NULL, 64, &o_size);
+    CASE(E_ARG, "net is NULL", pcnn_perfmodel_validate, m, NULL, &o_dbl, wre, text, 64,
+         &o_size);
+    CASE(E_STATE, "no measured training step", pcnn_perfmodel_validate, m, f.net, &o_dbl, wre, text, 64, &o_size);
+    OK(pcnn_net_train_step(f.net, MAXB, g_x, NULL, g_t, NULL));
+    CASE(PCNN_ERR_MISMATCH, "another network", pcnn_perfmodel_validate, m, other.net, &o_dbl,
+         wre, text, 64, &o_size);
+    CASE(E_ARG, "model is NULL", pcnn_perfmodel_report, NULL, text, 64, &o_size);
+    CASE(E_ARG, "buf is NULL but size is 8", pcnn_perfmodel_report, m, NULL, 8, &o_size);
+    /* A model calibrated on nothing cannot predict another network either. */
+    CASE(E_STATE, "no compute calibration", pcnn_perfmodel_predict, empty, other.net, 4, 64, 0,
+         &o_dbl);
+
+    OK(pcnn_net_destroy(&f.net));
+    OK(pcnn_net_destroy(&open.net));
+    OK(pcnn_net_destroy(&other.net));
+    OK(pcnn_perfmodel_destroy(&m));
+    OK(pcnn_perfmodel_destroy(&empty));
+}
+
 /* Communicators before MPI is initialised: INVALID_STATE, not a crash. */
 static void mpi_before_init(void)
 {
@@ -842,6 +981,11 @@ static void mpi_initialised(void)
     fixture f = build(PCNN_LOSS_MSE, 0);
     OK(pcnn_net_set_comm(f.net, comm));
     CASE(E_STATE, "1 network(s) still use this communicator", pcnn_comm_destroy, &comm);
+    pcnn_perfmodel *m;
+    OK(pcnn_perfmodel_create(&m));
+    CASE(E_ARG, "budget_seconds -1", pcnn_perfmodel_calibrate_comm, m, comm, -1.0);
+    CASE(E_ARG, "budget_seconds nan", pcnn_perfmodel_calibrate_comm, m, comm, NAN);
+    OK(pcnn_perfmodel_destroy(&m));
     OK(pcnn_net_set_loss(f.net, f.dense, PCNN_LOSS_MSE));
     OK(pcnn_net_finalize(f.net, 2));
     CASE(E_STATE, "before finalize", pcnn_net_set_comm, f.net, comm);
@@ -864,9 +1008,11 @@ static int benign(void)
     pcnn_net *nn = NULL;
     pcnn_dataset *nd = NULL;
     pcnn_comm *nc = NULL;
+    pcnn_perfmodel *nm = NULL;
     bad += pcnn_net_destroy(NULL) != PCNN_OK || pcnn_net_destroy(&nn) != PCNN_OK;
     bad += pcnn_dataset_destroy(NULL) != PCNN_OK || pcnn_dataset_destroy(&nd) != PCNN_OK;
     bad += pcnn_comm_destroy(NULL) != PCNN_OK || pcnn_comm_destroy(&nc) != PCNN_OK;
+    bad += pcnn_perfmodel_destroy(NULL) != PCNN_OK || pcnn_perfmodel_destroy(&nm) != PCNN_OK;
     bad += strcmp(pcnn_status_str((pcnn_status)99), "unknown status") != 0;
     bad += strcmp(pcnn_status_str((pcnn_status)-1), "unknown status") != 0;
     bad += pcnn_last_error() == NULL;
@@ -883,6 +1029,7 @@ int main(void)
     volumes();
     finalized();
     datasets();
+    perfmodel_calls();
     int provided;
     MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
     mpi_initialised();

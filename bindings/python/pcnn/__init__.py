@@ -17,14 +17,15 @@ import ctypes
 from . import _api, _args
 from .comm import Comm, MPIMismatchError, mpi_info
 from .dataset import Dataset
-from .enums import (Dtype, Exchange, Init, LogLevel, Loss, Optimizer, Option, SchedEvent,
-                    SchedLrRule, SchedOption, Status, Time)
+from .enums import (Collective, Dtype, Exchange, Init, LogLevel, Loss, Optimizer, Option,
+                    PerfParam, SchedEvent, SchedLrRule, SchedOption, Status, Time)
 from .errors import (CorruptError, FileError, InternalError, InvalidArgumentError,
                      InvalidStateError, LibraryError, LibraryNotFoundError, MismatchError,
                      MPIError, NumericError, OutOfMemoryError, PcnnError, RemoteError,
                      ShapeError, TimeoutError, UnsupportedError)
 from .fit import Callback, EarlyStopping, ProgressBar
 from .net import Evaluation, Layer, Net, StepInfo
+from .perfmodel import PerfModel
 from .state import StateKeyError
 from .torch_io import from_torch_state_dict, to_torch_state_dict
 from .scheduler import Scheduler
@@ -67,6 +68,7 @@ __all__ = [
     "Comm", "Dataset", "Net", "Layer", "Scheduler", "Evaluation", "StepInfo",
     "Exchange", "Init", "Loss", "Optimizer", "Option", "Status", "Time", "Dtype", "LogLevel",
     "SchedOption", "SchedLrRule", "SchedEvent",
+    "PerfModel", "PerfParam", "Collective",
     "PcnnError", "InvalidArgumentError", "InvalidStateError", "ShapeError",
     "OutOfMemoryError", "MPIError", "RemoteError", "TimeoutError", "UnsupportedError",
     "NumericError", "FileError", "CorruptError", "MismatchError", "InternalError",

@@ -22,10 +22,10 @@ import weakref
 from . import _api
 from .errors import InvalidStateError
 
-# Close order at exit: a scheduler uses a network, a network datasets and a
-# communicator; "mpi" is the world communicator that may own MPI_Finalize
-# (see comm.py).
-_ORDER = ("scheduler", "net", "dataset", "comm", "mpi")
+# Close order at exit: a performance model holds no other object; a scheduler
+# uses a network, a network datasets and a communicator; "mpi" is the world
+# communicator that may own MPI_Finalize (see comm.py).
+_ORDER = ("perfmodel", "scheduler", "net", "dataset", "comm", "mpi")
 _live = {kind: weakref.WeakSet() for kind in _ORDER}
 # Guards _h and _uses of every handle: held only for a few bytecodes, and
 # never while allocating anything the garbage collector tracks (a collection
