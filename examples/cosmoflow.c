@@ -16,7 +16,14 @@
  * 3. Data-parallel training straight from the files (box reads of whole
  *    samples, the next batches read ahead on a helper thread), the test
  *    MSE per epoch against the variance of the targets, the timing
- *    breakdown, and a CSV of predicted against true parameters. */
+ *    breakdown, and a CSV of predicted against true parameters.
+ * 4. Or, with --spatial, every universe split across the ranks (seed 003
+ *    section 4: spatial or hybrid parallelism): each rank reads only its
+ *    box of each volume from the files and trains with
+ *    pcnn_net_train_step_local; the convolutions exchange halos, the
+ *    layers too small to split gather onto fewer ranks, and the FC head
+ *    takes whole samples; the breakdown adds halo and shuffle time. */
+#include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,7 +52,10 @@ static const char usage[] =
     "  --seed N          seed (0)\n"
     "  --csv FILE        write the curves (train loss and test MSE per epoch)\n"
     "  --plot FILE.png   draw them with examples/plot_curves.py (implies a CSV)\n"
-    "  --predictions F   write true and predicted parameters of the test set as CSV\n";
+    "  --predictions F   write true and predicted parameters of the test set as CSV\n"
+    "  --spatial DIMS    split every universe along DIMS (letters of D, H, W, e.g. D or DH):\n"
+    "                    the ranks of a group go 2 per letter, the last letter the rest\n"
+    "  --groups G        with --spatial: G sample groups sharing each batch (1)\n";
 
 enum { CHANNELS = 4, PARAMS = 4 };
 
@@ -253,14 +263,38 @@ static pcnn_layer *fc(pcnn_net *net, pcnn_layer *in, int out, float dropout, flo
     return l;
 }
 
+/* parts[4] of --spatial DIMS and --groups G over `ranks`; 0 when they do
+ * not divide the ranks (parts[0] = 0: no spatial distribution asked). */
+static int spatial_parts(const char *dims, int groups, int ranks, int parts[4])
+{
+    parts[0] = 0;
+    parts[1] = parts[2] = parts[3] = 1;
+    if (!dims) return 1;
+    const int len = (int)strlen(dims);
+    if (len < 1 || len > 3 || groups < 1 || ranks % groups != 0) return 0;
+    int left = ranks / groups;
+    for (int i = 0; i < len; i++) {
+        const char *at = strchr("DHW", toupper((unsigned char)dims[i]));
+        if (!at || *at == '\0' || parts[1 + (at - "DHW")] != 1) return 0;
+        const int share = i + 1 < len ? 2 : left;
+        if (left % share != 0) return 0;
+        parts[1 + (at - "DHW")] = share;
+        left /= share;
+    }
+    parts[0] = groups;
+    return 1;
+}
+
 static pcnn_net *build_cosmoflow(pcnn_comm *comm, int w, int scale, float slope, float dropout,
-                                 double lr, int batch, int threads, int seed)
+                                 double lr, int batch, int threads, int seed, const int *parts,
+                                 pcnn_layer **input)
 {
     static const int channels[7] = {16, 32, 64, 128, 256, 256, 256};
     pcnn_net *net;
     pcnn_layer *x;
     EX_CHECK(pcnn_net_create(&net));
     EX_CHECK(pcnn_net_input3d(net, CHANNELS, w, w, w, &x));
+    *input = x;
     for (int i = 0; i < 7; i++) {
         int out = channels[i] / scale;
         x = conv(net, x, out < 1 ? 1 : out, i == 3 ? 2 : 1, slope);
@@ -279,6 +313,11 @@ static pcnn_net *build_cosmoflow(pcnn_comm *comm, int w, int scale, float slope,
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_SEED, seed));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
     EX_CHECK(pcnn_net_set_comm(net, comm));
+    if (parts[0] > 0) {
+        EX_CHECK(pcnn_net_set_distribution(net, parts));
+        /* The deep layers (2^3 and less) gather onto fewer ranks. */
+        EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_SPATIAL_FALLBACK, 1));
+    }
     EX_CHECK(pcnn_net_finalize(net, batch));
     return net;
 }
@@ -306,6 +345,8 @@ int main(int argc, char **argv)
     const char *dir = ex_arg_str("--data", "cosmoflow_data");
     const char *png = ex_arg_str("--plot", NULL), *csv = ex_arg_str("--csv", NULL);
     const char *pred_csv = ex_arg_str("--predictions", NULL);
+    const char *spatial = ex_arg_str("--spatial", NULL);
+    const int groups = ex_arg_int("--groups", 1);
     ex_args_done();
     if (w < 8 || (w & (w - 1))) ex_fail("--width must be a power of two >= 8");
     if (n_train < 1 || n_test < 1 || batch < 1 || epochs < 0 || scale < 1)
@@ -320,6 +361,10 @@ int main(int argc, char **argv)
     int rank, ranks;
     EX_CHECK(pcnn_comm_create(MPI_COMM_WORLD, &comm));
     EX_CHECK(pcnn_comm_info(comm, &rank, &ranks, NULL));
+    int parts[4];
+    if (!spatial_parts(spatial, groups, ranks, parts))
+        ex_fail("--spatial %s with --groups %d does not divide %d ranks (letters of DHW, each "
+                "once; 2 ranks per letter but the last)", spatial ? spatial : "", groups, ranks);
 
     /* 1. The universes, written by all ranks. */
     char train_manifest[1100], test_manifest[1100];
@@ -362,7 +407,14 @@ int main(int argc, char **argv)
         }
 
     /* 2. The network. */
-    pcnn_net *net = build_cosmoflow(comm, w, scale, slope, dropout, lr, batch, threads, seed);
+    pcnn_layer *input;
+    pcnn_net *net = build_cosmoflow(comm, w, scale, slope, dropout, lr, batch, threads, seed,
+                                    parts, &input);
+    /* What a batch is shared among (the sample groups) and this rank's box
+     * of every universe (the whole volume without --spatial). */
+    int group, sharers, box_start[3], box_count[3];
+    EX_CHECK(pcnn_net_group_info(net, &group, &sharers, NULL, NULL));
+    EX_CHECK(pcnn_layer_local_box(input, box_start, box_count));
     size_t params;
     EX_CHECK(pcnn_net_num_params(net, &params));
     if (rank == 0) {
@@ -375,9 +427,22 @@ int main(int argc, char **argv)
         printf("variance of the test targets (MSE of predicting their mean): %.4f\n", var);
     }
     ex_print_summary(net, rank);
+    if (parts[0] > 0) {
+        for (int r = 0; r < ranks; r++) {
+            if (r == rank)
+                printf("rank %d (sample group %d of %d): distribution {N %d, D %d, H %d, W %d}, "
+                       "reads D %d..%d, H %d..%d, W %d..%d of each universe\n", rank, group,
+                       sharers, parts[0], parts[1], parts[2], parts[3], box_start[0],
+                       box_start[0] + box_count[0] - 1, box_start[1],
+                       box_start[1] + box_count[1] - 1, box_start[2],
+                       box_start[2] + box_count[2] - 1);
+            fflush(stdout);
+            EX_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        }
+    }
 
     /* 3. Training from the files. */
-    const int share_max = (batch + ranks - 1) / ranks;
+    const int share_max = (batch + sharers - 1) / sharers;
     const size_t sample = (size_t)CHANNELS * w * w * w;
     float *x = ex_alloc((size_t)share_max * sample * sizeof *x);
     float *y = ex_alloc((size_t)share_max * PARAMS * sizeof *y);
@@ -395,11 +460,18 @@ int main(int argc, char **argv)
         double loss_sum = 0.0, e0 = ex_now();
         for (int s = 0; s < steps; s++) {
             const int start = s * batch, count = n_tr - start < batch ? n_tr - start : batch;
-            int f, m = ex_share(count, ranks, rank, &f);
-            /* Each rank reads only its share of the batch from the files. */
-            if (m > 0) EX_CHECK(pcnn_dataset_batch_box(train, start + f, m, NULL, NULL, x, NULL, y));
+            int f, m = ex_share(count, sharers, group, &f);
+            /* Each rank reads only its share of the batch from the files
+             * (spatial: its group's share, only its box of each). */
+            if (m > 0)
+                EX_CHECK(pcnn_dataset_batch_box(train, start + f, m, box_start, box_count, x,
+                                                NULL, y));
             float loss;
-            EX_CHECK(pcnn_net_train_step(net, m, m ? x : NULL, NULL, m ? y : NULL, &loss));
+            if (parts[0] > 0)
+                EX_CHECK(pcnn_net_train_step_local(net, m, m ? x : NULL, NULL, m ? y : NULL,
+                                                   &loss));
+            else
+                EX_CHECK(pcnn_net_train_step(net, m, m ? x : NULL, NULL, m ? y : NULL, &loss));
             loss_sum += (double)loss * count;
             ex_progress_update(&p, s + 1, loss_sum / (start + count));
         }
@@ -413,13 +485,41 @@ int main(int argc, char **argv)
                    test_mse, 100.0 * test_mse / var, seconds, n_tr / seconds);
             fflush(stdout);
         }
-        ex_csv_row(curves, "%d,%.6f,%.6f,%.3f\n", epoch, loss_sum / n_tr, test_mse, seconds);
+        ex_csv_row(curves, "%d,%.6f,%.6f,%.3f", epoch, loss_sum / n_tr, test_mse, seconds);
     }
     ex_csv_close(&curves);
     ex_print_timing(net, rank);
+    if (parts[0] > 0) {
+        double halo, exposed, shuffle, step;
+        EX_CHECK(pcnn_net_time(net, -1, PCNN_TIME_HALO, &halo));
+        EX_CHECK(pcnn_net_time(net, -1, PCNN_TIME_HALO_EXPOSED, &exposed));
+        EX_CHECK(pcnn_net_time(net, -1, PCNN_TIME_SHUFFLE, &shuffle));
+        EX_CHECK(pcnn_net_time(net, -1, PCNN_TIME_STEP, &step));
+        if (rank == 0)
+            printf("spatial breakdown per step (rank 0): halo %.2f ms (%.2f ms exposed), "
+                   "shuffle %.2f ms, of %.2f ms\n", halo * 1e3, exposed * 1e3, shuffle * 1e3,
+                   step * 1e3);
+    }
 
-    /* True against predicted parameters of the test set (rank 0). */
-    if (rank == 0 && pred_csv) {
+    /* True against predicted parameters of the test set (rank 0; spatial:
+     * inference is collective, every rank passes the whole universe). */
+    if (pred_csv && parts[0] > 0) {
+        FILE *out = ex_csv_open(rank == 0 ? pred_csv : NULL,
+                                "sample,true_amplitude,true_slope,true_cutoff,true_growth,"
+                                "pred_amplitude,pred_slope,pred_cutoff,pred_growth");
+        float pred[PARAMS], t[PARAMS];
+        float *whole = ex_alloc(sample * sizeof *whole);
+        for (int i = 0; i < n_te; i++) {
+            EX_CHECK(pcnn_dataset_batch(test, i, 1, whole, NULL, t));
+            EX_CHECK(pcnn_net_predict_parallel(net, 1, whole, pred, PARAMS));
+            ex_csv_row(out, "%d,%.5f,%.5f,%.5f,%.5f,%.5f,%.5f,%.5f,%.5f", i, t[0], t[1], t[2],
+                       t[3], pred[0], pred[1], pred[2], pred[3]);
+        }
+        free(whole);
+        ex_csv_close(&out);
+        if (rank == 0) printf("predictions of the %d test universes: %s\n", n_te, pred_csv);
+    }
+    if (rank == 0 && pred_csv && parts[0] == 0) {
         FILE *out = ex_csv_open(pred_csv, "sample,true_amplitude,true_slope,true_cutoff,"
                                           "true_growth,pred_amplitude,pred_slope,pred_cutoff,"
                                           "pred_growth");
@@ -427,7 +527,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < n_te; i++) {
             EX_CHECK(pcnn_dataset_batch(test, i, 1, x, NULL, t));
             EX_CHECK(pcnn_net_predict(net, 1, x, pred, PARAMS));
-            ex_csv_row(out, "%d,%.5f,%.5f,%.5f,%.5f,%.5f,%.5f,%.5f,%.5f\n", i, t[0], t[1], t[2],
+            ex_csv_row(out, "%d,%.5f,%.5f,%.5f,%.5f,%.5f,%.5f,%.5f,%.5f", i, t[0], t[1], t[2],
                        t[3], pred[0], pred[1], pred[2], pred[3]);
         }
         ex_csv_close(&out);

@@ -6,6 +6,7 @@ the twin of examples/cosmoflow.c.
         [--width 32] [--train 256] [--test 64] [--epochs 6] [--batch 8] [--lr 5e-4]
         [--channels-scale 1] [--prefetch 2] [--data cosmoflow_data_py] [--reuse] [--f64]
         [--seed 0] [--plot predictions.png] [--library path/to/libpcnn.so]
+        [--spatial D|H|W|DH|... [--groups G]]
 
 Synthetic universes (Gaussian random fields whose power spectrum is set by
 four parameters in [-1, 1]: amplitude, slope, small-scale cutoff and the
@@ -18,7 +19,9 @@ before each FC, 2048-256-4, MSE, Adam) trains on the files through
 pcnn.open_volumes (read batch by batch, ahead on a helper thread).  Rank 0
 prints the test MSE per epoch against the variance of the targets, the
 timing breakdown, and with --plot draws predicted against true parameters
-(matplotlib).
+(matplotlib).  With --spatial every universe is split across the ranks
+(spatial or hybrid parallelism): train_epoch and evaluate read only each
+rank's box from the files, and the halo and shuffle times are printed.
 """
 import argparse
 import os
@@ -57,6 +60,9 @@ def parse_args():
     p.add_argument("--threads", type=int, default=0, help="threads per rank (0: OMP_NUM_THREADS)")
     p.add_argument("--plot", help="PNG of predicted against true parameters (matplotlib)")
     p.add_argument("--library", help="the libpcnn.so to use")
+    p.add_argument("--spatial", help="split every universe along these of D, H, W (e.g. D, "
+                   "DH): 2 ranks per letter, the last letter the rest of a group")
+    p.add_argument("--groups", type=int, default=1, help="with --spatial: sample groups")
     return p.parse_args()
 
 
@@ -93,6 +99,25 @@ def generate(args, rank, size):
                               list(zip(paths[args.train:], targets[args.train:])))
 
 
+def spatial_parts(dims, groups, ranks):
+    """(P_N, P_D, P_H, P_W) of --spatial and --groups, as in cosmoflow.c."""
+    parts = [groups, 1, 1, 1]
+    dims = dims.upper()
+    if not 1 <= len(dims) <= 3 or groups < 1 or ranks % groups:
+        raise SystemExit("--spatial %s --groups %d: does not divide %d ranks"
+                         % (dims, groups, ranks))
+    left = ranks // groups
+    for i, d in enumerate(dims):
+        k = "DHW".find(d) + 1
+        share = 2 if i + 1 < len(dims) else left
+        if k == 0 or parts[k] != 1 or left % share:
+            raise SystemExit("--spatial %s --groups %d: does not divide %d ranks"
+                             % (dims, groups, ranks))
+        parts[k] = share
+        left //= share
+    return parts
+
+
 def build(comm, args):
     """Table 2 for any W (B.2's pool6/pool7 rule: pool while > 2^3)."""
     s = args.channels_scale
@@ -109,6 +134,9 @@ def build(comm, args):
     x = net.leaky_relu(net.dense(net.dropout(x, args.dropout), 256 // s), args.slope)
     x = net.dense(net.dropout(x, args.dropout), PARAMS)
     net.set_loss(x, "mse")
+    if args.spatial:
+        net.set_distribution(spatial_parts(args.spatial, args.groups, comm.size))
+        net.set_option(pcnn.Option.SPATIAL_FALLBACK, 1)  # deep layers on fewer ranks
     net.finalize(args.batch)
     return net
 
@@ -167,8 +195,16 @@ def main():
                                               seconds, len(train) / seconds), flush=True)
     if root:
         print(net.timing_report())
-    if root and args.plot:
+    if root and args.spatial:
+        print("spatial breakdown per step (rank 0): halo %.2f ms (%.2f ms exposed), shuffle "
+              "%.2f ms, of %.2f ms" % tuple(1e3 * net.time(w) for w in (
+                  pcnn.Time.HALO, pcnn.Time.HALO_EXPOSED, pcnn.Time.SHUFFLE, pcnn.Time.STEP)))
+    if args.plot and args.spatial:  # collective: every rank passes each universe
+        pred = np.concatenate([net.predict_parallel(test.batch(i, 1)[0])
+                               for i in range(len(test))])
+    elif root and args.plot:
         pred = np.concatenate([net.predict(test.batch(i, 1)[0]) for i in range(len(test))])
+    if root and args.plot:
         try:
             import matplotlib
             matplotlib.use("Agg")

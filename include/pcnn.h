@@ -1390,10 +1390,26 @@ PCNN_API pcnn_status pcnn_net_write_trace_merged(pcnn_net *net, const char *path
  * exchange as in data parallelism, and the loss is normalised by the
  * global batch, so training equals one rank training on the whole batch
  * up to float summation order.  The network's output must be unsplit.
- * pcnn_net_train_epoch shares each batch among the sample groups (every
- * rank of a group reads the group's samples, then keeps its box); the
- * local calls (compute_loss, compute_gradients, predict) and evaluate
- * return UNSUPPORTED: use pcnn_net_predict_parallel.
+ * pcnn_net_train_epoch and pcnn_net_evaluate share each batch among the
+ * sample groups, and each rank reads only its box of the group's samples
+ * (of a file-backed dataset, pcnn_dataset_open_volumes, only the box is
+ * read from the files).  pcnn_net_compute_loss and
+ * pcnn_net_compute_gradients become collective: every rank of a sample
+ * group passes the group's n samples (as to pcnn_net_train_step); the loss
+ * is the mean over all groups' samples and the gradients
+ * (pcnn_net_get_grads, equal on every rank) are summed over the whole
+ * communicator, so both equal one rank's on the whole batch; batch norms
+ * use the statistics a training step would (PCNN_OPT_BN_SCOPE,
+ * PCNN_OPT_SYNC_BATCHNORM) and nothing is updated.  Only the boxes' input
+ * gradients exist: pcnn_net_get_input_grad then returns INVALID_STATE.
+ * pcnn_net_predict stays local and returns UNSUPPORTED: a rank holds only
+ * its box, so inference is collective, pcnn_net_predict_parallel.  The
+ * batch scheduler shares each batch among the sample groups too
+ * (pcnn_scheduler_share answers with the group's share, equal on the
+ * ranks of a group; PCNN_SCHED_ACTIVE_RANKS counts groups).
+ * A halo or shuffle that times out (PCNN_OPT_TIMEOUT_MS) or fails fails the
+ * network as a timed-out exchange does: every later call but destroy
+ * returns INVALID_STATE at once.
  * Distributions all {P, 1, 1, 1} (the default) are today's data
  * parallelism, bit for bit.
  */

@@ -181,9 +181,12 @@ pcnn_status net_trace_clock_sync(pcnn_net *net, const char *func);
 /* One training step (graph/run.c): pcnn_net_train_step, where stop (NULL:
  * none) carries this rank's vote to stop before this step (0 or 1) into
  * the step's first agreement and receives the number of ranks that voted;
- * when that is > 0 no rank trains: PCNN_OK without a step. */
+ * when that is > 0 no rank trains: PCNN_OK without a step.  box_input: x
+ * holds only this rank's box of a spatial network's input
+ * (pcnn_net_train_step_local). */
 pcnn_status net_train_step(pcnn_net *net, int n, const float *x, const int32_t *labels,
-                           const float *targets, float *loss, double *stop, const char *func);
+                           const float *targets, float *loss, double *stop, bool box_input,
+                           const char *func);
 
 /* The log callback (graph/callbacks.c): a printf-style message to the
  * host's callback, if any; never printed.  net_log_choices tells, after

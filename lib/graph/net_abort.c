@@ -12,6 +12,7 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "net.h"
+#include "spatial.h"
 
 PCNN_API pcnn_status pcnn_net_abort(pcnn_net *net)
 {
@@ -26,6 +27,7 @@ pcnn_status net_async_status(const pcnn_net *net)
 {
     pcnn_status st = exchange_error(net->exchange);
     if (st == PCNN_OK) st = reducer_error(net->reducer);
+    if (st == PCNN_OK) st = spatial_async_status(net);
     if (st == PCNN_OK && net->comm) st = net->comm->failed;
     if (st == PCNN_OK) st = net->remote_failure;
     return st;
@@ -51,8 +53,8 @@ pcnn_status net_check_alive(const pcnn_net *net, const char *func)
                          "collectives %s earlier (%s)%s; only pcnn_net_destroy may still be "
                          "called", failure == PCNN_ERR_TIMEOUT ? "timed out" : "failed",
                          pcnn_status_str(failure), net->remote_failure != PCNN_OK &&
-                         exchange_error(net->exchange) == PCNN_OK && net->comm->failed == PCNN_OK
-                         ? " on another rank" : "");
+                         exchange_error(net->exchange) == PCNN_OK && net->comm->failed == PCNN_OK &&
+                         spatial_async_status(net) == PCNN_OK ? " on another rank" : "");
     if (net->comm && mpi_is_finalized())
         return error_set(PCNN_ERR_INVALID_STATE, func, "MPI was finalised: only "
                          "pcnn_net_destroy may still be called");

@@ -240,8 +240,9 @@ static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int
                              const float *x, const int32_t *labels, const float *targets,
                              float *loss_out)
 {
+    if (net && net_is_spatial(net) && mode != RUN_TRAIN) /* collective */
+        return spatial_compute(net, func, mode == RUN_GRADIENTS, n, x, labels, targets, loss_out);
     TRY(net_check_batch(net, func, n, x, labels, targets, true));
-    TRY(spatial_refuse(net, func));
     TRY(exchange_flush(net->exchange)); /* a parallel network's parameters may be in flight */
     int saved = blas_threads_enter();
     const double t0 = clock_now();
@@ -381,11 +382,12 @@ static pcnn_status check_step_room(const pcnn_net *net, const char *func)
 }
 
 pcnn_status net_train_step(pcnn_net *net, int n, const float *x, const int32_t *labels,
-                           const float *targets, float *loss, double *stop, const char *func)
+                           const float *targets, float *loss, double *stop, bool box_input,
+                           const char *func)
 {
     TRY(check_step_room(net, func));
     if (net && net->finalized && net->comm)
-        return run_parallel(net, func, n, x, labels, targets, loss, stop, false);
+        return run_parallel(net, func, n, x, labels, targets, loss, stop, box_input);
     if (stop && *stop > 0) return PCNN_OK;
     return run_local(net, func, RUN_TRAIN, n, x, labels, targets, loss);
 }
@@ -395,7 +397,7 @@ PCNN_API pcnn_status pcnn_net_train_step(pcnn_net *net, int n, const float *x,
                                          float *loss)
 {
     API_ENTRY();
-    return net_train_step(net, n, x, labels, targets, loss, NULL, __func__);
+    return net_train_step(net, n, x, labels, targets, loss, NULL, false, __func__);
 }
 
 PCNN_API pcnn_status pcnn_net_train_step_local(pcnn_net *net, int n, const float *x_local,

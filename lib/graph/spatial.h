@@ -85,6 +85,7 @@ typedef struct spatial {
     int *group_start, *group_count;
     int *fixed_start, *fixed_count; /* a stand-in split for step-independent boxes */
     pcnn_status failed;      /* a halo or group reduction gave up */
+    bool keep_stats;         /* a training-mode pass leaving running statistics alone */
 } spatial;
 
 /* Before finalize (spatial_api.c). */
@@ -132,8 +133,32 @@ pcnn_status spatial_overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx,
 pcnn_status spatial_overlapped_backward(pcnn_net *net, int i, const run_ctx *ctx,
                                         double *exposed);
 
-/* INVALID_STATE/UNSUPPORTED for the calls a spatial network cannot make
- * yet (local runs, predict, epochs over datasets). */
+/* UNSUPPORTED for the calls a spatial network cannot make (pcnn_net_predict:
+ * pcnn_net_predict_parallel infers under the distribution). */
 pcnn_status spatial_refuse(const pcnn_net *net, const char *func);
+
+/* Failing together (spatial_eval.c).  spatial_async_status: the failure of
+ * a halo, shuffle or group reduction (sticky: the ranks no longer agree on
+ * what comes next), part of net_async_status.  spatial_checked: st, or that
+ * failure, and then the exchange is aborted (it must not wait either). */
+pcnn_status spatial_async_status(const pcnn_net *net);
+pcnn_status spatial_checked(pcnn_net *net, pcnn_status st);
+
+/* The other collective calls (spatial_eval.c), every rank of a sample
+ * group passing the group's samples.  spatial_compute: pcnn_net_compute_loss
+ * (gradients false) and pcnn_net_compute_gradients: the loss over all the
+ * groups' samples and the weight gradients summed over every rank, as one
+ * rank computes them on the whole batch; no parameter or running statistic
+ * changes.  spatial_stage: this rank's box of the dataset's positions
+ * [start, start + count) into the staging buffers (file-backed volumes:
+ * only the box is read).  spatial_evaluate: pcnn_net_evaluate's sums (loss,
+ * correct) over this rank's samples of the output, the groups sharing each
+ * chunk of global_max_batch samples. */
+pcnn_status spatial_compute(pcnn_net *net, const char *func, bool gradients, int n,
+                            const float *x, const int32_t *labels, const float *targets,
+                            float *loss_out);
+pcnn_status spatial_stage(pcnn_net *net, const pcnn_dataset *d, int start, int count);
+pcnn_status spatial_evaluate(pcnn_net *net, const pcnn_dataset *d, double *sums,
+                             const char *func);
 
 #endif

@@ -158,7 +158,6 @@ pcnn_status spatial_refuse(const pcnn_net *net, const char *func)
 {
     if (!net || !net_is_spatial(net)) return PCNN_OK;
     return error_set(PCNN_ERR_UNSUPPORTED, func, "the network is spatially distributed "
-                     "(pcnn_net_set_distribution): train with pcnn_net_train_step, "
-                     "pcnn_net_train_step_local or pcnn_net_train_epoch, infer with "
-                     "pcnn_net_predict_parallel");
+                     "(pcnn_net_set_distribution): a rank holds only its box of each "
+                     "sample, so inference is collective: pcnn_net_predict_parallel");
 }

@@ -133,7 +133,7 @@ static run_ctx ctx_of(const pcnn_net *net, const spatial_layer *sl, bool train,
     return (run_ctx){
         .n = samples_of(&sl->mine),
         .train = train,
-        .update_stats = train,
+        .update_stats = train && !sp->keep_stats,
         .threads = net->threads,
         .seed = net->opt.seed,
         .step = net->step,
@@ -224,7 +224,7 @@ pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global, bool train)
         exchange_poll(net->exchange);
     }
     if (st == PCNN_OK && sp->group_reducer) st = reducer_error(sp->group_reducer);
-    return st;
+    return spatial_checked(net, st);
 }
 
 double spatial_loss(pcnn_net *net, const int32_t *labels, const float *targets)
@@ -299,7 +299,7 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global)
         exchange_poll(net->exchange);
     }
     if (st == PCNN_OK && sp->group_reducer) st = reducer_error(sp->group_reducer);
-    return st;
+    return spatial_checked(net, st);
 }
 
 pcnn_status spatial_gather_output(pcnn_net *net, int n, float *out)
@@ -323,5 +323,5 @@ pcnn_status spatial_gather_output(pcnn_net *net, int n, float *out)
     if (st == PCNN_OK) cnhw_to_nchw(staged, out, n, o->out.c, shape_spatial(o->out), net->threads);
     mem_free(dst);
     mem_free(staged);
-    return st;
+    return spatial_checked(net, st);
 }

@@ -59,18 +59,37 @@ static int my_share(const pcnn_net *net, int n, long *first)
                         first);
 }
 
+/* The means of the summed loss and correct answers.  The sums are the
+ * same on every rank, so all fail together. */
+static pcnn_status finish_evaluation(const pcnn_net *net, const pcnn_dataset *data,
+                                     const double *sums, double *loss, double *accuracy)
+{
+    if (net->opt.check_numerics && !isfinite(sums[0]))
+        return error_set(PCNN_ERR_NUMERIC, "pcnn_net_evaluate", "the loss over the dataset is "
+                         "%g: NaN or Inf in the samples or the network", sums[0]);
+    if (loss) *loss = sums[0] / data->n;
+    if (accuracy) *accuracy = net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY ? sums[1] / data->n : NAN;
+    return PCNN_OK;
+}
+
 PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, double *loss,
                                        double *accuracy)
 {
     API_ENTRY();
     TRY(net_check_ready(net, __func__));
-    TRY(spatial_refuse(net, __func__));
     pcnn_status st = check_dataset(net, data, __func__);
     if (st == PCNN_OK) st = exchange_flush(net->exchange);
     if (net->comm) TRY(net_agree(net, st, __func__));
     TRY(st);
     const bool classify = net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
     double sums[2] = {0.0, 0.0}; /* loss, correct */
+    if (net_is_spatial(net)) { /* collective over the boxes; fails on every rank alike */
+        st = spatial_evaluate(net, data, sums, __func__);
+        if (net_async_status(net) == PCNN_OK)
+            st = net_agree_sum(net, AGREE_LATER, st, sums, 2, __func__);
+        TRY(st);
+        return finish_evaluation(net, data, sums, loss, accuracy);
+    }
     long first;
     const int mine = my_share(net, data->n, &first);
     int saved = blas_threads_enter();
@@ -88,13 +107,7 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
     blas_threads_leave(saved);
     if (net->comm) st = net_agree_sum(net, AGREE_LATER, st, sums, 2, __func__);
     TRY(st);
-    /* The summed loss is the same on every rank, so all fail together. */
-    REQUIRE(!net->opt.check_numerics || isfinite(sums[0]), PCNN_ERR_NUMERIC,
-            "the loss over the dataset is %g: NaN or Inf in the samples or the network",
-            sums[0]);
-    if (loss) *loss = sums[0] / data->n;
-    if (accuracy) *accuracy = classify ? sums[1] / data->n : NAN;
-    return PCNN_OK;
+    return finish_evaluation(net, data, sums, loss, accuracy);
 }
 
 /* The epoch loop of pcnn_net_train_epoch and of the batch scheduler: each
@@ -125,13 +138,16 @@ pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, 
         const int total = data->n - start < batch ? data->n - start : batch;
         long first;
         const int count = decomp_active_share(total, ranks, rank, min_local, &first);
-        st = stage(net, data, start + (int)first, count);
+        /* A spatial network reads only this rank's box of the samples. */
+        const bool box = net_is_spatial(net);
+        st = box ? spatial_stage(net, data, start + (int)first, count)
+                 : stage(net, data, start + (int)first, count);
         if (data->vol && net->comm) st = net_agree(net, st, func);
         TRY(st);
         float loss;
         /* The callbacks' votes to stop ride on the step's first agreement. */
         TRY(net_train_step(net, count, net->stage_x, net->stage_labels, net->stage_targets,
-                           &loss, &stop, "pcnn_net_train_step"));
+                           &loss, &stop, box, "pcnn_net_train_step"));
         if (stop > 0) {
             net->stopped_early = true;
             break;

@@ -143,6 +143,8 @@ static pcnn_status grow(box_mover *m, size_t floats)
     return PCNN_OK;
 }
 
+pcnn_status box_mover_error(const box_mover *m) { return m ? m->failed : PCNN_OK; }
+
 pcnn_status box_move_post(box_mover *m, int tag, int c, const box *src_boxes,
                           const box *dst_boxes, const float *src, float *dst, bool add,
                           int threads)

@@ -28,6 +28,8 @@ typedef struct box_mover box_mover;
 pcnn_status box_mover_create(pcnn_comm *c, const long *timeout_ms, box_mover **out);
 pcnn_status box_mover_split(box_mover *m, int color, MPI_Comm *group);
 void box_mover_destroy(box_mover *m);
+/* The failure of an earlier move (sticky), or PCNN_OK; NULL: PCNN_OK. */
+pcnn_status box_mover_error(const box_mover *m);
 
 /* One move (collective over the communicator: every rank calls it with the
  * same boxes and tag).  Fails (and every later move at once) when a

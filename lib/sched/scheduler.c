@@ -13,6 +13,22 @@
 static int ranks_of(const pcnn_scheduler *s) { return net_comm(s->net) ? net_comm(s->net)->size : 1; }
 static int rank_of(const pcnn_scheduler *s) { return net_comm(s->net) ? net_comm(s->net)->rank : 0; }
 
+/* What a batch is shared among: the ranks, or under a spatial distribution
+ * the sample groups (every rank of a group takes the group's samples). */
+static int sharers_of(const pcnn_scheduler *s)
+{
+    int groups = ranks_of(s);
+    if (net_comm(s->net)) pcnn_net_group_info(s->net, NULL, &groups, NULL, NULL);
+    return groups;
+}
+
+static int sharer_of(const pcnn_scheduler *s)
+{
+    int group = rank_of(s);
+    if (net_comm(s->net)) pcnn_net_group_info(s->net, &group, NULL, NULL, NULL);
+    return group;
+}
+
 static pcnn_status agree_if(const pcnn_scheduler *s, pcnn_status st, const char *func)
 {
     return net_comm(s->net) ? net_agree(s->net, st, func) : st;
@@ -167,7 +183,7 @@ PCNN_API pcnn_status pcnn_scheduler_get_option(const pcnn_scheduler *sched,
     case PCNN_SCHED_THETA: v = s->epoch > 0 ? s->theta[s->epoch - 1] : NAN; break;
     case PCNN_SCHED_DECAYS: v = (double)s->decays; break;
     case PCNN_SCHED_ACTIVE_RANKS:
-        v = decomp_active_ranks(s->batch, ranks_of(sched), c->min_local);
+        v = decomp_active_ranks(s->batch, sharers_of(sched), c->min_local);
         break;
     case PCNN_SCHED_EVENTS: v = s->events; break;
     default: return FAIL(PCNN_ERR_INVALID_ARGUMENT, "unknown scheduler option %d", (int)option);
@@ -209,7 +225,7 @@ static pcnn_status begin(pcnn_scheduler *s, int *batch, double *lr, const char *
 {
     pcnn_net *net = s->net;
     const double rate = sched_epoch_lr(&s->cfg, &s->st);
-    const int largest = decomp_largest_share(s->cfg.max_batch, ranks_of(s), s->cfg.min_local);
+    const int largest = decomp_largest_share(s->cfg.max_batch, sharers_of(s), s->cfg.min_local);
     pcnn_status st = PCNN_OK;
     if (s->in_epoch)
         st = error_set(PCNN_ERR_INVALID_STATE, func, "epoch %ld has begun and not ended",
@@ -219,7 +235,7 @@ static pcnn_status begin(pcnn_scheduler *s, int *batch, double *lr, const char *
                        "a rank may get %d samples of a batch up to %d (at least %d samples per "
                        "computing rank) but the network holds %d: finalize with max_batch >= %ld",
                        largest, s->cfg.max_batch, s->cfg.min_local, net_local_max_batch(net),
-                       (long)(largest - 1) * ranks_of(s) + 1);
+                       (long)(largest - 1) * sharers_of(s) + 1);
     else if (!(rate > 0) || !isfinite(rate))
         st = error_set(PCNN_ERR_NUMERIC, func, "the learning rate is %g after %ld decays", rate,
                        s->st.decays);
@@ -306,7 +322,8 @@ PCNN_API pcnn_status pcnn_scheduler_share(const pcnn_scheduler *sched, int count
     REQUIRE_PTR(n);
     REQUIRE(count >= 0, PCNN_ERR_INVALID_ARGUMENT, "count %d must be >= 0", count);
     long at;
-    const int mine = decomp_active_share(count, ranks_of(sched), rank_of(sched), sched->cfg.min_local, &at);
+    const int mine = decomp_active_share(count, sharers_of(sched), sharer_of(sched),
+                                         sched->cfg.min_local, &at);
     *first = (int)at;
     *n = mine;
     return PCNN_OK;

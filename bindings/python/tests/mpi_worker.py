@@ -123,6 +123,15 @@ def main(out, xfile, lfile):
         info["spatial_parts"] = [list(conv.distribution), list(sp.layers[-1].distribution)]
         info["spatial_group"] = list(sp.group_info())
         info["spatial_halo"] = sp.time("halo") > 0 and sp.time("shuffle") > 0
+        # the other collective calls under the distribution equal one rank's
+        l1, l2 = one.compute_gradients(xs, targets=ts), sp.compute_gradients(xs, targets=ts)
+        g1, g2 = one.get_grads(), sp.get_grads()
+        e1, e2 = one.evaluate(xs, ts).loss, sp.evaluate(xs, ts).loss
+        info["spatial_others_rel"] = max(abs(l1 - l2) / abs(l1),
+                                         float(np.abs(g1 - g2).max() / np.abs(g1).max()),
+                                         abs(one.compute_loss(xs, targets=ts) -
+                                             sp.compute_loss(xs, targets=ts)) / abs(l1),
+                                         abs(e1 - e2) / abs(e1))
 
     # 7. the mpi4py path: anything with .py2f()
     with pcnn.Comm(FakeMpi4pyComm()) as dup:

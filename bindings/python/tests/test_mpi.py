@@ -92,6 +92,8 @@ def test_spatial_split_over_two_ranks(worker):
         assert info["spatial_parts"] == [[1, 1, 2, 1], [2, 1, 1, 1]]  # conv split, dense not
         assert info["spatial_group"] == [0, 1, r, 2]
         assert info["spatial_halo"]
+        # compute_gradients, compute_loss and evaluate equal one rank's
+        assert info["spatial_others_rel"] < 1e-5
 
 
 def test_mpi4py_style_communicator(worker):
