@@ -1792,7 +1792,10 @@ PCNN_API pcnn_status pcnn_perfmodel_load(const char *path, pcnn_perfmodel **out)
 /* Plan and apply the distribution of every layer of net for global_batch
  * samples per step, with the model (whose compute calibration must be of
  * this network's layers: calibrate a finalized twin, or fit regressors).
- * Before finalize, after pcnn_net_set_loss.  Collective over the
+ * Every rank must hold the same model: compute calibrations are local and
+ * differ between ranks, so calibrate on one rank and share the model with
+ * pcnn_perfmodel_save and pcnn_perfmodel_load.  Before finalize, after
+ * pcnn_net_set_loss.  Collective over the
  * network's communicator: every rank computes the plan, rank 0's is
  * broadcast and applied with pcnn_net_set_distribution and
  * pcnn_layer_set_distribution on every layer.  *predicted (may be NULL)

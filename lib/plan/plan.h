@@ -13,6 +13,7 @@
 #include "../perf/perf.h"
 
 #define PLAN_MAX_GROUPS 4096 /* sample groups a shuffle's cost is counted for */
+#define PLAN_MAX_UNIFORM 256 /* factorisations of the ranks considered */
 
 /* One candidate distribution of a layer and its modelled seconds per
  * training step on one rank. */
@@ -109,6 +110,11 @@ typedef struct plan_record {
     double sample_only; /* all {P, 1, 1, 1} */
     int variants;       /* searches run (one per input grouping / uniform candidate) */
     plan_layer_record *per;
+    /* Every uniform distribution (one for all layers that can split, as
+     * PCNN_OPT_PLAN_MIXED 0 plans) and its total (INFINITY: does not fit). */
+    int uniform_count;
+    int uniform_parts[PLAN_MAX_UNIFORM][LAYOUT_DIMS];
+    double uniform_total[PLAN_MAX_UNIFORM];
 } plan_record;
 
 void plan_record_free(void *record);

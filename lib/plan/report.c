@@ -38,6 +38,14 @@ size_t plan_describe(const plan_record *r, const layer_list *layers, char *buf, 
             text_put(&t, "  shuffle into it: %.4f ms (forward and backward)\n",
                      1e3 * p->shuffle_in);
     }
+    for (int v = 0; v < r->uniform_count; v++) {
+        const int *q = r->uniform_parts[v];
+        if (isfinite(r->uniform_total[v]))
+            text_put(&t, "uniform {%d, %d, %d, %d}: %.4f ms\n", q[0], q[1], q[2], q[3],
+                     1e3 * r->uniform_total[v]);
+        else
+            text_put(&t, "uniform {%d, %d, %d, %d}: does not fit\n", q[0], q[1], q[2], q[3]);
+    }
     text_put(&t, "chosen path:");
     for (int i = 0; i < r->layers; i++) {
         const int *q = r->per[i].candidates[r->per[i].chosen].parts;

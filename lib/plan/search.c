@@ -160,6 +160,21 @@ static pcnn_status search_variant(const plan_env *env, int groups, const int *un
     return st;
 }
 
+/* Keep the cheaper of the record's plan and a variant's (the first wins ties). */
+static void keep_best(plan_record *r, plan_layer_record *per, double total, int method,
+                      int groups)
+{
+    if (per && total < r->predicted) {
+        free_layers(r->per, r->layers);
+        r->per = per;
+        r->predicted = total;
+        r->method = method;
+        r->groups = groups;
+    } else {
+        free_layers(per, r->layers);
+    }
+}
+
 pcnn_status plan_compute(const plan_env *env, bool mixed, plan_record **out, const char *func)
 {
     const int L = env->layers->count, P = env->ranks;
@@ -167,48 +182,43 @@ pcnn_status plan_compute(const plan_env *env, bool mixed, plan_record **out, con
     if (!r) return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "plan");
     *r = (plan_record){.layers = L, .ranks = P, .batch = env->batch, .mixed = mixed,
                        .predicted = INFINITY, .sample_only = INFINITY};
-    int variants[MAX_CANDIDATES][LAYOUT_DIMS];
-    const int nv = plan_factorisations(P, variants, MAX_CANDIDATES);
+    int variants[PLAN_MAX_UNIFORM][LAYOUT_DIMS];
+    const int nv = plan_factorisations(P, variants, PLAN_MAX_UNIFORM);
     pcnn_status st = PCNN_OK;
-    /* Mixed: one search per grouping of the input (P_N of the
-     * factorisations, sample-parallel first); uniform: one per
-     * distribution.  The first cheapest wins ties. */
-    int last_groups = 0;
+    /* Every uniform distribution (the report lists them; sample
+     * parallelism first), then, mixed, one search per grouping of the
+     * input (P_N of the factorisations).  The first cheapest wins ties. */
     for (int v = 0; v < nv && st == PCNN_OK; v++) {
+        plan_layer_record *per = NULL;
+        double total = INFINITY;
+        int method = 0;
+        st = search_variant(env, variants[v][LAYOUT_N], variants[v], &per, &total, &method,
+                            func);
+        if (st != PCNN_OK) break;
+        memcpy(r->uniform_parts[v], variants[v], sizeof variants[v]);
+        r->uniform_total[v] = total;
+        r->uniform_count = v + 1;
+        if (v == 0) r->sample_only = total;
+        if (mixed) free_layers(per, L);
+        else keep_best(r, per, total, method, variants[v][LAYOUT_N]);
+        r->variants++;
+    }
+    int last_groups = 0;
+    for (int v = 0; mixed && v < nv && st == PCNN_OK; v++) {
         const int groups = variants[v][LAYOUT_N];
-        if (mixed && groups == last_groups) continue;
+        if (groups == last_groups) continue;
         last_groups = groups;
         plan_layer_record *per = NULL;
         double total = INFINITY;
         int method = 0;
-        st = search_variant(env, groups, mixed ? NULL : variants[v], &per, &total, &method, func);
-        if (st != PCNN_OK) break;
+        st = search_variant(env, groups, NULL, &per, &total, &method, func);
+        if (st == PCNN_OK) keep_best(r, per, total, method, groups);
         r->variants++;
-        if (groups == P && !mixed) r->sample_only = total;
-        if (per && total < r->predicted) {
-            free_layers(r->per, L);
-            r->per = per;
-            r->predicted = total;
-            r->method = method;
-            r->groups = groups;
-        } else {
-            free_layers(per, L);
-        }
     }
     if (st == PCNN_OK && !r->per)
         st = error_set(PCNN_ERR_SHAPE, func, "no distribution fits every layer (memory limit "
                        "%.0f MiB, spatial dimensions mask %d, largest spatial group %d)",
                        env->memory_cap / 1048576.0, env->dims, env->max_spatial);
-    if (st == PCNN_OK && mixed) {
-        /* The sample-parallel plan's total, for the report. */
-        plan_layer_record *per = NULL;
-        const int sample[LAYOUT_DIMS] = {P, 1, 1, 1};
-        double total = INFINITY;
-        int method = 0;
-        st = search_variant(env, P, sample, &per, &total, &method, func);
-        free_layers(per, L);
-        r->sample_only = total;
-    }
     if (st != PCNN_OK) {
         plan_record_free(r);
         return st;

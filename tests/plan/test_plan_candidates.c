@@ -164,7 +164,8 @@ static int test_plans(pcnn_perfmodel *m)
     char text[8192];
     const size_t len = plan_describe(r, env.layers, text, sizeof text);
     expect(len > 100 && len < sizeof text && strstr(text, "* {1, 1, ") &&
-           strstr(text, "shuffle into it") && strstr(text, "chosen path: 0:{1,1,"),
+           strstr(text, "shuffle into it") && strstr(text, "chosen path: 0:{1,1,") &&
+           strstr(text, "uniform {2, 1, 1, 1}: ") && strstr(text, "uniform {1, 1, 2, 1}: "),
            "report: candidates, chosen marks, the shuffle, the path");
     /* Uniform: the same here (one distribution, the head sample-parallel). */
     plan_record *u = NULL;
