@@ -4,8 +4,11 @@
  *      of one rank training on the whole batch (1e-5).
  *   2. Every rank applies the same plan and reports the same text.
  *   3. One rank with a different model: MISMATCH on every rank, naming it.
- *   4. ResNet-20 at batch 128 plans within 10 s (the time is printed; the
- *      target is under 1 s). */
+ *   4. The options: no spatial dimension allowed, height only, one
+ *      distribution for all, a memory cap nothing fits, an option that
+ *      differs on one rank.
+ *   5. ResNet-20 at batch 128 plans within 10 s (the time is printed; the
+ *      target is under 1 s), sample-parallel throughout. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdio.h>
@@ -129,6 +132,47 @@ static void test_mismatch(pcnn_perfmodel *m)
     pcnn_net_destroy(&net);
 }
 
+/* Plan small_net at batch 1 with one option set; the layers' parts. */
+static pcnn_status plan_with(pcnn_perfmodel *m, pcnn_option option, double value,
+                             int (*parts)[4])
+{
+    pcnn_net *net = small_net(world);
+    synthetic_model(m, net, 1e-9);
+    CK(pcnn_net_set_option(net, option, value));
+    const pcnn_status st = pcnn_net_plan_distribution(net, m, 1, NULL);
+    const layer_list *ll = net_layer_list(net);
+    for (int i = 0; st == PCNN_OK && i < ll->count; i++)
+        CK(pcnn_layer_get_distribution(ll->items[i], parts[i]));
+    pcnn_net_destroy(&net);
+    return st;
+}
+
+static void test_options(pcnn_perfmodel *m)
+{
+    int p[16][4];
+    const int last = 7;
+    CK(plan_with(m, PCNN_OPT_PLAN_SPATIAL_DIMS, 0, p));
+    int all_sample = 1;
+    for (int i = 0; i <= last; i++) all_sample &= p[i][0] == ranks;
+    expect(all_sample, "spatial dimensions mask 0: every layer {P, 1, 1, 1} even at batch 1");
+    CK(plan_with(m, PCNN_OPT_PLAN_SPATIAL_DIMS, 2, p));
+    expect(p[1][2] == ranks && p[3][2] == ranks && p[1][3] == 1,
+           "mask 2 (height): the convolutions split along H only");
+    CK(plan_with(m, PCNN_OPT_PLAN_MAX_SPATIAL, 1, p));
+    expect(p[1][0] == ranks, "largest spatial group 1: sample parallelism");
+    CK(plan_with(m, PCNN_OPT_PLAN_MIXED, 0, p));
+    int uniform = 1;
+    for (int i = 1; i <= 5; i++) uniform &= !memcmp(p[i], p[0], sizeof p[0]);
+    expect(uniform && p[0][0] == 1 && p[last][0] == ranks,
+           "one distribution: input to pool alike, the head sample-parallel");
+    const pcnn_status st = plan_with(m, PCNN_OPT_MEMORY_LIMIT_MIB, 0.001, p);
+    expect(st == PCNN_ERR_SHAPE && strstr(pcnn_last_error(), "no distribution fits"),
+           "a memory cap nothing fits: SHAPE on every rank");
+    const pcnn_status odd = plan_with(m, PCNN_OPT_PLAN_SPATIAL_DIMS, rank == 0 ? 7 : 3, p);
+    expect(odd == PCNN_ERR_MISMATCH && strstr(pcnn_last_error(), "planning options"),
+           "planning options differing on a rank: MISMATCH");
+}
+
 static pcnn_layer *conv_bn(pcnn_net *net, pcnn_layer *l, int c, int stride, int relu)
 {
     CK(pcnn_conv2d(net, l, c, 3, stride, 1, 0, &l));
@@ -173,6 +217,13 @@ static void test_resnet20_time(pcnn_perfmodel *m)
         printf("ResNet-20 (%d layers) on %d ranks, batch 128: planned in %.3f s, predicted "
                "step %.3f ms\n", net_layer_list(net)->count, ranks, dt, 1e3 * predicted);
     expect(dt < 10.0, "ResNet-20 plans within 10 s");
+    const layer_list *ll = net_layer_list(net);
+    int sample = 1, parts[4];
+    for (int i = 0; i < ll->count; i++) {
+        CK(pcnn_layer_get_distribution(ll->items[i], parts));
+        sample &= parts[0] == ranks;
+    }
+    expect(sample, "ResNet-20 at batch 128: sample-parallel throughout");
     CK(pcnn_net_finalize(net, 128));
     pcnn_net_destroy(&net);
 }
@@ -187,6 +238,7 @@ int main(int argc, char **argv)
     CK(pcnn_perfmodel_create(&m));
     test_mixed_training(m);
     test_mismatch(m);
+    test_options(m);
     test_resnet20_time(m);
     pcnn_perfmodel_destroy(&m);
     pcnn_comm_destroy(&world);
