@@ -156,6 +156,13 @@ pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_
      * interior, the backward one behind the weight gradient. */
     c->halo = env->halo_overlap ? nonneg(hf - g.interior * t[0]) + nonneg(hb - t[1]) : hf + hb;
     const int group = c->parts[1] * c->parts[2] * c->parts[3];
+    if (group > 1 && g.interior < 1) {
+        /* A split windowed layer stages its halo-extended input box, and
+         * its gradient back: copies at about the summation's speed. */
+        double box = 4.0 * g.n * in.c;
+        for (int dim = 0; dim < 3; dim++) box *= g.in[dim] + g.halo_fwd[dim];
+        c->halo += 2 * env->model->link.gamma * box;
+    }
     if (layer_is_batchnorm(l) && group > 1) /* statistics over the sample group, both passes */
         c->halo += 2 * coll(env, PCNN_COLL_ALLREDUCE, group, 16.0 * out.c);
     if (l->num_params && env->ranks > 1) {

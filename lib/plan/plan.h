@@ -20,7 +20,7 @@
 typedef struct plan_candidate {
     int parts[LAYOUT_DIMS];
     double compute;  /* forward + backward at the local box */
-    double halo;     /* exposed halo exchange (and spatial batch-norm reductions) */
+    double halo;     /* exposed halo exchange, staging copies, spatial batch-norm reductions */
     double gradient; /* the layer's weight-gradient exchange (the same for every candidate) */
     double bytes;    /* activations, gradients and parameter state on one rank */
 } plan_candidate;
