@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "plan/plan.h"
 #include "synthetic_model.h"
@@ -247,6 +248,16 @@ static int test_residual(pcnn_perfmodel *m)
            !memcmp(chosen(r, 6), chosen(r, 5), 4 * sizeof(int)) && chosen(r, 1)[0] == 1 &&
            r->method == 0,
            "residual block at batch 1 on 4 ranks: split, add's inputs alike, exact search");
+    plan_record_free(r);
+    /* What-if: 16 ranks (no communicator needed to plan), printed. */
+    env = env_of(net, m, 16, 4);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(plan_compute(&env, true, &r, "test"));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("residual block, 16 ranks, batch 4: %d variants planned in %.3f s\n", r->variants, dt);
+    expect(chosen(r, 1)[0] <= 4 && dt < 10, "16 ranks at batch 4: groups of at most 4 samples");
     plan_record_free(r);
     pcnn_net_destroy(&net);
     return 0;
