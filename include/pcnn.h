@@ -258,7 +258,11 @@ typedef enum pcnn_option {
     PCNN_OPT_EXPERIMENTAL_7 = 24, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_8 = 25, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_9 = 26, /* section 9 */
-    PCNN_OPT_EXPERIMENTAL_10 = 27 /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_10 = 27, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_11 = 28, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_12 = 29, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_13 = 30, /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_14 = 31  /* section 9 */
 } pcnn_option;
 
 /* Create an empty network.  *out receives a handle to destroy with
@@ -1200,6 +1204,26 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * finalize. */
 #define PCNN_OPT_HALO_SCHEDULE PCNN_OPT_EXPERIMENTAL_8
 
+/* The automatic parallel strategy (pcnn_net_plan_distribution) considers
+ * spatial groups of at most this many ranks (P_D x P_H x P_W).  0 (the
+ * default): up to the communicator's size.  Before finalize. */
+#define PCNN_OPT_PLAN_MAX_SPATIAL PCNN_OPT_EXPERIMENTAL_11
+
+/* The dimensions the planner may split, a bit mask: 1 depth, 2 height,
+ * 4 width.  0: none (sample parallelism only).  Default 7. */
+#define PCNN_OPT_PLAN_SPATIAL_DIMS PCNN_OPT_EXPERIMENTAL_12
+
+/* 1 (the default): the planner picks each layer's distribution, with
+ * shuffles between layers that differ; 0: one distribution for every
+ * layer that can be split (seed 002's own runs), the layers that cannot
+ * (dense, flatten, global pooling) sample-parallel after it. */
+#define PCNN_OPT_PLAN_MIXED PCNN_OPT_EXPERIMENTAL_13
+
+/* Per-rank memory cap of the planner, MiB: a layer's candidate whose
+ * activations, their gradients (halo included) and parameter state on one
+ * rank exceed it is not considered.  0 (the default): no cap. */
+#define PCNN_OPT_MEMORY_LIMIT_MIB PCNN_OPT_EXPERIMENTAL_14
+
 
 /* New calls of this release.  They join the stable sections once they have
  * been used for a release; until then their names and contracts may change.
@@ -1765,6 +1789,54 @@ PCNN_API pcnn_status pcnn_perfmodel_report(const pcnn_perfmodel *model, char *bu
  * UNSUPPORTED (a format version this library does not read). */
 PCNN_API pcnn_status pcnn_perfmodel_save(const pcnn_perfmodel *model, const char *path);
 PCNN_API pcnn_status pcnn_perfmodel_load(const char *path, pcnn_perfmodel **out);
+
+/*
+ * Automatic parallel strategy (seed 002 section V-C).  Each layer gets a
+ * distribution (above) chosen by the cheapest path through the layers'
+ * candidates: every P = P_N x P_D x P_H x P_W with P_N <= the global batch
+ * (P_N a multiple of the input's), its spatial group within
+ * PCNN_OPT_PLAN_MAX_SPATIAL and PCNN_OPT_PLAN_SPATIAL_DIMS, every block at
+ * least its halo, memory within PCNN_OPT_MEMORY_LIMIT_MIB; element-wise
+ * layers and batch norms keep their input's, the layers that cannot split
+ * (and the output) take {P, 1, 1, 1}.  A candidate costs its compute at
+ * the local box (the model's timings of this network's layers, scaled to
+ * the box, or its regressors), the exposed part of its halo exchange
+ * (PCNN_OPT_HALO_OVERLAP), batch-norm reductions over the group and the
+ * layer's gradient exchange; an edge between two distributions costs the
+ * shuffle of the output forward and its gradient backward (all-to-all of
+ * the rank that moves most).  The search is exact (branches included).
+ * The predicted step is the plan's sum, without overlap of the gradient
+ * exchange with computation: it ranks plans, pcnn_perfmodel_predict times
+ * the finalized network.
+ */
+
+/* Plan and apply the distribution of every layer of net for global_batch
+ * samples per step, with the model (whose compute calibration must be of
+ * this network's layers: calibrate a finalized twin, or fit regressors).
+ * Every rank must hold the same model: compute calibrations are local and
+ * differ between ranks, so calibrate on one rank and share the model with
+ * pcnn_perfmodel_save and pcnn_perfmodel_load.  Before finalize, after
+ * pcnn_net_set_loss.  Collective over the
+ * network's communicator: every rank computes the plan, rank 0's is
+ * broadcast and applied with pcnn_net_set_distribution and
+ * pcnn_layer_set_distribution on every layer.  *predicted (may be NULL)
+ * receives the plan's modelled step seconds.  Errors: INVALID_ARGUMENT,
+ * INVALID_STATE (finalized, no loss, a model without compute estimates
+ * for this network), MISMATCH on every rank when the model (its contents),
+ * the layers, the batch or the planning options differ from rank 0's
+ * (the message names which and the rank), SHAPE (no distribution fits
+ * every layer: memory cap, mask), OUT_OF_MEMORY, MPI, TIMEOUT, REMOTE. */
+PCNN_API pcnn_status pcnn_net_plan_distribution(pcnn_net *net, pcnn_perfmodel *model,
+                                                int global_batch, double *predicted);
+
+/* The last plan as text: per layer its candidates with their modelled
+ * costs (compute, exposed halo, gradient exchange), the chosen one marked
+ * '*', the shuffles into it, the predicted step and pure sample
+ * parallelism's.  snprintf-style: writes at most size bytes (NUL
+ * included), the full length (without NUL) into *needed (may be NULL).
+ * Local.  Errors: INVALID_ARGUMENT, INVALID_STATE (no plan). */
+PCNN_API pcnn_status pcnn_net_plan_report(const pcnn_net *net, char *buf, size_t size,
+                                          size_t *needed);
 
 #ifdef __cplusplus
 }

@@ -69,6 +69,10 @@ module pcnn
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_8 = 25
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_9 = 26
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_10 = 27
+  integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_11 = 28
+  integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_12 = 29
+  integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_13 = 30
+  integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_14 = 31
 
   ! enum pcnn_exchange
   integer(c_int), parameter :: PCNN_EXCHANGE_ALLREDUCE = 0
@@ -153,6 +157,10 @@ module pcnn
   integer(c_int), parameter :: PCNN_OPT_HALO_OVERLAP = PCNN_OPT_EXPERIMENTAL_7
   integer(c_int), parameter :: PCNN_OPT_SPATIAL_FALLBACK = PCNN_OPT_EXPERIMENTAL_10
   integer(c_int), parameter :: PCNN_OPT_HALO_SCHEDULE = PCNN_OPT_EXPERIMENTAL_8
+  integer(c_int), parameter :: PCNN_OPT_PLAN_MAX_SPATIAL = PCNN_OPT_EXPERIMENTAL_11
+  integer(c_int), parameter :: PCNN_OPT_PLAN_SPATIAL_DIMS = PCNN_OPT_EXPERIMENTAL_12
+  integer(c_int), parameter :: PCNN_OPT_PLAN_MIXED = PCNN_OPT_EXPERIMENTAL_13
+  integer(c_int), parameter :: PCNN_OPT_MEMORY_LIMIT_MIB = PCNN_OPT_EXPERIMENTAL_14
 
   ! Callback types: write the procedures you pass bind(c), with these
   ! interfaces, and pass c_funloc(procedure).
@@ -1133,6 +1141,23 @@ module pcnn
       type(c_ptr), optional :: out
       integer(c_int) :: pcnn_perfmodel_load
     end function pcnn_perfmodel_load
+    function pcnn_net_plan_distribution(net, model, global_batch, predicted) bind(c, &
+        name='pcnn_net_plan_distribution')
+      import :: c_double, c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_ptr), value :: model
+      integer(c_int), value :: global_batch
+      real(c_double), optional :: predicted
+      integer(c_int) :: pcnn_net_plan_distribution
+    end function pcnn_net_plan_distribution
+    function pcnn_net_plan_report(net, buf, size, needed) bind(c, name='pcnn_net_plan_report')
+      import :: c_char, c_int, c_ptr, c_size_t
+      type(c_ptr), value :: net
+      character(kind=c_char), dimension(*), optional :: buf
+      integer(c_size_t), value :: size
+      integer(c_size_t), optional :: needed
+      integer(c_int) :: pcnn_net_plan_report
+    end function pcnn_net_plan_report
     function pcnn_strlen_c(s) bind(c, name='strlen')
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s

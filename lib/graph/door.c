@@ -150,3 +150,23 @@ pcnn_status net_time_layers(pcnn_net *net, int n, int reps, double *samples, dou
     mem_free(saved);
     return st;
 }
+
+net_plan_options net_get_plan_options(const pcnn_net *net)
+{
+    return (net_plan_options){.max_spatial = net->opt.plan_max_spatial,
+                              .spatial_dims = net->opt.plan_spatial_dims,
+                              .mixed = net->opt.plan_mixed,
+                              .memory_limit_mib = net->opt.memory_limit_mib,
+                              .halo_overlap = net->opt.halo_overlap,
+                              .editable = !net->finalized && !net->plan_failed && !net->aborted};
+}
+
+void *net_plan_record(const pcnn_net *net) { return net->plan_record; }
+
+void net_set_plan_record(pcnn_net *net, void *record, void (*release)(void *))
+{
+    if (net->plan_record_release && net->plan_record != record)
+        net->plan_record_release(net->plan_record);
+    net->plan_record = record;
+    net->plan_record_release = release;
+}

@@ -94,4 +94,20 @@ int net_threads(const pcnn_net *net);                    /* resolved at finalize
  * waited for first), gradients and activations are overwritten. */
 pcnn_status net_time_layers(pcnn_net *net, int n, int reps, double *samples, double *overhead);
 
+/* What the strategy planner (plan room) reads and keeps: the network's
+ * options of section 9, and its record of the last plan, which the
+ * network releases (with `release`) when it is destroyed or a new record
+ * replaces it. */
+typedef struct net_plan_options {
+    int max_spatial;       /* PCNN_OPT_PLAN_MAX_SPATIAL (0: the communicator's size) */
+    int spatial_dims;      /* PCNN_OPT_PLAN_SPATIAL_DIMS mask */
+    bool mixed;            /* PCNN_OPT_PLAN_MIXED */
+    double memory_limit_mib; /* 0: none */
+    bool halo_overlap;     /* PCNN_OPT_HALO_OVERLAP */
+    bool editable;         /* before finalize, not failed or aborted */
+} net_plan_options;
+net_plan_options net_get_plan_options(const pcnn_net *net);
+void *net_plan_record(const pcnn_net *net);
+void net_set_plan_record(pcnn_net *net, void *record, void (*release)(void *));
+
 #endif

@@ -41,6 +41,10 @@ typedef struct net_options {
     bool halo_overlap;    /* PCNN_OPT_HALO_OVERLAP */
     bool spatial_fallback; /* PCNN_OPT_SPATIAL_FALLBACK */
     int halo_schedule;    /* PCNN_OPT_HALO_SCHEDULE */
+    int plan_max_spatial; /* PCNN_OPT_PLAN_MAX_SPATIAL (0: the communicator's size) */
+    int plan_spatial_dims; /* PCNN_OPT_PLAN_SPATIAL_DIMS */
+    bool plan_mixed;      /* PCNN_OPT_PLAN_MIXED */
+    double memory_limit_mib; /* PCNN_OPT_MEMORY_LIMIT_MIB (0: none) */
 } net_options;
 
 struct pcnn_net {
@@ -96,6 +100,10 @@ struct pcnn_net {
     void *log_user;
     bool stopped_early;   /* the last epoch ended early at a callback's request */
     bool failure_logged;  /* the network's failure was told to the log callback */
+
+    /* The strategy planner's record (plan room), released with the network. */
+    void *plan_record;
+    void (*plan_record_release)(void *);
 };
 
 /* The network a layer belongs to: its list is that network's `layers`. */

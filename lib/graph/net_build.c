@@ -31,6 +31,7 @@ PCNN_API pcnn_status pcnn_net_destroy(pcnn_net **net)
     }
     net_release_plan(n); /* waits for collectives still in flight */
     spatial_destroy(n);
+    if (n->plan_record_release) n->plan_record_release(n->plan_record);
     layer_list_destroy(&n->layers);
     if (n->comm) n->comm->users--;
     mem_free(n);

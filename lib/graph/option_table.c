@@ -96,6 +96,18 @@ static const option_row rows[] = {
                                 CHOICE(1, "0 (dimension by dimension) or 1 (all neighbours)"),
                                 OPTION_BEFORE_FINALIZE, 0, OPTION_INT, OFF(halo_schedule), NULL,
                                 NULL},
+    [PCNN_OPT_PLAN_MAX_SPATIAL] = {"plan_max_spatial", "plan_max_spatial", INTEGER(0, 1 << 20),
+                                   OPTION_BEFORE_FINALIZE, 0, OPTION_INT, OFF(plan_max_spatial),
+                                   NULL, NULL},
+    [PCNN_OPT_PLAN_SPATIAL_DIMS] = {"plan_spatial_dims", "plan_spatial_dims",
+                                    CHOICE(7, "a mask of 1 (depth), 2 (height), 4 (width)"),
+                                    OPTION_BEFORE_FINALIZE, 7, OPTION_INT,
+                                    OFF(plan_spatial_dims), NULL, NULL},
+    [PCNN_OPT_PLAN_MIXED] = {"plan_mixed", "plan_mixed", FLAG, OPTION_BEFORE_FINALIZE, 1,
+                             OPTION_BOOL, OFF(plan_mixed), NULL, NULL},
+    [PCNN_OPT_MEMORY_LIMIT_MIB] = {"memory_limit_mib", "memory_limit_mib",
+                                   REAL(0, INFINITY, false, true), OPTION_BEFORE_FINALIZE, 0,
+                                   OPTION_DOUBLE, OFF(memory_limit_mib), NULL, NULL},
 };
 
 #define NUM_ROWS (sizeof rows / sizeof rows[0])

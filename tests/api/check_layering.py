@@ -18,6 +18,7 @@ LEVELS = [
     ['parallel'],          # communicator, agreement, decomposition, exchanges
     ['graph'],             # the network: build, plan, run, public calls
     ['sched', 'io', 'perf'],  # adaptive batch scheduler; checkpoints; performance model
+    ['plan'],              # automatic parallel strategy over the performance model
 ]
 LEVEL = {room: i for i, rooms in enumerate(LEVELS) for room in rooms}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

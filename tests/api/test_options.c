@@ -56,6 +56,10 @@ static const expected options[] = {
     {PCNN_OPT_HALO_SCHEDULE, "halo_schedule", 0, 1, 1, BEFORE_FINALIZE, 0},
     {PCNN_OPT_BN_SCOPE, "bn_scope", 0, 1, 1, BEFORE_FINALIZE, 1},
     {PCNN_OPT_SPATIAL_FALLBACK, "spatial_fallback", 0, 1, 1, BEFORE_FINALIZE, 0},
+    {PCNN_OPT_PLAN_MAX_SPATIAL, "plan_max_spatial", 0, 1048576, 1, BEFORE_FINALIZE, 0},
+    {PCNN_OPT_PLAN_SPATIAL_DIMS, "plan_spatial_dims", 0, 7, 1, BEFORE_FINALIZE, 7},
+    {PCNN_OPT_PLAN_MIXED, "plan_mixed", 0, 1, 1, BEFORE_FINALIZE, 1},
+    {PCNN_OPT_MEMORY_LIMIT_MIB, "memory_limit_mib", 0, DBL_MAX, 0, BEFORE_FINALIZE, 0},
 };
 #define NUM_OPTIONS (int)(sizeof options / sizeof options[0])
 
@@ -135,7 +139,7 @@ static void check_info(void)
               "%s: NULL outputs refused", e->name);
     }
     /* PCNN_OPT_SYNC_BATCHNORM is the header's last option. */
-    CHECK(NUM_OPTIONS == PCNN_OPT_SPATIAL_FALLBACK + 1, "the expectations miss options");
+    CHECK(NUM_OPTIONS == PCNN_OPT_MEMORY_LIMIT_MIB + 1, "the expectations miss options");
     double lo = -7.25;
     const char *name = "untouched";
     pcnn_status st = pcnn_net_option_info((pcnn_option)NUM_OPTIONS, &lo, NULL, NULL, &name);

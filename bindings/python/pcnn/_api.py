@@ -174,6 +174,9 @@ PROTOTYPES = [
     ("pcnn_dataset_open_volumes", STATUS, (STR, I, I, I, I, E, I, HH)),
     ("pcnn_dataset_batch_box", STATUS, (H, I, I, pI, pI, H, H, H)),
     ("pcnn_dataset_set_prefetch", STATUS, (H, I)),
+    # 9. experimental: the automatic parallel strategy
+    ("pcnn_net_plan_distribution", STATUS, (H, H, I, pD)),
+    ("pcnn_net_plan_report", STATUS, (H, H, Z, pZ)),
 ]
 
 

@@ -71,6 +71,10 @@ class Option(enum.IntEnum):
     HALO_SCHEDULE = 25
     BN_SCOPE = 26
     SPATIAL_FALLBACK = 27
+    PLAN_MAX_SPATIAL = 28
+    PLAN_SPATIAL_DIMS = 29
+    PLAN_MIXED = 30
+    MEMORY_LIMIT_MIB = 31
 
 
 class Exchange(enum.IntEnum):

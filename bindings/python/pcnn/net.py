@@ -9,6 +9,7 @@ from ctypes import byref, c_double, c_float, c_int, c_size_t, c_uint64, c_void_p
 import numpy as np
 
 from . import _options, fit as _fit, state as _state, torch_io as _torch_io
+from .plan import plan_distribution as _plan_distribution, plan_report as _plan_report
 from ._arrays import F32, I32, addr, count as values_of, floats_in, floats_out, labels_in, samples
 from ._args import path as _path
 from ._handle import Handle, new_handle
@@ -803,3 +804,5 @@ class Net(Handle):
                  else "%d layers, not finalized" % len(self.layers))
         return "<pcnn.Net %s>" % state
 
+
+Net.plan_distribution, Net.plan_report = _plan_distribution, _plan_report

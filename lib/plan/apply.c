@@ -1,0 +1,183 @@
+/* pcnn_net_plan_distribution (pcnn.h section 9): every rank checks that
+ * it plans with the same model and options, computes the plan, and
+ * applies rank 0's with the distribution calls. */
+#include <math.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../core/hash.h"
+#include "../core/memory.h"
+#include "plan.h"
+
+static uint64_t hash_doubles(uint64_t h, const double *v, size_t n)
+{
+    return hash_fnv1a(h, v, n * sizeof *v);
+}
+
+/* A hash of everything in the model that the plan depends on, field by
+ * field (no padding bytes). */
+static uint64_t model_hash(const pcnn_perfmodel *m)
+{
+    uint64_t h = HASH_FNV1A_BASIS;
+    const perf_link *k = &m->link;
+    h = hash_fnv1a_u64(h, (uint64_t)k->ranks);
+    h = hash_doubles(h, &k->gamma, 1);
+    h = hash_doubles(h, &k->poll_work, 1);
+    h = hash_doubles(h, k->alpha, PERF_COLLECTIVES);
+    h = hash_doubles(h, k->beta, PERF_COLLECTIVES);
+    for (int c = 0; c < PERF_COLLECTIVES; c++) {
+        h = hash_fnv1a_u64(h, (uint64_t)k->curve[c].count);
+        h = hash_doubles(h, k->curve[c].bytes, (size_t)k->curve[c].count);
+        h = hash_doubles(h, k->curve[c].seconds, (size_t)k->curve[c].count);
+    }
+    const perf_compute *c = &m->compute;
+    h = hash_fnv1a_u64(h, (uint64_t)c->num_layers);
+    for (int i = 0; i < c->num_layers; i++) {
+        const perf_layer *p = &c->layers[i];
+        h = hash_fnv1a(h, p->kind, strnlen(p->kind, PERF_KIND_LEN));
+        h = hash_fnv1a_u64(h, p->num_params);
+        h = hash_doubles(h, p->fwd, 2);
+        h = hash_doubles(h, p->bwd_w, 2);
+        h = hash_doubles(h, p->bwd_x, 2);
+    }
+    h = hash_fnv1a_u64(h, c->fingerprint);
+    h = hash_doubles(h, c->update, 2);
+    h = hash_doubles(h, c->overhead, 2);
+    const perf_knobs *kn = &m->knobs;
+    const double knobs[5] = {kn->alpha, kn->beta, kn->link_gbits, kn->nb_progress,
+                             (double)kn->strategy};
+    h = hash_doubles(h, knobs, 5);
+    h = hash_fnv1a_u64(h, (uint64_t)kn->source);
+    const size_t reg = perf_regressors_bytes(m);
+    h = hash_fnv1a_u64(h, reg);
+    if (reg) {
+        unsigned char *buf = mem_calloc(reg, 1);
+        if (!buf) return h ^ 1; /* seen as a mismatch, never as equal */
+        perf_regressors_write(m, buf, reg);
+        h = hash_fnv1a(h, buf, reg);
+        mem_free(buf);
+    }
+    return h;
+}
+
+static pcnn_status make_env(pcnn_net *net, pcnn_perfmodel *m, int batch, plan_env *env,
+                            bool *mixed)
+{
+    const net_plan_options o = net_get_plan_options(net);
+    const layer_list *ll = net_layer_list(net);
+    const pcnn_comm *comm = net_comm(net);
+    const int P = comm ? comm->size : 1;
+    const bool table = m->compute.num_layers == ll->count &&
+                       m->compute.fingerprint == perf_fingerprint(ll) && m->knobs.source != 2;
+    if (!table && (m->knobs.source == 1 || !m->regressors))
+        return FAIL(PCNN_ERR_INVALID_STATE,
+                    m->compute.num_layers ? "the model's compute calibration is of another "
+                                            "network: calibrate a finalized twin of this one"
+                                          : "the model has no compute calibration "
+                                            "(pcnn_perfmodel_calibrate_compute on a finalized "
+                                            "twin of this network) and no regressors");
+    *env = (plan_env){.layers = ll, .output = net_output(net), .model = m, .ranks = P,
+                      .batch = batch, .max_spatial = o.max_spatial > 0 ? o.max_spatial : P,
+                      .dims = o.spatial_dims, .memory_cap = o.memory_limit_mib * 1048576.0,
+                      .halo_overlap = o.halo_overlap, .table = table,
+                      .exchange = net_default_exchange(net)};
+    *mixed = o.mixed;
+    return PCNN_OK;
+}
+
+static pcnn_status apply(pcnn_net *net, const int (*parts)[LAYOUT_DIMS])
+{
+    const layer_list *ll = net_layer_list(net);
+    TRY(pcnn_net_set_distribution(net, parts[0]));
+    for (int i = 1; i < ll->count; i++)
+        TRY(pcnn_layer_set_distribution(ll->items[i], parts[i]));
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_net_plan_distribution(pcnn_net *net, pcnn_perfmodel *model,
+                                                int global_batch, double *predicted)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    REQUIRE_PTR(model);
+    REQUIRE(global_batch >= 1, PCNN_ERR_INVALID_ARGUMENT, "global_batch %d must be >= 1",
+            global_batch);
+    REQUIRE(net_get_plan_options(net).editable, PCNN_ERR_INVALID_STATE,
+            "the distribution is planned before pcnn_net_finalize");
+    const layer_list *ll = net_layer_list(net);
+    REQUIRE(ll->count > 1 && net_output(net), PCNN_ERR_INVALID_STATE,
+            "the network needs its layers and pcnn_net_set_loss before planning");
+    const pcnn_comm *comm = net_comm(net);
+    /* The same model, batch, layers and options everywhere, or no rank plans. */
+    if (comm && comm->size > 1) {
+        const net_plan_options o = net_get_plan_options(net);
+        const uint64_t words[3] = {
+            model_hash(model),
+            hash_fnv1a_u64(perf_fingerprint(ll), (uint64_t)global_batch),
+            hash_fnv1a_u64(hash_fnv1a_u64(hash_fnv1a_u64(hash_fnv1a_u64(
+                               HASH_FNV1A_BASIS, (uint64_t)o.max_spatial), (uint64_t)o.spatial_dims),
+                                          (uint64_t)o.mixed),
+                           (uint64_t)llround(o.memory_limit_mib * 1024) ^
+                               ((uint64_t)o.halo_overlap << 63))};
+        word_difference diff;
+        const pcnn_status st = net_agree_words(net, words, 3, __func__, &diff);
+        if (st == PCNN_ERR_MISMATCH) {
+            static const char *const what[3] = {
+                "the performance model", "the network's layers or the global batch",
+                "the planning options"};
+            return FAIL(PCNN_ERR_MISMATCH, "%s on rank %d differs from rank 0's",
+                        what[diff.index >= 0 && diff.index < 3 ? diff.index : 0], diff.rank);
+        }
+        TRY(st);
+    }
+    plan_env env;
+    bool mixed = true;
+    plan_record *r = NULL;
+    pcnn_status st = make_env(net, model, global_batch, &env, &mixed);
+    if (st == PCNN_OK) st = plan_compute(&env, mixed, &r, __func__);
+    const int L = ll->count;
+    int(*parts)[LAYOUT_DIMS] = NULL;
+    if (st == PCNN_OK) {
+        parts = mem_calloc((size_t)L, sizeof *parts);
+        if (!parts) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "plan");
+        for (int i = 0; parts && i < L; i++)
+            memcpy(parts[i], r->per[i].candidates[r->per[i].chosen].parts, sizeof parts[i]);
+    }
+    if (comm && comm->size > 1) {
+        /* Rank 0 decides (the others computed the same from the same model). */
+        const pcnn_status all = net_agree(net, st, __func__);
+        if (st == PCNN_OK && all != PCNN_OK) st = all;
+        if (st == PCNN_OK &&
+            MPI_Bcast(parts, L * LAYOUT_DIMS, MPI_INT, 0, comm->comm) != MPI_SUCCESS)
+            st = FAIL(PCNN_ERR_MPI, "broadcasting the plan failed");
+        if (st == PCNN_OK)
+            for (int i = 0; i < L; i++)
+                if (memcmp(parts[i], r->per[i].candidates[r->per[i].chosen].parts,
+                           sizeof parts[i]))
+                    for (int c = 0; c < r->per[i].count; c++)
+                        if (!memcmp(parts[i], r->per[i].candidates[c].parts, sizeof parts[i]))
+                            r->per[i].chosen = c;
+    }
+    if (st == PCNN_OK) st = apply(net, (const int(*)[LAYOUT_DIMS])parts);
+    mem_free(parts);
+    if (st != PCNN_OK) {
+        plan_record_free(r);
+        return st;
+    }
+    net_set_plan_record(net, r, plan_record_free);
+    if (predicted) *predicted = r->predicted;
+    return PCNN_OK;
+}
+
+PCNN_API pcnn_status pcnn_net_plan_report(const pcnn_net *net, char *buf, size_t size,
+                                          size_t *needed)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    REQUIRE(buf || size == 0, PCNN_ERR_INVALID_ARGUMENT, "buf is NULL with size %zu", size);
+    const plan_record *r = net_plan_record(net);
+    REQUIRE(r, PCNN_ERR_INVALID_STATE, "no plan: call pcnn_net_plan_distribution first");
+    const size_t n = plan_describe(r, net_layer_list(net), buf, size);
+    if (needed) *needed = n;
+    return PCNN_OK;
+}

@@ -1,0 +1,204 @@
+/* Modelled seconds of a layer under a candidate distribution (spec A.10,
+ * C.7): its compute scaled to the local box, the exposed part of its halo
+ * exchange, its weight-gradient exchange; and the shuffles between
+ * distributions (A.8). */
+#include <math.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../layers/batchnorm.h"
+#include "../layers/clone.h"
+#include "../parallel/halo.h"
+#include "plan.h"
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+bool plan_local_geometry(const plan_env *env, const pcnn_layer *l, const int *parts,
+                         plan_geometry *g)
+{
+    memset(g, 0, sizeof *g);
+    const shape out = l->out;
+    const shape in = l->num_inputs ? l->inputs[0]->out : l->out;
+    const int Y[3] = {out.d, out.h, out.w}, X[3] = {in.d, in.h, in.w};
+    int k = 0, s = 1, p = 0;
+    bool volume = false;
+    const bool windowed = clone_window(l, &k, &s, &p, &volume);
+    g->n = ceil_div(env->batch, parts[LAYOUT_N]);
+    g->interior = 1;
+    for (int dim = 0; dim < 3; dim++) {
+        const int G = parts[dim + 1];
+        if (G > Y[dim] || G > X[dim]) return false;
+        g->out[dim] = ceil_div(Y[dim], G);
+        g->in[dim] = ceil_div(X[dim], G);
+        const bool spans = windowed && (volume || dim > 0);
+        if (G == 1 || !spans) continue;
+        int inner = Y[dim];
+        for (int q = 0; q < G; q++) {
+            int a0, a1, b0, b1, lo, hi, i0, i1, blo, bhi;
+            layout_block(X[dim], G, q, &a0, &a1);
+            layout_block(Y[dim], G, q, &b0, &b1);
+            halo_forward_widths(X[dim], a0, a1, b0, b1, k, s, p, &lo, &hi);
+            /* The halo comes from the immediate neighbours only. */
+            int n0, n1;
+            if (q > 0) {
+                layout_block(X[dim], G, q - 1, &n0, &n1);
+                if (lo > n1 - n0) return false;
+            }
+            if (q + 1 < G) {
+                layout_block(X[dim], G, q + 1, &n0, &n1);
+                if (hi > n1 - n0) return false;
+            }
+            halo_backward_widths(Y[dim], a0, a1, b0, b1, k, s, p, &blo, &bhi);
+            halo_interior(X[dim], a0, a1, b0, b1, k, s, p, &i0, &i1);
+            if (lo + hi > g->halo_fwd[dim]) g->halo_fwd[dim] = lo + hi;
+            if (blo + bhi > g->halo_bwd[dim]) g->halo_bwd[dim] = blo + bhi;
+            const int own = i1 > i0 ? i1 - i0 : 0;
+            if (own < inner) inner = own;
+        }
+        g->interior *= (double)inner / (double)g->out[dim];
+    }
+    double in_box = 1, out_box = 1;
+    for (int dim = 0; dim < 3; dim++) {
+        in_box *= g->in[dim] + g->halo_fwd[dim];
+        out_box *= g->out[dim];
+    }
+    g->bytes = 4.0 * g->n * ((double)out.c * out_box * 2 + (double)in.c * in_box) +
+               16.0 * (double)l->num_params;
+    return true;
+}
+
+static double link_beta(const pcnn_perfmodel *m)
+{
+    return m->knobs.beta > 0 ? m->knobs.beta
+           : m->knobs.link_gbits > 0 ? 8e-9 / m->knobs.link_gbits : 0;
+}
+
+static double coll(const plan_env *env, pcnn_collective c, int ranks, double bytes)
+{
+    const pcnn_perfmodel *m = env->model;
+    return perf_coll_time(&m->link, c, ranks, bytes, link_beta(m), m->knobs.alpha);
+}
+
+static double nonneg(double x) { return x > 0 ? x : 0; }
+
+/* Forward, weight-gradient and input-gradient seconds of n whole samples
+ * scaled to a share `frac` of each sample. */
+static pcnn_status compute_times(const plan_env *env, const pcnn_layer *l, int n, double frac,
+                                 double t[3], const char *func)
+{
+    pcnn_perfmodel *m = env->model;
+    if (env->table) {
+        const perf_layer *p = &m->compute.layers[l->index];
+        const double x = n * frac;
+        t[0] = nonneg(perf_line(p->fwd, x));
+        t[1] = nonneg(perf_line(p->bwd_w, x));
+        t[2] = nonneg(perf_line(p->bwd_x, x));
+        return PCNN_OK;
+    }
+    const bool dx = l->num_inputs && !layer_is_input(l->inputs[0]);
+    const double f = perf_regressor_time(m, l, n, 0, dx);
+    const double w = perf_regressor_time(m, l, n, 1, false);
+    const double full = perf_regressor_time(m, l, n, 1, dx);
+    if (isnan(f) || isnan(w) || isnan(full)) {
+        char name[64];
+        return func ? error_set(PCNN_ERR_INVALID_STATE, func,
+                                "%s: the model has no compute calibration of this network "
+                                "(pcnn_perfmodel_calibrate_compute on a finalized twin) and no "
+                                "regressor for it", layer_name(l, name, sizeof name))
+                    : PCNN_ERR_INVALID_STATE;
+    }
+    t[0] = nonneg(f) * frac;
+    t[1] = nonneg(w) * frac;
+    t[2] = nonneg(full - w) * frac;
+    return PCNN_OK;
+}
+
+/* One dimension's halo after another (PCNN_OPT_HALO_SCHEDULE 0): two
+ * messages per split dimension, each a face of the local box. */
+static double halo_seconds(const plan_env *env, const plan_geometry *g, const int *widths,
+                           const int *box, int channels)
+{
+    double t = 0;
+    for (int dim = 0; dim < 3; dim++) {
+        if (!widths[dim]) continue;
+        double face = 4.0 * g->n * channels;
+        for (int o = 0; o < 3; o++)
+            if (o != dim) face *= box[o];
+        t += 2 * coll(env, PCNN_COLL_SENDRECV, 2, face * widths[dim] / 2.0);
+    }
+    return t;
+}
+
+pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_candidate *c,
+                                 const char *func)
+{
+    plan_geometry g;
+    c->compute = c->halo = c->gradient = c->bytes = 0;
+    if (!plan_local_geometry(env, l, c->parts, &g)) {
+        char name[64];
+        return func ? error_set(PCNN_ERR_SHAPE, func, "%s does not fit {%d, %d, %d, %d}",
+                                layer_name(l, name, sizeof name), c->parts[0], c->parts[1],
+                                c->parts[2], c->parts[3])
+                    : PCNN_ERR_SHAPE;
+    }
+    c->bytes = g.bytes;
+    if (l->index == 0) return PCNN_OK; /* the input: its copy is in the step's overhead */
+    const shape out = l->out;
+    const shape in = l->num_inputs ? l->inputs[0]->out : l->out;
+    double frac = 1;
+    frac *= (double)g.out[0] / out.d * g.out[1] / out.h * g.out[2] / out.w;
+    double t[3] = {0, 0, 0};
+    TRY(compute_times(env, l, g.n, frac, t, func));
+    c->compute = t[0] + t[1] + t[2];
+    const double hf = halo_seconds(env, &g, g.halo_fwd, g.in, in.c);
+    const double hb = halo_seconds(env, &g, g.halo_bwd, g.out, out.c);
+    /* Seed 002's overlap (spec A.10): the forward halo hides behind the
+     * interior, the backward one behind the weight gradient. */
+    c->halo = env->halo_overlap ? nonneg(hf - g.interior * t[0]) + nonneg(hb - t[1]) : hf + hb;
+    const int group = c->parts[1] * c->parts[2] * c->parts[3];
+    if (group > 1 && g.interior < 1) {
+        /* A split windowed layer stages its halo-extended input box, and
+         * its gradient back: copies at about the summation's speed. */
+        double box = 4.0 * g.n * in.c;
+        for (int dim = 0; dim < 3; dim++) box *= g.in[dim] + g.halo_fwd[dim];
+        c->halo += 2 * env->model->link.gamma * box;
+    }
+    if (layer_is_batchnorm(l) && group > 1) /* statistics over the sample group, both passes */
+        c->halo += 2 * coll(env, PCNN_COLL_ALLREDUCE, group, 16.0 * out.c);
+    if (l->num_params && env->ranks > 1) {
+        const double bytes = 4.0 * (double)l->num_params;
+        c->gradient = env->exchange == PCNN_EXCHANGE_ALLREDUCE
+                          ? coll(env, PCNN_COLL_ALLREDUCE, env->ranks, bytes)
+                          : coll(env, PCNN_COLL_ALLTOALL, env->ranks, bytes) +
+                                coll(env, PCNN_COLL_ALLGATHER, env->ranks, bytes);
+    }
+    return PCNN_OK;
+}
+
+double plan_shuffle_cost(const plan_env *env, const pcnn_layer *l, const int *a, const int *b,
+                         int groups)
+{
+    if (memcmp(a, b, LAYOUT_DIMS * sizeof(int)) == 0) return 0;
+    const int P = env->ranks;
+    int start[PLAN_MAX_GROUPS], count[PLAN_MAX_GROUPS];
+    if (groups > PLAN_MAX_GROUPS) return INFINITY;
+    for (int q = 0; q < groups; q++) {
+        int lo, hi;
+        layout_block(env->batch, groups, q, &lo, &hi);
+        start[q] = lo;
+        count[q] = hi - lo;
+    }
+    const sample_split split = {.groups = groups, .start = start, .count = count};
+    double worst = 0;
+    for (int r = 0; r < P; r++) {
+        const box x = layout_box(a, r, &split, l->out.d, l->out.h, l->out.w);
+        const box y = layout_box(b, r, &split, l->out.d, l->out.h, l->out.w);
+        box both;
+        const double kept = box_intersect(&x, &y, &both) ? (double)box_volume(&both) : 0;
+        const double sent = (double)box_volume(&x) - kept, got = (double)box_volume(&y) - kept;
+        if (sent > worst) worst = sent;
+        if (got > worst) worst = got;
+    }
+    /* The output forward, its gradient backward. */
+    return 2 * coll(env, PCNN_COLL_ALLTOALL, P, 4.0 * l->out.c * worst);
+}

@@ -1,0 +1,128 @@
+/* The automatic parallel strategy (seed 002 section V-C; spec A.11, WP4):
+ * candidates per layer, their modelled costs, the cheapest plan by
+ * strategy/plan_search.h, and its application and report.  The room sits
+ * above perf: it reads the model's tables (perf/perf.h) and the network
+ * through graph/graph.h. */
+#ifndef PCNN_PLAN_PLAN_H
+#define PCNN_PLAN_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../parallel/layout.h"
+#include "../perf/perf.h"
+
+#define PLAN_MAX_GROUPS 4096 /* sample groups a shuffle's cost is counted for */
+#define PLAN_MAX_UNIFORM 256 /* factorisations of the ranks considered */
+
+/* One candidate distribution of a layer and its modelled seconds per
+ * training step on one rank. */
+typedef struct plan_candidate {
+    int parts[LAYOUT_DIMS];
+    double compute;  /* forward + backward at the local box */
+    double halo;     /* exposed halo exchange, staging copies, spatial batch-norm reductions */
+    double gradient; /* the layer's weight-gradient exchange (the same for every candidate) */
+    double bytes;    /* activations, gradients and parameter state on one rank */
+} plan_candidate;
+
+static inline double plan_candidate_cost(const plan_candidate *c)
+{
+    return c->compute + c->halo + c->gradient;
+}
+
+/* What planning reads: the network, the model, the options. */
+typedef struct plan_env {
+    const layer_list *layers;
+    const pcnn_layer *output;
+    pcnn_perfmodel *model;
+    int ranks, batch;
+    int max_spatial;     /* largest spatial group */
+    int dims;            /* mask: 1 D, 2 H, 4 W */
+    double memory_cap;   /* bytes; 0: none */
+    bool halo_overlap;
+    bool table;          /* the model's compute table is this network's */
+    pcnn_exchange exchange; /* the network's default gradient exchange */
+} plan_env;
+
+/* How a layer chooses (candidates.c). */
+typedef enum {
+    PLAN_FREE,     /* the input, convolutions and pools: any fitting candidate */
+    PLAN_INHERIT,  /* element-wise and batch norm: its inputs' distribution */
+    PLAN_SAMPLE    /* cannot be split, or the output: {P, 1, 1, 1} */
+} plan_role;
+
+plan_role plan_layer_role(const plan_env *env, const pcnn_layer *l);
+
+/* The distributions of layer l that fit (spec A.11): P = P_N P_D P_H P_W
+ * with P_N a multiple of `groups` (the input's sample groups), P_N <= the
+ * batch, a spatial group within the mask and max_spatial, every split
+ * dimension's blocks non-empty and at least the layer's halo, and memory
+ * within the cap; sample parallelism first (it wins ties).  PLAN_SAMPLE
+ * layers get {P, 1, 1, 1} only.  Writes at most `max` into parts, returns
+ * how many fit. */
+int plan_layer_candidates(const plan_env *env, const pcnn_layer *l, int groups,
+                          int (*parts)[LAYOUT_DIMS], int max);
+
+/* Every factorisation of P into 4 parts (in the order candidates take
+ * them); returns the count, at most max. */
+int plan_factorisations(int P, int (*parts)[LAYOUT_DIMS], int max);
+
+/* A layer's box on the rank holding the most under a distribution. */
+typedef struct plan_geometry {
+    int n;                    /* samples */
+    int out[3], in[3];        /* largest output and input blocks over D, H, W */
+    int halo_fwd[3], halo_bwd[3]; /* widest forward (x) and backward (dL/dy) halos, both sides */
+    double interior;          /* share of the outputs whose windows read no halo */
+    double bytes;             /* activations, gradients (halo included), parameter state */
+} plan_geometry;
+
+/* false when a split dimension has an empty block or a halo wider than
+ * the neighbour's block (spec A.3). */
+bool plan_local_geometry(const plan_env *env, const pcnn_layer *l, const int *parts,
+                         plan_geometry *g);
+
+/* Fill a candidate's costs and bytes (costs.c).  INVALID_STATE when the
+ * model has no compute estimate for the layer. */
+pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_candidate *c,
+                                 const char *func);
+
+/* Seconds of the shuffle of layer l's output (forward) and its gradient
+ * (backward) from distribution a to b, on `groups` sample groups: the
+ * all-to-all of the rank that sends most.  0 when a equals b. */
+double plan_shuffle_cost(const plan_env *env, const pcnn_layer *l, const int *a, const int *b,
+                         int groups);
+
+/* One layer of a plan. */
+typedef struct plan_layer_record {
+    plan_role role;
+    int count;
+    plan_candidate *candidates;
+    int chosen;
+    double shuffle_in; /* seconds of the shuffles into the chosen candidate */
+} plan_layer_record;
+
+/* A computed plan (apply.c): per layer its candidates and choice. */
+typedef struct plan_record {
+    int layers, ranks, batch, groups;
+    bool mixed;
+    int method;         /* plan_method */
+    double predicted;   /* the plan's total */
+    double sample_only; /* all {P, 1, 1, 1} */
+    int variants;       /* searches run (one per input grouping / uniform candidate) */
+    plan_layer_record *per;
+    /* Every uniform distribution (one for all layers that can split, as
+     * PCNN_OPT_PLAN_MIXED 0 plans) and its total (INFINITY: does not fit). */
+    int uniform_count;
+    int uniform_parts[PLAN_MAX_UNIFORM][LAYOUT_DIMS];
+    double uniform_total[PLAN_MAX_UNIFORM];
+} plan_record;
+
+void plan_record_free(void *record);
+
+/* Compute the plan (apply.c), locally. */
+pcnn_status plan_compute(const plan_env *env, bool mixed, plan_record **out, const char *func);
+
+/* The report's text (report.c); snprintf-style, returns the length. */
+size_t plan_describe(const plan_record *r, const layer_list *layers, char *buf, size_t size);
+
+#endif

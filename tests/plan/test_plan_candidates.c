@@ -1,0 +1,309 @@
+/* The planner's pieces on one process (lib/plan): candidate generation
+ * table-driven (batch, dimension mask, largest spatial group, input
+ * grouping, halo, memory cap), roles of the layer kinds, shuffle costs,
+ * and whole plans on a made-up model for 2 and 4 ranks: batch 1 on large
+ * planes plans spatial, a batch of 8 plans pure sample parallelism; a
+ * ResNet block plans; the one-rank public call and its report. */
+#define PCNN_EXPERIMENTAL
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "plan/plan.h"
+#include "synthetic_model.h"
+
+static int failures;
+
+static void expect(int ok, const char *what)
+{
+    printf("%s %s\n", ok ? "PASS" : "FAIL", what);
+    if (!ok) failures++;
+}
+
+static int expect_summary(void)
+{
+    printf("%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
+
+#define CHECK(call)                                                                     \
+    do {                                                                                \
+        pcnn_status s_ = (call);                                                        \
+        if (s_ != PCNN_OK) {                                                            \
+            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, pcnn_last_error()); \
+            return 1;                                                                   \
+        }                                                                               \
+    } while (0)
+
+/* input c x h x w -> conv(c, k, 1, k/2) -> relu -> flatten -> dense 4 */
+static pcnn_net *conv_net(int c, int h, int w, int k)
+{
+    pcnn_net *net = NULL;
+    pcnn_layer *l;
+    if (pcnn_net_create(&net) || pcnn_net_input(net, c, h, w, &l) ||
+        pcnn_conv2d(net, l, c, k, 1, k / 2, 1, &l) || pcnn_relu(net, l, &l) ||
+        pcnn_flatten(net, l, &l) || pcnn_dense(net, l, 4, 1, &l) ||
+        pcnn_net_set_loss(net, l, PCNN_LOSS_MSE))
+        return NULL;
+    return net;
+}
+
+static plan_env env_of(const pcnn_net *net, pcnn_perfmodel *m, int ranks, int batch)
+{
+    return (plan_env){.layers = net_layer_list(net), .output = net_output(net), .model = m,
+                      .ranks = ranks, .batch = batch, .max_spatial = ranks, .dims = 7,
+                      .halo_overlap = true, .table = true,
+                      .exchange = PCNN_EXCHANGE_ALLREDUCE};
+}
+
+typedef struct cand_case {
+    const char *what;
+    int c, hw, k;       /* the network */
+    int batch, dims, max_spatial, groups;
+    double cap;         /* bytes, 0 none */
+    int expected[8][4];
+    int count;
+} cand_case;
+
+static const cand_case cases[] = {
+    {"all splits of 4 over H, W", 8, 16, 3, 4, 7, 4, 1, 0,
+     {{4, 1, 1, 1}, {2, 1, 1, 2}, {2, 1, 2, 1}, {1, 1, 1, 4}, {1, 1, 2, 2}, {1, 1, 4, 1}}, 6},
+    {"batch 1: no sample groups of 2", 8, 16, 3, 1, 7, 4, 1, 0,
+     {{4, 1, 1, 1}, {1, 1, 1, 4}, {1, 1, 2, 2}, {1, 1, 4, 1}}, 4},
+    {"mask H only", 8, 16, 3, 4, 2, 4, 1, 0, {{4, 1, 1, 1}, {2, 1, 2, 1}, {1, 1, 4, 1}}, 3},
+    {"mask none", 8, 16, 3, 4, 0, 4, 1, 0, {{4, 1, 1, 1}}, 1},
+    {"largest spatial group 2", 8, 16, 3, 4, 7, 2, 1, 0,
+     {{4, 1, 1, 1}, {2, 1, 1, 2}, {2, 1, 2, 1}}, 3},
+    {"input in 2 groups", 8, 16, 3, 4, 7, 4, 2, 0, {{4, 1, 1, 1}, {2, 1, 1, 2}, {2, 1, 2, 1}}, 3},
+    {"7x7 halo of 3 > blocks of 2", 8, 8, 7, 4, 7, 4, 1, 0,
+     {{4, 1, 1, 1}, {2, 1, 1, 2}, {2, 1, 2, 1}, {1, 1, 2, 2}}, 4},
+    {"memory cap: sample only", 8, 16, 3, 4, 7, 4, 1, 34000, {{4, 1, 1, 1}}, 1},
+    {"memory cap: groups of 2", 8, 16, 3, 4, 7, 4, 1, 36000,
+     {{4, 1, 1, 1}, {2, 1, 1, 2}, {2, 1, 2, 1}}, 3},
+};
+
+static int test_candidates(pcnn_perfmodel *m)
+{
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const cand_case *t = &cases[i];
+        pcnn_net *net = conv_net(t->c, t->hw, t->hw, t->k);
+        if (!net) return 1;
+        plan_env env = env_of(net, m, 4, t->batch);
+        env.dims = t->dims;
+        env.max_spatial = t->max_spatial;
+        env.memory_cap = t->cap;
+        int parts[64][LAYOUT_DIMS];
+        const pcnn_layer *conv = env.layers->items[1];
+        const int n = plan_layer_candidates(&env, conv, t->groups, parts, 64);
+        int same = n == t->count;
+        for (int c = 0; same && c < n; c++) same = !memcmp(parts[c], t->expected[c], sizeof parts[c]);
+        if (!same) {
+            printf("  got %d:", n);
+            for (int c = 0; c < n; c++)
+                printf(" {%d,%d,%d,%d}", parts[c][0], parts[c][1], parts[c][2], parts[c][3]);
+            printf("\n");
+        }
+        char what[128];
+        snprintf(what, sizeof what, "candidates: %s", t->what);
+        expect(same, what);
+        /* The head: the dense layer is sample-parallel whatever the options. */
+        const int nd = plan_layer_candidates(&env, env.layers->items[4], t->groups, parts, 64);
+        if (i == 0)
+            expect(nd == 1 && parts[0][0] == 4 && plan_layer_role(&env, env.layers->items[4]) ==
+                   PLAN_SAMPLE && plan_layer_role(&env, env.layers->items[2]) == PLAN_INHERIT &&
+                   plan_layer_role(&env, env.layers->items[1]) == PLAN_FREE,
+                   "roles: conv chooses, relu inherits, dense sample-parallel");
+        pcnn_net_destroy(&net);
+    }
+    return 0;
+}
+
+static int test_shuffle(pcnn_perfmodel *m)
+{
+    pcnn_net *net = conv_net(8, 16, 16, 3);
+    plan_env env = env_of(net, m, 2, 2);
+    const pcnn_layer *conv = env.layers->items[1];
+    const int a[4] = {2, 1, 1, 1}, b[4] = {1, 1, 2, 1}, c[4] = {1, 1, 1, 2};
+    const double ab = plan_shuffle_cost(&env, conv, a, b, 1);
+    const double bc = plan_shuffle_cost(&env, conv, b, c, 1);
+    /* Batch 2 of 8 x 16 x 16: {2,1,1,1} -> {1,1,2,1}: each rank keeps
+     * half of its sample and sends the other half, 8 x 8 x 16 floats;
+     * {1,1,2,1} -> {1,1,1,2}: half of each of its two half samples, as
+     * many. */
+    double want = 0;
+    pcnn_perfmodel_collective_time(m, PCNN_COLL_ALLTOALL, 2, 4.0 * 8 * 8 * 16, &want);
+    expect(plan_shuffle_cost(&env, conv, a, a, 1) == 0, "shuffle: same distribution is free");
+    expect(want > 0 && fabs(ab - 2 * want) <= 1e-12 && fabs(bc - 2 * want) <= 1e-12,
+           "shuffle: the all-to-all of the bytes that move, forward and backward");
+    /* Batch 1: rank 1 holds nothing under {2,1,1,1}; rank 0 sends half. */
+    env.batch = 1;
+    expect(fabs(plan_shuffle_cost(&env, conv, a, b, 1) - 2 * want) <= 1e-12,
+           "shuffle at batch 1: the rank that sends most");
+    pcnn_net_destroy(&net);
+    return 0;
+}
+
+static const int *chosen(const plan_record *r, int layer)
+{
+    return r->per[layer].candidates[r->per[layer].chosen].parts;
+}
+
+static int test_plans(pcnn_perfmodel *m)
+{
+    /* Large planes at batch 1: splitting halves the compute; halos are
+     * a few rows. */
+    pcnn_net *net = conv_net(8, 128, 128, 3);
+    synthetic_model(m, net, 1e-9);
+    plan_env env = env_of(net, m, 2, 1);
+    plan_record *r = NULL;
+    CHECK(plan_compute(&env, true, &r, "test"));
+    const int *p = chosen(r, 1);
+    expect(p[0] == 1 && p[2] * p[3] == 2 && chosen(r, 4)[0] == 2 && r->predicted < r->sample_only,
+           "batch 1, 128x128 planes on 2 ranks: the convolution splits, the head is "
+           "sample-parallel, predicted below pure sample parallelism");
+    char text[8192];
+    const size_t len = plan_describe(r, env.layers, text, sizeof text);
+    expect(len > 100 && len < sizeof text && strstr(text, "* {1, 1, ") &&
+           strstr(text, "shuffle into it") && strstr(text, "chosen path: 0:{1,1,") &&
+           strstr(text, "uniform {2, 1, 1, 1}: ") && strstr(text, "uniform {1, 1, 2, 1}: "),
+           "report: candidates, chosen marks, the shuffle, the path");
+    /* Uniform: the same here (one distribution, the head sample-parallel). */
+    plan_record *u = NULL;
+    CHECK(plan_compute(&env, false, &u, "test"));
+    expect(u->per[1].count == 1 && chosen(u, 0)[0] == 1 && chosen(u, 2)[0] == 1 &&
+           fabs(u->predicted - r->predicted) <= 1e-12 * r->predicted,
+           "uniform plan: input, conv and relu alike, same cost as the mixed one here");
+    plan_record_free(u);
+    plan_record_free(r);
+
+    /* Batch 8: sample parallelism computes the same share without halos. */
+    env.batch = 8;
+    CHECK(plan_compute(&env, true, &r, "test"));
+    int all_sample = 1;
+    for (int i = 0; i < r->layers; i++) all_sample &= chosen(r, i)[0] == 2;
+    expect(all_sample && r->predicted == r->sample_only,
+           "batch 8 on 2 ranks: every layer {2, 1, 1, 1}");
+    plan_record_free(r);
+
+    pcnn_net_destroy(&net);
+
+    /* Messages of a second each make halos and shuffles ruinous: sample
+     * parallelism even at batch 1, until a memory cap below a whole
+     * sample's activations forces the split (the pooled head fits). */
+    pcnn_layer *l;
+    CHECK(pcnn_net_create(&net));
+    CHECK(pcnn_net_input(net, 8, 128, 128, &l));
+    CHECK(pcnn_conv2d(net, l, 8, 3, 1, 1, 1, &l));
+    CHECK(pcnn_relu(net, l, &l));
+    CHECK(pcnn_global_avgpool(net, l, &l));
+    CHECK(pcnn_flatten(net, l, &l));
+    CHECK(pcnn_dense(net, l, 4, 1, &l));
+    CHECK(pcnn_net_set_loss(net, l, PCNN_LOSS_MSE));
+    synthetic_model(m, net, 1e-9);
+    CHECK(pcnn_perfmodel_set_param(m, PCNN_PERF_ALPHA_S, 1.0));
+    env = env_of(net, m, 2, 1);
+    CHECK(plan_compute(&env, true, &r, "test"));
+    expect(chosen(r, 1)[0] == 2, "slow messages at batch 1: sample parallelism");
+    plan_record_free(r);
+    env.memory_cap = 1048576.0;
+    CHECK(plan_compute(&env, true, &r, "test"));
+    expect(chosen(r, 0)[0] == 1 && chosen(r, 1)[0] == 1 && chosen(r, 3)[0] == 2,
+           "a 1 MiB cap: input, convolution and ReLU split, the pooled head whole");
+    plan_record_free(r);
+    env.memory_cap = 1000;
+    expect(plan_compute(&env, true, &r, "test") == PCNN_ERR_SHAPE &&
+           strstr(pcnn_last_error(), "no distribution fits"),
+           "memory cap below every candidate: SHAPE");
+    CHECK(pcnn_perfmodel_set_param(m, PCNN_PERF_ALPHA_S, -1));
+    pcnn_net_destroy(&net);
+    return 0;
+}
+
+/* A residual block: conv-bn-relu-conv-bn + skip -> add -> relu, pooled head. */
+static int test_residual(pcnn_perfmodel *m)
+{
+    pcnn_net *net;
+    pcnn_layer *in, *a, *b;
+    CHECK(pcnn_net_create(&net));
+    CHECK(pcnn_net_input(net, 8, 64, 64, &in));
+    CHECK(pcnn_conv2d(net, in, 8, 3, 1, 1, 1, &a));
+    CHECK(pcnn_batchnorm(net, a, 1e-5f, 0.1f, &a));
+    CHECK(pcnn_relu(net, a, &a));
+    CHECK(pcnn_conv2d(net, a, 8, 3, 1, 1, 1, &b));
+    CHECK(pcnn_batchnorm(net, b, 1e-5f, 0.1f, &b));
+    CHECK(pcnn_add(net, b, in, &b));
+    CHECK(pcnn_relu(net, b, &b));
+    CHECK(pcnn_global_avgpool(net, b, &b));
+    CHECK(pcnn_flatten(net, b, &b));
+    CHECK(pcnn_dense(net, b, 4, 1, &b));
+    CHECK(pcnn_net_set_loss(net, b, PCNN_LOSS_MSE));
+    synthetic_model(m, net, 1e-9);
+    plan_env env = env_of(net, m, 4, 1);
+    plan_record *r = NULL;
+    CHECK(plan_compute(&env, true, &r, "test"));
+    /* The add inherits both inputs' distribution: the skip (the input)
+     * and the main path agree. */
+    expect(!memcmp(chosen(r, 6), chosen(r, 0), 4 * sizeof(int)) &&
+           !memcmp(chosen(r, 6), chosen(r, 5), 4 * sizeof(int)) && chosen(r, 1)[0] == 1 &&
+           r->method == 0,
+           "residual block at batch 1 on 4 ranks: split, add's inputs alike, exact search");
+    plan_record_free(r);
+    /* What-if: 16 ranks (no communicator needed to plan), printed. */
+    env = env_of(net, m, 16, 4);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(plan_compute(&env, true, &r, "test"));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("residual block, 16 ranks, batch 4: %d variants planned in %.3f s\n", r->variants, dt);
+    expect(chosen(r, 1)[0] <= 4 && dt < 10, "16 ranks at batch 4: groups of at most 4 samples");
+    plan_record_free(r);
+    pcnn_net_destroy(&net);
+    return 0;
+}
+
+/* The public calls on one process: only {1, 1, 1, 1}; errors. */
+static int test_public(pcnn_perfmodel *m)
+{
+    pcnn_net *net = conv_net(4, 16, 16, 3);
+    char text[4096];
+    size_t needed = 0;
+    double predicted = -1;
+    expect(pcnn_net_plan_report(net, text, sizeof text, &needed) == PCNN_ERR_INVALID_STATE,
+           "report before a plan: INVALID_STATE");
+    pcnn_perfmodel *empty = NULL;
+    CHECK(pcnn_perfmodel_create(&empty));
+    expect(pcnn_net_plan_distribution(net, empty, 4, NULL) == PCNN_ERR_INVALID_STATE &&
+           strstr(pcnn_last_error(), "pcnn_net_plan_distribution: ") &&
+           strstr(pcnn_last_error(), "no compute calibration"),
+           "a model without compute estimates: INVALID_STATE naming the call");
+    pcnn_perfmodel_destroy(&empty);
+    expect(pcnn_net_plan_distribution(net, m, 0, NULL) == PCNN_ERR_INVALID_ARGUMENT,
+           "batch 0: INVALID_ARGUMENT");
+    synthetic_model(m, net, 1e-9);
+    CHECK(pcnn_net_plan_distribution(net, m, 4, &predicted));
+    CHECK(pcnn_net_plan_report(net, text, sizeof text, &needed));
+    char small[16];
+    size_t needed_small = 0;
+    CHECK(pcnn_net_plan_report(net, small, sizeof small, &needed_small));
+    expect(predicted > 0 && needed == strlen(text) && needed_small == needed &&
+           strlen(small) == sizeof small - 1 && strstr(text, "* {1, 1, 1, 1}"),
+           "one rank: plan {1, 1, 1, 1}, report snprintf-style");
+    CHECK(pcnn_net_finalize(net, 4));
+    expect(pcnn_net_plan_distribution(net, m, 4, NULL) == PCNN_ERR_INVALID_STATE,
+           "after finalize: INVALID_STATE");
+    pcnn_net_destroy(&net);
+    return 0;
+}
+
+int main(void)
+{
+    pcnn_perfmodel *m = NULL;
+    CHECK(pcnn_perfmodel_create(&m));
+    if (test_candidates(m) || test_shuffle(m) || test_plans(m) || test_residual(m) ||
+        test_public(m))
+        return 1;
+    pcnn_perfmodel_destroy(&m);
+    return expect_summary();
+}
