@@ -59,7 +59,7 @@ program stencil_train
   integer, target :: rank
   integer :: ranks, ierr, rows, up, down, step, steps, k, i, j, p
   integer :: status(MPI_STATUS_SIZE)
-  integer :: seed
+  integer(kind=8) :: seed  ! 64 bits: the generator multiplies by 1103515245
   character(len=32) :: arg
   type(c_ptr) :: comm, net, l
   integer(c_int) :: st
@@ -126,10 +126,9 @@ program stencil_train
     end do
     ! Samples from this rank's rows (halos included): u now, and the change.
     do p = 1, PATCHES
-      seed = mod(seed * 1103515245 + 12345, 2147483647)
-      if (seed < 0) seed = seed + 2147483647
-      i = mod(seed, NX - PATCH + 1)
-      j = mod(seed / NX, rows - PATCH + 1)
+      seed = mod(seed * 1103515245_8 + 12345_8, 2147483647_8)
+      i = int(mod(seed, int(NX - PATCH + 1, 8)))
+      j = int(mod(seed / NX, int(rows - PATCH + 1, 8)))
       x(:, :, 1, p) = u(i + 1:i + PATCH, j:j + PATCH - 1)
       dy(:, :, 1, p) = un(i + 2:i + PATCH - 1, j + 1:j + PATCH - 2) &
                        - u(i + 2:i + PATCH - 1, j + 1:j + PATCH - 2)
@@ -153,6 +152,7 @@ program stencil_train
   if (rank == 0 .and. k /= 0) write (0, '(a)') 'FAIL: the loss did not fall 100 times'
   call check(pcnn_net_destroy(net), 'pcnn_net_destroy')
   call check(pcnn_comm_destroy(comm), 'pcnn_comm_destroy')
+  deallocate (u, un)
   call MPI_Finalize(ierr)
   if (k /= 0) error stop 1
 end program stencil_train
