@@ -48,6 +48,11 @@ static pcnn_net *build(const model *md, pcnn_comm *comm, int strategy, int overl
     pcnn_layer *out = md->build(&b, in);
     CHECK(pcnn_net_set_loss(b.net, out, md->loss));
     CHECK(pcnn_net_set_optimizer(b.net, PCNN_OPTIMIZER_MOMENTUM));
+    /* Regression on random targets diverges at the default rate within the
+     * measured steps (CosmoFlow-mini: NaN at step 19); timing needs finite
+     * values, not learning. */
+    if (md->loss == PCNN_LOSS_MSE)
+        CHECK(pcnn_net_set_option(b.net, PCNN_OPT_LEARNING_RATE, 1e-3));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_THREADS, threads));
     if (comm) {
         CHECK(pcnn_net_set_comm(b.net, comm));
