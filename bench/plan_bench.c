@@ -254,7 +254,9 @@ int main(int argc, char **argv)
         for (int j = i + 1; j < nu; j++) {
             if (isnan(umeas[j])) continue;
             pairs++;
-            agree += (upred[i] < upred[j]) == (umeas[i] < umeas[j]);
+            /* The planner's order: cost, then the candidate order on a
+             * tie (plan_factorisations). */
+            agree += (upred[i] <= upred[j]) == (umeas[i] < umeas[j]);
         }
     }
     if (rank == 0)

@@ -17,15 +17,17 @@ plan_role plan_layer_role(const plan_env *env, const pcnn_layer *l)
 int plan_factorisations(int P, int (*parts)[LAYOUT_DIMS], int max)
 {
     int count = 0;
-    /* Sample parallelism first, then larger spatial groups; W before H
-     * before D within a group size (cheaper halos along the fastest dim
-     * come last in memory: the order only breaks ties). */
+    /* Sample parallelism first, then larger spatial groups; within a
+     * group size D before H before W: the order breaks the model's ties,
+     * and an outer split is the cheaper one the model does not see (its
+     * halo faces are contiguous runs, the compute keeps long rows; measured
+     * on the plane net and CosmoFlow at 2 ranks: W 16-40 % slower). */
     for (int n = P; n >= 1; n--) {
         if (P % n) continue;
         const int g = P / n;
-        for (int d = 1; d <= g; d++) {
+        for (int d = g; d >= 1; d--) {
             if (g % d) continue;
-            for (int h = 1; h <= g / d; h++) {
+            for (int h = g / d; h >= 1; h--) {
                 if ((g / d) % h) continue;
                 const int w = g / d / h;
                 if (count < max) {
