@@ -6,10 +6,19 @@
  *   E="env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"
  *   $E mpiexec.mpich -n 2 build/bench/plan_bench plane --batch 1 --size 256
  *   $E mpiexec.mpich -n 2 build/bench/plan_bench resnet20 --batch 64
+ *   $E mpiexec.mpich -n 4 build/bench/plan_bench plane --batch 8 --size 256 --grow
  *   options: --batch B (global), --iters N (10), --size S (plane: S x S,
  *   256), --budget-comm S (2), --budget-compute S (5), --threads T (1),
  *   --model-file PATH (/tmp/plan_bench.<pid of rank 0>.model), --verbose
- *   (print the plan's report).
+ *   (print the plan's report), --grow (below).
+ *
+ * --grow: the adaptive batch scheduler's growing batch, b = 1, 2, 4, ...,
+ * B, two ways (issue 16): "idle", today's rule (seed 001 section 5.2), a
+ * sample-parallel network where min(R, b) ranks compute and the others
+ * idle; and "replan", the network planned for b (what the scheduler's
+ * re-plan proposes: spatial groups at small b).  One JSON line per b with
+ * both measured and predicted steps, then a summary: seconds per sample
+ * summed over the batches (an epoch at each b) and replan / idle.
  *
  * MODEL: lenet, resnet20, vgg11, cosmoflow (bench/models.c) or plane (18
  * channels at S x S, conv-BN-ReLU blocks with max pooling, a pooled dense
@@ -60,6 +69,8 @@ static pcnn_layer *plane(builder *b, pcnn_layer *l)
 
 static model plane_model = {"plane", 18, 1, 256, 256, 1, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY, plane};
 
+static pcnn_layer *last_input; /* of the last network built */
+
 static pcnn_net *build(const model *md, pcnn_comm *comm, int threads)
 {
     builder b = {0};
@@ -69,6 +80,7 @@ static pcnn_net *build(const model *md, pcnn_comm *comm, int threads)
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_THREADS, threads));
     if (md->d > 1) CHECK(pcnn_net_input3d(b.net, md->c, md->d, md->h, md->w, &in));
     else CHECK(pcnn_net_input(b.net, md->c, md->h, md->w, &in));
+    last_input = in;
     pcnn_layer *out = md->build(&b, in);
     CHECK(pcnn_net_set_loss(b.net, out, md->loss));
     CHECK(pcnn_net_set_optimizer(b.net, PCNN_OPTIMIZER_MOMENTUM));
@@ -117,6 +129,46 @@ static double measure(pcnn_net *net, const model *md, int batch, int iters)
     return median;
 }
 
+/* --grow: idle ranks vs re-planned networks for b = 1, 2, 4, ..., max. */
+static void grow(const model *md, pcnn_comm *comm, pcnn_perfmodel *m, int max, int iters,
+                 int threads)
+{
+    double idle_sum = 0, replan_sum = 0;
+    for (int b = 1;; b = b * 2 > max && b < max ? max : b * 2) {
+        pcnn_net *idle = build(md, comm, threads);
+        CHECK(pcnn_net_finalize(idle, max));
+        const int active = b < ranks ? b : ranks;
+        double idle_pred = NAN;
+        if (pcnn_perfmodel_predict(m, idle, b, active, 1, &idle_pred) != PCNN_OK)
+            idle_pred = NAN;
+        const double idle_ms = 1e3 * measure(idle, md, b, iters);
+        pcnn_net_destroy(&idle);
+        pcnn_net *net = build(md, comm, threads);
+        double predicted = NAN;
+        CHECK(pcnn_net_plan_distribution(net, m, b, &predicted));
+        int first[4];
+        CHECK(pcnn_layer_get_distribution(last_input, first));
+        CHECK(pcnn_net_finalize(net, b));
+        const double replan_ms = 1e3 * measure(net, md, b, iters);
+        pcnn_net_destroy(&net);
+        idle_sum += idle_ms / b;
+        replan_sum += replan_ms / b;
+        if (rank == 0)
+            printf("{\"model\": \"%s\", \"mode\": \"grow\", \"ranks\": %d, \"batch\": %d, "
+                   "\"idle_active_ranks\": %d, \"idle_ms\": %.3f, \"idle_predicted_ms\": %.3f, "
+                   "\"replan_first_layer\": [%d, %d, %d, %d], \"replan_ms\": %.3f, "
+                   "\"replan_predicted_ms\": %.3f}\n",
+                   md->name, ranks, b, active, idle_ms, 1e3 * idle_pred, first[0], first[1],
+                   first[2], first[3], replan_ms, 1e3 * predicted);
+        if (b >= max) break;
+    }
+    if (rank == 0)
+        printf("{\"model\": \"%s\", \"mode\": \"grow\", \"summary\": true, "
+               "\"idle_ms_per_sample_summed\": %.3f, \"replan_ms_per_sample_summed\": %.3f, "
+               "\"replan_over_idle\": %.3f}\n",
+               md->name, idle_sum, replan_sum, replan_sum / idle_sum);
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -127,7 +179,7 @@ int main(int argc, char **argv)
         if (rank == 0)
             printf("usage: mpiexec.mpich -n R plan_bench lenet|resnet20|vgg11|cosmoflow|plane\n"
                    "  [--batch B] [--iters N] [--size S] [--budget-comm S]\n"
-                   "  [--budget-compute S] [--threads T] [--model-file PATH] [--verbose]\n");
+                   "  [--budget-compute S] [--threads T] [--model-file PATH] [--verbose] [--grow]\n");
         MPI_Finalize();
         return argc < 2;
     }
@@ -137,7 +189,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
-    int batch = md->default_batch, iters = 10, threads = 1, verbose = 0;
+    int batch = md->default_batch, iters = 10, threads = 1, verbose = 0, grow_mode = 0;
     double budget_comm = 2, budget_compute = 5;
     char path[512];
     int pid = (int)getpid();
@@ -146,6 +198,7 @@ int main(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(argv[i], "--verbose")) { verbose = 1; continue; }
+        if (!strcmp(argv[i], "--grow")) { grow_mode = 1; continue; }
         if (!strcmp(argv[i], "--batch")) batch = atoi(v);
         else if (!strcmp(argv[i], "--iters")) iters = atoi(v);
         else if (!strcmp(argv[i], "--size")) plane_size = atoi(v);
@@ -191,6 +244,13 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) unlink(path);
     const double calib_s = MPI_Wtime() - c0;
+    if (grow_mode) {
+        grow(md, comm, m, batch, iters, threads);
+        pcnn_perfmodel_destroy(&m);
+        pcnn_comm_destroy(&comm);
+        MPI_Finalize();
+        return 0;
+    }
 
     /* The plan. */
     pcnn_net *net = build(md, comm, threads);

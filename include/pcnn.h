@@ -1838,6 +1838,50 @@ PCNN_API pcnn_status pcnn_net_plan_distribution(pcnn_net *net, pcnn_perfmodel *m
 PCNN_API pcnn_status pcnn_net_plan_report(const pcnn_net *net, char *buf, size_t size,
                                           size_t *needed);
 
+/* The automatic gradient exchange.  pcnn_net_set_exchange(net,
+ * PCNN_EXCHANGE_AUTO): at pcnn_net_finalize on more than one rank, when a
+ * performance model is attached to the network (pcnn_net_set_perfmodel),
+ * every parameterised layer whose exchange the user did not set takes the
+ * exchange the model prices cheapest for the finalize's global batch:
+ * allreduce, all-to-all + all-gather, or (dense layers of a network
+ * without spatial distributions) the FC gradient, each costed as its
+ * collectives plus the optimizer update it implies (the heuristic's choice
+ * wins ties).  Every rank must attach the same model (its contents are
+ * compared; one rank without a model, or with another, is a MISMATCH on
+ * every rank); rank 0's choice is broadcast.  Without a model: the
+ * heuristics of PCNN_EXCHANGE_ALLTOALL_ALLGATHER (eq. 4.8 for dense
+ * layers).  The choices and their costs: pcnn_net_plan_report, each
+ * layer's line of pcnn_net_summary, the log callback (PCNN_LOG_INFO), and
+ * pcnn_layer_get_exchange.  Under pcnn_net_plan_distribution the gradient
+ * term of a candidate is then the cheaper of allreduce and all-to-all +
+ * all-gather. */
+#define PCNN_EXCHANGE_AUTO ((pcnn_exchange)3)
+
+/* Attach a performance model to the network (NULL detaches it), used by
+ * PCNN_EXCHANGE_AUTO at finalize and by the adaptive batch scheduler:
+ * when the scheduler changes the batch (pcnn_scheduler_begin_epoch and
+ * pcnn_scheduler_train_epoch, at the first epoch and whenever the batch
+ * grows), the distribution (as pcnn_net_plan_distribution, same options)
+ * and the automatic exchanges are re-planned for the new global batch:
+ * rank 0 decides, every rank checks it planned with the same model,
+ * layers, batch and options (MISMATCH otherwise, from the scheduler's
+ * call, on every rank).  The re-plan is kept as the network's plan
+ * (pcnn_net_plan_report, with the modelled step of today's rule: sample
+ * parallelism on min(P, batch) ranks, the others idle) and told to the
+ * log callback; the network itself keeps training with the distribution
+ * and exchanges it was finalized with (changing them needs a new network:
+ * save a checkpoint and load it into a network planned for the batch).
+ * The network keeps the pointer, not a copy: the model must outlive it or
+ * be detached, and must not change between the ranks' collective calls.
+ * Local; before or after finalize.  Errors: INVALID_ARGUMENT (net NULL). */
+PCNN_API pcnn_status pcnn_net_set_perfmodel(pcnn_net *net, pcnn_perfmodel *model);
+
+/* The gradient exchange a parameterised layer takes, as decided at
+ * finalize (the user's, the heuristics', or PCNN_EXCHANGE_AUTO's).  Local.
+ * Errors: INVALID_ARGUMENT (NULL, a layer without parameters),
+ * INVALID_STATE (not finalized). */
+PCNN_API pcnn_status pcnn_layer_get_exchange(const pcnn_layer *layer, pcnn_exchange *exchange);
+
 #ifdef __cplusplus
 }
 #endif

@@ -161,6 +161,7 @@ module pcnn
   integer(c_int), parameter :: PCNN_OPT_PLAN_SPATIAL_DIMS = PCNN_OPT_EXPERIMENTAL_12
   integer(c_int), parameter :: PCNN_OPT_PLAN_MIXED = PCNN_OPT_EXPERIMENTAL_13
   integer(c_int), parameter :: PCNN_OPT_MEMORY_LIMIT_MIB = PCNN_OPT_EXPERIMENTAL_14
+  ! PCNN_EXCHANGE_AUTO: not bound (built from C or MPI macros)
 
   ! Callback types: write the procedures you pass bind(c), with these
   ! interfaces, and pass c_funloc(procedure).
@@ -1158,6 +1159,18 @@ module pcnn
       integer(c_size_t), optional :: needed
       integer(c_int) :: pcnn_net_plan_report
     end function pcnn_net_plan_report
+    function pcnn_net_set_perfmodel(net, model) bind(c, name='pcnn_net_set_perfmodel')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_ptr), value :: model
+      integer(c_int) :: pcnn_net_set_perfmodel
+    end function pcnn_net_set_perfmodel
+    function pcnn_layer_get_exchange(layer, exchange) bind(c, name='pcnn_layer_get_exchange')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: layer
+      integer(c_int), optional :: exchange
+      integer(c_int) :: pcnn_layer_get_exchange
+    end function pcnn_layer_get_exchange
     function pcnn_strlen_c(s) bind(c, name='strlen')
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s

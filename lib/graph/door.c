@@ -52,7 +52,13 @@ void net_set_training_state(pcnn_net *net, const net_training_state *s)
 
 void net_set_learning_rate(pcnn_net *net, double rate) { net->opt.learning_rate = rate; }
 
-pcnn_exchange net_default_exchange(const pcnn_net *net) { return net->opt.exchange; }
+/* PCNN_EXCHANGE_AUTO's layers start from the default's heuristics; those a
+ * planner decided are marked as chosen (graph/planner_hook.c). */
+pcnn_exchange net_default_exchange(const pcnn_net *net)
+{
+    return net->opt.exchange == PCNN_EXCHANGE_AUTO ? PCNN_EXCHANGE_ALLTOALL_ALLGATHER
+                                                   : net->opt.exchange;
+}
 size_t net_bucket_bytes(const pcnn_net *net) { return net->opt.bucket_bytes; }
 bool net_overlap(const pcnn_net *net) { return net->opt.overlap; }
 int net_threads(const pcnn_net *net) { return net->threads; }
@@ -158,6 +164,7 @@ net_plan_options net_get_plan_options(const pcnn_net *net)
                               .mixed = net->opt.plan_mixed,
                               .memory_limit_mib = net->opt.memory_limit_mib,
                               .halo_overlap = net->opt.halo_overlap,
+                              .exchange_auto = net->opt.exchange == PCNN_EXCHANGE_AUTO,
                               .editable = !net->finalized && !net->plan_failed && !net->aborted};
 }
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../core/error.h"
 #include "../data/dataset.h"
 #include "../layers/layer.h"
 #include "../optim/optim.h"
@@ -104,10 +105,48 @@ typedef struct net_plan_options {
     bool mixed;            /* PCNN_OPT_PLAN_MIXED */
     double memory_limit_mib; /* 0: none */
     bool halo_overlap;     /* PCNN_OPT_HALO_OVERLAP */
+    bool exchange_auto;    /* the network's exchange is PCNN_EXCHANGE_AUTO */
     bool editable;         /* before finalize, not failed or aborted */
 } net_plan_options;
 net_plan_options net_get_plan_options(const pcnn_net *net);
 void *net_plan_record(const pcnn_net *net);
 void net_set_plan_record(pcnn_net *net, void *record, void (*release)(void *));
+
+/* A printf-style message to the host's log callback, if any (graph/
+ * callbacks.c); never printed. */
+void net_log(const pcnn_net *net, pcnn_log_level level, const char *fmt, ...) PCNN_PRINTF(3, 4);
+
+/* A client's planner (the plan room's, attached by pcnn_net_set_perfmodel):
+ * functions and a context the network keeps, never owns, and calls
+ *   - at finalize under PCNN_EXCHANGE_AUTO, on more than one rank, once the
+ *     ranks agreed on the network: `exchanges` chooses the gradient
+ *     exchange of the layers whose exchange the user did not set.  kinds[i]
+ *     holds layer i's heuristic choice and allowed[i] the kinds it may take
+ *     (bit 1 << kind); it writes the chosen kinds, the same on every rank,
+ *     and a reason per layer (NET_WHY_LEN chars, "" to keep the heuristic's);
+ *   - when a scheduler changes the batch (net_planner_batch):
+ *     `batch_changed` re-plans for the new global batch.
+ * Both are collective and return the same status on every rank.  Before
+ * either, the ranks agree that they hold the same planner: identity(ctx)
+ * (never 0) is compared, 0 standing for none; a difference is a MISMATCH
+ * on every rank. */
+#define NET_WHY_LEN 96
+typedef struct net_planner {
+    void *ctx;
+    uint64_t (*identity)(void *ctx);
+    pcnn_status (*exchanges)(void *ctx, pcnn_net *net, pcnn_exchange *kinds,
+                             const unsigned *allowed, char (*why)[NET_WHY_LEN],
+                             const char *func);
+    pcnn_status (*batch_changed)(void *ctx, pcnn_net *net, int global_batch, const char *func);
+} net_planner;
+
+/* Attach (p NULL: detach) the planner; before finalize or after, never
+ * during a collective call. */
+void net_set_planner(pcnn_net *net, const net_planner *p);
+bool net_has_planner(const pcnn_net *net);
+/* The scheduler's batch change to global_batch: with a planner attached,
+ * its re-plan; without, nothing.  Collective with a communicator of more
+ * than one rank (the planners' identities are agreed first). */
+pcnn_status net_planner_batch(pcnn_net *net, int global_batch, const char *func);
 
 #endif

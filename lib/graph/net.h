@@ -104,6 +104,7 @@ struct pcnn_net {
     /* The strategy planner's record (plan room), released with the network. */
     void *plan_record;
     void (*plan_record_release)(void *);
+    net_planner planner;  /* a client's planner (graph.h); ctx NULL: none */
 };
 
 /* The network a layer belongs to: its list is that network's `layers`. */
@@ -200,9 +201,17 @@ pcnn_status net_train_step(pcnn_net *net, int n, const float *x, const int32_t *
  * host's callback, if any; never printed.  net_log_choices tells, after
  * finalize, what fell back from what was asked (the progress engine, a
  * convolution algorithm); net_log_failure, once, that the network failed. */
-void net_log(const pcnn_net *net, pcnn_log_level level, const char *fmt, ...) PCNN_PRINTF(3, 4);
 void net_log_choices(const pcnn_net *net);
 void net_log_failure(pcnn_net *net);
+
+/* The gradient exchange (graph/plan.c, graph/planner_hook.c).
+ *   net_note_exchange   write layer l's exchange and why into its summary
+ *                       (l->choice), replacing an earlier note.
+ *   net_plan_exchanges  finalize under PCNN_EXCHANGE_AUTO, once the ranks
+ *                       agreed on the network: the attached planner's
+ *                       choice replaces the heuristics' (collective). */
+void net_note_exchange(pcnn_layer *l, const char *how, const char *why);
+pcnn_status net_plan_exchanges(pcnn_net *net, const char *func);
 
 /* The learning rate of the next step, schedule included. */
 double net_effective_lr(const pcnn_net *net);

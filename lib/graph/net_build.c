@@ -107,8 +107,8 @@ PCNN_API pcnn_status pcnn_net_set_exchange(pcnn_net *net, pcnn_exchange exchange
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE, "the exchange must be set before finalize");
-    REQUIRE(valid_exchange(exchange), PCNN_ERR_INVALID_ARGUMENT, "unknown exchange %d",
-            (int)exchange);
+    REQUIRE(valid_exchange(exchange) || exchange == PCNN_EXCHANGE_AUTO,
+            PCNN_ERR_INVALID_ARGUMENT, "unknown exchange %d", (int)exchange);
     REQUIRE(exchange != PCNN_EXCHANGE_FC_GRADIENT, PCNN_ERR_INVALID_ARGUMENT,
             "PCNN_EXCHANGE_FC_GRADIENT applies to dense layers: use pcnn_layer_set_exchange");
     net->opt.exchange = exchange;

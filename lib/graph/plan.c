@@ -174,20 +174,25 @@ static pcnn_status check_sizes(const pcnn_net *net, int max_batch)
 
 /* Each layer's exchange: its own choice, else the network's, where a dense
  * layer takes the FC gradient when it moves fewer bytes (strategy room).
- * On several ranks the layer's summary shows what was chosen and why. */
+ * Under PCNN_EXCHANGE_AUTO these are the heuristics of the default
+ * (all-to-all + all-gather and eq. 4.8); a performance model attached to
+ * the network may then replace them (net_plan_exchanges, planner_hook.c). */
 static void decide_exchanges(pcnn_net *net)
 {
     const bool parallel = net->comm && net->comm->size > 1;
+    const pcnn_exchange def = net->opt.exchange == PCNN_EXCHANGE_AUTO
+                                  ? PCNN_EXCHANGE_ALLTOALL_ALLGATHER
+                                  : net->opt.exchange;
     for (int i = 0; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
         char why[96] = "";
         if (!l->exchange_chosen) {
-            l->exchange = net->opt.exchange;
+            l->exchange = def;
             if (net_is_spatial(net)) goto chosen; /* the FC gradient needs whole-batch rows */
             if (parallel && layer_is_dense(l)) {
                 const dense_shape d = dense_get_shape(l);
                 if (exchange_fc_preferred(d.features, d.out, net->global_max_batch,
-                                          net->comm->size, net->opt.exchange, why, sizeof why))
+                                          net->comm->size, def, why, sizeof why))
                     l->exchange = PCNN_EXCHANGE_FC_GRADIENT;
             }
         }
@@ -195,14 +200,24 @@ static void decide_exchanges(pcnn_net *net)
         if (net_is_spatial(net) && l->exchange == PCNN_EXCHANGE_FC_GRADIENT)
             l->exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
         if (!parallel || l->num_params == 0) continue;
-        const char *name = l->exchange == PCNN_EXCHANGE_ALLREDUCE ? "allreduce"
-                           : l->exchange == PCNN_EXCHANGE_FC_GRADIENT ? "FC gradient"
-                                                                      : "all-to-all + all-gather";
-        const size_t used = strlen(l->choice);
-        snprintf(l->choice + used, sizeof l->choice - used, "%sexchange %s%s%s%s",
-                 used ? "; " : "", name, l->exchange_chosen ? " (set by the user)" : "",
-                 why[0] ? ": " : "", why);
+        net_note_exchange(l, l->exchange_chosen ? " (set by the user)" : "", why);
     }
+}
+
+void net_note_exchange(pcnn_layer *l, const char *how, const char *why)
+{
+    /* A later decision replaces the note of an earlier one. */
+    for (char *at = l->choice; (at = strstr(at, "exchange ")) != NULL; at++)
+        if (at == l->choice || (at >= l->choice + 2 && at[-2] == ';' && at[-1] == ' ')) {
+            at[at == l->choice ? 0 : -2] = '\0';
+            break;
+        }
+    const char *name = l->exchange == PCNN_EXCHANGE_ALLREDUCE ? "allreduce"
+                       : l->exchange == PCNN_EXCHANGE_FC_GRADIENT ? "FC gradient"
+                                                                  : "all-to-all + all-gather";
+    const size_t used = strlen(l->choice);
+    snprintf(l->choice + used, sizeof l->choice - used, "%sexchange %s%s%s%s",
+             used ? "; " : "", name, how, why[0] ? ": " : "", why);
 }
 
 /* The optimizer on one run of this rank's parameters, with the learning
@@ -415,6 +430,7 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
         st = net_agree(net, st, __func__);
         if (st == PCNN_OK) st = net_check_same_network(net, __func__);
     }
+    if (st == PCNN_OK) st = net_plan_exchanges(net, __func__); /* PCNN_EXCHANGE_AUTO */
     for (size_t k = 0; st == PCNN_OK && k < sizeof plan_phases / sizeof plan_phases[0]; k++) {
         st = plan_phases[k](net, &p);
         if (net->comm) st = net_agree_sum(net, AGREE_LATER, st, NULL, 0, __func__);

@@ -16,7 +16,7 @@ static uint64_t hash_doubles(uint64_t h, const double *v, size_t n)
 
 /* A hash of everything in the model that the plan depends on, field by
  * field (no padding bytes). */
-static uint64_t model_hash(const pcnn_perfmodel *m)
+uint64_t plan_model_hash(const pcnn_perfmodel *m)
 {
     uint64_t h = HASH_FNV1A_BASIS;
     const perf_link *k = &m->link;
@@ -60,8 +60,8 @@ static uint64_t model_hash(const pcnn_perfmodel *m)
     return h;
 }
 
-static pcnn_status make_env(pcnn_net *net, pcnn_perfmodel *m, int batch, plan_env *env,
-                            bool *mixed)
+pcnn_status plan_make_env(pcnn_net *net, pcnn_perfmodel *m, int batch, plan_env *env,
+                          bool *mixed)
 {
     const net_plan_options o = net_get_plan_options(net);
     const layer_list *ll = net_layer_list(net);
@@ -80,8 +80,58 @@ static pcnn_status make_env(pcnn_net *net, pcnn_perfmodel *m, int batch, plan_en
                       .batch = batch, .max_spatial = o.max_spatial > 0 ? o.max_spatial : P,
                       .dims = o.spatial_dims, .memory_cap = o.memory_limit_mib * 1048576.0,
                       .halo_overlap = o.halo_overlap, .table = table,
-                      .exchange = net_default_exchange(net)};
+                      .exchange = o.exchange_auto ? PCNN_EXCHANGE_AUTO
+                                                  : net_default_exchange(net)};
     *mixed = o.mixed;
+    return PCNN_OK;
+}
+
+pcnn_status plan_agree_inputs(pcnn_net *net, pcnn_perfmodel *model, int global_batch,
+                              const char *func)
+{
+    const pcnn_comm *comm = net_comm(net);
+    if (!comm || comm->size == 1) return PCNN_OK;
+    const layer_list *ll = net_layer_list(net);
+    const net_plan_options o = net_get_plan_options(net);
+    const uint64_t words[3] = {
+        plan_model_hash(model),
+        hash_fnv1a_u64(perf_fingerprint(ll), (uint64_t)global_batch),
+        hash_fnv1a_u64(hash_fnv1a_u64(hash_fnv1a_u64(hash_fnv1a_u64(
+                           HASH_FNV1A_BASIS, (uint64_t)o.max_spatial), (uint64_t)o.spatial_dims),
+                                      (uint64_t)o.mixed),
+                       (uint64_t)llround(o.memory_limit_mib * 1024) ^
+                           ((uint64_t)o.halo_overlap << 63))};
+    word_difference diff;
+    const pcnn_status st = net_agree_words(net, words, 3, func, &diff);
+    if (st == PCNN_ERR_MISMATCH) {
+        static const char *const what[3] = {"the performance model",
+                                            "the network's layers or the global batch",
+                                            "the planning options"};
+        return error_set(PCNN_ERR_MISMATCH, func, "%s on rank %d differs from rank 0's",
+                         what[diff.index >= 0 && diff.index < 3 ? diff.index : 0], diff.rank);
+    }
+    return st;
+}
+
+pcnn_status plan_share(pcnn_net *net, pcnn_status st, plan_record *r, int (*parts)[LAYOUT_DIMS],
+                       const char *func)
+{
+    const int L = net_layer_list(net)->count;
+    for (int i = 0; st == PCNN_OK && i < L; i++)
+        memcpy(parts[i], r->per[i].candidates[r->per[i].chosen].parts, sizeof parts[i]);
+    const pcnn_comm *comm = net_comm(net);
+    if (!comm || comm->size == 1) return st;
+    /* Rank 0 decides (the others computed the same from the same model). */
+    const pcnn_status all = net_agree(net, st, func);
+    if (st == PCNN_OK && all != PCNN_OK) st = all;
+    if (st != PCNN_OK) return st;
+    if (MPI_Bcast(parts, L * LAYOUT_DIMS, MPI_INT, 0, comm->comm) != MPI_SUCCESS)
+        return error_set(PCNN_ERR_MPI, func, "broadcasting the plan failed");
+    for (int i = 0; i < L; i++)
+        if (memcmp(parts[i], r->per[i].candidates[r->per[i].chosen].parts, sizeof parts[i]))
+            for (int c = 0; c < r->per[i].count; c++)
+                if (!memcmp(parts[i], r->per[i].candidates[c].parts, sizeof parts[i]))
+                    r->per[i].chosen = c;
     return PCNN_OK;
 }
 
@@ -107,57 +157,16 @@ PCNN_API pcnn_status pcnn_net_plan_distribution(pcnn_net *net, pcnn_perfmodel *m
     const layer_list *ll = net_layer_list(net);
     REQUIRE(ll->count > 1 && net_output(net), PCNN_ERR_INVALID_STATE,
             "the network needs its layers and pcnn_net_set_loss before planning");
-    const pcnn_comm *comm = net_comm(net);
-    /* The same model, batch, layers and options everywhere, or no rank plans. */
-    if (comm && comm->size > 1) {
-        const net_plan_options o = net_get_plan_options(net);
-        const uint64_t words[3] = {
-            model_hash(model),
-            hash_fnv1a_u64(perf_fingerprint(ll), (uint64_t)global_batch),
-            hash_fnv1a_u64(hash_fnv1a_u64(hash_fnv1a_u64(hash_fnv1a_u64(
-                               HASH_FNV1A_BASIS, (uint64_t)o.max_spatial), (uint64_t)o.spatial_dims),
-                                          (uint64_t)o.mixed),
-                           (uint64_t)llround(o.memory_limit_mib * 1024) ^
-                               ((uint64_t)o.halo_overlap << 63))};
-        word_difference diff;
-        const pcnn_status st = net_agree_words(net, words, 3, __func__, &diff);
-        if (st == PCNN_ERR_MISMATCH) {
-            static const char *const what[3] = {
-                "the performance model", "the network's layers or the global batch",
-                "the planning options"};
-            return FAIL(PCNN_ERR_MISMATCH, "%s on rank %d differs from rank 0's",
-                        what[diff.index >= 0 && diff.index < 3 ? diff.index : 0], diff.rank);
-        }
-        TRY(st);
-    }
+    TRY(plan_agree_inputs(net, model, global_batch, __func__));
     plan_env env;
     bool mixed = true;
     plan_record *r = NULL;
-    pcnn_status st = make_env(net, model, global_batch, &env, &mixed);
+    pcnn_status st = plan_make_env(net, model, global_batch, &env, &mixed);
     if (st == PCNN_OK) st = plan_compute(&env, mixed, &r, __func__);
     const int L = ll->count;
-    int(*parts)[LAYOUT_DIMS] = NULL;
-    if (st == PCNN_OK) {
-        parts = mem_calloc((size_t)L, sizeof *parts);
-        if (!parts) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "plan");
-        for (int i = 0; parts && i < L; i++)
-            memcpy(parts[i], r->per[i].candidates[r->per[i].chosen].parts, sizeof parts[i]);
-    }
-    if (comm && comm->size > 1) {
-        /* Rank 0 decides (the others computed the same from the same model). */
-        const pcnn_status all = net_agree(net, st, __func__);
-        if (st == PCNN_OK && all != PCNN_OK) st = all;
-        if (st == PCNN_OK &&
-            MPI_Bcast(parts, L * LAYOUT_DIMS, MPI_INT, 0, comm->comm) != MPI_SUCCESS)
-            st = FAIL(PCNN_ERR_MPI, "broadcasting the plan failed");
-        if (st == PCNN_OK)
-            for (int i = 0; i < L; i++)
-                if (memcmp(parts[i], r->per[i].candidates[r->per[i].chosen].parts,
-                           sizeof parts[i]))
-                    for (int c = 0; c < r->per[i].count; c++)
-                        if (!memcmp(parts[i], r->per[i].candidates[c].parts, sizeof parts[i]))
-                            r->per[i].chosen = c;
-    }
+    int(*parts)[LAYOUT_DIMS] = mem_calloc((size_t)L, sizeof *parts);
+    if (st == PCNN_OK && !parts) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "plan");
+    st = plan_share(net, st, r, parts, __func__);
     if (st == PCNN_OK) st = apply(net, (const int(*)[LAYOUT_DIMS])parts);
     mem_free(parts);
     if (st != PCNN_OK) {

@@ -8,6 +8,7 @@
 #include "../core/error.h"
 #include "../layers/batchnorm.h"
 #include "../layers/clone.h"
+#include "../layers/dense.h"
 #include "../parallel/halo.h"
 #include "plan.h"
 
@@ -165,7 +166,12 @@ pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_
     }
     if (layer_is_batchnorm(l) && group > 1) /* statistics over the sample group, both passes */
         c->halo += 2 * coll(env, PCNN_COLL_ALLREDUCE, group, 16.0 * out.c);
-    if (l->num_params && env->ranks > 1) {
+    if (l->num_params && env->ranks > 1 && env->exchange == PCNN_EXCHANGE_AUTO) {
+        /* The cheaper of the two that every layer may take (a spatial
+         * network cannot take the FC gradient). */
+        c->gradient = fmin(plan_exchange_cost(env, l, PCNN_EXCHANGE_ALLREDUCE),
+                           plan_exchange_cost(env, l, PCNN_EXCHANGE_ALLTOALL_ALLGATHER));
+    } else if (l->num_params && env->ranks > 1) {
         const double bytes = 4.0 * (double)l->num_params;
         c->gradient = env->exchange == PCNN_EXCHANGE_ALLREDUCE
                           ? coll(env, PCNN_COLL_ALLREDUCE, env->ranks, bytes)
@@ -173,6 +179,44 @@ pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_
                                 coll(env, PCNN_COLL_ALLGATHER, env->ranks, bytes);
     }
     return PCNN_OK;
+}
+
+static double update_seconds(const plan_env *env, double count)
+{
+    const perf_compute *c = &env->model->compute;
+    return count > 0 && c->num_layers > 0 ? nonneg(perf_line(c->update, count)) : 0;
+}
+
+double plan_exchange_cost(const plan_env *env, const pcnn_layer *l, pcnn_exchange kind)
+{
+    const int P = env->ranks;
+    const double count = (double)l->num_params, bytes = 4.0 * count;
+    if (P <= 1) return update_seconds(env, count);
+    const double own = ceil(count / P);
+    switch ((int)kind) {
+    case PCNN_EXCHANGE_ALLREDUCE:
+        return coll(env, PCNN_COLL_ALLREDUCE, P, bytes) + update_seconds(env, count);
+    case PCNN_EXCHANGE_ALLTOALL_ALLGATHER:
+        /* Each rank sums the P pieces of its slice, updates it, gathers all. */
+        return coll(env, PCNN_COLL_ALLTOALL, P, bytes) +
+               (P - 1) * own * 4.0 * env->model->link.gamma + update_seconds(env, own) +
+               coll(env, PCNN_COLL_ALLGATHER, P, bytes);
+    case PCNN_EXCHANGE_FC_GRADIENT: {
+        if (!layer_is_dense(l)) return INFINITY;
+        /* Seed 001 eqs. 4.2-4.4: the activations' all-to-all (F x b per
+         * rank), the errors' all-gather (K x B), the updated weights'
+         * all-gather (K x F); the weight gradient's flops only move. */
+        const dense_shape d = dense_get_shape(l);
+        const double F = d.features, K = d.out;
+        const double b = ceil((double)env->batch / P);
+        return coll(env, PCNN_COLL_ALLTOALL, P, 4.0 * F * b) +
+               coll(env, PCNN_COLL_ALLGATHER, P, 4.0 * K * env->batch) +
+               update_seconds(env, K * ceil(F / P) + (d.bias ? K : 0)) +
+               coll(env, PCNN_COLL_ALLGATHER, P, 4.0 * K * F);
+    }
+    default:
+        return INFINITY;
+    }
 }
 
 double plan_shuffle_cost(const plan_env *env, const pcnn_layer *l, const int *a, const int *b,

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../parallel/layout.h"
 #include "../perf/perf.h"
@@ -101,6 +102,20 @@ typedef struct plan_layer_record {
     double shuffle_in; /* seconds of the shuffles into the chosen candidate */
 } plan_layer_record;
 
+/* The gradient exchange of a parameterised layer, chosen by the model
+ * (exchange_auto.c): every kind's modelled seconds per step, INFINITY
+ * where the layer cannot take it. */
+typedef struct plan_exchange_choice {
+    int layer;
+    pcnn_exchange chosen;
+    double cost[3]; /* by pcnn_exchange: allreduce, all-to-all + all-gather, FC gradient */
+} plan_exchange_choice;
+
+/* Modelled seconds per step of layer l's weight-gradient exchange as
+ * `kind` on env->ranks ranks at the global batch env->batch: its
+ * collectives and the optimizer's update it implies (costs.c). */
+double plan_exchange_cost(const plan_env *env, const pcnn_layer *l, pcnn_exchange kind);
+
 /* A computed plan (apply.c): per layer its candidates and choice. */
 typedef struct plan_record {
     int layers, ranks, batch, groups;
@@ -115,9 +130,39 @@ typedef struct plan_record {
     int uniform_count;
     int uniform_parts[PLAN_MAX_UNIFORM][LAYOUT_DIMS];
     double uniform_total[PLAN_MAX_UNIFORM];
+    /* The exchanges PCNN_EXCHANGE_AUTO chose at finalize, or would choose
+     * at a scheduler's batch (exchange_auto.c); per NULL: no distribution
+     * planned yet. */
+    int exchange_count, exchange_batch;
+    plan_exchange_choice *exchanges;
+    /* A re-plan for a scheduler's batch: the plan is not applied (the
+     * network keeps the distribution it was finalized with); idle is the
+     * modelled step of today's rule, the batch on min(P, batch) ranks
+     * sample-parallel, the others idle. */
+    bool replan;
+    double idle;
 } plan_record;
 
 void plan_record_free(void *record);
+
+/* A hash of everything in the model that a plan depends on (apply.c). */
+uint64_t plan_model_hash(const pcnn_perfmodel *m);
+
+/* The planning environment of net for the model and a global batch
+ * (apply.c); *mixed receives PCNN_OPT_PLAN_MIXED. */
+pcnn_status plan_make_env(pcnn_net *net, pcnn_perfmodel *m, int batch, plan_env *env,
+                          bool *mixed);
+
+/* Collective: the model, the layers, the batch and the planning options
+ * are rank 0's on every rank, else MISMATCH naming the first that
+ * differs and the rank. */
+pcnn_status plan_agree_inputs(pcnn_net *net, pcnn_perfmodel *model, int global_batch,
+                              const char *func);
+
+/* Rank 0's plan on every rank: the local status agreed, rank 0's chosen
+ * distributions broadcast and marked chosen in r (timed). */
+pcnn_status plan_share(pcnn_net *net, pcnn_status st, plan_record *r, int (*parts)[LAYOUT_DIMS],
+                       const char *func);
 
 /* Compute the plan (apply.c), locally. */
 pcnn_status plan_compute(const plan_env *env, bool mixed, plan_record **out, const char *func);

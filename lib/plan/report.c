@@ -10,9 +10,45 @@ static const char *role_name(plan_role r)
     return r == PLAN_FREE ? "chooses" : r == PLAN_INHERIT ? "inherits" : "sample-parallel";
 }
 
+static const char *exchange_name(pcnn_exchange e)
+{
+    return e == PCNN_EXCHANGE_ALLREDUCE ? "allreduce"
+           : e == PCNN_EXCHANGE_FC_GRADIENT ? "FC gradient" : "all-to-all + all-gather";
+}
+
+/* PCNN_EXCHANGE_AUTO's choices: per layer every kind's cost, the chosen
+ * one marked. */
+static void describe_exchanges(text *t, const plan_record *r, const layer_list *layers)
+{
+    if (!r->exchange_count) return;
+    text_put(t, "gradient exchange chosen by the model for global batch %d on %d ranks "
+             "(ms per step: collectives and update):\n", r->exchange_batch, r->ranks);
+    for (int c = 0; c < r->exchange_count; c++) {
+        const plan_exchange_choice *e = &r->exchanges[c];
+        char name[64];
+        text_put(t, "%s:", e->layer < layers->count
+                               ? layer_name(layers->items[e->layer], name, sizeof name)
+                               : "?");
+        for (int k = 0; k < 3; k++)
+            if (isfinite(e->cost[k]))
+                text_put(t, "  %s %s %.4f", (int)e->chosen == k ? "*" : " ",
+                         exchange_name((pcnn_exchange)k), 1e3 * e->cost[k]);
+        text_put(t, "\n");
+    }
+}
+
 size_t plan_describe(const plan_record *r, const layer_list *layers, char *buf, size_t size)
 {
     text t = text_start(buf, size);
+    if (!r->per) {
+        describe_exchanges(&t, r, layers);
+        return t.len;
+    }
+    if (r->replan)
+        text_put(&t, "re-plan for a scheduler's batch (not applied: the network keeps the "
+                 "distribution it was finalized with); today's rule, sample parallelism on "
+                 "%d ranks with the others idle: %.3f ms\n",
+                 r->batch < r->ranks ? r->batch : r->ranks, 1e3 * r->idle);
     text_put(&t, "plan: %d ranks, global batch %d, %s, input in %d sample group%s\n", r->ranks,
              r->batch, r->mixed ? "per-layer distributions" : "one distribution",
              r->groups, r->groups == 1 ? "" : "s");
@@ -52,5 +88,6 @@ size_t plan_describe(const plan_record *r, const layer_list *layers, char *buf, 
         text_put(&t, " %d:{%d,%d,%d,%d}", i, q[0], q[1], q[2], q[3]);
     }
     text_put(&t, "\n");
+    describe_exchanges(&t, r, layers);
     return t.len;
 }

@@ -18,6 +18,7 @@ void plan_record_free(void *record)
     if (!r) return;
     for (int i = 0; r->per && i < r->layers; i++) mem_free(r->per[i].candidates);
     mem_free(r->per);
+    mem_free(r->exchanges);
     mem_free(r);
 }
 

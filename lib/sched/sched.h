@@ -75,6 +75,7 @@ struct pcnn_scheduler {
     sched_state st;
     bool in_epoch;        /* between begin_epoch and end_epoch */
     bool config_checked;  /* ranks compared their configurations */
+    int planned_batch;    /* the batch the network's planner last re-planned for (0: none) */
     /* w_0: this rank's contiguous 1/P of the flat parameter array. */
     float *w0;
     size_t w0_lo, w0_count;

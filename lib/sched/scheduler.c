@@ -243,6 +243,12 @@ static pcnn_status begin(pcnn_scheduler *s, int *batch, double *lr, const char *
     else st = agree_if(s, st, func);
     TRY(st);
     s->config_checked = true;
+    if (s->st.batch != s->planned_batch) {
+        /* A performance model attached to the network re-plans for the
+         * new batch (collective; the planners are agreed first). */
+        TRY(net_planner_batch(net, s->st.batch, func));
+        s->planned_batch = s->st.batch;
+    }
     net_set_learning_rate(net, rate);
     s->in_epoch = true;
     if (batch) *batch = s->st.batch;

@@ -3,7 +3,8 @@
  * grouping, halo, memory cap), roles of the layer kinds, shuffle costs,
  * and whole plans on a made-up model for 2 and 4 ranks: batch 1 on large
  * planes plans spatial, a batch of 8 plans pure sample parallelism; a
- * ResNet block plans; the one-rank public call and its report. */
+ * ResNet block plans; the one-rank public call and its report; the
+ * exchanges PCNN_EXCHANGE_AUTO prices, against eq. 4.8. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 
 #include "plan/plan.h"
+#include "strategy/exchange_choice.h"
 #include "synthetic_model.h"
 
 static int failures;
@@ -297,12 +299,72 @@ static int test_public(pcnn_perfmodel *m)
     return 0;
 }
 
+/* PCNN_EXCHANGE_AUTO's prices (plan_exchange_cost) on a link of bandwidth
+ * only, with nothing to update: on 2 ranks the FC gradient is cheaper than
+ * all-to-all + all-gather exactly where eq. 4.8 counts fewer floats (F B/P +
+ * K B < K F); only dense layers can take it; allreduce costs what the
+ * model says of its collective. */
+static int test_exchange_costs(pcnn_perfmodel *m)
+{
+    const perf_link saved = m->link;
+    for (int c = 0; c < PERF_COLLECTIVES; c++) {
+        m->link.alpha[c] = 0;
+        m->link.beta[c] = 1e-9;
+        m->link.curve[c].count = 0;
+    }
+    m->link.gamma = 1e-15;
+    int agree = 0, cases = 0, fc_wins = 0;
+    uint64_t seed = 3;
+    for (int t = 0; t < 200; t++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        const int F = 2 * (1 + (int)((seed >> 33) % 256)), K = 1 + (int)((seed >> 20) % 64);
+        const int B = 2 * (1 + (int)((seed >> 45) % 64));
+        /* Away from the boundary, where rounding could decide. */
+        const double fc = (double)F * B / 2 + (double)K * B, reduce = (double)K * F;
+        if (fabs(fc - reduce) < 0.02 * reduce) continue;
+        pcnn_net *net = NULL;
+        pcnn_layer *l;
+        if (pcnn_net_create(&net) || pcnn_net_input(net, F, 1, 1, &l) ||
+            pcnn_flatten(net, l, &l) || pcnn_dense(net, l, K, 1, &l)) {
+            printf("FAIL building a dense net: %s\n", pcnn_last_error());
+            return 1;
+        }
+        plan_env env = env_of(net, m, 2, B);
+        const double c_fc = plan_exchange_cost(&env, l, PCNN_EXCHANGE_FC_GRADIENT);
+        const double c_a2a = plan_exchange_cost(&env, l, PCNN_EXCHANGE_ALLTOALL_ALLGATHER);
+        agree += (c_fc < c_a2a) == exchange_fc_preferred(F, K, B, 2,
+                                                          PCNN_EXCHANGE_ALLTOALL_ALLGATHER,
+                                                          NULL, 0);
+        cases++;
+        fc_wins += c_fc < c_a2a;
+        pcnn_net_destroy(&net);
+    }
+    char what[160];
+    snprintf(what, sizeof what, "FC gradient vs all-to-all + all-gather priced as eq. 4.8 "
+             "counts (%d of %d cases, %d for the FC gradient)", agree, cases, fc_wins);
+    expect(cases > 100 && agree == cases && fc_wins > 10 && fc_wins < cases - 10, what);
+    pcnn_net *net = conv_net(2, 8, 8, 3);
+    if (!net) return 1;
+    const layer_list *ll = net_layer_list(net);
+    plan_env env = env_of(net, m, 4, 8);
+    const pcnn_layer *conv = ll->items[1];
+    const double ar = plan_exchange_cost(&env, conv, PCNN_EXCHANGE_ALLREDUCE);
+    const double want = perf_coll_time(&m->link, PCNN_COLL_ALLREDUCE, 4,
+                                       4.0 * (double)conv->num_params, 0, -1);
+    expect(isinf(plan_exchange_cost(&env, conv, PCNN_EXCHANGE_FC_GRADIENT)) &&
+               fabs(ar - want) <= 1e-12 * want && ar > 0,
+           "a convolution cannot take the FC gradient; allreduce is its collective");
+    pcnn_net_destroy(&net);
+    m->link = saved;
+    return 0;
+}
+
 int main(void)
 {
     pcnn_perfmodel *m = NULL;
     CHECK(pcnn_perfmodel_create(&m));
     if (test_candidates(m) || test_shuffle(m) || test_plans(m) || test_residual(m) ||
-        test_public(m))
+        test_public(m) || test_exchange_costs(m))
         return 1;
     pcnn_perfmodel_destroy(&m);
     return expect_summary();

@@ -950,6 +950,18 @@ static void perfmodel_calls(void)
          wre, text, 64, &o_size);
     CASE(E_ARG, "model is NULL", pcnn_perfmodel_report, NULL, text, 64, &o_size);
     CASE(E_ARG, "buf is NULL but size is 8", pcnn_perfmodel_report, m, NULL, 8, &o_size);
+    /* Attaching a model (PCNN_EXCHANGE_AUTO, the scheduler's re-plan), and
+     * the exchange a layer takes. */
+    pcnn_exchange kind;
+    CASE(E_ARG, "net is NULL", pcnn_net_set_perfmodel, NULL, m);
+    OK(pcnn_net_set_perfmodel(open.net, m));
+    OK(pcnn_net_set_perfmodel(open.net, NULL));
+    CASE(E_ARG, "unknown exchange 3", pcnn_layer_set_exchange, open.conv, PCNN_EXCHANGE_AUTO);
+    CASE(E_ARG, "layer is NULL", pcnn_layer_get_exchange, NULL, &kind);
+    CASE(E_ARG, "exchange is NULL", pcnn_layer_get_exchange, f.conv, NULL);
+    CASE(E_STATE, "decided at pcnn_net_finalize", pcnn_layer_get_exchange, open.conv, &kind);
+    CASE(E_ARG, "(relu) has no parameters", pcnn_layer_get_exchange, f.relu, &kind);
+    OK(pcnn_layer_get_exchange(f.conv, &kind));
     /* A model calibrated on nothing cannot predict another network either. */
     CASE(E_STATE, "no compute calibration", pcnn_perfmodel_predict, empty, other.net, 4, 64, 0,
          &o_dbl);

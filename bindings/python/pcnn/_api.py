@@ -177,6 +177,8 @@ PROTOTYPES = [
     # 9. experimental: the automatic parallel strategy
     ("pcnn_net_plan_distribution", STATUS, (H, H, I, pD)),
     ("pcnn_net_plan_report", STATUS, (H, H, Z, pZ)),
+    ("pcnn_net_set_perfmodel", STATUS, (H, H)),
+    ("pcnn_layer_get_exchange", STATUS, (H, pI)),
 ]
 
 

@@ -10,6 +10,8 @@ import numpy as np
 
 from . import _options, fit as _fit, state as _state, torch_io as _torch_io
 from .plan import plan_distribution as _plan_distribution, plan_report as _plan_report
+from .plan import EXCHANGE_AUTO as _EXCHANGE_AUTO, set_perfmodel as _set_perfmodel
+from .plan import layer_exchange as _layer_exchange
 from ._arrays import F32, I32, addr, count as values_of, floats_in, floats_out, labels_in, samples
 from ._args import path as _path
 from ._handle import Handle, new_handle
@@ -399,8 +401,13 @@ class Net(Handle):
         self.comm = comm
 
     def set_exchange(self, exchange):
-        self._lib.pcnn_net_set_exchange(self._handle(),
-                                        coerce(exchange, Exchange, "Net.set_exchange"))
+        """Every layer's gradient exchange: a pcnn.Exchange, or "auto"
+        (experimental: chosen at finalize by the model of set_perfmodel, or
+        by the heuristics without one)."""
+        auto = isinstance(exchange, str) and exchange.strip().lower() == "auto"
+        self._lib.pcnn_net_set_exchange(
+            self._handle(), _EXCHANGE_AUTO if auto else coerce(exchange, Exchange,
+                                                               "Net.set_exchange"))
 
     def finalize(self, max_batch):
         """Plan and allocate everything for batches of up to max_batch
@@ -806,3 +813,5 @@ class Net(Handle):
 
 
 Net.plan_distribution, Net.plan_report = _plan_distribution, _plan_report
+Net.set_perfmodel = _set_perfmodel
+Layer.exchange = property(_net_use(_layer_exchange), doc=_layer_exchange.__doc__)

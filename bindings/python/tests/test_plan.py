@@ -59,3 +59,26 @@ def test_plan_and_report_on_one_process():
     finally:
         model.close()
         twin.close()
+
+
+def test_exchange_auto_and_an_attached_model_on_one_process():
+    """Net.set_exchange("auto") with a model attached: on one process the
+    default's heuristics; Layer.exchange reads what finalize decided."""
+    net = build()
+    model = _Model(net._lib)
+    try:
+        net.set_exchange("auto")
+        net.set_perfmodel(model)
+        conv, relu = net.layers[1], net.layers[2]
+        with pytest.raises(pcnn.InvalidStateError):
+            conv.exchange
+        net.finalize(4)
+        assert conv.exchange == pcnn.Exchange.ALLTOALL_ALLGATHER
+        with pytest.raises(pcnn.InvalidArgumentError):
+            relu.exchange
+        with pytest.raises(pcnn.InvalidArgumentError):
+            net.set_exchange("sideways")
+        net.set_perfmodel(None)
+        net.close()
+    finally:
+        model.close()

@@ -1,0 +1,324 @@
+/* PCNN_EXCHANGE_AUTO and the scheduler's re-plan under mpiexec (2 ranks or
+ * more):
+ *   1. Without a model: the heuristics (all-to-all + all-gather, the FC
+ *      gradient for the dense layer where eq. 4.8 says so).
+ *   2. With a model whose links make one strategy clearly cheaper, that
+ *      strategy (allreduce everywhere; all-to-all + all-gather everywhere
+ *      when all-gathers cost a large latency), reported in the plan report,
+ *      the summary, the log callback and pcnn_layer_get_exchange.
+ *   3. Training under AUTO equals training with the chosen exchanges set
+ *      by hand (1e-5).
+ *   4. A rank with another model, or none: MISMATCH on every rank at
+ *      finalize, no deadlock.
+ *   5. The scheduler's batch growth re-plans (report, log) and training
+ *      stays equal to one rank on the global batch (1e-5); a rank with
+ *      another model at the re-plan: MISMATCH on every rank. */
+#define PCNN_EXPERIMENTAL
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/mpi_check.h"
+#include "synthetic_model.h"
+
+static pcnn_comm *world;
+
+enum { DENSE_OUT = 10 };
+
+/* input 4x16x16 -> conv 8 -> relu -> maxpool 2 -> flatten (512) -> dense 10 */
+static pcnn_net *build(pcnn_comm *comm, pcnn_exchange exchange, pcnn_layer **conv,
+                       pcnn_layer **dense)
+{
+    pcnn_net *net;
+    pcnn_layer *l;
+    CK(pcnn_net_create(&net));
+    if (comm) {
+        CK(pcnn_net_set_comm(net, comm));
+        CK(pcnn_net_set_exchange(net, exchange));
+        CK(pcnn_net_set_option(net, PCNN_OPT_TIMEOUT_MS, 30000));
+    }
+    CK(pcnn_net_set_option(net, PCNN_OPT_SEED, 5));
+    CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, 1));
+    CK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, 0.05));
+    CK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_MOMENTUM));
+    CK(pcnn_net_input(net, 4, 16, 16, &l));
+    CK(pcnn_conv2d(net, l, 8, 3, 1, 1, 1, &l));
+    *conv = l;
+    CK(pcnn_relu(net, l, &l));
+    CK(pcnn_maxpool2d(net, l, 2, 2, 0, &l));
+    CK(pcnn_flatten(net, l, &l));
+    CK(pcnn_dense(net, l, DENSE_OUT, 1, &l));
+    *dense = l;
+    CK(pcnn_net_set_loss(net, l, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
+    return net;
+}
+
+/* Links where allreduce is nearly free and the others slow, or the
+ * reverse with all-gathers of a large latency. */
+static void set_links(pcnn_perfmodel *m, bool allreduce_cheap)
+{
+    perf_link *k = &m->link;
+    for (int c = 0; c < PERF_COLLECTIVES; c++) {
+        k->alpha[c] = 1e-9;
+        k->beta[c] = 1e-13;
+        k->curve[c].count = 0;
+    }
+    if (allreduce_cheap) {
+        k->alpha[PCNN_COLL_ALLTOALL] = k->alpha[PCNN_COLL_ALLGATHER] = 1e-3;
+        k->beta[PCNN_COLL_ALLTOALL] = k->beta[PCNN_COLL_ALLGATHER] = 1e-6;
+    } else {
+        k->alpha[PCNN_COLL_ALLREDUCE] = 1e-2;
+        k->beta[PCNN_COLL_ALLREDUCE] = 1e-6;
+        k->alpha[PCNN_COLL_ALLGATHER] = 1e-4; /* the FC gradient has two */
+    }
+}
+
+static char logged[4096];
+
+static void on_log(void *user, pcnn_log_level level, const char *message)
+{
+    (void)user;
+    (void)level;
+    const size_t used = strlen(logged);
+    snprintf(logged + used, sizeof logged - used, "%s\n", message);
+}
+
+static void get_exchanges(pcnn_layer *conv, pcnn_layer *dense, pcnn_exchange *c,
+                          pcnn_exchange *d)
+{
+    CK(pcnn_layer_get_exchange(conv, c));
+    CK(pcnn_layer_get_exchange(dense, d));
+}
+
+static void test_heuristics(void)
+{
+    pcnn_layer *conv, *dense, *conv2, *dense2;
+    pcnn_net *a = build(world, PCNN_EXCHANGE_AUTO, &conv, &dense);
+    pcnn_net *b = build(world, PCNN_EXCHANGE_ALLTOALL_ALLGATHER, &conv2, &dense2);
+    CK(pcnn_net_finalize(a, 2));
+    CK(pcnn_net_finalize(b, 2));
+    pcnn_exchange c, d, c2, d2;
+    get_exchanges(conv, dense, &c, &d);
+    get_exchanges(conv2, dense2, &c2, &d2);
+    /* eq. 4.8 at B = 2: F B / P + K B = 512 + 20 < K F = 5120 */
+    expect(c == PCNN_EXCHANGE_ALLTOALL_ALLGATHER && d == PCNN_EXCHANGE_FC_GRADIENT &&
+               c2 == c && d2 == d,
+           "auto without a model: the default's heuristics (conv all-to-all + all-gather, "
+           "dense FC gradient)");
+    expect(pcnn_net_plan_report(a, NULL, 0, NULL) == PCNN_ERR_INVALID_STATE,
+           "auto without a model: no plan record");
+    pcnn_net_destroy(&a);
+    pcnn_net_destroy(&b);
+}
+
+/* Three steps on the same batch; the parameters. */
+static float *train3(pcnn_net *net, size_t *count)
+{
+    CK(pcnn_net_num_params(net, count));
+    enum { B = 2 };
+    float x[B * 4 * 16 * 16];
+    int32_t y[B] = {3, 7};
+    uint64_t s = 99;
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(s >> 40) / (double)(1ull << 24)) - 0.5f;
+    }
+    /* Each rank its share of the batch. */
+    const int n = B / ranks + (rank < B % ranks), first = rank * (B / ranks) +
+                                                           (rank < B % ranks ? rank : B % ranks);
+    for (int step = 0; step < 3; step++)
+        CK(pcnn_net_train_step(net, n, n ? x + first * 4 * 16 * 16 : NULL, y + first, NULL,
+                               NULL));
+    float *w = malloc(*count * sizeof *w);
+    CK(pcnn_net_get_params(net, w, *count));
+    return w;
+}
+
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0, s = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        s = fmax(s, fabs((double)b[i]));
+    }
+    return d / s;
+}
+
+static void test_with_model(bool allreduce_cheap)
+{
+    pcnn_perfmodel *m;
+    CK(pcnn_perfmodel_create(&m));
+    set_links(m, allreduce_cheap);
+    pcnn_layer *conv, *dense;
+    pcnn_net *net = build(world, PCNN_EXCHANGE_AUTO, &conv, &dense);
+    logged[0] = '\0';
+    CK(pcnn_net_set_log_callback(net, on_log, NULL));
+    CK(pcnn_net_set_perfmodel(net, m));
+    CK(pcnn_net_finalize(net, 2));
+    pcnn_exchange c, d;
+    get_exchanges(conv, dense, &c, &d);
+    const pcnn_exchange want = allreduce_cheap ? PCNN_EXCHANGE_ALLREDUCE
+                                               : PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
+    char what[200];
+    snprintf(what, sizeof what, "auto with a model where %s is cheapest: conv %d, dense %d",
+             allreduce_cheap ? "allreduce" : "all-to-all + all-gather", (int)c, (int)d);
+    expect(c == want && d == want, what);
+    static char report[8192], summary[8192];
+    size_t needed = 0;
+    CK(pcnn_net_plan_report(net, report, sizeof report, &needed));
+    CK(pcnn_net_summary(net, summary, sizeof summary, NULL));
+    expect(strstr(report, "gradient exchange chosen by the model") != NULL &&
+               (strstr(report, "* allreduce") != NULL) == allreduce_cheap &&
+               strstr(report, "FC gradient") != NULL && needed < sizeof report,
+           "auto: the plan report lists every kind's cost and marks the chosen one");
+    expect(strstr(summary, "(performance model)") != NULL &&
+               strstr(logged, "(performance model)") != NULL,
+           "auto: the summary and the log callback tell the model's choice");
+    if (rank == 0 && allreduce_cheap) fputs(report, stdout);
+
+    /* 3. The same training as the choice set by hand. */
+    pcnn_layer *conv2, *dense2;
+    pcnn_net *hand = build(world, want, &conv2, &dense2);
+    CK(pcnn_layer_set_exchange(dense2, want));
+    CK(pcnn_net_finalize(hand, 2));
+    size_t n1, n2;
+    float *w1 = train3(net, &n1), *w2 = train3(hand, &n2);
+    const double diff = n1 == n2 ? rel_diff(w1, w2, n1) : INFINITY;
+    snprintf(what, sizeof what, "auto trains as its choice set by hand (%.2e)", diff);
+    expect(diff <= 1e-5, what);
+    free(w1);
+    free(w2);
+    pcnn_net_destroy(&net);
+    pcnn_net_destroy(&hand);
+    pcnn_perfmodel_destroy(&m);
+}
+
+static void test_mismatch(bool none)
+{
+    pcnn_perfmodel *m;
+    CK(pcnn_perfmodel_create(&m));
+    set_links(m, rank != 1);
+    pcnn_layer *conv, *dense;
+    pcnn_net *net = build(world, PCNN_EXCHANGE_AUTO, &conv, &dense);
+    if (!(none && rank == 1)) CK(pcnn_net_set_perfmodel(net, m));
+    const pcnn_status st = pcnn_net_finalize(net, 2);
+    const char *msg = pcnn_last_error();
+    char what[300];
+    snprintf(what, sizeof what, "a rank with %s: MISMATCH on every rank naming rank 1 (%s)",
+             none ? "no model" : "another model", msg);
+    expect(st == PCNN_ERR_MISMATCH && strstr(msg, "rank 1") && strstr(msg, "pcnn_net_finalize"),
+           what);
+    pcnn_net_destroy(&net);
+    pcnn_perfmodel_destroy(&m);
+}
+
+/* A dataset of n samples of 4x16x16 with labels in [0, 10). */
+static pcnn_dataset *dataset(int n)
+{
+    float *x = malloc(sizeof(float) * (size_t)n * 1024);
+    int32_t *y = malloc(sizeof(int32_t) * (size_t)n);
+    uint64_t s = 7;
+    for (int i = 0; i < n * 1024; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(s >> 40) / (double)(1ull << 24)) - 0.5f;
+    }
+    for (int i = 0; i < n; i++) y[i] = (int32_t)(i * 7 % DENSE_OUT);
+    pcnn_dataset *d;
+    CK(pcnn_dataset_create(n, 4, 16, 16, x, y, NULL, 0, &d));
+    free(x);
+    free(y);
+    return d;
+}
+
+static pcnn_scheduler *growing(pcnn_net *net)
+{
+    pcnn_scheduler *s;
+    CK(pcnn_scheduler_create(net, 2, 8, 0.05, &s));
+    CK(pcnn_scheduler_set_option(s, PCNN_SCHED_INTERVAL_EPOCHS, 1));
+    return s;
+}
+
+static void test_replan(void)
+{
+    enum { N = 16, EPOCHS = 3 };
+    pcnn_perfmodel *m;
+    CK(pcnn_perfmodel_create(&m));
+    pcnn_layer *conv, *dense;
+    pcnn_net *par = build(world, PCNN_EXCHANGE_AUTO, &conv, &dense);
+    pcnn_net *seq = build(NULL, 0, &conv, &dense);
+    synthetic_model(m, par, 1e-9);
+    logged[0] = '\0';
+    CK(pcnn_net_set_log_callback(par, on_log, NULL));
+    CK(pcnn_net_set_perfmodel(par, m));
+    CK(pcnn_net_finalize(par, 8));
+    CK(pcnn_net_finalize(seq, 8));
+    pcnn_dataset *data = dataset(N);
+    pcnn_scheduler *sp = growing(par), *ss = growing(seq);
+    size_t count;
+    CK(pcnn_net_num_params(seq, &count));
+    float *wp = malloc(count * sizeof *wp), *ws = malloc(count * sizeof *ws);
+    double worst = 0;
+    int batches = 0;
+    for (int e = 0; e < EPOCHS; e++) {
+        CK(pcnn_scheduler_train_epoch(sp, data, NULL));
+        CK(pcnn_scheduler_train_epoch(ss, data, NULL));
+        CK(pcnn_net_get_params(par, wp, count));
+        CK(pcnn_net_get_params(seq, ws, count));
+        worst = fmax(worst, rel_diff(wp, ws, count));
+        double b;
+        CK(pcnn_scheduler_get_option(sp, PCNN_SCHED_BATCH, &b));
+        batches = batches * 10 + (int)b;
+    }
+    char what[200];
+    snprintf(what, sizeof what, "re-planned growing batch (%d) trains as one rank (%.2e)",
+             batches, worst);
+    expect(worst <= 1e-5, what);
+    static char report[16384];
+    CK(pcnn_net_plan_report(par, report, sizeof report, NULL));
+    /* The last epoch trained at batch 8 (re-planned when it began). */
+    expect(strstr(report, "re-plan for a scheduler's batch") != NULL &&
+               strstr(report, "global batch 8") != NULL &&
+               strstr(logged, "re-plan for batch 2:") != NULL &&
+               strstr(logged, "re-plan for batch 4:") != NULL &&
+               strstr(logged, "re-plan for batch 8:") != NULL,
+           "the scheduler's batch changes re-plan (report, log callback)");
+    if (rank == 0) fputs(report, stdout);
+    pcnn_scheduler_destroy(&sp);
+
+    /* Another model on rank 1 at the next re-plan: MISMATCH everywhere. */
+    if (rank == 1) synthetic_model(m, par, 2e-9);
+    pcnn_scheduler *s2 = growing(par);
+    const pcnn_status st = pcnn_scheduler_begin_epoch(s2, NULL, NULL);
+    const char *msg = pcnn_last_error();
+    snprintf(what, sizeof what, "a re-plan with another model on rank 1: MISMATCH on every "
+             "rank (%s)", msg);
+    expect(st == PCNN_ERR_MISMATCH && strstr(msg, "rank 1") != NULL, what);
+    pcnn_scheduler_destroy(&s2);
+    pcnn_scheduler_destroy(&ss);
+    pcnn_net_destroy(&par);
+    pcnn_net_destroy(&seq);
+    pcnn_dataset_destroy(&data);
+    pcnn_perfmodel_destroy(&m);
+    free(wp);
+    free(ws);
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    CK(pcnn_comm_create(MPI_COMM_WORLD, &world));
+    test_heuristics();
+    test_with_model(true);
+    test_with_model(false);
+    test_mismatch(false);
+    test_mismatch(true);
+    test_replan();
+    pcnn_comm_destroy(&world);
+    MPI_Finalize();
+    if (rank == 0) printf("%d of %d checks failed\n", failures, checks);
+    return failures ? 1 : 0;
+}
