@@ -138,6 +138,23 @@ PCNN_API pcnn_status pcnn_layer_local_box(const pcnn_layer *layer, int *start, i
     return PCNN_OK;
 }
 
+/* How many sample groups split the batch: the input layer's P_N, as
+ * finalize resolves it (its own distribution if set, else the network's);
+ * after finalize the groups the steps run with. */
+static int sample_groups(const pcnn_net *net, int ranks)
+{
+    const spatial *sp = net->spatial;
+    if (!sp) return ranks;
+    if (net->finalized) return sp->active ? sp->groups : ranks;
+    int pn = sp->layer_cap > 0 && sp->layer_parts[0][LAYOUT_N] > 0
+                 ? sp->layer_parts[0][LAYOUT_N]
+                 : sp->net_parts[LAYOUT_N];
+    /* A distribution set before pcnn_net_set_comm may not fit its ranks:
+     * never divide by a part that does not divide them. */
+    if (pn < 1 || ranks % pn != 0) pn = ranks;
+    return pn;
+}
+
 PCNN_API pcnn_status pcnn_net_group_info(const pcnn_net *net, int *group, int *groups,
                                          int *rank_in_group, int *group_size)
 {
@@ -145,7 +162,7 @@ PCNN_API pcnn_status pcnn_net_group_info(const pcnn_net *net, int *group, int *g
     REQUIRE_PTR(net);
     TRY(net_check_alive(net, __func__));
     const int ranks = net->comm ? net->comm->size : 1, rank = net->comm ? net->comm->rank : 0;
-    const int pn = net->spatial ? net->spatial->net_parts[LAYOUT_N] : ranks;
+    const int pn = sample_groups(net, ranks);
     const int size = ranks / pn;
     if (group) *group = rank / size;
     if (groups) *groups = pn;

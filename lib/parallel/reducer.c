@@ -108,8 +108,10 @@ size_t reducer_bytes(const reducer *r)
 void reducer_destroy(reducer *r)
 {
     if (!r) return;
-    /* A communicator with a collective pending may be freed. */
-    MPI_Comm_free(&r->comm);
+    /* A communicator with a collective pending may be freed; after the
+     * host's MPI_Finalize no MPI call is allowed (pcnn_net_destroy then
+     * releases local memory only). */
+    if (!mpi_is_finalized()) MPI_Comm_free(&r->comm);
     if (r->failed == PCNN_OK) mem_free(r->buf);
     mem_free(r);
 }

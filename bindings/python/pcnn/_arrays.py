@@ -83,7 +83,8 @@ def count(shape):
 def samples(x, sample_shape, what="x"):
     """(array, n) for a batch of samples of sample_shape, (C, H, W) or
     (C, D, H, W), in NCHW / NCDHW order: x shaped (n,) + sample_shape,
-    (n, C*H*W...) (flat samples), or without the channel axis when C is 1.
+    (n, C*H*W...) (flat samples), without the channel axis when C is 1,
+    or (n,) when a sample is one value (e.g. one regression target).
     Any other shape raises ShapeError (a ValueError) naming the expected
     one -- in particular a channels-last array, which holds the right number
     of values in the wrong order."""
@@ -95,6 +96,8 @@ def samples(x, sample_shape, what="x"):
     if x.ndim == 2 and x.shape[1] == per:
         return x, x.shape[0]
     if shape[0] == 1 and x.ndim == len(shape) and x.shape[1:] == shape[1:]:
+        return x, x.shape[0]
+    if per == 1 and x.ndim == 1:
         return x, x.shape[0]
     hint = ""
     if x.ndim == 1 + len(shape) and x.shape[1:] == shape[1:] + shape[:1]:

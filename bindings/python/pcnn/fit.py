@@ -2,9 +2,11 @@
 bar, the loop every Keras or PyTorch-Lightning user expects.
 
 With a communicator every rank passes the same full arrays (or Dataset);
-each takes its share of every global batch, as pcnn_net_train_epoch does,
-so losses and metrics are global and equal on all ranks, and only rank 0
-prints.
+each epoch is pcnn_net_train_epoch, each rank training on its share of every
+global batch (under a spatial distribution, each rank on its box of its
+sample group's share), so losses and metrics are global and equal on all
+ranks, and only rank 0 prints; the progress bar and on_batch_end follow the
+steps through the library's step callback.
 """
 import math
 import os
@@ -26,7 +28,9 @@ class Callback:
         pass
 
     def on_batch_end(self, info, net):
-        """info: a StepInfo (step, steps, samples, total, loss)."""
+        """info: a StepInfo (step, steps, samples, total, loss).  Runs inside
+        the epoch's C call (Net.train_epoch): it may read the network but
+        must not train, save, load, reconfigure or close it."""
 
     def on_epoch_end(self, epoch, logs, net):
         return False
@@ -183,7 +187,8 @@ def fit(net, x, y=None, epochs=1, batch=None, validation=None, callbacks=(), ver
         if seed is None:
             seed = int(net.get_option("seed"))
         history = {"epoch": [], "loss": []}
-        # the same on every rank: the two ways make different collective calls
+        # Either way one pcnn_net_train_epoch call, which splits each batch
+        # over the ranks (or the sample groups of a spatial distribution).
         per_step = verbose == 1 or any(type(c).on_batch_end is not Callback.on_batch_end
                                     for c in callbacks)
         for c in callbacks:

@@ -15,7 +15,7 @@ from .plan import layer_exchange as _layer_exchange
 from ._arrays import F32, I32, addr, count as values_of, floats_in, floats_out, labels_in, samples
 from ._args import path as _path
 from ._handle import Handle, new_handle
-from .comm import Comm, share
+from .comm import Comm
 from .dataset import Dataset
 from .enums import Exchange, Init, Loss, Optimizer, Option, Time, coerce
 from .errors import InvalidArgumentError, InvalidStateError, ShapeError
@@ -26,6 +26,10 @@ Evaluation.__doc__ = "Mean loss and accuracy in [0, 1] (NaN for regression) over
 StepInfo = collections.namedtuple("StepInfo", "step steps samples total loss")
 StepInfo.__doc__ = ("Progress of Net.train_epoch: step of steps, samples done of total "
                     "(global counts), and the step's global mean loss.")
+
+
+# pcnn_step_callback: (user, step, batch, batches, loss) -> nonzero to stop
+_StepCallback = ctypes.CFUNCTYPE(c_int, c_void_p, ctypes.c_int64, c_int, c_int, c_double)
 
 
 def _text(fn, h):
@@ -194,9 +198,10 @@ def _net_use(fn):
     return use
 
 
-for _name in ("get_params", "set_params", "set_init", "set_exchange"):
+for _name in ("get_params", "set_params", "get_buffers", "set_buffers", "set_init",
+              "set_exchange", "set_sync", "set_distribution"):
     setattr(Layer, _name, _net_use(getattr(Layer, _name)))
-for _name in ("output_shape", "num_params"):
+for _name in ("output_shape", "num_params", "num_buffers", "distribution", "local_box"):
     setattr(Layer, _name, property(_net_use(getattr(Layer, _name).fget),
                                    doc=getattr(Layer, _name).__doc__))
 
@@ -233,6 +238,7 @@ class Net(Handle):
         self._num_params = None
         self._output_size = None
         self._output_shape = None
+        self._local_shape = None  # this rank's box of an input sample (train_step_local)
         self._last_n = None
         self._staging = None
         # the per-step loss output, made once (calls on a network are serialised)
@@ -415,6 +421,7 @@ class Net(Handle):
         h = self._handle()
         self._lib.pcnn_net_finalize(h, max_batch)
         self._max_batch = max_batch
+        self._local_shape = None
         n = c_size_t()
         self._lib.pcnn_net_num_params(h, byref(n))
         self._num_params = n.value
@@ -435,6 +442,11 @@ class Net(Handle):
             raise InvalidStateError("the network has no input layer yet")
         else:
             x, n = samples(x, self._input_shape)
+        lab, tg = self._labels_targets(n, labels, targets)
+        return n, x, lab, tg
+
+    def _labels_targets(self, n, labels, targets):
+        """labels and targets of n samples, checked and converted."""
         lab = tg = None
         if labels is not None:
             lab = labels if (type(labels) is np.ndarray and labels.dtype is I32 and
@@ -448,7 +460,7 @@ class Net(Handle):
                     raise ShapeError("targets for %d samples; x holds %d" % (tn, n))
             else:  # not finalized: the library says so
                 tg = floats_in(targets, "targets")
-        return n, x, lab, tg
+        return lab, tg
 
     def train_step(self, x, labels=None, targets=None):
         """One step (forward, loss, backward, update) on a batch; returns the
@@ -474,17 +486,28 @@ class Net(Handle):
     def train_step_local(self, x_local, labels=None, targets=None):
         """A step where this rank passes only its box of its group's samples:
         x_local shaped (n, C) + the input's local_box count (float32); labels
-        or targets those of the group's n samples.  Collective."""
-        x = floats_in(x_local, "x_local")
-        if x.ndim < 2:
-            raise ShapeError("x_local: expected (n, C, ...) of this rank's box")
-        n = x.shape[0]
-        lab = labels_in(labels) if labels is not None else None
-        tg = floats_in(targets, "targets") if targets is not None else None
-        self._lib.pcnn_net_train_step_local(self._handle(), n, addr(x), addr(lab), addr(tg),
+        or targets those of the group's n samples.  Collective.  Shapes are
+        checked here (C reads as many values as they promise), so a
+        ShapeError comes before the collective, on the rank that erred."""
+        h = self._handle()
+        if self._max_batch is None:
+            raise InvalidStateError("Net.train_step_local: finalize the network first")
+        x, n = samples(x_local, self._local_input_shape(), "x_local")
+        lab, tg = self._labels_targets(n, labels, targets)
+        self._lib.pcnn_net_train_step_local(h, n, addr(x), addr(lab), addr(tg),
                                             self._step_loss_ref)
         self._last_n = n
         return self._step_loss.value
+
+    def _local_input_shape(self):
+        """One sample of this rank's box of the input: (C, h, w), or
+        (C, d, h, w) for a volume (fixed at finalize)."""
+        if self._local_shape is None:
+            _, count = self.layers[0].local_box
+            c = self._input_shape[0]
+            self._local_shape = ((c,) + count[1:] if len(self._input_shape) == 3
+                                 else (c,) + count)
+        return self._local_shape
 
     def compute_gradients(self, x, labels=None, targets=None):
         """Forward and backward without an update; returns the loss.  Read
@@ -576,10 +599,13 @@ class Net(Handle):
         global batches of `batch` samples, the last one partial; returns the
         sample-weighted mean training loss.
 
-        Without a callback this is one C call (pcnn_net_train_epoch).  With
-        one, the binding runs the same steps itself and calls
-        callback(StepInfo) after each, e.g. to draw a progress bar; the
-        parameters come out bitwise the same."""
+        One C call (pcnn_net_train_epoch), which splits each batch as every
+        other training call does (over the sample groups of a spatial
+        distribution).  callback(StepInfo), if given, runs after each step
+        (e.g. to draw a progress bar) inside that call, as the library's
+        step callback: it must not train, save, load, reconfigure or close
+        this network.  An exception it raises stops the epoch (every rank
+        skips the next step) and is raised here."""
         if not isinstance(data, Dataset):
             raise TypeError("Net.train_epoch: expected a pcnn.Dataset, got %r" % (data,))
         if callback is None:
@@ -587,34 +613,59 @@ class Net(Handle):
             with data._using() as d:
                 self._lib.pcnn_net_train_epoch(self._handle(), d, batch, byref(loss))
             return loss.value
-        return self._epoch_in_steps(data, batch, callback)[0]
+        self._check_epoch(data, batch)
+        total = len(data)
+        raised = []
 
-    def _epoch_in_steps(self, data, batch, callback, share_of=None):
-        """The epoch loop of pcnn_net_train_epoch, step by step: each global
-        batch split by share_of(count) -> (first, n) (the plain split over
-        the communicator by default).  Returns (mean loss, first step's
-        loss)."""
-        self._handle()
-        if not isinstance(data, Dataset):
-            raise TypeError("train_epoch: expected a pcnn.Dataset, got %r" % (data,))
+        def step(_user, _step, b, batches, loss):
+            try:
+                callback(StepInfo(b + 1, batches, min((b + 1) * batch, total), total, loss))
+                return 0
+            except BaseException as e:  # noqa: BLE001 - raised after the C call returns
+                raised.append(e)
+                return 1  # a vote to stop: no rank trains the next step
+        c_step = _StepCallback(step)  # alive until the C call returns
+        h = self._handle()
+        loss = c_double()
+        self._lib.pcnn_net_set_step_callback(h, c_step, None)
+        try:
+            with data._using() as d:
+                self._lib.pcnn_net_train_epoch(h, d, batch, byref(loss))
+        finally:
+            self._lib.pcnn_net_set_step_callback(h, None, None)
+        if raised:
+            raise raised[0]
+        return loss.value
+
+    def _check_epoch(self, data, batch, what="Net.train_epoch"):
+        """The epoch's arguments, checked with the binding's messages."""
         if self._max_batch is None:
-            raise InvalidStateError("Net.train_epoch: finalize the network first")
+            raise InvalidStateError("%s: finalize the network first" % what)
         if not 1 <= batch <= self._max_batch:
-            raise InvalidArgumentError("Net.train_epoch: batch %d must be in [1, %d] (the "
-                                       "max_batch of finalize)" % (batch, self._max_batch))
+            raise InvalidArgumentError("%s: batch %d must be in [1, %d] (the max_batch of "
+                                       "finalize)" % (what, batch, self._max_batch))
         if data.sample_shape != self._input_shape:
-            raise ShapeError("Net.train_epoch: dataset samples are %s but the network input "
-                             "is %s" % (data.sample_shape, self._input_shape))
+            raise ShapeError("%s: dataset samples are %s but the network input is %s"
+                             % (what, data.sample_shape, self._input_shape))
         classify = self._loss == Loss.SOFTMAX_CROSS_ENTROPY
         if classify != data.has_labels or (not classify and
                                            data.target_count != self._output_size):
-            raise ShapeError("Net.train_epoch: the loss needs %s; the dataset holds %s"
-                             % ("labels" if classify else "%d targets" % self._output_size,
+            raise ShapeError("%s: the loss needs %s; the dataset holds %s"
+                             % (what, "labels" if classify else "%d targets" % self._output_size,
                                 "labels" if data.has_labels
                                 else "%d targets" % data.target_count))
-        rank, size = (self.comm.rank, self.comm.size) if self.comm is not None else (0, 1)
-        if share_of is None:
-            share_of = lambda count: share(count, rank, size)  # noqa: E731
+        return classify
+
+    def _epoch_in_steps(self, data, batch, callback, share_of):
+        """The epoch loop of pcnn_scheduler_train_epoch, step by step: each
+        global batch split by share_of(count) -> (first, n), the scheduler's
+        split (over the sample groups of a spatial distribution, every rank
+        of a group passing the group's samples).  Returns (mean loss, first
+        step's loss)."""
+        self._handle()
+        if not isinstance(data, Dataset):
+            raise TypeError("train_epoch: expected a pcnn.Dataset, got %r" % (data,))
+        classify = self._check_epoch(data, batch)
         x, y = self._staging_for(batch, classify)  # no share exceeds the batch
         n = len(data)
         steps = -(-n // batch)
@@ -756,6 +807,24 @@ class Net(Handle):
         self._lib.pcnn_net_load_extra(h, path, buf, size.value, byref(size))
         return buf.raw[:size.value]
 
+    # -- automatic parallel strategy --------------------------------------
+
+    def plan_distribution(self, model, global_batch):
+        """Plan and apply each layer's distribution for `global_batch`
+        samples per step with the performance model `model` (a
+        pcnn.PerfModel); before finalize, collective.  Returns the
+        predicted step seconds (see pcnn/plan.py)."""
+        return _plan_distribution(self, model, global_batch)
+
+    def plan_report(self):
+        """The last plan as text (see pcnn/plan.py)."""
+        return _plan_report(self)
+
+    def set_perfmodel(self, model):
+        """Attach a performance model (None detaches it) for the automatic
+        exchange and the scheduler's re-plan (see pcnn/plan.py)."""
+        return _set_perfmodel(self, model)
+
     # -- reports ----------------------------------------------------------
 
     def summary(self):
@@ -812,6 +881,4 @@ class Net(Handle):
         return "<pcnn.Net %s>" % state
 
 
-Net.plan_distribution, Net.plan_report = _plan_distribution, _plan_report
-Net.set_perfmodel = _set_perfmodel
 Layer.exchange = property(_net_use(_layer_exchange), doc=_layer_exchange.__doc__)

@@ -1,9 +1,10 @@
 """The automatic parallel strategy (pcnn.h section 9): choose every layer's
 distribution by the cheapest path over a performance model, and its report.
 
-Functions of a Net and a PerfModel (anything with a `_handle()` giving the
-pcnn_perfmodel pointer); Net.plan_distribution and Net.plan_report call
-them.  Options: Option.PLAN_MAX_SPATIAL, PLAN_SPATIAL_DIMS (mask: 1 depth,
+Functions of a Net and a PerfModel (any Handle of a pcnn_perfmodel);
+Net.plan_distribution and Net.plan_report call them.  Both objects count
+as in use while C reads them, so that another thread cannot close them
+under the call.  Options: Option.PLAN_MAX_SPATIAL, PLAN_SPATIAL_DIMS (mask: 1 depth,
 2 height, 4 width), PLAN_MIXED, MEMORY_LIMIT_MIB, set on the net before."""
 import ctypes
 from ctypes import byref, c_double, c_int, c_size_t
@@ -19,9 +20,11 @@ def plan_distribution(net, model, global_batch):
     per step (before finalize; collective over the net's communicator).
     Returns the predicted step seconds.  MismatchError when another rank's
     model, layers, batch or planning options differ."""
+    if not callable(getattr(model, "_using", None)):
+        raise TypeError("plan_distribution: expected a pcnn.PerfModel, got %r" % (model,))
     predicted = c_double()
-    net._lib.pcnn_net_plan_distribution(net._handle(), model._handle(),
-                                        global_batch, byref(predicted))
+    with net._using() as h, model._using() as m:
+        net._lib.pcnn_net_plan_distribution(h, m, global_batch, byref(predicted))
     return predicted.value
 
 
@@ -30,9 +33,10 @@ def plan_report(net):
     one marked '*', the shuffles and the predicted step."""
     fn = net._lib.pcnn_net_plan_report
     needed = c_size_t()
-    fn(net._handle(), None, 0, byref(needed))
-    buf = ctypes.create_string_buffer(needed.value + 1)
-    fn(net._handle(), buf, len(buf), None)
+    with net._using() as h:
+        fn(h, None, 0, byref(needed))
+        buf = ctypes.create_string_buffer(needed.value + 1)
+        fn(h, buf, len(buf), None)
     return buf.value.decode("utf-8", "replace")
 
 
@@ -42,7 +46,14 @@ def set_perfmodel(net, model):
     adaptive batch scheduler re-plans with it when the batch changes (the
     plan report then shows the re-plan).  The net keeps a reference to the
     model.  Every rank must attach the same model."""
-    net._lib.pcnn_net_set_perfmodel(net._handle(), model._handle() if model else None)
+    if model is not None and not callable(getattr(model, "_using", None)):
+        raise TypeError("set_perfmodel: expected a pcnn.PerfModel or None, got %r" % (model,))
+    with net._using() as h:
+        if model is None:
+            net._lib.pcnn_net_set_perfmodel(h, None)
+        else:
+            with model._using() as m:
+                net._lib.pcnn_net_set_perfmodel(h, m)
     net._perfmodel = model
 
 

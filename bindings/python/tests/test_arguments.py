@@ -179,6 +179,125 @@ def test_regression_targets_must_have_the_output_shape():
         assert a == b > 0
 
 
+def test_one_output_regression_takes_targets_as_a_vector():
+    net = pcnn.Net(threads=1, seed=0)
+    with net:
+        net.set_loss(net.dense(net.input(1, 2, 3), 1), "mse")
+        net.finalize(4)
+        x = np.arange(24, dtype=np.float32).reshape(4, 1, 2, 3) / 24
+        t = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
+        flat = net.compute_loss(x, targets=t)
+        assert flat == net.compute_loss(x, targets=t.reshape(4, 1)) > 0
+        assert net.compute_gradients(x, targets=t) == flat
+        assert net.train_step(x, targets=t) == flat
+        with pytest.raises(pcnn.ShapeError, match="targets for 3 samples; x holds 4"):
+            net.train_step(x, targets=t[:3])
+
+
+def test_train_step_local_checks_shapes_before_c_reads_them():
+    net = pcnn.Net(threads=1, seed=0)
+    with net:
+        x = net.input(2, 3, 4)
+        net.set_loss(net.dense(net.conv2d(x, 2, 3, padding=1), 3))
+        with pytest.raises(pcnn.InvalidStateError, match="finalize"):
+            net.train_step_local(np.zeros((1, 2, 3, 4), np.float32), labels=[0])
+        net.finalize(4)
+        assert net.layers[0].local_box == ((0, 0, 0), (1, 3, 4))  # one rank: the whole sample
+        before = net.get_params()
+        with pytest.raises(pcnn.ShapeError, match=r"x_local has shape \(4, 1\): expected "
+                                                  r"\(n, C, H, W\) = \(n, 2, 3, 4\)"):
+            net.train_step_local(np.zeros((4, 1), np.float32), labels=[0])
+        with pytest.raises(pcnn.ShapeError, match="1 labels for 2 samples"):
+            net.train_step_local(np.zeros((2, 2, 3, 4), np.float32), labels=[0])
+        with pytest.raises(pcnn.ShapeError, match=r"x_local has shape \(2, 2, 4, 3\)"):
+            net.train_step_local(np.zeros((2, 2, 4, 3), np.float32), labels=[0, 1])
+        assert np.array_equal(net.get_params(), before) and net.step == 0
+        # the right shapes: as train_step on one rank, bit for bit
+        xs = np.linspace(-1, 1, 48, dtype=np.float32).reshape(2, 2, 3, 4)
+        loss = net.train_step_local(xs, labels=[0, 2])
+        with pcnn.Net(threads=1, seed=0) as twin:
+            a = twin.input(2, 3, 4)
+            twin.set_loss(twin.dense(twin.conv2d(a, 2, 3, padding=1), 3))
+            twin.finalize(4)
+            assert twin.train_step(xs, [0, 2]) == loss
+            assert np.array_equal(twin.get_params(), net.get_params())
+
+
+def test_train_epoch_callback_exception_stops_the_epoch_and_is_raised():
+    x, labels = models.make_data("tiny", 1, 20, seed=3)
+    with pcnn.Dataset(x[0], labels[0]) as data, models.build("tiny", 4) as net:
+        seen = []
+
+        def stop_at_2(info):
+            seen.append(info.step)
+            if info.step == 2:
+                raise KeyError("enough")
+        with pytest.raises(KeyError, match="enough"):
+            net.train_epoch(data, 4, callback=stop_at_2)
+        assert seen == [1, 2] and net.step == 2  # the third step never ran
+        # the callback is removed: the next epoch runs every step
+        assert np.isfinite(net.train_epoch(data, 4)) and net.step == 7
+        done = []
+        net.train_epoch(data, 4, callback=done.append)
+        assert [s.samples for s in done] == [4, 8, 12, 16, 20] and net.step == 12
+
+
+class _UseSpy:
+    """The library seen through a network: records, per C function, whether
+    the network (and a second object) counted as in use during the call."""
+
+    def __init__(self, lib, net, other=None):
+        self._real, self._net, self._other, self.seen = lib, net, other, {}
+
+    def __getattr__(self, name):
+        real = getattr(self._real, name)
+        if not name.startswith("pcnn_"):
+            return real
+
+        def call(*args):
+            self.seen[name] = (self._net._uses > 0,
+                               self._other is None or self._other._uses > 0)
+            return real(*args)
+        return call
+
+
+def test_every_layer_and_plan_method_counts_as_a_use_of_its_network():
+    net = pcnn.Net(threads=1, seed=0)
+    model = pcnn.PerfModel()
+    try:
+        x = net.input(2, 6, 6)
+        b = net.batchnorm(net.conv2d(x, 2, 3, padding=1))
+        net.set_loss(net.dense(b, 3))
+        spy = _UseSpy(net._lib, net, model)
+        net._lib = spy
+        b.set_sync(None)
+        b.set_distribution((1, 1, 1, 1))
+        assert b.distribution == (1, 1, 1, 1)
+        for call in (lambda: net.plan_distribution(model, 4), net.plan_report):
+            try:  # an uncalibrated model may be refused: the call was made all the same
+                call()
+            except pcnn.PcnnError:
+                pass
+        net._lib = spy._real
+        net.finalize(4)
+        net._lib = spy
+        assert b.num_buffers == 4 and b.local_box == ((0, 0, 0), (1, 6, 6))
+        b.set_buffers(b.get_buffers())
+        net._lib = spy._real
+        names = ("pcnn_batchnorm_set_sync", "pcnn_layer_set_distribution",
+                 "pcnn_layer_get_distribution", "pcnn_net_plan_distribution",
+                 "pcnn_net_plan_report", "pcnn_layer_num_buffers", "pcnn_layer_local_box",
+                 "pcnn_layer_get_buffers", "pcnn_layer_set_buffers")
+        assert {n: spy.seen.get(n, (False,))[0] for n in names} == {n: True for n in names}
+        assert spy.seen["pcnn_net_plan_distribution"][1]  # the model too
+        with pytest.raises(TypeError, match="expected a pcnn.PerfModel"):
+            pcnn.plan.plan_distribution(net, object(), 4)
+    finally:
+        net._lib = getattr(net._lib, "_real", net._lib)
+        net.close()
+        model.close()
+
+
 # -- close() against a call in another thread ---------------------------------
 
 def _long_epoch_setup(n=6000):

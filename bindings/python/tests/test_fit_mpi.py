@@ -47,3 +47,25 @@ def test_fit_and_state_dict_on_two_ranks(tmp_path):
         sd = net.state_dict()
         np.testing.assert_array_equal(sd["2.batchnorm.running_var"], [2.0, 0.5, 1.5])
         np.testing.assert_array_equal(net.predict(a0["x"]), a0["pred"])
+
+
+def test_fit_and_epoch_callback_on_spatial_networks_equal_one_rank(tmp_path):
+    """Each rank of a sample group trains on its box of the group's
+    samples, so fit (its progress bar steps through the epoch) and
+    train_epoch with a callback give one rank's parameters; group_info
+    follows the input layer's own distribution."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    r = subprocess.run([MPIEXEC, "-n", "4", sys.executable,
+                        os.path.join(HERE, "spatial_fit_worker.py"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=240, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for k in range(4):
+        info = json.load(open(tmp_path / ("rank%d.json" % k)))
+        assert info["groups_before"] == info["groups_after"] == [k // 2, 2, k % 2, 2]
+        assert info["groups_rel"] < 1e-5 and info["groups_loss_rel"] < 1e-5, info
+        assert info["box"] == [4 * (k % 2), 4, 0, 8]
+        assert "x_local has shape (2, 2, 8, 8): expected (n, C, H, W) = (n, 2, 4, 8)" in \
+            info["local_error"]
+        assert info["input_set_before"] == info["input_set_after"] == [0, 1, k, 4]
+        assert info["epoch_rel"] < 1e-5 and info["epoch_loss_rel"] < 1e-5, info
+        assert info["steps"] == [[1, 3, 8, 22], [2, 3, 16, 22], [3, 3, 22, 22]]

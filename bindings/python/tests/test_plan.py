@@ -1,28 +1,11 @@
 """The automatic parallel strategy from Python (pcnn/plan.py): a model
 calibrated on a finalized twin plans the network (one process: {1,1,1,1}),
 the report lists it, and the errors arrive as exceptions."""
-from ctypes import byref, c_void_p
-
 import numpy as np
 import pytest
 
 import pcnn
 from pcnn import plan
-
-
-class _Model:
-    """A bare pcnn_perfmodel (PerfModel lives in pcnn/perfmodel.py)."""
-
-    def __init__(self, lib):
-        self._lib = lib
-        self._h = c_void_p()
-        lib.pcnn_perfmodel_create(byref(self._h))
-
-    def _handle(self):
-        return self._h
-
-    def close(self):
-        self._lib.pcnn_perfmodel_destroy(byref(self._h))
 
 
 def build():
@@ -40,7 +23,7 @@ def test_plan_and_report_on_one_process():
     rng = np.random.default_rng(0)
     twin.train_step(rng.standard_normal((4, 2, 12, 12), dtype=np.float32),
                     targets=rng.standard_normal((4, 3), dtype=np.float32))
-    model = _Model(twin._lib)
+    model = pcnn.PerfModel()
     try:
         twin._lib.pcnn_perfmodel_calibrate_compute(model._handle(), twin._handle(), 0.2)
         net = build()
