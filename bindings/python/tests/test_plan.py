@@ -48,7 +48,7 @@ def test_exchange_auto_and_an_attached_model_on_one_process():
     """Net.set_exchange("auto") with a model attached: on one process the
     default's heuristics; Layer.exchange reads what finalize decided."""
     net = build()
-    model = _Model(net._lib)
+    model = pcnn.PerfModel()
     try:
         net.set_exchange("auto")
         net.set_perfmodel(model)
