@@ -91,7 +91,9 @@ def parse(text):
         if re.fullmatch(r'"[^"\\]*"', m.group(2)):  # a string: a character parameter
             defines.append((m.group(1), m.group(2)))
             continue
-        value = re.sub(r"\b(0x[0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", m.group(2))
+        # A cast to one of the header's enum types ("((pcnn_exchange)3)") is the bare value.
+        value = re.sub(r"\(\s*pcnn_\w+\s*\)", "", m.group(2))
+        value = re.sub(r"\b(0x[0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", value)
         value = re.sub(r"\b0x([0-9a-fA-F]+)\b", r"int(z'\1', c_int)", value)
         names = re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"int\(z'\w+', c_int\)", "", value))
         if not re.fullmatch(r"[\w\s()*+\-,']+", value) or \

@@ -161,7 +161,7 @@ module pcnn
   integer(c_int), parameter :: PCNN_OPT_PLAN_SPATIAL_DIMS = PCNN_OPT_EXPERIMENTAL_12
   integer(c_int), parameter :: PCNN_OPT_PLAN_MIXED = PCNN_OPT_EXPERIMENTAL_13
   integer(c_int), parameter :: PCNN_OPT_MEMORY_LIMIT_MIB = PCNN_OPT_EXPERIMENTAL_14
-  ! PCNN_EXCHANGE_AUTO: not bound (built from C or MPI macros)
+  integer(c_int), parameter :: PCNN_EXCHANGE_AUTO = (3)
 
   ! Callback types: write the procedures you pass bind(c), with these
   ! interfaces, and pass c_funloc(procedure).
