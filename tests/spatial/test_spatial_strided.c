@@ -11,7 +11,10 @@
  *   overlapped and not: one training step equals a private one-rank
  *   network on the whole batch -- the layer's output (forward), the
  *   gradient reaching its input (over each rank's box) and every weight
- *   gradient, to 1e-5 relative. */
+ *   gradient, to 1e-5 relative; that step and an inference allocate
+ *   nothing (the halo buffers are sized at finalize).
+ * Also: distributions set before pcnn_net_set_comm are checked at
+ * finalize, and a message beyond MPI's int count is refused. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdbool.h>
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "../common/mpi_check.h"
+#include "core/memory.h"
 #include "graph/net.h"
 #include "graph/spatial.h"
 #include "parallel/box_move.h"
@@ -96,6 +100,10 @@ static void test_case(pcnn_comm *world, const int *parts, const layer_case *lc, 
                                                    (float)(1u << 23) - 1.0f;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) t[i] = (float)(i % 7) / 7.0f - 0.5f;
     CK(pcnn_net_train_step(one, B, x, NULL, t, &loss));
+    /* Its first step and an inference allocate nothing (the halo buffers
+     * are sized at finalize: one rank failing alone there would leave the
+     * others waiting). */
+    pcnn_debug_fail_allocation(0); /* counts from here */
     CK(pcnn_net_train_step(sp, B, x, NULL, t, &loss));
     size_t np;
     CK(pcnn_net_num_params(one, &np));
@@ -110,12 +118,16 @@ static void test_case(pcnn_comm *world, const int *parts, const layer_case *lc, 
     }
     gw /= scale;
     const double fwd = box_diff(one, sp, PROBE, false), dx = box_diff(one, sp, PROBE - 1, true);
+    float out[B * 3 * 6 * 6];
+    CK(pcnn_net_predict_parallel(sp, B, x, out, sizeof out / sizeof out[0]));
+    const long allocations = pcnn_debug_allocations();
     const int phases = net_is_spatial(sp) ? sp->spatial->layers[PROBE].num_phases : 0;
-    char what[240];
+    char what[280];
     snprintf(what, sizeof what, "%s on {%d,%d,%d,%d}, halo %s (%d phases): output %.2g, input "
-             "gradient %.2g, weight gradients %.2g relative to one rank", lc->name, parts[0],
-             parts[1], parts[2], parts[3], overlap ? "overlapped" : "first", phases, fwd, dx, gw);
-    expect(fwd <= 1e-5 && dx <= 1e-5 && gw <= 1e-5 && np <= 256, what);
+             "gradient %.2g, weight gradients %.2g relative to one rank; %ld allocations in "
+             "the first step and an inference", lc->name, parts[0], parts[1], parts[2],
+             parts[3], overlap ? "overlapped" : "first", phases, fwd, dx, gw, allocations);
+    expect(fwd <= 1e-5 && dx <= 1e-5 && gw <= 1e-5 && np <= 256 && allocations == 0, what);
     pcnn_net_destroy(&one);
     pcnn_net_destroy(&sp);
 }
