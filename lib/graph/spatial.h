@@ -44,7 +44,8 @@ typedef struct spatial_layer {
     /* PCNN_OPT_HALO_SCHEDULE 0: the halo of input 0 in phases, one per
      * split windowed dimension, with that dimension's neighbours only; the
      * box grows to phase_box[p] after phase p (the last: need[0]), so
-     * corners arrive through the earlier phases. */
+     * corners arrive through the earlier phases (none where a stride
+     * would leave a neighbour's point undelivered: spatial_plan.c). */
     int num_phases, phase_dim[3];
     box *phase_box[3];
     bool *peers[3];
