@@ -44,7 +44,8 @@ typedef struct spatial_layer {
     /* PCNN_OPT_HALO_SCHEDULE 0: the halo of input 0 in phases, one per
      * split windowed dimension, with that dimension's neighbours only; the
      * box grows to phase_box[p] after phase p (the last: need[0]), so
-     * corners arrive through the earlier phases. */
+     * corners arrive through the earlier phases (none where a stride
+     * would leave a neighbour's point undelivered: spatial_plan.c). */
     int num_phases, phase_dim[3];
     box *phase_box[3];
     bool *peers[3];
@@ -58,6 +59,7 @@ typedef struct spatial_layer {
 typedef struct spatial {
     /* Before finalize: the network's distribution and per-layer ones. */
     int net_parts[LAYOUT_DIMS];
+    bool net_set;            /* net_parts set by the user (else {P, 1, 1, 1} at finalize) */
     int (*layer_parts)[LAYOUT_DIMS];
     int layer_cap;
 
@@ -78,6 +80,9 @@ typedef struct spatial {
     /* A region's input, output, output gradient and input gradient. */
     float *region_x, *region_y, *region_dy, *region_dx;
     size_t region_in_floats, region_out_floats;
+    /* spatial_gather_output's boxes (every rank's) and staging. */
+    box *gather_boxes;
+    float *gather_staged;
     size_t bytes;
 
     /* This step. */
@@ -103,6 +108,14 @@ pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p);
 void spatial_release(pcnn_net *net);
 /* need[q]: the box of layer i's input j that rank q reads, from have[q]. */
 void spatial_need_boxes(const pcnn_net *net, int i, int j, const box *have, box *need);
+/* Finalize (spatial_reserve.c): the floats the mover sends and receives in
+ * the largest move of any step on this rank, reserved once (a move that
+ * allocated could fail on one rank alone); UNSUPPORTED when a message
+ * would exceed MPI's int count. */
+pcnn_status spatial_move_floats(const pcnn_net *net, size_t *floats);
+/* Layer i's box of its input after phase f of its dimension-ordered halo,
+ * for a rank holding `have` of the input and reading `need` (spatial_run.c). */
+box spatial_phase_box(const spatial_layer *sl, int f, const box *have, const box *need);
 static inline bool net_is_spatial(const pcnn_net *net)
 {
     return net->spatial && net->spatial->active;

@@ -64,6 +64,7 @@ PCNN_API pcnn_status pcnn_net_set_distribution(pcnn_net *net, const int *parts)
     spatial *sp = NULL;
     TRY(spatial_config(net, &sp, __func__));
     memcpy(sp->net_parts, parts, sizeof sp->net_parts);
+    sp->net_set = true;
     return PCNN_OK;
 }
 

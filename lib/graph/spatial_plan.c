@@ -92,6 +92,34 @@ static pcnn_status check_layer(const pcnn_net *net, int i)
     return PCNN_OK;
 }
 
+/* The distributions set are for the communicator's ranks (it may have been
+ * set or changed after them); the network's default follows it. */
+static pcnn_status check_ranks(pcnn_net *net)
+{
+    spatial *sp = net->spatial;
+    const int *n = sp->net_parts;
+    if (!sp->net_set) {
+        sp->net_parts[LAYOUT_N] = sp->ranks;
+        for (int k = 1; k < LAYOUT_DIMS; k++) sp->net_parts[k] = 1;
+    } else if (layout_ranks(n) != sp->ranks) {
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, FINALIZE, "the network's distribution {%d, "
+                         "%d, %d, %d} is for %d ranks, the communicator has %d: set it again "
+                         "after pcnn_net_set_comm", n[0], n[1], n[2], n[3], layout_ranks(n),
+                         sp->ranks);
+    }
+    for (int i = 0; i < sp->layer_cap && i < net->layers.count; i++) {
+        const int *p = sp->layer_parts[i];
+        if (p[0] > 0 && layout_ranks(p) != sp->ranks) {
+            char name[64];
+            return error_set(PCNN_ERR_INVALID_ARGUMENT, FINALIZE, "%s: its distribution {%d, %d, "
+                             "%d, %d} is for %d ranks, the communicator has %d: set it again "
+                             "after pcnn_net_set_comm", layer_name(net->layers.items[i], name,
+                             sizeof name), p[0], p[1], p[2], p[3], layout_ranks(p), sp->ranks);
+        }
+    }
+    return PCNN_OK;
+}
+
 pcnn_status spatial_resolve(pcnn_net *net, int max_batch, int *local)
 {
     spatial *sp = net->spatial;
@@ -99,6 +127,7 @@ pcnn_status spatial_resolve(pcnn_net *net, int max_batch, int *local)
     spatial_release(net);
     sp->ranks = net->comm ? net->comm->size : 1;
     sp->rank = net->comm ? net->comm->rank : 0;
+    TRY(check_ranks(net));
     sp->count = net->layers.count;
     sp->layers = mem_calloc((size_t)sp->count, sizeof *sp->layers);
     if (!sp->layers) return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "distribution plan");
@@ -386,8 +415,38 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     return PCNN_OK;
 }
 
+/* Does a dimension-ordered halo of layer i deliver every point?  After
+ * the first phase a rank q passes on only the part of its block it reads
+ * itself (the box it grew to); a stride may skip a point of q's block that
+ * a neighbour along a later phase's dimension reads.  Uses the boxes'
+ * step buffers (filled again at each step) for the step-independent boxes. */
+static bool phases_deliver(const pcnn_net *net, int i, const int *dims, int count)
+{
+    const spatial *sp = net->spatial;
+    const spatial_layer *sl = &sp->layers[i];
+    const pcnn_layer *l = net->layers.items[i], *in = l->inputs[0];
+    const spatial_layer *si = &sp->layers[in->index];
+    for (int q = 0; q < sp->ranks; q++) {
+        si->have[q] = static_box(net, si, in, q);
+        sl->have[q] = static_box(net, sl, l, q);
+    }
+    spatial_need_boxes(net, i, 0, sl->have, sl->need[0]);
+    for (int f = 1; f < count; f++) {
+        const int k = dims[f];
+        for (int r = 0; r < sp->ranks; r++)
+            for (int q = 0; q < sp->ranks; q++) {
+                const box *need = &sl->need[0][r], *owner = &sl->need[0][q];
+                const int lo = need->lo[k] > si->have[q].lo[k] ? need->lo[k] : si->have[q].lo[k];
+                const int hi = need->hi[k] < si->have[q].hi[k] ? need->hi[k] : si->have[q].hi[k];
+                if (lo < hi && (lo < owner->lo[k] || hi > owner->hi[k])) return false;
+            }
+    }
+    return true;
+}
+
 /* The phases of layer i's dimension-ordered halo (spatial.h): one per
- * split windowed dimension, when there are two or more. */
+ * split windowed dimension, when there are two or more and they deliver
+ * every point (else one round, as PCNN_OPT_HALO_SCHEDULE 1). */
 static pcnn_status plan_phases(pcnn_net *net, int i)
 {
     spatial *sp = net->spatial;
@@ -400,6 +459,7 @@ static pcnn_status plan_phases(pcnn_net *net, int i)
     for (int k = sl->volume ? LAYOUT_D : LAYOUT_H; k <= LAYOUT_W; k++)
         if (sl->parts[k] > 1) dims[count++] = k;
     if (count < 2) return PCNN_OK; /* one dimension: every message is a face already */
+    if (!phases_deliver(net, i, dims, count)) return PCNN_OK;
     int mine[LAYOUT_DIMS];
     layout_coords(sl->parts, sp->rank, mine);
     for (int f = 0; f < count; f++) {
@@ -420,9 +480,24 @@ static pcnn_status plan_phases(pcnn_net *net, int i)
     return PCNN_OK;
 }
 
-pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p)
+/* spatial_gather_output's boxes and staging (the group's outputs). */
+static pcnn_status plan_gather(pcnn_net *net)
 {
-    if (!net_is_spatial(net)) return PCNN_OK;
+    spatial *sp = net->spatial;
+    const size_t floats = (size_t)net->max_batch * shape_size(net->output->out);
+    sp->gather_boxes = mem_calloc((size_t)sp->ranks, sizeof(box));
+    sp->gather_staged = mem_alloc_floats(floats);
+    if (!sp->gather_boxes || !sp->gather_staged)
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "outputs of %d samples",
+                         net->max_batch);
+    sp->bytes += floats * sizeof(float) + (size_t)sp->ranks * sizeof(box);
+    return PCNN_OK;
+}
+
+/* What this rank plans alone (buffers, twins: failures of one rank);
+ * *bn_doubles: the largest group reduction of a batch norm. */
+static pcnn_status plan_local(pcnn_net *net, const plan_ctx *p, size_t *bn_doubles)
+{
     spatial *sp = net->spatial;
     const int P = sp->ranks;
     sp->group_start = mem_calloc((size_t)sp->groups, sizeof(int));
@@ -487,11 +562,23 @@ pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p)
         return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "workspace of %zu floats", workspace);
     sp->workspace_floats = workspace;
     sp->bytes += workspace * sizeof(float);
-    if (!net->comm) return PCNN_OK;
-    TRY(box_mover_create(net->comm, &net->opt.timeout_ms, &sp->mover));
+    TRY(plan_gather(net));
+    if (most_bn > (size_t)INT_MAX / (size_t)sp->group_size)
+        return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "batch-norm statistics too large");
+    *bn_doubles = most_bn;
+    return PCNN_OK;
+}
+
+/* The mover, with room for the largest move, and the sample groups'
+ * reducer (collective: every rank comes here after agreeing). */
+static pcnn_status plan_collectives(pcnn_net *net, size_t most_bn, size_t move_floats)
+{
+    spatial *sp = net->spatial;
+    pcnn_status ready = box_mover_create(net->comm, &net->opt.timeout_ms, &sp->mover);
+    if (ready == PCNN_OK) ready = box_mover_reserve(sp->mover, move_floats);
+    if (ready == PCNN_OK) sp->bytes += move_floats * sizeof(float);
+    TRY(net_agree_sum(net, AGREE_LATER, ready, NULL, 0, FINALIZE));
     if (most_bn > 0) {
-        if (most_bn > (size_t)INT_MAX / (size_t)sp->group_size)
-            return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "batch-norm statistics too large");
         MPI_Comm group;
         TRY(box_mover_split(sp->mover, sp->rank / sp->group_size, &group));
         pcnn_comm tmp = {.comm = group, .rank = sp->rank % sp->group_size,
@@ -504,6 +591,18 @@ pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p)
     }
     net->memory_bytes += sp->bytes;
     return PCNN_OK;
+}
+
+pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p)
+{
+    if (!net_is_spatial(net)) return PCNN_OK;
+    size_t most_bn = 0, move_floats = 0;
+    pcnn_status st = plan_local(net, p, &most_bn);
+    if (st == PCNN_OK && net->comm) st = spatial_move_floats(net, &move_floats);
+    if (!net->comm) return st;
+    /* No rank goes on to the collectives unless every rank planned. */
+    TRY(net_agree_sum(net, AGREE_LATER, st, NULL, 0, FINALIZE));
+    return plan_collectives(net, most_bn, move_floats);
 }
 
 void spatial_release(pcnn_net *net)
@@ -536,6 +635,10 @@ void spatial_release(pcnn_net *net)
     sp->group_reducer = NULL;
     mem_free(sp->workspace);
     sp->workspace = NULL;
+    mem_free(sp->gather_boxes);
+    mem_free(sp->gather_staged);
+    sp->gather_boxes = NULL;
+    sp->gather_staged = NULL;
     mem_free(sp->region_x);
     mem_free(sp->region_dx);
     mem_free(sp->region_y);

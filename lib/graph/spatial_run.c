@@ -12,6 +12,18 @@
 #include "loss.h"
 #include "spatial.h"
 
+box spatial_phase_box(const spatial_layer *sl, int f, const box *have, const box *need)
+{
+    box b = *need;
+    for (int g = f + 1; g < sl->num_phases; g++) { /* not grown yet */
+        const int k = sl->phase_dim[g];
+        b.lo[k] = have->lo[k] > need->lo[k] ? have->lo[k] : need->lo[k];
+        b.hi[k] = have->hi[k] < need->hi[k] ? have->hi[k] : need->hi[k];
+        if (b.hi[k] < b.lo[k]) b.hi[k] = b.lo[k];
+    }
+    return b;
+}
+
 pcnn_status spatial_begin_step(pcnn_net *net, const char *func)
 {
     spatial *sp = net->spatial;
@@ -48,17 +60,8 @@ pcnn_status spatial_begin_step(pcnn_net *net, const char *func)
         spatial_layer *sl = &sp->layers[i];
         const box *have = sp->layers[net->layers.items[i]->inputs[0]->index].have;
         for (int f = 0; f < sl->num_phases; f++)
-            for (int q = 0; q < sp->ranks; q++) {
-                const box *need = &sl->need[0][q];
-                box b = *need;
-                for (int g = f + 1; g < sl->num_phases; g++) { /* not grown yet */
-                    const int k = sl->phase_dim[g];
-                    b.lo[k] = have[q].lo[k] > need->lo[k] ? have[q].lo[k] : need->lo[k];
-                    b.hi[k] = have[q].hi[k] < need->hi[k] ? have[q].hi[k] : need->hi[k];
-                    if (b.hi[k] < b.lo[k]) b.hi[k] = b.lo[k];
-                }
-                sl->phase_box[f][q] = b;
-            }
+            for (int q = 0; q < sp->ranks; q++)
+                sl->phase_box[f][q] = spatial_phase_box(sl, f, &have[q], &sl->need[0][q]);
     }
     return PCNN_OK;
 }
@@ -307,11 +310,13 @@ pcnn_status spatial_gather_output(pcnn_net *net, int n, float *out)
     spatial *sp = net->spatial;
     const pcnn_layer *o = net->output;
     const spatial_layer *sl = &sp->layers[o->index];
-    /* Every rank of a group receives all its samples: overlapping boxes. */
-    box *dst = mem_calloc((size_t)sp->ranks, sizeof(box));
-    float *staged = mem_alloc_floats((size_t)n * shape_size(o->out));
-    pcnn_status st = dst && staged ? PCNN_OK
-                                   : FAIL(PCNN_ERR_OUT_OF_MEMORY, "outputs of %d samples", n);
+    /* Every rank of a group receives all its samples: overlapping boxes.
+     * Staged in buffers of finalize (a rank failing to allocate here alone
+     * would leave the others waiting in the move). */
+    box *dst = sp->gather_boxes;
+    float *staged = sp->gather_staged;
+    pcnn_status st = n <= net->max_batch ? PCNN_OK
+                                         : FAIL(PCNN_ERR_INTERNAL, "outputs of %d samples", n);
     for (int q = 0; st == PCNN_OK && q < sp->ranks; q++) {
         const int g = q / sp->group_size;
         dst[q] = (box){{sp->group_start[g], 0, 0, 0},
@@ -321,7 +326,5 @@ pcnn_status spatial_gather_output(pcnn_net *net, int n, float *out)
         st = box_move(sp->mover, 4 * net->layers.count, o->out.c, sl->have, dst, o->y, staged,
                       false, net->threads);
     if (st == PCNN_OK) cnhw_to_nchw(staged, out, n, o->out.c, shape_spatial(o->out), net->threads);
-    mem_free(dst);
-    mem_free(staged);
     return spatial_checked(net, st);
 }

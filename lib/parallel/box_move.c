@@ -1,6 +1,7 @@
 /* Moving boxes of a tensor between ranks (box_move.h). */
 #include "box_move.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -30,25 +31,33 @@ struct box_mover {
     box_flight flight;
 };
 
+/* Where a rank that could not allocate its mover still joins the
+ * duplication the others wait in (static: MPI may write it late). */
+static MPI_Comm orphan_comm;
+
 pcnn_status box_mover_create(pcnn_comm *c, const long *timeout_ms, box_mover **out)
 {
-    MPI_Comm comm;
-    MPI_Request req;
-    TRY(comm_complete(c, MPI_Comm_idup(c->comm, &comm, &req), &req, *timeout_ms, __func__,
-                      "MPI_Comm_idup (halo exchange)"));
+    /* Allocated first, and duplicated into m->comm: a duplication given up
+     * on may still write there, so m is then never freed. */
     box_mover *m = mem_calloc(1, sizeof *m);
     MPI_Request *reqs = mem_calloc(2 * (size_t)c->size, sizeof *reqs);
     size_t *recv_at = mem_calloc((size_t)c->size, sizeof *recv_at);
-    if (!m || !reqs || !recv_at) {
-        mem_free(recv_at);
-        MPI_Comm_free(&comm);
-        mem_free(m);
+    MPI_Comm *comm = m ? &m->comm : &orphan_comm;
+    MPI_Request req;
+    const int code = MPI_Comm_idup(c->comm, comm, &req);
+    const pcnn_status st = comm_complete(c, code, &req, *timeout_ms, __func__,
+                                         "MPI_Comm_idup (halo exchange)");
+    if (st != PCNN_OK || !m || !reqs || !recv_at) {
+        if (st == PCNN_OK) MPI_Comm_free(comm);
+        if (st == PCNN_OK || code != MPI_SUCCESS) mem_free(m);
         mem_free(reqs);
-        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "halo exchange of %d ranks", c->size);
+        mem_free(recv_at);
+        return st != PCNN_OK ? st
+                             : FAIL(PCNN_ERR_OUT_OF_MEMORY, "halo exchange of %d ranks", c->size);
     }
-    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    *m = (box_mover){.comm = comm, .rank = c->rank, .size = c->size, .timeout_ms = timeout_ms,
-                     .reqs = reqs, .recv_at = recv_at};
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    *m = (box_mover){.comm = m->comm, .rank = c->rank, .size = c->size,
+                     .timeout_ms = timeout_ms, .reqs = reqs, .recv_at = recv_at};
     *out = m;
     return PCNN_OK;
 }
@@ -145,6 +154,17 @@ static pcnn_status grow(box_mover *m, size_t floats)
 
 pcnn_status box_mover_error(const box_mover *m) { return m ? m->failed : PCNN_OK; }
 
+pcnn_status box_mover_reserve(box_mover *m, size_t floats) { return grow(m, floats); }
+
+/* The floats of a message of `part` (MPI counts them in an int: *most
+ * keeps the largest). */
+static size_t message_floats(const box *part, int c, size_t *most)
+{
+    const size_t count = box_volume(part) * (size_t)c;
+    if (count > *most) *most = count;
+    return count;
+}
+
 pcnn_status box_move_post(box_mover *m, int tag, int c, const box *src_boxes,
                           const box *dst_boxes, const float *src, float *dst, bool add,
                           int threads)
@@ -168,12 +188,17 @@ pcnn_status box_move_post_args(box_mover *m, const box_move_args *a)
     const box *src_over = a->src_over ? a->src_over : my_src;
     const box *dst_over = a->dst_over ? a->dst_over : my_dst;
     /* Sizes first: sends to every q, then receives from every q. */
-    size_t total = 0;
+    size_t total = 0, most = 0;
     box part;
     for (int q = 0; q < P; q++) {
         if (q == me || (peers && !peers[q])) continue;
-        if (box_intersect(my_src, &dst_boxes[q], &part)) total += box_volume(&part) * (size_t)c;
-        if (box_intersect(&src_boxes[q], my_dst, &part)) total += box_volume(&part) * (size_t)c;
+        if (box_intersect(my_src, &dst_boxes[q], &part)) total += message_floats(&part, c, &most);
+        if (box_intersect(&src_boxes[q], my_dst, &part)) total += message_floats(&part, c, &most);
+    }
+    if (most > INT_MAX) {
+        m->failed = PCNN_ERR_UNSUPPORTED; /* the pair's other rank fails alike */
+        return FAIL(PCNN_ERR_UNSUPPORTED, "a halo message of %zu floats exceeds MPI's count",
+                    most);
     }
     TRY(grow(m, total));
     m->flight = (box_flight){.c = c, .src_boxes = src_boxes, .dst_boxes = dst_boxes,

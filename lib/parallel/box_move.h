@@ -30,6 +30,9 @@ pcnn_status box_mover_split(box_mover *m, int color, MPI_Comm *group);
 void box_mover_destroy(box_mover *m);
 /* The failure of an earlier move (sticky), or PCNN_OK; NULL: PCNN_OK. */
 pcnn_status box_mover_error(const box_mover *m);
+/* Room for moves of up to `floats` sent and received (a move larger than
+ * the room allocates its own, which can fail on one rank alone). */
+pcnn_status box_mover_reserve(box_mover *m, size_t floats);
 
 /* One move (collective over the communicator: every rank calls it with the
  * same boxes and tag).  Fails (and every later move at once) when a

@@ -24,24 +24,32 @@ struct reducer {
     pcnn_status failed;    /* the first failure: MPI may still write buf */
 };
 
+/* Where a rank that could not allocate its reducer still joins the
+ * duplication the others wait in (static: MPI may write it late). */
+static MPI_Comm orphan_comm;
+
 pcnn_status reducer_create(pcnn_comm *c, int max_count, const long *timeout_ms,
                            reducer **out)
 {
-    MPI_Comm comm;
-    MPI_Request req;
-    TRY(comm_complete(c, MPI_Comm_idup(c->comm, &comm, &req), &req, *timeout_ms, __func__,
-                      "MPI_Comm_idup (batch-norm reductions)"));
+    /* Allocated first, and duplicated into r->comm: a duplication given up
+     * on may still write there, so r is then never freed. */
     reducer *r = mem_calloc(1, sizeof *r);
     double *buf = mem_alloc((size_t)c->size * (size_t)max_count * sizeof(double));
-    if (!r || !buf) {
-        MPI_Comm_free(&comm);
-        mem_free(r);
+    MPI_Comm *comm = r ? &r->comm : &orphan_comm;
+    MPI_Request req;
+    const int code = MPI_Comm_idup(c->comm, comm, &req);
+    const pcnn_status st = comm_complete(c, code, &req, *timeout_ms, __func__,
+                                         "MPI_Comm_idup (batch-norm reductions)");
+    if (st != PCNN_OK || !r || !buf) {
+        if (st == PCNN_OK) MPI_Comm_free(comm);
+        if (st == PCNN_OK || code != MPI_SUCCESS) mem_free(r);
         mem_free(buf);
-        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "%d doubles per rank for the batch-norm "
-                    "reductions of %d ranks", max_count, c->size);
+        return st != PCNN_OK ? st
+                             : FAIL(PCNN_ERR_OUT_OF_MEMORY, "%d doubles per rank for the "
+                                    "batch-norm reductions of %d ranks", max_count, c->size);
     }
-    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    *r = (reducer){.comm = comm, .rank = c->rank, .size = c->size, .max_count = max_count,
+    MPI_Comm_set_errhandler(r->comm, MPI_ERRORS_RETURN);
+    *r = (reducer){.comm = r->comm, .rank = c->rank, .size = c->size, .max_count = max_count,
                    .buf = buf, .timeout_ms = timeout_ms};
     *out = r;
     return PCNN_OK;
