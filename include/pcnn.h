@@ -1200,8 +1200,10 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * (D, then H over the D-extended box, then W), each with that dimension's
  * neighbours, so edges and corners arrive transitively: 4 messages per
  * rank in 2D, 6 in 3D; 1 sends every neighbour its part at once (8 in 2D,
- * 26 in 3D), one round instead of several.  The same values.  Before
- * finalize. */
+ * 26 in 3D), one round instead of several.  The same values.  A layer
+ * whose stride leaves points of a block unread by its owner but read by a
+ * neighbour (strided windows on uneven splits) exchanges in one round under
+ * either setting.  Before finalize. */
 #define PCNN_OPT_HALO_SCHEDULE PCNN_OPT_EXPERIMENTAL_8
 
 /* The automatic parallel strategy (pcnn_net_plan_distribution) considers
