@@ -1597,9 +1597,11 @@ typedef enum pcnn_dtype { PCNN_DTYPE_F32 = 0, PCNN_DTYPE_F64 = 1 } pcnn_dtype;
  * are read here.  The samples carry the float targets of their line
  * (regression: MSE, L1); shuffle, info3d, batch, batch_box, train_epoch
  * and evaluate take the dataset as any other; free it with
- * pcnn_dataset_destroy.  Errors: INVALID_ARGUMENT (NULL, shape < 1,
- * dtype, target_count < 1, a .npy of the other dtype), IO (a file cannot
- * be opened or read: the message names it), CORRUPT (a manifest line
+ * pcnn_dataset_destroy.  Errors: INVALID_ARGUMENT (NULL, shape < 1 or
+ * over INT_MAX floats, dtype, target_count < 1, a .npy of the other
+ * dtype), IO (a file cannot be opened or read, or is not a regular file:
+ * a FIFO, directory or device is refused, not waited on; the message
+ * names it), CORRUPT (a manifest line
  * that is malformed, named by its line number; a file whose size or
  * header is wrong, named with the offset), SHAPE (a .npy of another
  * shape), OUT_OF_MEMORY. */

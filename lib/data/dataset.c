@@ -24,9 +24,7 @@ pcnn_dataset *dataset_alloc3d(int n, int c, int d_, int h, int w, int with_label
                               int target_count)
 {
     if (n < 1 || c < 1 || d_ < 1 || h < 1 || w < 1 || target_count < 0) return NULL;
-    if ((size_t)c * (size_t)d_ > (size_t)INT_MAX / (size_t)h ||
-        (size_t)c * (size_t)d_ * (size_t)h > (size_t)INT_MAX / (size_t)w)
-        return NULL;
+    if (!dataset_shape_fits(c, d_, h, w)) return NULL;
     size_t sample = (size_t)c * (size_t)d_ * (size_t)h * (size_t)w;
     if (sample > SIZE_MAX / sizeof(float) / (size_t)n) return NULL;
     if (target_count > 0 && (size_t)target_count > SIZE_MAX / sizeof(float) / (size_t)n)
@@ -166,7 +164,7 @@ static pcnn_status create(int n, int c, int depth, int h, int w, const float *x,
         REQUIRE(target_count >= 1, PCNN_ERR_INVALID_ARGUMENT,
                 "target_count %d < 1 with targets", target_count);
     }
-    REQUIRE((size_t)c * (size_t)depth * (size_t)h <= (size_t)INT_MAX / (size_t)w,
+    REQUIRE(dataset_shape_fits(c, depth, h, w),
             PCNN_ERR_INVALID_ARGUMENT, "sample shape %s exceeds INT_MAX floats",
             shape_text(c, depth, h, w, txt, sizeof txt));
 

@@ -5,6 +5,7 @@
 #ifndef PCNN_DATA_DATASET_H
 #define PCNN_DATA_DATASET_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,15 @@ struct pcnn_dataset {
     int *order;             /* n storage indices: position k holds sample order[k] */
     struct volume_source *vol; /* file-backed volumes (volume.h; x is then NULL), or NULL */
 };
+
+/* Does a (c, d, h, w) sample of positive extents hold at most INT_MAX
+ * floats?  Bounded step by step: the plain product of four ints can wrap
+ * even a size_t. */
+static inline int dataset_shape_fits(int c, int d, int h, int w)
+{
+    const size_t cd = (size_t)c * (size_t)d; /* < 2^62 */
+    return cd <= (size_t)INT_MAX / (size_t)h && cd * (size_t)h <= (size_t)INT_MAX / (size_t)w;
+}
 
 /* A dataset of the given shape with zeroed x, labels (if with_labels) or
  * targets (if target_count > 0), and the identity order.  Sizes must be

@@ -18,16 +18,22 @@
 
 /* A manifest larger than this is refused (a line per sample: plenty). */
 #define MANIFEST_MAX_BYTES ((size_t)1 << 30)
-/* Bytes read from the start of a .npy file to find its header. */
-#define NPY_HEADER_READ 65536
-/* float64 values converted per pread (a stack buffer: no allocation). */
-#define CONVERT_CHUNK 4096
+/* Bytes read from the start of a .npy file to find its header (into the
+ * scratch's bounce buffer). */
+#define NPY_HEADER_READ ((size_t)65536)
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #define HOST_BIG_ENDIAN 1
 #else
 #define HOST_BIG_ENDIAN 0
 #endif
+
+/* strerror is not thread-safe (the helper thread reports too). */
+static const char *errno_text(int err, char *text, size_t size)
+{
+    if (strerror_r(err, text, size) != 0) snprintf(text, size, "error %d", err);
+    return text;
+}
 
 /* Report into msg when given (the helper thread), else as the thread's
  * error. */
@@ -53,6 +59,7 @@ static pcnn_status read_exact(int fd, const char *path, void *dst, size_t len, u
 {
     unsigned char *p = dst;
     size_t done = 0;
+    char text[128];
     while (done < len) {
         size_t want = len - done < ((size_t)1 << 30) ? len - done : ((size_t)1 << 30);
         ssize_t got = pread(fd, p + done, want, (off_t)(off + done));
@@ -60,7 +67,7 @@ static pcnn_status read_exact(int fd, const char *path, void *dst, size_t len, u
         if (got < 0)
             return report(msg, msg_size, PCNN_ERR_IO, "%s: read of %zu bytes at offset %llu "
                           "failed: %s", path, want, (unsigned long long)(off + done),
-                          strerror(errno));
+                          errno_text(errno, text, sizeof text));
         if (got == 0)
             return report(msg, msg_size, PCNN_ERR_CORRUPT, "%s: the file ends at offset %llu, "
                           "before the %zu bytes expected from offset %llu", path,
@@ -78,25 +85,6 @@ static void swap_bytes(unsigned char *p, size_t count, size_t elem)
             p[a] = p[b];
             p[b] = t;
         }
-}
-
-/* Read `floats` consecutive values of the file from byte `off` into dst. */
-static pcnn_status read_run(const volume_source *v, int fd, const char *path, uint64_t off,
-                            size_t floats, float *dst, char *msg, size_t msg_size)
-{
-    if (v->dtype == PCNN_DTYPE_F32) {
-        TRY(read_exact(fd, path, dst, floats * 4, off, msg, msg_size));
-        if (HOST_BIG_ENDIAN) swap_bytes((unsigned char *)dst, floats, 4);
-        return PCNN_OK;
-    }
-    double buf[CONVERT_CHUNK];
-    for (size_t done = 0; done < floats; done += CONVERT_CHUNK) {
-        size_t k = floats - done < CONVERT_CHUNK ? floats - done : CONVERT_CHUNK;
-        TRY(read_exact(fd, path, buf, k * 8, off + done * 8, msg, msg_size));
-        if (HOST_BIG_ENDIAN) swap_bytes((unsigned char *)buf, k, 8);
-        for (size_t i = 0; i < k; i++) dst[done + i] = (float)buf[i];
-    }
-    return PCNN_OK;
 }
 
 /* Runs of the box separated by small gaps (a box narrower than W: one
@@ -117,6 +105,40 @@ typedef struct pending {
     } pieces[MAX_PIECES];
 } pending;
 
+/* A reading thread's buffers (volume.h): the pending runs and the bounce
+ * buffer, which also holds float64 values being converted (a single run is
+ * read with nothing else in it) and a .npy header at open. */
+struct volume_scratch {
+    pending runs;
+    double bounce[BOUNCE_BYTES / sizeof(double)];
+};
+_Static_assert(NPY_HEADER_READ <= BOUNCE_BYTES, "a .npy header fits the bounce buffer");
+
+volume_scratch *volume_scratch_new(void) { return mem_alloc(sizeof(volume_scratch)); }
+
+void volume_scratch_free(volume_scratch *s) { mem_free(s); }
+
+/* Read `floats` consecutive values of the file from byte `off` into dst
+ * (float64 through the bounce buffer). */
+static pcnn_status read_run(const volume_source *v, volume_scratch *s, int fd, const char *path,
+                            uint64_t off, size_t floats, float *dst, char *msg, size_t msg_size)
+{
+    if (v->dtype == PCNN_DTYPE_F32) {
+        TRY(read_exact(fd, path, dst, floats * 4, off, msg, msg_size));
+        if (HOST_BIG_ENDIAN) swap_bytes((unsigned char *)dst, floats, 4);
+        return PCNN_OK;
+    }
+    const size_t chunk = sizeof s->bounce / sizeof *s->bounce;
+    double *buf = s->bounce;
+    for (size_t done = 0; done < floats; done += chunk) {
+        size_t k = floats - done < chunk ? floats - done : chunk;
+        TRY(read_exact(fd, path, buf, k * 8, off + done * 8, msg, msg_size));
+        if (HOST_BIG_ENDIAN) swap_bytes((unsigned char *)buf, k, 8);
+        for (size_t i = 0; i < k; i++) dst[done + i] = (float)buf[i];
+    }
+    return PCNN_OK;
+}
+
 static void convert(const volume_source *v, const unsigned char *src, size_t floats, float *dst)
 {
     if (v->dtype == PCNN_DTYPE_F32) {
@@ -132,17 +154,18 @@ static void convert(const volume_source *v, const unsigned char *src, size_t flo
     }
 }
 
-static pcnn_status flush(const volume_source *v, int fd, const char *path, pending *p, float *x,
-                         char *msg, size_t msg_size)
+static pcnn_status flush(const volume_source *v, volume_scratch *s, int fd, const char *path,
+                         float *x, char *msg, size_t msg_size)
 {
+    pending *p = &s->runs;
     if (p->count == 0) return PCNN_OK;
     const int count = p->count;
     p->count = 0;
     if (count == 1)
-        return read_run(v, fd, path, p->pieces[0].off, p->pieces[0].floats,
+        return read_run(v, s, fd, path, p->pieces[0].off, p->pieces[0].floats,
                         x + p->pieces[0].placed, msg, msg_size);
-    unsigned char bounce[BOUNCE_BYTES];
-    TRY(read_exact(fd, path, bounce, (size_t)(p->end - p->start), p->start, msg, msg_size));
+    const unsigned char *bounce = (const unsigned char *)s->bounce;
+    TRY(read_exact(fd, path, s->bounce, (size_t)(p->end - p->start), p->start, msg, msg_size));
     for (int i = 0; i < count; i++)
         convert(v, bounce + (p->pieces[i].off - p->start), p->pieces[i].floats,
                 x + p->pieces[i].placed);
@@ -152,10 +175,11 @@ static pcnn_status flush(const volume_source *v, int fd, const char *path, pendi
 /* Queue the run of `floats` values at file byte off, destined for
  * x[placed...]: joined to the pending runs when adjacent or close,
  * otherwise after reading those. */
-static pcnn_status add_run(const volume_source *v, int fd, const char *path, pending *p,
+static pcnn_status add_run(const volume_source *v, volume_scratch *s, int fd, const char *path,
                            uint64_t off, size_t floats, size_t placed, float *x, char *msg,
                            size_t msg_size)
 {
+    pending *p = &s->runs;
     const uint64_t bytes = (uint64_t)floats * v->elem, end = off + bytes;
     if (p->count > 0 && off == p->end && (p->count == 1 || end - p->start <= BOUNCE_BYTES)) {
         p->pieces[p->count - 1].floats += floats; /* contiguous in the file and in x */
@@ -168,12 +192,38 @@ static pcnn_status add_run(const volume_source *v, int fd, const char *path, pen
         p->end = end;
         return PCNN_OK;
     }
-    TRY(flush(v, fd, path, p, x, msg, msg_size));
+    TRY(flush(v, s, fd, path, x, msg, msg_size));
     p->pieces[0] = (struct piece){off, floats, placed};
     p->count = 1;
     p->start = off;
     p->end = end;
     return PCNN_OK;
+}
+
+/* Open a regular file for reading, or return -1 with the reason in why.
+ * O_NONBLOCK: opening a FIFO would wait for a writer (on the helper
+ * thread, forever, with the caller waiting on it); a device such as
+ * /dev/zero would be read until a size check.  sb (optional) receives
+ * its status. */
+static int open_regular(const char *path, struct stat *sb, char *why, size_t why_size)
+{
+    int fd;
+    do fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        errno_text(errno, why, why_size);
+        return -1;
+    }
+    struct stat st;
+    if (!sb) sb = &st;
+    const int flags = fcntl(fd, F_GETFL);
+    if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode) || flags < 0 ||
+        fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        close(fd);
+        snprintf(why, why_size, "not a regular file (a directory, FIFO or device)");
+        return -1;
+    }
+    return fd;
 }
 
 /* Tell the kernel every span the box will read, plane by plane, before the
@@ -203,22 +253,19 @@ static void advise_box(const volume_source *v, int fd, uint64_t base, const volu
     if (hi > lo) (void)posix_fadvise(fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_WILLNEED);
 }
 
-pcnn_status volume_read_box(const volume_source *v, int file, const volume_box *box, float *x,
-                            char *msg, size_t msg_size)
+pcnn_status volume_read_box(const volume_source *v, volume_scratch *s, int file,
+                            const volume_box *box, float *x, char *msg, size_t msg_size)
 {
     const char *path = v->files[file].path;
-    int fd;
-    do fd = open(path, O_RDONLY);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0)
-        return report(msg, msg_size, PCNN_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    char why[128];
+    const int fd = open_regular(path, NULL, why, sizeof why);
+    if (fd < 0) return report(msg, msg_size, PCNN_ERR_IO, "cannot open %s: %s", path, why);
 
     /* Rows of the box in destination order: x is filled front to back. */
     const uint64_t base = v->files[file].offset, elem = v->elem;
     const int bd = box->count[0], bh = box->count[1], bw = box->count[2];
     advise_box(v, fd, base, box);
-    pending p;
-    p.count = 0;
+    s->runs.count = 0;
     size_t placed = 0;
     pcnn_status st = PCNN_OK;
     for (int c = 0; c < v->c && st == PCNN_OK; c++)
@@ -227,10 +274,10 @@ pcnn_status volume_read_box(const volume_source *v, int file, const volume_box *
                 uint64_t index = (((uint64_t)c * (uint64_t)v->d + (uint64_t)(box->start[0] + z)) *
                                       (uint64_t)v->h + (uint64_t)(box->start[1] + y)) *
                                      (uint64_t)v->w + (uint64_t)box->start[2];
-                st = add_run(v, fd, path, &p, base + index * elem, (size_t)bw, placed, x, msg,
+                st = add_run(v, s, fd, path, base + index * elem, (size_t)bw, placed, x, msg,
                              msg_size);
             }
-    if (st == PCNN_OK) st = flush(v, fd, path, &p, x, msg, msg_size);
+    if (st == PCNN_OK) st = flush(v, s, fd, path, x, msg, msg_size);
     close(fd);
     return st;
 }
@@ -239,6 +286,7 @@ void volume_source_free(volume_source *v)
 {
     if (!v) return;
     volume_prefetch_free(v->prefetch);
+    volume_scratch_free(v->scratch);
     if (v->files)
         for (int i = 0; i < v->count; i++) mem_free(v->files[i].path);
     mem_free(v->files);
@@ -248,8 +296,14 @@ void volume_source_free(volume_source *v)
 /* Read a whole (small) text file into a new buffer. */
 static pcnn_status read_text_file(const char *path, char **out, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return FAIL(PCNN_ERR_IO, "cannot open the manifest %s: %s", path, strerror(errno));
+    char why[128];
+    const int fd = open_regular(path, NULL, why, sizeof why);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (fd >= 0 && !f) {
+        errno_text(errno, why, sizeof why);
+        close(fd);
+    }
+    if (!f) return FAIL(PCNN_ERR_IO, "cannot open the manifest %s: %s", path, why);
     size_t cap = 4096, n = 0;
     char *buf = mem_alloc(cap);
     pcnn_status st = buf ? PCNN_OK : FAIL(PCNN_ERR_OUT_OF_MEMORY, "out of memory");
@@ -297,23 +351,19 @@ static pcnn_status check_file(volume_source *v, const char *manifest, int index,
 {
     const uint64_t bytes = (uint64_t)v->c * (uint64_t)v->d * (uint64_t)v->h * (uint64_t)v->w *
                            (uint64_t)v->elem;
-    int fd = open(f->path, O_RDONLY);
+    struct stat sb;
+    char why[128];
+    const int fd = open_regular(f->path, &sb, why, sizeof why);
     if (fd < 0)
         return FAIL(PCNN_ERR_IO, "cannot open %s (sample %d of %s): %s", f->path, index,
-                    manifest, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        pcnn_status st = FAIL(PCNN_ERR_IO, "cannot stat %s: %s", f->path, strerror(errno));
-        close(fd);
-        return st;
-    }
+                    manifest, why);
     const uint64_t size = (uint64_t)sb.st_size;
     pcnn_status st = PCNN_OK;
     f->offset = 0;
     if (ends_with(f->path, ".npy")) {
-        unsigned char head[NPY_HEADER_READ];
-        size_t want = size < sizeof head ? (size_t)size : sizeof head;
-        st = read_exact(fd, f->path, head, want, 0, NULL, 0);
+        const unsigned char *head = (const unsigned char *)v->scratch->bounce;
+        size_t want = size < NPY_HEADER_READ ? (size_t)size : NPY_HEADER_READ;
+        st = read_exact(fd, f->path, v->scratch->bounce, want, 0, NULL, 0);
         npy_header h;
         if (st == PCNN_OK) st = npy_parse_header(head, want, f->path, &h);
         if (st == PCNN_OK && h.elem != (int)v->elem)
@@ -354,11 +404,10 @@ PCNN_API pcnn_status pcnn_dataset_open_volumes(const char *manifest, int channel
     API_ENTRY();
     REQUIRE_PTR(out);
     REQUIRE_PTR(manifest);
-    *out = NULL;
     REQUIRE(channels >= 1 && depth >= 1 && height >= 1 && width >= 1,
             PCNN_ERR_INVALID_ARGUMENT, "sample shape (%d, %d, %d, %d) has a dimension < 1",
             channels, depth, height, width);
-    REQUIRE((size_t)channels * (size_t)depth * (size_t)height <= (size_t)INT_MAX / (size_t)width,
+    REQUIRE(dataset_shape_fits(channels, depth, height, width),
             PCNN_ERR_INVALID_ARGUMENT, "sample shape (%d, %d, %d, %d) exceeds INT_MAX floats",
             channels, depth, height, width);
     REQUIRE(dtype == PCNN_DTYPE_F32 || dtype == PCNN_DTYPE_F64, PCNN_ERR_INVALID_ARGUMENT,
@@ -395,8 +444,11 @@ PCNN_API pcnn_status pcnn_dataset_open_volumes(const char *manifest, int channel
         d->order = mem_calloc((size_t)count, sizeof *d->order);
         d->targets = mem_alloc_floats((size_t)count * (size_t)target_count);
     }
-    if (v) v->files = mem_calloc((size_t)count, sizeof *v->files);
-    if (!d || !v || !d->order || !d->targets || !v->files) {
+    if (v) {
+        v->files = mem_calloc((size_t)count, sizeof *v->files);
+        v->scratch = volume_scratch_new();
+    }
+    if (!d || !v || !d->order || !d->targets || !v->files || !v->scratch) {
         manifest_free(entries, count);
         volume_source_free(v);
         dataset_free(d);

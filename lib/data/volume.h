@@ -17,6 +17,15 @@
 
 typedef struct volume_prefetch volume_prefetch;
 
+/* The buffers one reading thread needs (~150 KiB: the runs of a box
+ * waiting to be read and a bounce buffer), allocated once, at open for
+ * the caller's thread and with the prefetch thread: a box read then keeps
+ * little on the stack (a thread's stack may be 128 KiB) and allocates
+ * nothing.  volume_scratch_new gives NULL when out of memory. */
+typedef struct volume_scratch volume_scratch;
+volume_scratch *volume_scratch_new(void);
+void volume_scratch_free(volume_scratch *s);
+
 /* One sample's file: where its C-order [C][D][H][W] array starts. */
 typedef struct volume_file {
     char *path;         /* as opened: relative paths joined to the manifest's directory */
@@ -30,6 +39,7 @@ typedef struct volume_source {
     size_t elem;        /* 4 or 8 bytes */
     int count;          /* number of files = samples */
     volume_file *files;
+    volume_scratch *scratch;   /* for reads on the caller's thread */
     volume_prefetch *prefetch; /* NULL when off */
 } volume_source;
 
@@ -86,14 +96,15 @@ pcnn_status npy_parse_header(const unsigned char *buf, size_t len, const char *n
 /* ---- reading (volume.c) ----------------------------------------------- */
 
 /* Read `box` of the file's sample into x (c * box floats, C-order), as
- * float32.  Reads only the box, by pread of maximal contiguous runs.  Safe
- * to call from several threads at once.  Errors: IO (open/read failure),
- * CORRUPT (the file ended before the run at some offset).  With a NULL
- * `msg`, the message goes to the thread's error; otherwise it is written
- * into msg (msg_size bytes) and the thread's error is left alone (the
- * helper thread). */
-pcnn_status volume_read_box(const volume_source *v, int file, const volume_box *box, float *x,
-                            char *msg, size_t msg_size);
+ * float32, with the calling thread's scratch.  Reads only the box, by
+ * pread of maximal contiguous runs.  Safe to call from several threads at
+ * once, each with its own scratch.  Errors: IO (open/read failure, not a
+ * regular file), CORRUPT (the file ended before the run at some offset).
+ * With a NULL `msg`, the message goes to the thread's error; otherwise it
+ * is written into msg (msg_size bytes) and the thread's error is left
+ * alone (the helper thread). */
+pcnn_status volume_read_box(const volume_source *v, volume_scratch *s, int file,
+                            const volume_box *box, float *x, char *msg, size_t msg_size);
 
 /* Free the files (and stop the prefetch); NULL is a no-op. */
 void volume_source_free(volume_source *v);

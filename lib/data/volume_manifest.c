@@ -9,6 +9,11 @@
 #include "../core/memory.h"
 #include "volume.h"
 
+/* FLT_MAX plus half its last place: a double this large rounds to an
+ * infinite float (the tie goes to the even infinity); anything smaller, to
+ * a finite one -- FLT_MAX printed as 3.40282347e+38 included. */
+#define ROUNDS_TO_FLOAT_INF 0x1.ffffffp+127
+
 /* Largest number of samples a manifest may list (counts stay within int). */
 #define MANIFEST_MAX_ENTRIES (INT_MAX / 2)
 
@@ -74,7 +79,7 @@ static pcnn_status parse_line(const char *p, const char *end, const char *dir, c
         if (stop == q || (*stop != '\0' && !is_space(*stop)))
             st = FAIL(PCNN_ERR_CORRUPT, "%s line %ld: target %d is not a number", name, line,
                       k + 1);
-        else if (!isfinite(v) || fabs(v) > 3.0e38)
+        else if (!isfinite(v) || fabs(v) >= ROUNDS_TO_FLOAT_INF)
             st = FAIL(PCNN_ERR_CORRUPT, "%s line %ld: target %d is not a finite float", name,
                       line, k + 1);
         else

@@ -30,6 +30,7 @@ typedef struct slot {
 
 struct volume_prefetch {
     volume_source *v;
+    volume_scratch *scratch; /* the thread's */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t work, done;
@@ -75,8 +76,8 @@ static void *prefetch_main(void *arg)
         pcnn_status st = PCNN_OK;
         char msg[512] = "";
         for (int k = 0; k < next->count && st == PCNN_OK; k++)
-            st = volume_read_box(p->v, next->files[k], &next->box, next->x + (size_t)k * per,
-                                 msg, sizeof msg);
+            st = volume_read_box(p->v, p->scratch, next->files[k], &next->box,
+                                 next->x + (size_t)k * per, msg, sizeof msg);
 
         pthread_mutex_lock(&p->mu);
         if (st != PCNN_OK && p->pending == PCNN_OK) {
@@ -124,6 +125,7 @@ void volume_prefetch_free(volume_prefetch *p)
         mem_free(p->slots[i].x);
     }
     mem_free(p->slots);
+    volume_scratch_free(p->scratch);
     mem_free(p);
 }
 
@@ -133,8 +135,15 @@ pcnn_status volume_prefetch_set(volume_source *v, int batches)
     v->prefetch = NULL;
     if (batches == 0) return PCNN_OK;
     volume_prefetch *p = mem_calloc(1, sizeof *p);
-    if (p) p->slots = mem_calloc((size_t)batches, sizeof *p->slots);
-    if (!p || !p->slots) {
+    if (p) {
+        p->slots = mem_calloc((size_t)batches, sizeof *p->slots);
+        p->scratch = volume_scratch_new();
+    }
+    if (!p || !p->slots || !p->scratch) {
+        if (p) {
+            mem_free(p->slots);
+            volume_scratch_free(p->scratch);
+        }
         mem_free(p);
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "cannot allocate %d prefetch slots", batches);
     }
@@ -147,8 +156,8 @@ pcnn_status volume_prefetch_set(volume_source *v, int batches)
         if (!err) {
             err = pthread_cond_init(&p->done, NULL);
             if (!err) {
-                /* Reads use ~200 KiB of stack (volume.c's bounce buffer):
-                 * do not rely on the platform's default thread stack. */
+                /* Reads keep their buffers in the scratch, but do not
+                 * rely on the platform's default thread stack either. */
                 pthread_attr_t attr;
                 err = pthread_attr_init(&attr);
                 if (!err) {
@@ -164,6 +173,7 @@ pcnn_status volume_prefetch_set(volume_source *v, int batches)
     }
     if (err) {
         mem_free(p->slots);
+        volume_scratch_free(p->scratch);
         mem_free(p);
         return FAIL(PCNN_ERR_INTERNAL, "cannot start the prefetch thread: %s", strerror(err));
     }
@@ -176,7 +186,7 @@ static pcnn_status read_direct(const volume_source *v, const int *order, int sta
 {
     const size_t per = volume_box_floats(v->c, box);
     for (int k = 0; k < count; k++)
-        TRY(volume_read_box(v, order[start + k], box, x + (size_t)k * per, NULL, 0));
+        TRY(volume_read_box(v, v->scratch, order[start + k], box, x + (size_t)k * per, NULL, 0));
     return PCNN_OK;
 }
 

@@ -159,15 +159,19 @@ static pcnn_status check_graph(const pcnn_net *net)
     return PCNN_OK;
 }
 
-/* GEMM dimensions are ints: every layer's whole-batch extent must fit. */
+/* GEMM dimensions are ints: every layer's whole-batch extent must fit.  The
+ * product is taken in double, factor by factor: four int extents may
+ * overflow a size_t. */
 static pcnn_status check_sizes(const pcnn_net *net, int max_batch)
 {
     char name[64];
     for (int i = 0; i < net->layers.count; i++) {
         const pcnn_layer *l = net->layers.items[i];
-        FINALIZE_REQUIRE((double)max_batch * (double)shape_size(l->out) < 2147483647.0,
-                         PCNN_ERR_SHAPE, "%s: batch %d x %zu values per sample exceeds 2^31",
-                         layer_name(l, name, sizeof name), max_batch, shape_size(l->out));
+        const shape o = l->out;
+        const double per_sample = (double)o.c * (double)o.d * (double)o.h * (double)o.w;
+        FINALIZE_REQUIRE((double)max_batch * per_sample < 2147483647.0, PCNN_ERR_SHAPE,
+                         "%s: batch %d x %.0f values per sample exceeds 2^31",
+                         layer_name(l, name, sizeof name), max_batch, per_sample);
     }
     return PCNN_OK;
 }
@@ -280,7 +284,8 @@ static void plan_decide(pcnn_net *net, plan_ctx *p)
     *p = (plan_ctx){.max_batch = net->max_batch, .threads = net->threads,
                     .keep_im2col = net->opt.keep_im2col,
                     .conv_algorithm = net->opt.conv_algorithm,
-                    .sync_batchnorm = net->opt.sync_batchnorm};
+                    .sync_batchnorm = net->opt.sync_batchnorm,
+                    .conv3d_col_budget = net->opt.conv3d_col_budget};
     if (!net_is_spatial(net)) plan_fusion(net); /* twins run unfused */
     /* Decide first (pure, see layer.h), then allocate what was decided. */
     for (int i = 0; i < net->layers.count; i++)

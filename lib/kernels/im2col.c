@@ -13,7 +13,7 @@
 static void valid_range(int kw, int stride, int pad, int w, int wo_n, int *lo, int *hi)
 {
     int first = pad - kw; /* wo*s >= pad - kw */
-    int a = first <= 0 ? 0 : (first + stride - 1) / stride;
+    int a = first <= 0 ? 0 : first / stride + (first % stride != 0); /* no first + stride */
     int last = w - 1 + pad - kw; /* wo*s <= w - 1 + pad - kw */
     int b = last < 0 ? 0 : last / stride + 1;
     if (a > wo_n) a = wo_n;

@@ -20,7 +20,7 @@
 static void valid_span(int kw, int stride, int pad, int n, int out, int *lo, int *hi)
 {
     const int first = pad - kw, last = n - 1 + pad - kw;
-    int a = first <= 0 ? 0 : (first + stride - 1) / stride;
+    int a = first <= 0 ? 0 : first / stride + (first % stride != 0); /* no first + stride */
     int b = last < 0 ? 0 : last / stride + 1;
     if (a > out) a = out;
     if (b > out) b = out;

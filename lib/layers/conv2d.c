@@ -195,7 +195,8 @@ pcnn_status conv2d_add(layer_list *list, pcnn_layer *in, int out_channels, int k
                 "layer %d (%s): kernel %d larger than padded input %lldx%lld", idx, me, kernel, ph,
                 pw);
     const long long ho = (ph - kernel) / stride + 1, wo = (pw - kernel) / stride + 1;
-    const long long ckk = (long long)s.c * kernel * kernel;
+    const long long ck = (long long)s.c * kernel; /* C*K*K could pass 2^63: bound it first */
+    const long long ckk = ck <= INT_MAX / kernel ? ck * kernel : LLONG_MAX;
     /* Index arithmetic is int: padded extents, CKK and one output plane must fit. */
     ADD_REQUIRE(ph <= INT_MAX && pw <= INT_MAX && ckk <= INT_MAX && ho * wo <= INT_MAX &&
                     out_channels * ho * wo <= INT_MAX,

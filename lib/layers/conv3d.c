@@ -39,9 +39,11 @@ typedef struct conv3d_priv {
     float *packed;  /* its packed weights */
 } conv3d_priv;
 
-static size_t col_budget = CONV3D_COL_BUDGET_FLOATS;
-
-void conv3d_set_col_budget(size_t floats) { col_budget = floats ? floats : 1; }
+/* The network's vol2col budget in floats (layers.h). */
+static size_t col_budget(const plan_ctx *pc)
+{
+    return pc->conv3d_col_budget ? pc->conv3d_col_budget : CONV3D_COL_BUDGET_FLOATS;
+}
 
 static vol_shape geometry(const conv3d_priv *p, int n)
 {
@@ -65,11 +67,12 @@ static size_t col_floats(const conv3d_priv *p, int max_batch)
 
 /* Output planes per band under the budget (at least one), or 0 when the
  * whole batch's col fits. */
-static int band_planes(const conv3d_priv *p, int max_batch)
+static int band_planes(const conv3d_priv *p, const plan_ctx *pc)
 {
-    if (p->pointwise || col_floats(p, max_batch) <= col_budget) return 0;
+    const size_t budget = col_budget(pc);
+    if (p->pointwise || col_floats(p, pc->max_batch) <= budget) return 0;
     const size_t plane = (size_t)p->ck3 * (size_t)p->oh * (size_t)p->ow;
-    size_t planes = col_budget / plane;
+    size_t planes = budget / plane;
     if (planes < 1) planes = 1;
     return planes >= (size_t)p->od ? p->od : (int)planes;
 }
@@ -95,7 +98,7 @@ static size_t conv3d_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const conv3d_priv *p = l->priv;
     if (p->pointwise) return 0;
-    const int band = band_planes(p, pc->max_batch);
+    const int band = band_planes(p, pc);
     const size_t col = band ? (size_t)p->ck3 * (size_t)band * (size_t)p->oh * (size_t)p->ow
                             : col_floats(p, pc->max_batch);
     if (!direct_applies(p, pc)) return col;
@@ -107,7 +110,7 @@ static size_t conv3d_workspace(const pcnn_layer *l, const plan_ctx *pc)
 static void conv3d_decide(pcnn_layer *l, const plan_ctx *pc)
 {
     conv3d_priv *p = l->priv;
-    p->band = band_planes(p, pc->max_batch);
+    p->band = band_planes(p, pc);
     p->keep_col = pc->keep_im2col && !p->pointwise && !p->band;
     p->direct = direct_applies(p, pc);
     if (p->direct)
@@ -176,7 +179,8 @@ typedef struct band {
 
 static band band_at(const conv3d_priv *p, int s, int d0)
 {
-    band b = {s, d0, d0 + p->band < p->od ? d0 + p->band : p->od, 0, 0};
+    /* od may be near INT_MAX: compare what is left rather than d0 + band. */
+    band b = {s, d0, p->od - d0 > p->band ? d0 + p->band : p->od, 0, 0};
     b.first = (int)((size_t)s * out_volume(p) + (size_t)d0 * p->oh * p->ow);
     b.cols = (b.d1 - d0) * p->oh * p->ow;
     return b;
@@ -188,8 +192,7 @@ static void conv3d_forward_banded(pcnn_layer *l, const run_ctx *ctx, int np)
     const vol_shape g = geometry(p, ctx->n);
     const float *x = l->inputs[0]->y;
     for (int s = 0; s < ctx->n; s++)
-        for (int d0 = 0; d0 < p->od; d0 += p->band) {
-            const band b = band_at(p, s, d0);
+        for (band b = band_at(p, s, 0); b.d0 < p->od; b = band_at(p, s, b.d1)) {
             vol2col_band(x, &g, s, b.d0, b.d1, ctx->workspace, ctx->threads);
             gemm(false, false, p->cout, b.cols, p->ck3, 1.0f, l->params, p->ck3,
                  ctx->workspace, b.cols, p->bias ? 1.0f : 0.0f, l->y + b.first, np,
@@ -208,8 +211,7 @@ static void conv3d_backward_banded(pcnn_layer *l, const run_ctx *ctx, float *con
                  ctx->threads);
     float beta = 0.0f;
     for (int s = 0; s < ctx->n; s++)
-        for (int d0 = 0; d0 < p->od; d0 += p->band) {
-            const band b = band_at(p, s, d0);
+        for (band b = band_at(p, s, 0); b.d0 < p->od; b = band_at(p, s, b.d1)) {
             vol2col_band(x, &g, s, b.d0, b.d1, ctx->workspace, ctx->threads);
             gemm(false, true, p->cout, p->ck3, b.cols, 1.0f, l->dy + b.first, np,
                  ctx->workspace, b.cols, beta, l->grads, p->ck3, ctx->threads);
@@ -341,17 +343,22 @@ pcnn_status conv3d_add(layer_list *list, pcnn_layer *in, int out_channels, int k
                 kernel, pd, ph, pw);
     const long long od = (pd - kernel) / stride + 1, oh = (ph - kernel) / stride + 1,
                     ow = (pw - kernel) / stride + 1;
-    const long long ck3 = (long long)s.c * kernel * kernel * kernel;
     /* Index arithmetic is int: padded extents, CK^3 and one sample's GEMM
      * columns must fit.  A whole batch's output is checked at finalize
      * (CosmoFlow's conv1 at W = 512 is 2^31 floats per sample: it can be
-     * built, and trained once a sample is split over ranks). */
-    ADD_REQUIRE(pd <= INT_MAX && ph <= INT_MAX && pw <= INT_MAX && ck3 <= INT_MAX &&
-                    od * oh * ow <= INT_MAX,
+     * built, and trained once a sample is split over ranks).  Products are
+     * bounded factor by factor: each factor may be near 2^31 (or 2^33 for
+     * od), so a product taken first could wrap past 2^63. */
+    const long long ck = (long long)s.c * kernel;
+    const bool ck3_fits = ck <= INT_MAX / kernel && ck * kernel <= INT_MAX / kernel;
+    const bool out_fits = od <= INT_MAX && oh <= INT_MAX && ow <= INT_MAX &&
+                          od * oh <= INT_MAX / ow;
+    ADD_REQUIRE(pd <= INT_MAX && ph <= INT_MAX && pw <= INT_MAX && ck3_fits && out_fits,
                 PCNN_ERR_SHAPE,
                 "layer %d (%s): sizes overflow (%d channels x kernel %d^3, output %d x "
                 "%lldx%lldx%lld)",
                 idx, me, s.c, kernel, out_channels, od, oh, ow);
+    const long long ck3 = ck * kernel * kernel;
     const long long nparams = out_channels * ck3 + (bias ? out_channels : 0);
     ADD_REQUIRE(nparams <= INT_MAX, PCNN_ERR_SHAPE,
                 "layer %d (%s): %lld parameters is too many", idx, me, nparams);

@@ -46,6 +46,7 @@ typedef struct plan_ctx {
     bool keep_im2col; /* PCNN_OPT_KEEP_IM2COL */
     int conv_algorithm; /* PCNN_OPT_CONV_ALGORITHM: 0 auto, 1 GEMM, 2 direct, 3 taps */
     bool sync_batchnorm; /* PCNN_OPT_SYNC_BATCHNORM: the batch norms' default */
+    size_t conv3d_col_budget; /* floats; 0: CONV3D_COL_BUDGET_FLOATS (layers.h) */
 } plan_ctx;
 
 /* A parallel training step's door to the other ranks that share the batch,

@@ -39,10 +39,9 @@ pcnn_status conv3d_add(layer_list *list, pcnn_layer *in, int out_channels, int k
                        int stride, int padding, int bias, pcnn_layer **out, const char *func);
 /* Largest vol2col matrix, in floats, a 3D convolution builds at once
  * (CONV3D_COL_BUDGET_FLOATS: 64 MiB); above it, it runs in bands of output
- * planes of one sample.  Tests lower it to compare banded with whole-batch
- * results; it applies to networks finalized afterwards. */
+ * planes of one sample.  plan_ctx.conv3d_col_budget overrides it per
+ * network (tests lower it to compare banded with whole-batch results). */
 #define CONV3D_COL_BUDGET_FLOATS ((size_t)16 << 20)
-void conv3d_set_col_budget(size_t floats);
 
 /* Max and average 3D pooling over kernel^3 windows (padding <= kernel / 2). */
 pcnn_status maxpool3d_add(layer_list *list, pcnn_layer *in, int kernel, int stride, int padding,

@@ -38,7 +38,7 @@ static inline void window(int o, int stride, int pad, int k, int n, int *lo, int
 static inline void valid_cols(int kw, int stride, int pad, int w, int wo, int *lo, int *hi)
 {
     int first = pad - kw, last = w - 1 + pad - kw;
-    int a = first <= 0 ? 0 : (first + stride - 1) / stride;
+    int a = first <= 0 ? 0 : first / stride + (first % stride != 0); /* no first + stride */
     int b = last < 0 ? 0 : last / stride + 1;
     if (a > wo) a = wo;
     if (b > wo) b = wo;
@@ -222,7 +222,7 @@ VECTOR_CLONES static void avgpool_rows(void *varg, size_t u0, size_t u1)
     const int ho = p->ho, wo = p->wo, h = p->h, w = p->w;
     const int k = p->k, st = p->stride, pad = p->pad;
     const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
-    const float scale = 1.0f / (float)(k * k);
+    const float scale = 1.0f / (float)((double)k * k); /* k * k may pass INT_MAX */
     for (size_t u = u0; u < u1; u++) {
         const size_t pl = u / (size_t)ho;
         const int oh = (int)(u % (size_t)ho);
@@ -261,7 +261,7 @@ VECTOR_CLONES static void avgpool_back_planes(void *varg, size_t u0, size_t u1)
     const int ho = p->ho, wo = p->wo, h = p->h, w = p->w;
     const int k = p->k, st = p->stride, pad = p->pad;
     const size_t in_plane = (size_t)h * w, out_plane = (size_t)ho * wo;
-    const float scale = 1.0f / (float)(k * k);
+    const float scale = 1.0f / (float)((double)k * k); /* k * k may pass INT_MAX */
     for (size_t pl = u0; pl < u1; pl++) {
         float *dp = a->dst + pl * in_plane;
         const float *gp = a->src + pl * out_plane;

@@ -37,6 +37,9 @@ static inline void window(int o, int stride, int pad, int k, int n, int *lo, int
     *hi = b > n ? n : b;
 }
 
+/* 1 / K^3 for count_include_pad: K^3 passes INT_MAX from K = 1291. */
+static float avg_scale(int k) { return 1.0f / (float)((double)k * k * k); }
+
 /* The window of output (od, oh, ow) as clamped ranges along each axis. */
 typedef struct box {
     int d0, d1, h0, h1, w0, w1;
@@ -147,7 +150,7 @@ static void avgpool3d_rows(void *varg, size_t u0, size_t u1)
     const pool3d_call *a = varg;
     const pool3d_priv *p = a->p;
     const size_t rows = (size_t)p->od * p->oh;
-    const float scale = 1.0f / (float)(p->k * p->k * p->k);
+    const float scale = avg_scale(p->k);
     for (size_t u = u0; u < u1; u++) {
         const size_t v = u / rows;
         const int od = (int)(u % rows / (size_t)p->oh), oh = (int)(u % (size_t)p->oh);
@@ -179,7 +182,7 @@ static void avgpool3d_back_volumes(void *varg, size_t u0, size_t u1)
     const pool3d_call *a = varg;
     const pool3d_priv *p = a->p;
     const size_t nin = in_volume(p), nout = out_volume(p);
-    const float scale = 1.0f / (float)(p->k * p->k * p->k);
+    const float scale = avg_scale(p->k);
     for (size_t v = u0; v < u1; v++) {
         float *dv = a->dst + v * nin;
         const float *gv = a->src + v * nout;

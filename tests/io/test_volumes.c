@@ -4,10 +4,14 @@
  * come back on the next call), malformed manifests and files, and training
  * / evaluation from files matching the in-memory dataset exactly. */
 #define PCNN_EXPERIMENTAL /* pcnn.h section 9 */
+#include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "data/dataset.h"
@@ -201,6 +205,19 @@ static void test_open_and_read(void)
     EXPECT_FAIL(pcnn_dataset_batch_box(f32, 0, 1, NULL, NULL, a, labels, NULL),
                 PCNN_ERR_INVALID_ARGUMENT, "labels");
     EXPECT_FAIL(pcnn_dataset_set_prefetch(f32, 65), PCNN_ERR_INVALID_ARGUMENT, "batches");
+    /* A sample of 2^64 floats (a size_t product wraps to 0) over an empty
+     * file: refused up front, not opened as 0-float samples. */
+    write_file("empty.raw", "", 0);
+    write_text("empty.txt", "empty.raw 1 2\n");
+    pcnn_dataset *huge = NULL;
+    EXPECT_FAIL(pcnn_dataset_open_volumes(path_of("empty.txt"), 4194304, 4194304, 1048576, 1,
+                                          PCNN_DTYPE_F32, T, &huge),
+                PCNN_ERR_INVALID_ARGUMENT, "(4194304, 4194304, 1048576, 1) exceeds INT_MAX");
+    CHECK(huge == NULL, "no dataset on failure");
+    pcnn_dataset_destroy(&huge);
+    EXPECT_FAIL(pcnn_dataset_open_volumes(path_of("m_f32.txt"), 65536, 65536, 65536, 65536,
+                                          PCNN_DTYPE_F64, T, &huge),
+                PCNN_ERR_INVALID_ARGUMENT, "exceeds INT_MAX");
     OK(pcnn_dataset_set_prefetch(mem, 2)); /* in memory: nothing to do */
     free(a);
     free(b);
@@ -231,6 +248,15 @@ static void test_malformed(void)
     EXPECT_FAIL(open_manifest("s0_f32.raw 1 nan\n", &d), PCNN_ERR_CORRUPT,
                 "line 1: target 2 is not a finite float");
     EXPECT_FAIL(open_manifest("s0_f32.raw 1 1e300\n", &d), PCNN_ERR_CORRUPT, "finite");
+    EXPECT_FAIL(open_manifest("s0_f32.raw 1 -3.5e38\n", &d), PCNN_ERR_CORRUPT,
+                "target 2 is not a finite float");
+    /* Up to FLT_MAX (as %.9g prints it, a little above) targets are finite floats. */
+    write_text("fltmax.txt", "s0_f32.raw 3.3e38 -3.40282347e+38\n");
+    OK(pcnn_dataset_open_volumes(path_of("fltmax.txt"), C, D, H, W, PCNN_DTYPE_F32, T, &d));
+    float tmax[T], xmax[S];
+    OK(pcnn_dataset_batch(d, 0, 1, xmax, NULL, tmax));
+    CHECK(tmax[0] == 3.3e38f && tmax[1] == -FLT_MAX, "targets %g %g", tmax[0], tmax[1]);
+    pcnn_dataset_destroy(&d);
     EXPECT_FAIL(open_manifest("# nothing\n\n", &d), PCNN_ERR_CORRUPT, "no sample");
     write_file("nul.txt", "s0_f32.raw 1 2\0\n", 16);
     EXPECT_FAIL(pcnn_dataset_open_volumes(path_of("nul.txt"), C, D, H, W, PCNN_DTYPE_F32, T, &d),
@@ -385,6 +411,115 @@ static void test_big_boxes(void)
     free(x), free(a), free(b), free(raw);
 }
 
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The call failed with IO within two seconds, saying why. */
+#define EXPECT_REFUSED(call, text)                                                        \
+    do {                                                                                  \
+        const double t0_ = now();                                                         \
+        EXPECT_FAIL(call, PCNN_ERR_IO, text);                                             \
+        CHECK(now() - t0_ < 2.0, "%s took %.1f s", #call, now() - t0_);                   \
+    } while (0)
+
+/* FIFOs, directories and devices as the manifest or as samples, also a
+ * sample turned into a FIFO after open (read directly and by the prefetch
+ * thread): refused at once, never waited on.  An alarm turns a hang into
+ * a failure. */
+static void test_special_files(void)
+{
+    alarm(30);
+    char fifo[512], sample1[512];
+    snprintf(fifo, sizeof fifo, "%s", path_of("fifo"));
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+    pcnn_dataset *d = NULL;
+    EXPECT_REFUSED(pcnn_dataset_open_volumes(fifo, C, D, H, W, PCNN_DTYPE_F32, T, &d),
+                   "cannot open the manifest");
+    CHECK(strstr(pcnn_last_error(), "not a regular file"), "%s", pcnn_last_error());
+    EXPECT_REFUSED(pcnn_dataset_open_volumes(dir, C, D, H, W, PCNN_DTYPE_F32, T, &d),
+                   "not a regular file");
+    EXPECT_REFUSED(open_manifest("fifo 1 2\n", &d), "fifo (sample 0 of");
+    EXPECT_REFUSED(open_manifest("s0_f32.raw 1 2\n/dev/zero 1 2\n", &d),
+                   "/dev/zero (sample 1 of");
+    /* /dev/zero as the manifest: not read up to the 1 GiB limit first. */
+    EXPECT_REFUSED(pcnn_dataset_open_volumes("/dev/zero", C, D, H, W, PCNN_DTYPE_F32, T, &d),
+                   "/dev/zero: not a regular file");
+    EXPECT_REFUSED(open_manifest("/tmp 1 2\n", &d), "/tmp (sample 0");
+    CHECK(strstr(pcnn_last_error(), "not a regular file"), "%s", pcnn_last_error());
+
+    /* Swapped for a FIFO after open: the direct read, then the read ahead. */
+    write_sample(0, 0, "sp0.raw");
+    write_sample(2, 0, "sp1.raw");
+    write_text("sp.txt", "sp0.raw 1 2\nsp1.raw 3 4\n");
+    snprintf(sample1, sizeof sample1, "%s", path_of("sp1.raw"));
+    pcnn_dataset *direct, *ahead;
+    OK(pcnn_dataset_open_volumes(path_of("sp.txt"), C, D, H, W, PCNN_DTYPE_F32, T, &direct));
+    OK(pcnn_dataset_open_volumes(path_of("sp.txt"), C, D, H, W, PCNN_DTYPE_F32, T, &ahead));
+    CHECK(unlink(sample1) == 0 && mkfifo(sample1, 0600) == 0, "swap %s", sample1);
+    float x[S];
+    EXPECT_REFUSED(pcnn_dataset_batch(direct, 1, 1, x, NULL, NULL), "sp1.raw: not a regular");
+    OK(pcnn_dataset_set_prefetch(ahead, 1));
+    OK(pcnn_dataset_batch(ahead, 0, 1, x, NULL, NULL)); /* queues position 1 */
+    volume_prefetch_wait_idle(ahead->vol);
+    EXPECT_REFUSED(pcnn_dataset_batch(ahead, 1, 1, x, NULL, NULL), "sp1.raw: not a regular");
+    const double t0 = now();
+    pcnn_dataset_destroy(&ahead);
+    pcnn_dataset_destroy(&direct);
+    CHECK(now() - t0 < 2.0, "destroy took %.1f s", now() - t0);
+    unlink(sample1);
+    unlink(fifo);
+    alarm(0);
+}
+
+/* Box reads keep their buffers off the stack: a thread with a 128 KiB
+ * stack (musl's default) reads narrow boxes (runs joined through the
+ * bounce buffer) and whole float64 samples (converted in chunks), equal
+ * to the same reads on the main thread.  Uses test_big_boxes' files. */
+typedef struct stack_job {
+    pcnn_dataset *d;
+    const int *start, *count;
+    float *x;
+    pcnn_status status;
+} stack_job;
+
+static void *read_on_small_stack(void *arg)
+{
+    stack_job *j = arg;
+    j->status = pcnn_dataset_batch_box(j->d, 0, 2, j->start, j->count, j->x, NULL, NULL);
+    return NULL;
+}
+
+static void test_small_stack(void)
+{
+    enum { BC = 2, BD = 40, BH = 64, BW = 16, BS = BC * BD * BH * BW };
+    static const int boxes[][6] = {
+        {0, 0, 5, BD, BH, 1}, {0, 0, 0, BD, BH, BW}, {1, 2, 3, 30, 50, 2}};
+    pcnn_dataset *files;
+    OK(pcnn_dataset_open_volumes(path_of("big.txt"), BC, BD, BH, BW, PCNN_DTYPE_F64, 1, &files));
+    float *a = malloc(sizeof(float) * 2 * BS), *b = malloc(sizeof(float) * 2 * BS);
+    for (size_t q = 0; q < sizeof boxes / sizeof boxes[0]; q++) {
+        const size_t floats = (size_t)2 * BC * boxes[q][3] * boxes[q][4] * boxes[q][5];
+        stack_job j = {files, boxes[q], boxes[q] + 3, a, PCNN_ERR_INTERNAL};
+        pthread_attr_t attr;
+        pthread_t t;
+        CHECK(pthread_attr_init(&attr) == 0 && pthread_attr_setstacksize(&attr, 128 << 10) == 0 &&
+                  pthread_create(&t, &attr, read_on_small_stack, &j) == 0 &&
+                  pthread_join(t, NULL) == 0,
+              "small-stack thread");
+        pthread_attr_destroy(&attr);
+        CHECK(j.status == PCNN_OK, "box %zu on a small stack: %s", q, pcnn_status_str(j.status));
+        OK(pcnn_dataset_batch_box(files, 0, 2, boxes[q], boxes[q] + 3, b, NULL, NULL));
+        CHECK(memcmp(a, b, floats * sizeof *a) == 0, "box %zu differs on a small stack", q);
+    }
+    free(a);
+    free(b);
+    pcnn_dataset_destroy(&files);
+}
+
 /* A tiny 3D regression net: training and evaluation from files equal the
  * same from memory, bit for bit (the same batches reach the same steps). */
 static void build(pcnn_net **out)
@@ -455,6 +590,8 @@ int main(void)
     test_malformed();
     test_prefetch();
     test_big_boxes();
+    test_small_stack();
+    test_special_files();
     test_training();
 
     char cmd[300];

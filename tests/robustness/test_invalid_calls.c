@@ -535,7 +535,24 @@ static void volumes(void)
     OK(pcnn_net_create(&net));
     OK(pcnn_net_input3d(net, 1, 1, 1, 1, &in));
     CASE(E_SHAPE, "sizes overflow", pcnn_conv3d, net, in, 1, 1, 1, 1000, 0, &o_layer);
+    /* Products bounded factor by factor, not wrapped: 2^22 outputs per axis
+     * (2^66 in all), a 2^21 kernel (K^3 = 2^63). */
+    CASE(E_SHAPE, "sizes overflow (1 channels x kernel 3^3, output 1 x 4194304x4194304x4194304)",
+         pcnn_conv3d, net, in, 1, 3, 2, 4194304, 0, &o_layer);
+    CASE(E_SHAPE, "sizes overflow (1 channels x kernel 2097152^3", pcnn_conv3d, net, in, 1,
+         2097152, 1, 1048576, 0, &o_layer);
+    CASE(E_SHAPE, "sizes overflow (1 channels x kernel 2097152^3", pcnn_conv3d, net, in, 1,
+         2097152, 1, 1048576, 1, &o_layer);
     OK(pcnn_net_destroy(&net));
+    /* 2D: C*K*K = 2^20 * 2^44 wraps to 0 in 64 bits. */
+    OK(pcnn_net_create(&net));
+    OK(pcnn_net_input(net, 1048576, 1, 1, &in));
+    CASE(E_SHAPE, "sizes overflow (1048576 channels x kernel 4194304", pcnn_conv2d, net, in, 1,
+         4194304, 1, 2097152, 0, &o_layer);
+    OK(pcnn_net_destroy(&net));
+    /* A sample of 2^64 floats wraps a size_t product to 0. */
+    CASE(E_ARG, "(4194304, 4194304, 1048576, 1) exceeds INT_MAX floats", pcnn_dataset_create3d,
+         1, 4194304, 4194304, 1048576, 1, g_x, g_lab, NULL, 0, &o_data);
 }
 
 static void finalized(void)
@@ -825,6 +842,31 @@ static void datasets(void)
     unlink(short_labels);
 }
 
+/* pcnn_dataset_open_volumes: *out stays untouched on every failure. */
+static void volume_files(void)
+{
+    char manifest[64];
+    temp_file(manifest, "# nothing\n", 10);
+    CASE(E_ARG, "out is NULL", pcnn_dataset_open_volumes, manifest, 1, 2, 2, 2, PCNN_DTYPE_F32,
+         1, NULL);
+    CASE(E_ARG, "manifest is NULL", pcnn_dataset_open_volumes, NULL, 1, 2, 2, 2, PCNN_DTYPE_F32,
+         1, &o_data);
+    CASE(E_ARG, "sample shape (1, 0, 2, 2) has a dimension < 1", pcnn_dataset_open_volumes,
+         manifest, 1, 0, 2, 2, PCNN_DTYPE_F32, 1, &o_data);
+    CASE(E_ARG, "(4194304, 4194304, 1048576, 1) exceeds INT_MAX floats",
+         pcnn_dataset_open_volumes, manifest, 4194304, 4194304, 1048576, 1, PCNN_DTYPE_F32, 1,
+         &o_data);
+    CASE(E_ARG, "dtype 9", pcnn_dataset_open_volumes, manifest, 1, 2, 2, 2, (pcnn_dtype)9, 1,
+         &o_data);
+    CASE(E_ARG, "target_count 0 < 1", pcnn_dataset_open_volumes, manifest, 1, 2, 2, 2,
+         PCNN_DTYPE_F32, 0, &o_data);
+    CASE(PCNN_ERR_IO, "cannot open the manifest /nonexistent/m.txt", pcnn_dataset_open_volumes,
+         "/nonexistent/m.txt", 1, 2, 2, 2, PCNN_DTYPE_F32, 1, &o_data);
+    CASE(PCNN_ERR_CORRUPT, "no sample", pcnn_dataset_open_volumes, manifest, 1, 2, 2, 2,
+         PCNN_DTYPE_F32, 1, &o_data);
+    unlink(manifest);
+}
+
 /* The performance model (pcnn.h section 9): NULL handles, NaN and negative
  * sizes, knobs out of range, and calls in the wrong state (no calibration,
  * no prediction, no measured step, another network's table). */
@@ -1041,6 +1083,7 @@ int main(void)
     volumes();
     finalized();
     datasets();
+    volume_files();
     perfmodel_calls();
     int provided;
     MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/net.h"
 #include "layers/layer.h"
 #include "layers/layers.h"
 #include "pcnn.h"
@@ -42,7 +43,7 @@ typedef struct conf {
 
 /* input -> conv t -> (conv a, conv b) -> add -> flatten -> dense(OUT), MSE:
  * t's input gradient is the sum of a's and b's (accumulated). */
-static pcnn_net *build(const conf *cf, pcnn_layer **probe)
+static pcnn_net *build(const conf *cf, size_t budget, pcnn_layer **probe)
 {
     pcnn_net *net;
     pcnn_layer *x, *t, *a, *b, *y;
@@ -57,6 +58,7 @@ static pcnn_net *build(const conf *cf, pcnn_layer **probe)
     OK(pcnn_net_set_loss(net, y, PCNN_LOSS_MSE));
     OK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_ADAM));
     OK(pcnn_net_set_option(net, PCNN_OPT_SEED, 7));
+    net->opt.conv3d_col_budget = budget; /* this network's only */
     OK(pcnn_net_finalize(net, N));
     *probe = a;
     return net;
@@ -78,10 +80,8 @@ typedef struct run {
 
 static run train(const conf *cf, size_t budget, const float *x, const float *t)
 {
-    conv3d_set_col_budget(budget);
     pcnn_layer *probe;
-    pcnn_net *net = build(cf, &probe);
-    conv3d_set_col_budget(CONV3D_COL_BUDGET_FLOATS);
+    pcnn_net *net = build(cf, budget, &probe);
     run r;
     snprintf(r.choice, sizeof r.choice, "%s", probe->choice);
     OK(pcnn_net_num_params(net, &r.np));
