@@ -281,9 +281,9 @@ static void write_idx_files(void)
     unsigned char img[16 + 5 * 36] = {0, 0, 8, 3, 0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 6};
     for (int i = 0; i < 5 * 36; i++) img[16 + i] = (unsigned char)(i * 53 % 256);
     unsigned char lab[8 + 5] = {0, 0, 8, 1, 0, 0, 0, 5, 0, 2, 1, 1, 0};
-    strcpy(g_images, "/tmp/pcnn_oom_img_XXXXXX");
-    strcpy(g_labels, "/tmp/pcnn_oom_lab_XXXXXX");
-    strcpy(g_trace, "/tmp/pcnn_oom_trace_XXXXXX");
+    strcpy(g_images, "/tmp/pcnn-oom-img-XXXXXX");
+    strcpy(g_labels, "/tmp/pcnn-oom-lab-XXXXXX");
+    strcpy(g_trace, "/tmp/pcnn-oom-trace-XXXXXX");
     int fi = mkstemp(g_images), fl = mkstemp(g_labels), ft = mkstemp(g_trace);
     if (fi < 0 || fl < 0 || ft < 0 || write(fi, img, sizeof img) != (ssize_t)sizeof img) {
         fprintf(stderr, "cannot write temporary files\n");

@@ -754,7 +754,9 @@ static void finalized(void)
 /* Write `len` bytes to a fresh temporary file; returns its path. */
 static const char *temp_file(char *path, const void *bytes, size_t len)
 {
-    strcpy(path, "/tmp/pcnn_invalid_XXXXXX");
+    /* No underscore: a random lower-case suffix would read as a "name: "
+     * prefix to api_message_problem. */
+    strcpy(path, "/tmp/pcnn-invalid-XXXXXX");
     int fd = mkstemp(path);
     if (fd < 0 || write(fd, bytes, len) != (ssize_t)len) {
         fprintf(stderr, "cannot write a temporary file\n");
