@@ -129,7 +129,7 @@ pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, 
         ranks = net->spatial->groups;
         rank = net->spatial->rank / net->spatial->group_size;
     }
-    const int batches = (data->n + batch - 1) / batch;
+    const int batches = data->n / batch + (data->n % batch != 0); /* no overflow near INT_MAX */
     double loss_sum = 0.0, stop = 0.0;
     long trained = 0;
     net->stopped_early = false;

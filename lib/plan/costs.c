@@ -12,7 +12,7 @@
 #include "../parallel/halo.h"
 #include "plan.h"
 
-static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+static int ceil_div(int a, int b) { return a / b + (a % b != 0); } /* a, b >= 1; no overflow */
 
 bool plan_local_geometry(const plan_env *env, const pcnn_layer *l, const int *parts,
                          plan_geometry *g)
