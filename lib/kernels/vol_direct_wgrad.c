@@ -1,0 +1,180 @@
+/* The weight gradient of a stride-1 3D convolution without the vol2col
+ * matrix.
+ *
+ * dW[co][ci][kd][kh][kw] = sum over (n, z, y, x) of dY[co][n][z][y][x] times
+ * xp[ci][n][z + kd][y + kh][x + kw] (xp: x zero-padded, vol_direct.c).  A
+ * vector of 16 outputs along x of a row, for a block of 8 output channels
+ * and 3 taps along kw, is 8 loads of dY and 3 of xp for 24 FMAs into 24
+ * register accumulators, one partial sum per lane.  The accumulators of
+ * one (ci, kd, kh, kw group) live in `lanes` between chunks of rows; a
+ * chunk (rows of one plane, at most 512 positions: 16 KB of dY for 8
+ * channels) stays in L1 while every (ci, kd, kh) of the unit sweeps it.
+ * Each lane adds its terms in the order of the positions whatever the
+ * chunking, and the lanes are summed once at the end, so the result does
+ * not depend on the thread count.  This replaces a 16 x 108 x 4*32^3 GEMM
+ * over a 56 MB vol2col matrix for CosmoFlow-mini's conv1, and the
+ * 432-row matrix of conv2. */
+#include <string.h>
+
+#include "simd.h"
+#include "vol_direct.h"
+
+#define KW_GROUP 3       /* taps along kw per pass */
+#define CHUNK_POSITIONS 512
+
+/* Output channels per block: 8, or 4 for at most 4. */
+static int wgrad_block(int cout) { return cout <= 4 ? 4 : 8; }
+
+size_t vol_direct_wgrad_lane_floats(int cout, int cin, int k)
+{
+    const size_t b = (size_t)wgrad_block(cout), blocks = ((size_t)cout + b - 1) / b;
+    return blocks * b * (size_t)cin * (size_t)k * k * k * LANES;
+}
+
+#if PCNN_AVX512
+
+typedef struct wgrad_call {
+    const vol_shape *g;
+    const float *xp, *dy;
+    float *lanes, *dw;
+    int cout, groups; /* input-channel groups per block of output channels */
+} wgrad_call;
+
+/* One chunk of rows [y0, y1) of plane (n, z) for input channel ci, taps
+ * (kd, kh, kw0 .. kw0 + NKW) and output channels co0 .. co0 + CO (rows past
+ * cout read channel co0 again; their sums are never used).  acc points at
+ * the CO x NKW lane vectors of these taps (stride k between channels). */
+TARGET static inline __attribute__((always_inline)) void
+chunk(const wgrad_call *a, int n, int z, int y0, int y1, int ci, int kd, int kh, int kw0,
+      int co0, float *acc_mem, const int CO, const int NKW)
+{
+    const vol_shape *g = a->g;
+    const int k = g->k, p = g->pad;
+    const int hp = g->h + 2 * p, wp = g->w + 2 * p, dp = g->d + 2 * p;
+    const size_t ov = (size_t)g->od * g->oh * g->ow;
+    const float *dyr[8];
+    for (int o = 0; o < CO; o++) {
+        const int co = co0 + o < a->cout ? co0 + o : co0;
+        dyr[o] = a->dy + ((size_t)co * g->n + n) * ov + (size_t)z * g->oh * g->ow;
+    }
+    const float *xr = a->xp + ((size_t)ci * g->n + n) * dp * hp * wp +
+                      ((size_t)(z + kd) * hp + kh) * wp + kw0;
+    __m512 acc[8][KW_GROUP];
+    for (int o = 0; o < CO; o++)
+        for (int j = 0; j < NKW; j++)
+            acc[o][j] = _mm512_loadu_ps(acc_mem + ((size_t)o * k + j) * LANES);
+    for (int y = y0; y < y1; y++)
+        for (int x0 = 0; x0 < g->ow; x0 += LANES) {
+            const int left = g->ow - x0;
+            const __mmask16 m = left >= LANES ? 0xffff : (__mmask16)((1u << left) - 1u);
+            const size_t at = (size_t)y * g->ow + x0;
+            const float *xs = xr + (size_t)y * wp + x0;
+            __m512 xv[KW_GROUP];
+            for (int j = 0; j < NKW; j++) xv[j] = _mm512_maskz_loadu_ps(m, xs + j);
+            for (int o = 0; o < CO; o++) {
+                const __m512 d = _mm512_maskz_loadu_ps(m, dyr[o] + at);
+                for (int j = 0; j < NKW; j++) acc[o][j] = _mm512_fmadd_ps(d, xv[j], acc[o][j]);
+            }
+        }
+    for (int o = 0; o < CO; o++)
+        for (int j = 0; j < NKW; j++)
+            _mm512_storeu_ps(acc_mem + ((size_t)o * k + j) * LANES, acc[o][j]);
+}
+
+#define CHUNK_FN(CO, NKW)                                                                    \
+    TARGET static void chunk_##CO##_##NKW(const wgrad_call *a, int n, int z, int y0, int y1, \
+                                          int ci, int kd, int kh, int kw0, int co0,          \
+                                          float *acc_mem)                                    \
+    {                                                                                        \
+        chunk(a, n, z, y0, y1, ci, kd, kh, kw0, co0, acc_mem, CO, NKW);                      \
+    }
+CHUNK_FN(4, 1)
+CHUNK_FN(4, 2)
+CHUNK_FN(4, 3)
+CHUNK_FN(8, 1)
+CHUNK_FN(8, 2)
+CHUNK_FN(8, 3)
+
+typedef void (*chunk_fn)(const wgrad_call *, int, int, int, int, int, int, int, int, int,
+                         float *);
+
+/* Units u = (block of output channels, group of input channels). */
+TARGET static void wgrad_range(void *arg, size_t u0, size_t u1)
+{
+    const wgrad_call *a = arg;
+    const vol_shape *g = a->g;
+    const int k = g->k, k3 = k * k * k, cin = g->c, bs = wgrad_block(a->cout);
+    const chunk_fn fns[2][KW_GROUP] = {{chunk_4_1, chunk_4_2, chunk_4_3},
+                                       {chunk_8_1, chunk_8_2, chunk_8_3}};
+    const chunk_fn *fn = fns[bs == 8];
+    const int rows = g->ow >= CHUNK_POSITIONS ? 1 : CHUNK_POSITIONS / g->ow;
+    const size_t tap_floats = (size_t)bs * k * LANES; /* one (ci, kd, kh) */
+    for (size_t u = u0; u < u1; u++) {
+        const int b = (int)(u / (size_t)a->groups), grp = (int)(u % (size_t)a->groups);
+        const int ci0 = grp * cin / a->groups, ci1 = (grp + 1) * cin / a->groups;
+        const int co0 = b * bs;
+        float *lanes = a->lanes + (size_t)b * bs * cin * k3 * LANES;
+        memset(lanes + (size_t)ci0 * k * k * tap_floats, 0,
+               (size_t)(ci1 - ci0) * k * k * tap_floats * sizeof *lanes);
+        for (int n = 0; n < g->n; n++)
+            for (int z = 0; z < g->od; z++)
+                for (int y0 = 0; y0 < g->oh; y0 += rows) {
+                    const int y1 = y0 + rows < g->oh ? y0 + rows : g->oh;
+                    for (int ci = ci0; ci < ci1; ci++)
+                        for (int kd = 0; kd < k; kd++)
+                            for (int kh = 0; kh < k; kh++) {
+                                float *tap = lanes + ((size_t)(ci * k + kd) * k + kh) * tap_floats;
+                                for (int kw0 = 0; kw0 < k; kw0 += KW_GROUP) {
+                                    const int nkw = k - kw0 < KW_GROUP ? k - kw0 : KW_GROUP;
+                                    fn[nkw - 1](a, n, z, y0, y1, ci, kd, kh, kw0, co0,
+                                                tap + (size_t)kw0 * LANES);
+                                }
+                            }
+                }
+        /* Lanes -> dW for the unit's real channels. */
+        for (int o = 0; o < bs && co0 + o < a->cout; o++)
+            for (int ci = ci0; ci < ci1; ci++)
+                for (int kd = 0; kd < k; kd++)
+                    for (int kh = 0; kh < k; kh++) {
+                        const float *tap = lanes + ((size_t)(ci * k + kd) * k + kh) * tap_floats;
+                        float *out = a->dw + ((size_t)(co0 + o) * cin + ci) * k3 +
+                                     (size_t)(kd * k + kh) * k;
+                        for (int kw = 0; kw < k; kw++)
+                            out[kw] = _mm512_reduce_add_ps(
+                                _mm512_loadu_ps(tap + ((size_t)o * k + kw) * LANES));
+                    }
+    }
+}
+
+/* Input-channel groups per block: enough units for every thread, and a
+ * multiple of the thread count where a few more units allow it (a
+ * contiguous cut of units per thread, parallel.c). */
+static int channel_groups(int blocks, int cin, int threads)
+{
+    int groups = 1;
+    while (groups < cin && (blocks * groups < threads ||
+                            ((blocks * groups) % threads != 0 && blocks * groups < 4 * threads)))
+        groups++;
+    return groups;
+}
+
+void vol_direct_backward_weights(const float *x, const vol_shape *g, const float *dy, int cout,
+                                 float *xp, float *lanes, float *dw, int threads)
+{
+    vol_direct_pad(x, g, xp, threads);
+    const int bs = wgrad_block(cout), blocks = (cout + bs - 1) / bs;
+    const int t = threads > 0 ? threads : 1;
+    wgrad_call a = {g, xp, dy, lanes, dw, cout, channel_groups(blocks, g->c, t)};
+    const size_t work = (size_t)cout * g->n * g->od * g->oh * g->ow * g->c * g->k * g->k * g->k;
+    parallel_for((size_t)blocks * a.groups, 1, work, threads, wgrad_range, &a);
+}
+
+#else
+
+void vol_direct_backward_weights(const float *x, const vol_shape *g, const float *dy, int cout,
+                                 float *xp, float *lanes, float *dw, int threads)
+{
+    (void)x, (void)g, (void)dy, (void)cout, (void)xp, (void)lanes, (void)dw, (void)threads;
+}
+
+#endif
