@@ -104,8 +104,10 @@ tile(const fwd_call *a, int n, int z, int y, int x0, const __mmask16 *m, int co0
                   ((size_t)z * g->oh + y) * g->ow + x0;
     const size_t out_channel = (size_t)g->n * ov;
     __m512 acc[12][X_VECS];
+#pragma GCC unroll 12
     for (int o = 0; o < CO; o++) {
         if (a->accumulate) {
+#pragma GCC unroll 12
             for (int v = 0; v < VECS; v++)
                 acc[o][v] = o < nco ? _mm512_maskz_loadu_ps(m[v], out0 + o * out_channel +
                                                                       out_step * v)
@@ -113,6 +115,7 @@ tile(const fwd_call *a, int n, int z, int y, int x0, const __mmask16 *m, int co0
             continue;
         }
         const __m512 b = _mm512_set1_ps(a->bias && o < nco ? a->bias[co0 + o] : 0.0f);
+#pragma GCC unroll 12
         for (int v = 0; v < VECS; v++) acc[o][v] = b;
     }
     const float *w = a->packed + (size_t)(co0 / CO) * cin * k * k * k * CO;
@@ -124,17 +127,22 @@ tile(const fwd_call *a, int n, int z, int y, int x0, const __mmask16 *m, int co0
                 const float *row = base + (size_t)kd * plane + (size_t)kh * wp;
                 for (int kw = 0; kw < k; kw++, w += CO) {
                     __m512 in[X_VECS];
+#pragma GCC unroll 12
                     for (int v = 0; v < VECS; v++)
                         in[v] = _mm512_maskz_loadu_ps(m[v], row + kw + in_step * v);
+#pragma GCC unroll 12
                     for (int o = 0; o < CO; o++) {
                         const __m512 wo = _mm512_set1_ps(w[o]);
+#pragma GCC unroll 12
                         for (int v = 0; v < VECS; v++)
                             acc[o][v] = _mm512_fmadd_ps(in[v], wo, acc[o][v]);
                     }
                 }
             }
     }
+#pragma GCC unroll 12
     for (int o = 0; o < CO && o < nco; o++)
+#pragma GCC unroll 12
         for (int v = 0; v < VECS; v++)
             if (m[v])
                 _mm512_mask_storeu_ps(out0 + o * out_channel + out_step * v, m[v], acc[o][v]);

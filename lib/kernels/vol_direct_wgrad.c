@@ -20,7 +20,7 @@
 #include "vol_direct.h"
 
 #define KW_GROUP 3       /* taps along kw per pass */
-#define CHUNK_POSITIONS 512
+#define CHUNK_POSITIONS 512 /* rows of a chunk, across planes: 16 KB of dY for 8 channels */
 
 /* Output channels per block: 8, or 4 for at most 4. */
 static int wgrad_block(int cout) { return cout <= 4 ? 4 : 8; }
@@ -40,53 +40,64 @@ typedef struct wgrad_call {
     int cout, groups; /* input-channel groups per block of output channels */
 } wgrad_call;
 
-/* One chunk of rows [y0, y1) of plane (n, z) for input channel ci, taps
+/* One chunk of rows [r0, r1) of sample n (row r = z * Ho + y) for input
+ * channel ci, taps
  * (kd, kh, kw0 .. kw0 + NKW) and output channels co0 .. co0 + CO (rows past
  * cout read channel co0 again; their sums are never used).  acc points at
  * the CO x NKW lane vectors of these taps (stride k between channels). */
 TARGET static inline __attribute__((always_inline)) void
-chunk(const wgrad_call *a, int n, int z, int y0, int y1, int ci, int kd, int kh, int kw0,
-      int co0, float *acc_mem, const int CO, const int NKW)
+chunk(const wgrad_call *a, int n, int r0, int r1, int ci, int kd, int kh, int kw0, int co0,
+      float *acc_mem, const int CO, const int NKW)
 {
     const vol_shape *g = a->g;
     const int k = g->k, p = g->pad;
     const int hp = g->h + 2 * p, wp = g->w + 2 * p, dp = g->d + 2 * p;
     const size_t ov = (size_t)g->od * g->oh * g->ow;
     const float *dyr[8];
+#pragma GCC unroll 12
     for (int o = 0; o < CO; o++) {
         const int co = co0 + o < a->cout ? co0 + o : co0;
-        dyr[o] = a->dy + ((size_t)co * g->n + n) * ov + (size_t)z * g->oh * g->ow;
+        dyr[o] = a->dy + ((size_t)co * g->n + n) * ov;
     }
     const float *xr = a->xp + ((size_t)ci * g->n + n) * dp * hp * wp +
-                      ((size_t)(z + kd) * hp + kh) * wp + kw0;
+                      ((size_t)kd * hp + kh) * wp + kw0;
     __m512 acc[8][KW_GROUP];
+#pragma GCC unroll 12
     for (int o = 0; o < CO; o++)
+#pragma GCC unroll 12
         for (int j = 0; j < NKW; j++)
             acc[o][j] = _mm512_loadu_ps(acc_mem + ((size_t)o * k + j) * LANES);
-    for (int y = y0; y < y1; y++)
+    for (int r = r0; r < r1; r++) {
+        const int z = r / g->oh, y = r % g->oh;
+        const float *xrow = xr + ((size_t)z * hp + y) * wp;
         for (int x0 = 0; x0 < g->ow; x0 += LANES) {
             const int left = g->ow - x0;
             const __mmask16 m = left >= LANES ? 0xffff : (__mmask16)((1u << left) - 1u);
-            const size_t at = (size_t)y * g->ow + x0;
-            const float *xs = xr + (size_t)y * wp + x0;
+            const size_t at = (size_t)r * g->ow + x0;
+            const float *xs = xrow + x0;
             __m512 xv[KW_GROUP];
+#pragma GCC unroll 12
             for (int j = 0; j < NKW; j++) xv[j] = _mm512_maskz_loadu_ps(m, xs + j);
+#pragma GCC unroll 12
             for (int o = 0; o < CO; o++) {
                 const __m512 d = _mm512_maskz_loadu_ps(m, dyr[o] + at);
+#pragma GCC unroll 12
                 for (int j = 0; j < NKW; j++) acc[o][j] = _mm512_fmadd_ps(d, xv[j], acc[o][j]);
             }
         }
+    }
+#pragma GCC unroll 12
     for (int o = 0; o < CO; o++)
+#pragma GCC unroll 12
         for (int j = 0; j < NKW; j++)
             _mm512_storeu_ps(acc_mem + ((size_t)o * k + j) * LANES, acc[o][j]);
 }
 
 #define CHUNK_FN(CO, NKW)                                                                    \
-    TARGET static void chunk_##CO##_##NKW(const wgrad_call *a, int n, int z, int y0, int y1, \
-                                          int ci, int kd, int kh, int kw0, int co0,          \
-                                          float *acc_mem)                                    \
-    {                                                                                        \
-        chunk(a, n, z, y0, y1, ci, kd, kh, kw0, co0, acc_mem, CO, NKW);                      \
+    TARGET static void chunk_##CO##_##NKW(const wgrad_call *a, int n, int r0, int r1, int ci, \
+                                          int kd, int kh, int kw0, int co0, float *acc_mem)    \
+    {                                                                                          \
+        chunk(a, n, r0, r1, ci, kd, kh, kw0, co0, acc_mem, CO, NKW);                           \
     }
 CHUNK_FN(4, 1)
 CHUNK_FN(4, 2)
@@ -95,8 +106,7 @@ CHUNK_FN(8, 1)
 CHUNK_FN(8, 2)
 CHUNK_FN(8, 3)
 
-typedef void (*chunk_fn)(const wgrad_call *, int, int, int, int, int, int, int, int, int,
-                         float *);
+typedef void (*chunk_fn)(const wgrad_call *, int, int, int, int, int, int, int, int, float *);
 
 /* Units u = (block of output channels, group of input channels). */
 TARGET static void wgrad_range(void *arg, size_t u0, size_t u1)
@@ -116,21 +126,21 @@ TARGET static void wgrad_range(void *arg, size_t u0, size_t u1)
         float *lanes = a->lanes + (size_t)b * bs * cin * k3 * LANES;
         memset(lanes + (size_t)ci0 * k * k * tap_floats, 0,
                (size_t)(ci1 - ci0) * k * k * tap_floats * sizeof *lanes);
+        const int sample_rows = g->od * g->oh;
         for (int n = 0; n < g->n; n++)
-            for (int z = 0; z < g->od; z++)
-                for (int y0 = 0; y0 < g->oh; y0 += rows) {
-                    const int y1 = y0 + rows < g->oh ? y0 + rows : g->oh;
-                    for (int ci = ci0; ci < ci1; ci++)
-                        for (int kd = 0; kd < k; kd++)
-                            for (int kh = 0; kh < k; kh++) {
-                                float *tap = lanes + ((size_t)(ci * k + kd) * k + kh) * tap_floats;
-                                for (int kw0 = 0; kw0 < k; kw0 += KW_GROUP) {
-                                    const int nkw = k - kw0 < KW_GROUP ? k - kw0 : KW_GROUP;
-                                    fn[nkw - 1](a, n, z, y0, y1, ci, kd, kh, kw0, co0,
-                                                tap + (size_t)kw0 * LANES);
-                                }
+            for (int r0 = 0; r0 < sample_rows; r0 += rows) {
+                const int r1 = r0 + rows < sample_rows ? r0 + rows : sample_rows;
+                for (int ci = ci0; ci < ci1; ci++)
+                    for (int kd = 0; kd < k; kd++)
+                        for (int kh = 0; kh < k; kh++) {
+                            float *tap = lanes + ((size_t)(ci * k + kd) * k + kh) * tap_floats;
+                            for (int kw0 = 0; kw0 < k; kw0 += KW_GROUP) {
+                                const int nkw = k - kw0 < KW_GROUP ? k - kw0 : KW_GROUP;
+                                fn[nkw - 1](a, n, r0, r1, ci, kd, kh, kw0, co0,
+                                            tap + (size_t)kw0 * LANES);
                             }
-                }
+                        }
+            }
         /* Lanes -> dW for the unit's real channels. */
         for (int o = 0; o < bs && co0 + o < a->cout; o++)
             for (int ci = ci0; ci < ci1; ci++)
@@ -146,14 +156,20 @@ TARGET static void wgrad_range(void *arg, size_t u0, size_t u1)
     }
 }
 
-/* Input-channel groups per block: enough units for every thread, and a
- * multiple of the thread count where a few more units allow it (a
- * contiguous cut of units per thread, parallel.c). */
-static int channel_groups(int blocks, int cin, int threads)
+/* Input-channel groups per block: a unit's lanes (every chunk sweeps them
+ * all) within LANE_BYTES, so that they stay in L2 beside the chunk; enough
+ * units for every thread, and a multiple of the thread count where a few
+ * more units allow it (a contiguous cut of units per thread, parallel.c).
+ * More groups read dY once more each. */
+#define LANE_BYTES (256 << 10)
+static int channel_groups(int blocks, int bs, int cin, int k, int threads)
 {
+    const size_t per_channel = (size_t)bs * k * k * k * LANES * sizeof(float);
     int groups = 1;
-    while (groups < cin && (blocks * groups < threads ||
-                            ((blocks * groups) % threads != 0 && blocks * groups < 4 * threads)))
+    while (groups < cin &&
+           (per_channel * (size_t)((cin + groups - 1) / groups) > LANE_BYTES ||
+            blocks * groups < threads ||
+            ((blocks * groups) % threads != 0 && blocks * groups < 4 * threads)))
         groups++;
     return groups;
 }
@@ -164,7 +180,7 @@ void vol_direct_backward_weights(const float *x, const vol_shape *g, const float
     vol_direct_pad(x, g, xp, threads);
     const int bs = wgrad_block(cout), blocks = (cout + bs - 1) / bs;
     const int t = threads > 0 ? threads : 1;
-    wgrad_call a = {g, xp, dy, lanes, dw, cout, channel_groups(blocks, g->c, t)};
+    wgrad_call a = {g, xp, dy, lanes, dw, cout, channel_groups(blocks, bs, g->c, g->k, t)};
     const size_t work = (size_t)cout * g->n * g->od * g->oh * g->ow * g->c * g->k * g->k * g->k;
     parallel_for((size_t)blocks * a.groups, 1, work, threads, wgrad_range, &a);
 }

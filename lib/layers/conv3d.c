@@ -88,15 +88,14 @@ static int band_planes(const conv3d_priv *p, int max_batch)
  * outputs (a vector of 16 half full); dx also needs padding <= k - 1 (a
  * forward convolution of dY) and input rows of at least 8.  Under
  * PCNN_OPT_CONV_ALGORITHM 2 (direct) every pass that can; under 0 (auto)
- * where the direct kernels won against vol2col + GEMM on the 2-core
- * AVX-512 machine (bench/bench_conv3d.c), all at rows of at least 16:
- *   forward  few input channels (C*K^3 <= 256: a GEMM too shallow to reuse
- *            the col it streams; CosmoFlow's conv1 4 -> 16 runs 2x faster
- *            direct);
- *   dW, dx   always (the vol2col matrix or dcol and col2vol are whole
- *            passes over memory; the direct kernels read dY and x once per
- *            chunk from L1).
- * Not under 1 (GEMM) or 3 (taps: 2D only).  A kept col is still built in
+ * at rows of at least 16, where each direct pass beat vol2col + GEMM on
+ * the AVX-512 machine (bench/bench_conv3d.c; per pass on one thread,
+ * 4..128 input channels, 16^3..64^3): forward 1.3-4x (CosmoFlow-mini's
+ * conv1 4 -> 16 and conv2 16 -> 32: 4x and 2.5x), dx 1.2-2.5x, dW 1.1-2.7x
+ * (the least at 64-128 channels).  The vol2col matrix, or dcol and
+ * col2vol, are whole passes over memory that the direct kernels skip.
+ * Rows of 8 (CosmoFlow-mini's conv3 at 8^3) stay with GEMM: half-empty
+ * vectors lose 1.0-1.3x.  Not under 1 (GEMM) or 3 (taps: 2D only).  A kept col is still built in
  * forward when dW needs it, so that keeping it or not gives the same bits. */
 typedef struct direct_passes {
     bool forward, dw, dx;
@@ -113,8 +112,7 @@ static direct_passes direct_choice(const conv3d_priv *p, const plan_ctx *pc)
         d.forward = d.dw = true;
         d.dx = dx_fits;
     } else if (pc->conv_algorithm == 0) {
-        d.forward = p->ck3 <= 256 && p->ow >= 16;
-        d.dw = p->ow >= 16;
+        d.forward = d.dw = p->ow >= 16;
         d.dx = dx_fits && p->w >= 16;
     }
     return d;
