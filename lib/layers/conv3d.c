@@ -89,14 +89,15 @@ static int band_planes(const conv3d_priv *p, int max_batch)
  * forward convolution of dY) and input rows of at least 8.  Under
  * PCNN_OPT_CONV_ALGORITHM 2 (direct) every pass that can; under 0 (auto)
  * at rows of at least 16, where each direct pass beat vol2col + GEMM on
- * the AVX-512 machine (bench/bench_conv3d.c; per pass on one thread,
- * 4..128 input channels, 16^3..64^3): forward 1.3-4x (CosmoFlow-mini's
- * conv1 4 -> 16 and conv2 16 -> 32: 4x and 2.5x), dx 1.2-2.5x, dW 1.1-2.7x
+ * the AVX-512 machine (thread CPU time of each pass on one thread, 4..128
+ * input channels, 16^3..64^3): forward 1.3-4.3x (CosmoFlow-mini's conv1
+ * 4 -> 16 and conv2 16 -> 32: 4.3x and 2.6x), dx 1.2-2.6x, dW 1.1-2.7x
  * (the least at 64-128 channels).  The vol2col matrix, or dcol and
  * col2vol, are whole passes over memory that the direct kernels skip.
  * Rows of 8 (CosmoFlow-mini's conv3 at 8^3) stay with GEMM: half-empty
- * vectors lose 1.0-1.3x.  Not under 1 (GEMM) or 3 (taps: 2D only).  A kept col is still built in
- * forward when dW needs it, so that keeping it or not gives the same bits. */
+ * vectors lose up to 1.3x.  Not under 1 (GEMM) or 3 (taps: 2D only).  A
+ * kept col is still built in forward when dW needs it, so that keeping it
+ * or not gives the same bits. */
 typedef struct direct_passes {
     bool forward, dw, dx;
 } direct_passes;
