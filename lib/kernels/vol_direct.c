@@ -81,25 +81,32 @@ typedef struct fwd_call {
     float *y;
     int cout;
     bool accumulate; /* y += conv(x) instead of y = conv(x) + bias */
-    int stack;       /* output rows per tile: 2 for rows of at most 16, else 1 */
+    int stack;       /* output rows per tile: 4 for rows of at most 8 (two per
+                        vector), 2 for rows of at most 16, else 1 */
 } fwd_call;
 
 /* One tile of output channels [co0, co0 + nco) (nco <= CO) and VECS
  * vectors: vector v holds outputs x0 + 16 v .. of row (n, z, y), or with
- * rows stacked, the whole row y + v (m[v] == 0 past the last row).  CO and
- * VECS are constants of each instantiation, so the accumulators stay in
+ * rows stacked, the whole row y + v, or when PAIRED (rows of Wo <= 8) rows
+ * y + 2v and y + 2v + 1 side by side: adjacent in the output, and in the
+ * lanes Wo.. of a second masked load from the padded input (m[v] == 0 past
+ * the last row, half of it past the last but one).  CO, VECS and PAIRED
+ * are constants of each instantiation, so the accumulators stay in
  * registers. */
 TARGET static inline __attribute__((always_inline)) void
 tile(const fwd_call *a, int n, int z, int y, int x0, const __mmask16 *m, int co0, int nco,
-     const int CO, const int VECS)
+     const int CO, const int VECS, const bool PAIRED)
 {
     const vol_shape *g = a->g;
     const int k = g->k, p = g->pad, cin = g->c;
     const int dp = g->d + 2 * p, hp = g->h + 2 * p, wp = g->w + 2 * p;
     const size_t vp = (size_t)dp * hp * wp, plane = (size_t)hp * wp;
     const size_t ov = (size_t)g->od * g->oh * g->ow;
-    const size_t in_step = a->stack > 1 ? (size_t)wp : 16;
-    const size_t out_step = a->stack > 1 ? (size_t)g->ow : 16;
+    const size_t in_step = PAIRED ? 2 * (size_t)wp : a->stack > 1 ? (size_t)wp : 16;
+    const size_t out_step = PAIRED ? 2 * (size_t)g->ow : a->stack > 1 ? (size_t)g->ow : 16;
+    /* PAIRED: the second row's lanes, and where its load starts. */
+    const __mmask16 first = (__mmask16)((1u << g->ow) - 1u);
+    const ptrdiff_t second = (ptrdiff_t)wp - g->ow;
     float *out0 = a->y + (size_t)co0 * g->n * ov + (size_t)n * ov +
                   ((size_t)z * g->oh + y) * g->ow + x0;
     const size_t out_channel = (size_t)g->n * ov;
@@ -128,8 +135,13 @@ tile(const fwd_call *a, int n, int z, int y, int x0, const __mmask16 *m, int co0
                 for (int kw = 0; kw < k; kw++, w += CO) {
                     __m512 in[X_VECS];
 #pragma GCC unroll 12
-                    for (int v = 0; v < VECS; v++)
-                        in[v] = _mm512_maskz_loadu_ps(m[v], row + kw + in_step * v);
+                    for (int v = 0; v < VECS; v++) {
+                        const float *at = row + kw + in_step * v;
+                        in[v] = PAIRED ? _mm512_mask_loadu_ps(
+                                             _mm512_maskz_loadu_ps(m[v] & first, at),
+                                             m[v] & (__mmask16)~first, at + second)
+                                       : _mm512_maskz_loadu_ps(m[v], at);
+                    }
 #pragma GCC unroll 12
                     for (int o = 0; o < CO; o++) {
                         const __m512 wo = _mm512_set1_ps(w[o]);
@@ -148,18 +160,24 @@ tile(const fwd_call *a, int n, int z, int y, int x0, const __mmask16 *m, int co0
                 _mm512_mask_storeu_ps(out0 + o * out_channel + out_step * v, m[v], acc[o][v]);
 }
 
-#define TILE_FN(CO, VECS)                                                                   \
-    TARGET static void tile_##CO##_##VECS(const fwd_call *a, int n, int z, int y, int x0,  \
-                                          const __mmask16 *m, int co0, int nco)             \
+#define TILE_FN(CO, VECS, PAIRED, NAME)                                                     \
+    TARGET static void NAME(const fwd_call *a, int n, int z, int y, int x0,                 \
+                            const __mmask16 *m, int co0, int nco)                           \
     {                                                                                       \
-        tile(a, n, z, y, x0, m, co0, nco, CO, VECS);                                        \
+        tile(a, n, z, y, x0, m, co0, nco, CO, VECS, PAIRED);                                \
     }
-TILE_FN(4, 1)
-TILE_FN(4, 2)
-TILE_FN(8, 1)
-TILE_FN(8, 2)
-TILE_FN(12, 1)
-TILE_FN(12, 2)
+TILE_FN(4, 1, false, tile_4_1)
+TILE_FN(4, 2, false, tile_4_2)
+TILE_FN(8, 1, false, tile_8_1)
+TILE_FN(8, 2, false, tile_8_2)
+TILE_FN(12, 1, false, tile_12_1)
+TILE_FN(12, 2, false, tile_12_2)
+TILE_FN(4, 1, true, paired_4_1)
+TILE_FN(4, 2, true, paired_4_2)
+TILE_FN(8, 1, true, paired_8_1)
+TILE_FN(8, 2, true, paired_8_2)
+TILE_FN(12, 1, true, paired_12_1)
+TILE_FN(12, 2, true, paired_12_2)
 
 typedef void (*tile_fn)(const fwd_call *, int, int, int, int, const __mmask16 *, int, int);
 
@@ -177,6 +195,9 @@ TARGET static void fwd_range(void *arg, size_t u0, size_t u1)
     const int co_block = vol_direct_block(a->cout);
     const tile_fn fns[2] = {co_block == 4 ? tile_4_1 : co_block == 8 ? tile_8_1 : tile_12_1,
                             co_block == 4 ? tile_4_2 : co_block == 8 ? tile_8_2 : tile_12_2};
+    const tile_fn paired[2] = {
+        co_block == 4 ? paired_4_1 : co_block == 8 ? paired_8_1 : paired_12_1,
+        co_block == 4 ? paired_4_2 : co_block == 8 ? paired_8_2 : paired_12_2};
     const int groups = (g->oh + a->stack - 1) / a->stack; /* row groups per plane */
     const size_t units_per_block = (size_t)g->n * g->od * groups;
     for (size_t u = u0; u < u1; u++) {
@@ -187,6 +208,14 @@ TARGET static void fwd_range(void *arg, size_t u0, size_t u1)
         const int n = (int)(r / ((size_t)groups * g->od));
         const int co0 = cb * co_block;
         const int nco = a->cout - co0 < co_block ? a->cout - co0 : co_block;
+        if (a->stack == 4) {
+            /* Rows y .. y + 3 (those below Ho), two per vector. */
+            const int left = g->oh - y;
+            const __mmask16 m[X_VECS] = {lanes(g->ow * (left < 2 ? left : 2)),
+                                         lanes(g->ow * (left - 2 < 2 ? left - 2 : 2))};
+            paired[m[1] != 0](a, n, z, y, 0, m, co0, nco);
+            continue;
+        }
         if (a->stack > 1) {
             const __mmask16 m[X_VECS] = {lanes(g->ow), y + 1 < g->oh ? lanes(g->ow) : 0};
             fns[m[1] != 0](a, n, z, y, 0, m, co0, nco);
@@ -210,7 +239,8 @@ void vol_direct_pad(const float *x, const vol_shape *g, float *xp, int threads)
 void vol_direct_convolve(const float *xp, const vol_shape *g, const float *packed, int cout,
                          const float *bias, bool accumulate, float *y, int threads)
 {
-    fwd_call a = {g, xp, packed, bias, y, cout, accumulate, g->ow <= 16 ? 2 : 1};
+    fwd_call a = {g, xp, packed, bias, y, cout, accumulate,
+                  g->ow <= 8 ? 4 : g->ow <= 16 ? 2 : 1};
     const int groups = (g->oh + a.stack - 1) / a.stack;
     const size_t rows = (size_t)g->n * g->od * groups;
     const int bs = vol_direct_block(cout);

@@ -44,10 +44,12 @@ typedef struct wgrad_call {
  * channel ci, taps
  * (kd, kh, kw0 .. kw0 + NKW) and output channels co0 .. co0 + CO (rows past
  * cout read channel co0 again; their sums are never used).  acc points at
- * the CO x NKW lane vectors of these taps (stride k between channels). */
+ * the CO x NKW lane vectors of these taps (stride k between channels).
+ * PAIRED (rows of Wo <= 8): two rows per vector, adjacent in dY, and in the
+ * lanes Wo.. of a second masked load of x. */
 TARGET static inline __attribute__((always_inline)) void
 chunk(const wgrad_call *a, int n, int r0, int r1, int ci, int kd, int kh, int kw0, int co0,
-      float *acc_mem, const int CO, const int NKW)
+      float *acc_mem, const int CO, const int NKW, const bool PAIRED)
 {
     const vol_shape *g = a->g;
     const int k = g->k, p = g->pad;
@@ -67,7 +69,27 @@ chunk(const wgrad_call *a, int n, int r0, int r1, int ci, int kd, int kh, int kw
 #pragma GCC unroll 12
         for (int j = 0; j < NKW; j++)
             acc[o][j] = _mm512_loadu_ps(acc_mem + ((size_t)o * k + j) * LANES);
-    for (int r = r0; r < r1; r++) {
+    const __mmask16 first = (__mmask16)((1u << (g->ow < LANES ? g->ow : LANES)) - 1u);
+    for (int r = r0; PAIRED && r < r1; r += 2) {
+        const bool two = r + 1 < r1;
+        const __mmask16 m = two ? (__mmask16)((1u << 2 * g->ow) - 1u) : first;
+        const float *x0 = xr + ((size_t)(r / g->oh) * hp + r % g->oh) * wp;
+        const float *x1 = two ? xr + ((size_t)((r + 1) / g->oh) * hp + (r + 1) % g->oh) * wp -
+                                    g->ow
+                              : x0;
+        __m512 xv[KW_GROUP];
+#pragma GCC unroll 12
+        for (int j = 0; j < NKW; j++)
+            xv[j] = _mm512_mask_loadu_ps(_mm512_maskz_loadu_ps(first, x0 + j),
+                                         m & (__mmask16)~first, x1 + j);
+#pragma GCC unroll 12
+        for (int o = 0; o < CO; o++) {
+            const __m512 d = _mm512_maskz_loadu_ps(m, dyr[o] + (size_t)r * g->ow);
+#pragma GCC unroll 12
+            for (int j = 0; j < NKW; j++) acc[o][j] = _mm512_fmadd_ps(d, xv[j], acc[o][j]);
+        }
+    }
+    for (int r = r0; !PAIRED && r < r1; r++) {
         const int z = r / g->oh, y = r % g->oh;
         const float *xrow = xr + ((size_t)z * hp + y) * wp;
         for (int x0 = 0; x0 < g->ow; x0 += LANES) {
@@ -93,18 +115,24 @@ chunk(const wgrad_call *a, int n, int r0, int r1, int ci, int kd, int kh, int kw
             _mm512_storeu_ps(acc_mem + ((size_t)o * k + j) * LANES, acc[o][j]);
 }
 
-#define CHUNK_FN(CO, NKW)                                                                    \
-    TARGET static void chunk_##CO##_##NKW(const wgrad_call *a, int n, int r0, int r1, int ci, \
-                                          int kd, int kh, int kw0, int co0, float *acc_mem)    \
-    {                                                                                          \
-        chunk(a, n, r0, r1, ci, kd, kh, kw0, co0, acc_mem, CO, NKW);                           \
+#define CHUNK_FN(CO, NKW, PAIRED, NAME)                                                      \
+    TARGET static void NAME(const wgrad_call *a, int n, int r0, int r1, int ci, int kd, int kh, \
+                            int kw0, int co0, float *acc_mem)                                \
+    {                                                                                        \
+        chunk(a, n, r0, r1, ci, kd, kh, kw0, co0, acc_mem, CO, NKW, PAIRED);                 \
     }
-CHUNK_FN(4, 1)
-CHUNK_FN(4, 2)
-CHUNK_FN(4, 3)
-CHUNK_FN(8, 1)
-CHUNK_FN(8, 2)
-CHUNK_FN(8, 3)
+CHUNK_FN(4, 1, false, chunk_4_1)
+CHUNK_FN(4, 2, false, chunk_4_2)
+CHUNK_FN(4, 3, false, chunk_4_3)
+CHUNK_FN(8, 1, false, chunk_8_1)
+CHUNK_FN(8, 2, false, chunk_8_2)
+CHUNK_FN(8, 3, false, chunk_8_3)
+CHUNK_FN(4, 1, true, paired_4_1)
+CHUNK_FN(4, 2, true, paired_4_2)
+CHUNK_FN(4, 3, true, paired_4_3)
+CHUNK_FN(8, 1, true, paired_8_1)
+CHUNK_FN(8, 2, true, paired_8_2)
+CHUNK_FN(8, 3, true, paired_8_3)
 
 typedef void (*chunk_fn)(const wgrad_call *, int, int, int, int, int, int, int, int, float *);
 
@@ -114,9 +142,10 @@ TARGET static void wgrad_range(void *arg, size_t u0, size_t u1)
     const wgrad_call *a = arg;
     const vol_shape *g = a->g;
     const int k = g->k, k3 = k * k * k, cin = g->c, bs = wgrad_block(a->cout);
-    const chunk_fn fns[2][KW_GROUP] = {{chunk_4_1, chunk_4_2, chunk_4_3},
-                                       {chunk_8_1, chunk_8_2, chunk_8_3}};
-    const chunk_fn *fn = fns[bs == 8];
+    const chunk_fn fns[2][2][KW_GROUP] = {
+        {{chunk_4_1, chunk_4_2, chunk_4_3}, {chunk_8_1, chunk_8_2, chunk_8_3}},
+        {{paired_4_1, paired_4_2, paired_4_3}, {paired_8_1, paired_8_2, paired_8_3}}};
+    const chunk_fn *fn = fns[g->ow <= LANES / 2][bs == 8];
     const int rows = g->ow >= CHUNK_POSITIONS ? 1 : CHUNK_POSITIONS / g->ow;
     const size_t tap_floats = (size_t)bs * k * LANES; /* one (ci, kd, kh) */
     for (size_t u = u0; u < u1; u++) {

@@ -84,20 +84,20 @@ static int band_planes(const conv3d_priv *p, int max_batch)
     return planes >= (size_t)p->od ? p->od : (int)planes;
 }
 
-/* Which passes run direct.  Stride 1, kernel <= 5, rows of at least 8
- * outputs (a vector of 16 half full); dx also needs padding <= k - 1 (a
- * forward convolution of dY) and input rows of at least 8.  Under
- * PCNN_OPT_CONV_ALGORITHM 2 (direct) every pass that can; under 0 (auto)
- * at rows of at least 16, where each direct pass beat vol2col + GEMM on
- * the AVX-512 machine (thread CPU time of each pass on one thread, 4..128
- * input channels, 16^3..64^3): forward 1.3-4.3x (CosmoFlow-mini's conv1
- * 4 -> 16 and conv2 16 -> 32: 4.3x and 2.6x), dx 1.2-2.6x, dW 1.1-2.7x
- * (the least at 64-128 channels).  The vol2col matrix, or dcol and
- * col2vol, are whole passes over memory that the direct kernels skip.
- * Rows of 8 (CosmoFlow-mini's conv3 at 8^3) stay with GEMM: half-empty
- * vectors lose up to 1.3x.  Not under 1 (GEMM) or 3 (taps: 2D only).  A
- * kept col is still built in forward when dW needs it, so that keeping it
- * or not gives the same bits. */
+/* Which passes run direct.  Stride 1, kernel <= 5, rows of at least 4
+ * outputs (rows of up to 8 go two to a vector of 16); dx also needs
+ * padding <= k - 1 (a forward convolution of dY) and input rows of at
+ * least 4.  Under PCNN_OPT_CONV_ALGORITHM 2 (direct) every pass that can;
+ * under 0 (auto) at rows of at least 8, where each direct pass beat
+ * vol2col + GEMM on the AVX-512 machine (thread CPU time of each pass on
+ * one thread, 4..128 input channels, 8^3..64^3): forward 1.2-4.3x
+ * (CosmoFlow-mini's conv1 4 -> 16, conv2 16 -> 32 and conv3 32 -> 64: 4.3x,
+ * 2.5x and 1.7x), dx 1.1-2.7x, dW 1.0-2.7x (the least at rows of 12 and
+ * at 64-128 channels).  The vol2col matrix, or dcol and col2vol, are
+ * whole passes over memory that the direct kernels skip.  Rows of 4 lose
+ * (1.3-2.8x).  Not under 1 (GEMM) or 3 (taps: 2D only).  A kept col is
+ * still built in forward when dW needs it, so that keeping it or not gives
+ * the same bits. */
 typedef struct direct_passes {
     bool forward, dw, dx;
 } direct_passes;
@@ -105,16 +105,16 @@ typedef struct direct_passes {
 static direct_passes direct_choice(const conv3d_priv *p, const plan_ctx *pc)
 {
     direct_passes d = {false, false, false};
-    if (!vol_direct_available() || p->pointwise || p->stride != 1 || p->k > 5 || p->ow < 8)
+    if (!vol_direct_available() || p->pointwise || p->stride != 1 || p->k > 5 || p->ow < 4)
         return d;
     const vol_shape g = geometry(p, 1);
-    const bool dx_fits = vol_direct_data_supports(&g) && p->w >= 8;
+    const bool dx_fits = vol_direct_data_supports(&g) && p->w >= 4;
     if (pc->conv_algorithm == 2) {
         d.forward = d.dw = true;
         d.dx = dx_fits;
     } else if (pc->conv_algorithm == 0) {
-        d.forward = d.dw = p->ow >= 16;
-        d.dx = dx_fits && p->w >= 16;
+        d.forward = d.dw = p->ow >= 8;
+        d.dx = dx_fits && p->w >= 8;
     }
     return d;
 }

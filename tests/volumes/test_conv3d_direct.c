@@ -3,13 +3,14 @@
  * passes: the output, the input gradient and the weight and bias gradients
  * of an MSE loss against zero targets (dL/dy = 2 y / count).  Output rows
  * shorter than, equal to and longer than one and two vectors (masked
- * tails, rows of several tiles, two rows stacked in one tile), kernels 2,
- * 3 and 5, padding 0-3 (3 of k3: dx falls back to GEMM while dW stays
- * direct), every output-channel block (4, 8, 12 forward; 4, 8 for dW) with
- * partial blocks, bias on and off, 1 and 2 threads, whose results must be
- * the same bits.  A second network feeds one input to two convolutions
- * added, so that the second adds its dx into the first's.  Skipped (77) on
- * a CPU without AVX-512F. */
+ * tails, rows of several tiles, two rows stacked in one tile, rows of 5-8
+ * paired in one vector, an odd number of them), kernels 2, 3 and 5,
+ * padding 0-3 (3 of k3: dx falls back to GEMM while dW stays direct),
+ * every output-channel block (4, 8, 12 forward; 4, 8 for dW) with partial
+ * blocks, bias on and off, 1 and 2 threads, whose results must be the same
+ * bits.  A second network feeds one input to two convolutions added, so
+ * that the second adds its dx into the first's.  Whole batch and in bands
+ * (the GEMM passes left).  Skipped (77) on a CPU without AVX-512F. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdbool.h>
@@ -254,6 +255,8 @@ int main(void)
         {2, 3, 4, 4, 11, 4, 2, 0, 0},  {1, 2, 6, 6, 12, 30, 5, 2, 1},
         {2, 4, 3, 5, 20, 1, 3, 0, 1},  {1, 1, 4, 4, 70, 9, 3, 1, 0},
         {2, 3, 4, 5, 16, 12, 3, 1, 0}, {2, 2, 3, 4, 10, 6, 3, 3, 1},
+        {2, 3, 3, 5, 5, 6, 3, 1, 1},   {1, 2, 4, 3, 7, 9, 3, 0, 0},
+        {2, 4, 4, 4, 8, 16, 3, 1, 0},
     };
     /* The whole batch, then bands of one output plane (the GEMM passes that
      * remain run banded beside the direct ones). */
