@@ -3,8 +3,9 @@
  * The input is first copied into a zero-padded batch (C x N x Dp x Hp x Wp,
  * Dp = D + 2p ...), so that every tap of every output is in range.  A tile
  * of two vectors of outputs -- an output row (n, z, y) of up to 32
- * positions, or two rows of up to 16 each -- times a block of up to 12
- * output channels is held in registers: for each input channel and each of
+ * positions, or two rows of up to 16 each, or four rows of up to 8, two
+ * to a vector -- times a block of up to 12 output channels is held in
+ * registers: for each input channel and each of
  * the k^3 taps, the two vectors of the padded input at that tap are loaded
  * once and multiplied by the 12 broadcast weights.  Nothing is built per
  * position, which matters where vol2col + GEMM is bound by memory: few
