@@ -5,11 +5,10 @@
  * of two vectors of outputs -- an output row (n, z, y) of up to 32
  * positions, or two rows of up to 16 each, or four rows of up to 8, two
  * to a vector -- times a block of up to 12 output channels is held in
- * registers: for each input channel and each of
- * the k^3 taps, the two vectors of the padded input at that tap are loaded
- * once and multiplied by the 12 broadcast weights.  Nothing is built per
- * position, which matters where vol2col + GEMM is bound by memory: few
- * channels (CosmoFlow's conv1: 4 -> 16 on 128^3, whose vol2col matrix is
+ * registers: for each input channel and each of the k^3 taps, the two
+ * vectors of the padded input at that tap are loaded once and multiplied
+ * by the 12 broadcast weights.  Nothing is built per position, which
+ * matters where vol2col + GEMM is bound by memory: few channels (CosmoFlow's conv1: 4 -> 16 on 128^3, whose vol2col matrix is
  * 108 rows of the whole volume and whose GEMM has 16 rows).
  *
  * The same kernel computes the input gradient (vol_direct_backward.c): a
