@@ -8,8 +8,9 @@
  * registers: for each input channel and each of the k^3 taps, the two
  * vectors of the padded input at that tap are loaded once and multiplied
  * by the 12 broadcast weights.  Nothing is built per position, which
- * matters where vol2col + GEMM is bound by memory: few channels (CosmoFlow's conv1: 4 -> 16 on 128^3, whose vol2col matrix is
- * 108 rows of the whole volume and whose GEMM has 16 rows).
+ * matters where vol2col + GEMM is bound by memory: few channels
+ * (CosmoFlow's conv1: 4 -> 16 on 128^3, whose vol2col matrix is 108 rows
+ * of the whole volume and whose GEMM has 16 rows).
  *
  * The same kernel computes the input gradient (vol_direct_backward.c): a
  * forward convolution of dY with the flipped, transposed kernel, adding
