@@ -389,6 +389,13 @@ def cases():
              ("dense", [6], [8, 1]), ("leaky_relu", [7], [0.01]), ("dense", [8], [4, 1])]
     yield make_case("cosmoflow_mini_adam", (2, 7, 6, 5), cosmo, ("mse", 9), "adam",
                     {"learning_rate": 0.005}, batch=4, steps=4, seed=13)
+    # Rows of 16 and 14: libpcnn runs both convolutions' forward and dW and
+    # the second's dx (rows of 14 back to 16) by its direct 3D kernels
+    # (lib/kernels/vol_direct*.c).
+    rows = [("conv3d", [0], [4, 3, 1, 1, 1]), ("leaky_relu", [1], [0.1]),
+            ("conv3d", [2], [3, 3, 1, 1, 0]), ("flatten", [3], []), ("dense", [4], [2, 1])]
+    yield make_case("conv3d_rows16_adam", (2, 3, 4, 16), rows, ("mse", 5), "adam",
+                    {"learning_rate": 0.01}, seed=14)
 
 
 def main():

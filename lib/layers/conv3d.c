@@ -16,7 +16,13 @@
  * at W = 128 needs 0.9 GB per sample), each sample runs in bands of output
  * planes whose col fits it: per band, Y_band = W col_band, dW += dY_band
  * col_band^T, dcol_band = W^T dY_band then col2vol into dx.  The same
- * sums in another order: equal to float rounding. */
+ * sums in another order: equal to float rounding.
+ *
+ * Direct (lib/kernels/vol_direct*.c, AVX-512F): a stride-1 convolution may
+ * run any of its three passes without the vol2col matrix -- forward, dW
+ * (per-lane sums over the output positions) and dx (a forward convolution
+ * of dY with the kernel flipped and transposed) -- each chosen on its own
+ * (direct_passes).  A direct dW needs no col at all, banded or not. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +30,7 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../kernels/kernels.h"
+#include "../kernels/vol_direct.h"
 #include "layers.h"
 
 typedef struct conv3d_priv {
@@ -36,7 +43,10 @@ typedef struct conv3d_priv {
     float *col;     /* the kept col (max_batch columns), or NULL */
     int band;       /* output planes per band; 0: the whole batch at once */
     bool direct;    /* forward by the direct kernel (vol_direct.c) */
-    float *packed;  /* its packed weights */
+    bool direct_dw; /* dW by the direct kernel (vol_direct_wgrad.c) */
+    bool direct_dx; /* dx by the direct kernel (vol_direct_backward.c) */
+    float *packed;  /* the forward's packed weights */
+    float *flipped; /* dx's packed weights, flipped and transposed */
 } conv3d_priv;
 
 /* The network's vol2col budget in floats (layers.h). */
@@ -77,45 +87,83 @@ static int band_planes(const conv3d_priv *p, const plan_ctx *pc)
     return planes >= (size_t)p->od ? p->od : (int)planes;
 }
 
-/* The direct forward: stride 1, kernel <= 5, rows of at least 8 outputs
- * (a vector of 16 half full), under PCNN_OPT_CONV_ALGORITHM 2 (direct);
- * under 0 (auto) only where vol2col + GEMM is bound by memory: few input
- * channels (C*K^3 <= 256: a GEMM too shallow to reuse the col it streams,
- * CosmoFlow's conv1 4 -> 16 runs 2x faster direct) and rows of at least 16.
- * Not under 1 (GEMM) or 3 (taps: 2D only).  A kept col is still built in
- * forward, for backward, so that keeping it or not gives the same bits. */
-static bool direct_applies(const conv3d_priv *p, const plan_ctx *pc)
+/* Which passes run direct.  Stride 1, kernel <= 5, rows of at least 4
+ * outputs (rows of up to 8 go two to a vector of 16); dx also needs
+ * padding <= k - 1 (a forward convolution of dY) and input rows of at
+ * least 4.  Under PCNN_OPT_CONV_ALGORITHM 2 (direct) every pass that can;
+ * under 0 (auto) at rows of at least 8, where each direct pass beat
+ * vol2col + GEMM on the AVX-512 machine (thread CPU time of each pass on
+ * one thread, 4..128 input channels, 8^3..64^3): forward 1.2-4.3x
+ * (CosmoFlow-mini's conv1 4 -> 16, conv2 16 -> 32 and conv3 32 -> 64: 4.3x,
+ * 2.5x and 1.7x), dx 1.1-2.7x, dW 1.0-2.7x (the least at rows of 12 and
+ * at 64-128 channels).  The vol2col matrix, or dcol and col2vol, are
+ * whole passes over memory that the direct kernels skip.  Rows of 4 lose
+ * (1.3-2.8x).  Not under 1 (GEMM) or 3 (taps: 2D only).  A kept col is
+ * still built in forward when dW needs it, so that keeping it or not gives
+ * the same bits. */
+typedef struct direct_passes {
+    bool forward, dw, dx;
+} direct_passes;
+
+static direct_passes direct_choice(const conv3d_priv *p, const plan_ctx *pc)
 {
-    if (!vol_direct_available() || p->pointwise || p->stride != 1 || p->k > 5 || p->ow < 8)
-        return false;
-    if (pc->conv_algorithm == 2) return true;
-    return pc->conv_algorithm == 0 && p->ck3 <= 256 && p->ow >= 16;
+    direct_passes d = {false, false, false};
+    if (!vol_direct_available() || p->pointwise || p->stride != 1 || p->k > 5 || p->ow < 4)
+        return d;
+    const vol_shape g = geometry(p, 1);
+    const bool dx_fits = vol_direct_data_supports(&g) && p->w >= 4;
+    if (pc->conv_algorithm == 2) {
+        d.forward = d.dw = true;
+        d.dx = dx_fits;
+    } else if (pc->conv_algorithm == 0) {
+        d.forward = d.dw = p->ow >= 8;
+        d.dx = dx_fits && p->w >= 8;
+    }
+    return d;
 }
 
 /* The workspace holds col (when not kept) and dcol, one after the other,
- * or one band's col then dcol. */
+ * or one band's col then dcol; the direct passes' padded x, or padded x
+ * and dW's lanes, or padded dY, whichever pass needs most. */
 static size_t conv3d_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const conv3d_priv *p = l->priv;
     if (p->pointwise) return 0;
+    const direct_passes d = direct_choice(p, pc);
     const int band = band_planes(p, pc);
     const size_t col = band ? (size_t)p->ck3 * (size_t)band * (size_t)p->oh * (size_t)p->ow
                             : col_floats(p, pc->max_batch);
-    if (!direct_applies(p, pc)) return col;
+    /* col is needed by a GEMM forward, dW or dx. */
+    size_t need = !d.forward || !d.dw || !d.dx ? col : 0;
     const vol_shape g = geometry(p, pc->max_batch);
     const size_t padded = vol_direct_pad_floats(&g);
-    return padded > col ? padded : col;
+    if (d.forward && padded > need) need = padded;
+    if (d.dw) {
+        const size_t dw = padded + vol_direct_wgrad_lane_floats(p->cout, p->cin, p->k);
+        if (dw > need) need = dw;
+    }
+    if (d.dx) {
+        const vol_shape t = vol_direct_adjoint(&g, p->cout);
+        const size_t dyp = vol_direct_pad_floats(&t);
+        if (dyp > need) need = dyp;
+    }
+    return need;
 }
 
 static void conv3d_decide(pcnn_layer *l, const plan_ctx *pc)
 {
     conv3d_priv *p = l->priv;
+    const direct_passes d = direct_choice(p, pc);
     p->band = band_planes(p, pc);
-    p->keep_col = pc->keep_im2col && !p->pointwise && !p->band;
-    p->direct = direct_applies(p, pc);
-    if (p->direct)
-        snprintf(l->choice, sizeof l->choice, "direct forward; vol2col + gemm backward%s",
-                 p->band ? " in bands" : "");
+    p->direct = d.forward;
+    p->direct_dw = d.dw;
+    p->direct_dx = d.dx;
+    p->keep_col = pc->keep_im2col && !p->pointwise && !p->band && !p->direct_dw;
+    if (d.forward || d.dw || d.dx)
+        snprintf(l->choice, sizeof l->choice, "forward %s, dW %s, dx %s%s",
+                 d.forward ? "direct" : "vol2col + gemm", d.dw ? "direct" : "vol2col + gemm",
+                 d.dx ? "direct" : "gemm + col2vol",
+                 p->band && !(d.forward && d.dw && d.dx) ? " (gemm in bands)" : "");
     else if (p->band)
         snprintf(l->choice, sizeof l->choice, "vol2col + gemm in bands of %d output planes",
                  p->band);
@@ -143,6 +191,15 @@ static pcnn_status conv3d_setup(pcnn_layer *l, const plan_ctx *pc)
         if (!p->packed)
             return error_set(PCNN_ERR_OUT_OF_MEMORY, "pcnn_net_finalize",
                              "%s: cannot allocate %zu floats of packed weights",
+                             layer_name(l, name, sizeof name), n);
+        l->buffer_bytes += n * sizeof(float);
+    }
+    if (p->direct_dx) {
+        const size_t n = vol_direct_packed_floats(p->cin, p->cout, p->k);
+        p->flipped = mem_alloc_floats(n);
+        if (!p->flipped)
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, "pcnn_net_finalize",
+                             "%s: cannot allocate %zu floats of flipped weights",
                              layer_name(l, name, sizeof name), n);
         l->buffer_bytes += n * sizeof(float);
     }
@@ -200,23 +257,25 @@ static void conv3d_forward_banded(pcnn_layer *l, const run_ctx *ctx, int np)
         }
 }
 
+/* The GEMM backward in bands: dW when `weights`, dx when `data` (and
+ * dx[0] is asked for). */
 static void conv3d_backward_banded(pcnn_layer *l, const run_ctx *ctx, float *const dx[2],
-                                   int np)
+                                   int np, bool weights, bool data)
 {
     const conv3d_priv *p = l->priv;
     const vol_shape g = geometry(p, ctx->n);
     const float *x = l->inputs[0]->y;
-    if (p->bias)
-        row_sums(l->dy, (size_t)p->cout, (size_t)np, l->grads + (size_t)p->cout * p->ck3,
-                 ctx->threads);
+    data = data && dx[0];
     float beta = 0.0f;
     for (int s = 0; s < ctx->n; s++)
         for (band b = band_at(p, s, 0); b.d0 < p->od; b = band_at(p, s, b.d1)) {
-            vol2col_band(x, &g, s, b.d0, b.d1, ctx->workspace, ctx->threads);
-            gemm(false, true, p->cout, p->ck3, b.cols, 1.0f, l->dy + b.first, np,
-                 ctx->workspace, b.cols, beta, l->grads, p->ck3, ctx->threads);
-            beta = 1.0f;
-            if (!dx[0]) continue;
+            if (weights) {
+                vol2col_band(x, &g, s, b.d0, b.d1, ctx->workspace, ctx->threads);
+                gemm(false, true, p->cout, p->ck3, b.cols, 1.0f, l->dy + b.first, np,
+                     ctx->workspace, b.cols, beta, l->grads, p->ck3, ctx->threads);
+                beta = 1.0f;
+            }
+            if (!data) continue;
             /* dcol_band overwrites col_band, which dW is done with. */
             gemm(true, false, p->ck3, b.cols, p->cout, 1.0f, l->params, p->ck3,
                  l->dy + b.first, np, 0.0f, ctx->workspace, b.cols, ctx->threads);
@@ -257,14 +316,10 @@ static void conv3d_forward(pcnn_layer *l, const run_ctx *ctx)
          p->bias ? 1.0f : 0.0f, l->y, np, ctx->threads);
 }
 
-static void conv3d_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+/* dW by GEMM: dW = dY[Cout x NP] col^T, col kept or rebuilt in the workspace. */
+static void conv3d_weights_gemm(pcnn_layer *l, const run_ctx *ctx, int np)
 {
     const conv3d_priv *p = l->priv;
-    const int np = (int)((size_t)ctx->n * out_volume(p));
-    if (p->band) {
-        conv3d_backward_banded(l, ctx, dx, np);
-        return;
-    }
     const vol_shape g = geometry(p, ctx->n);
     const float *x = l->inputs[0]->y;
     const float *col = p->pointwise ? x : p->col;
@@ -272,23 +327,54 @@ static void conv3d_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2
         vol2col_batch(x, &g, ctx->workspace, ctx->threads);
         col = ctx->workspace;
     }
-    /* dW = dY[Cout x NP] col^T. */
     gemm(false, true, p->cout, p->ck3, np, 1.0f, l->dy, np, col, np, 0.0f, l->grads, p->ck3,
          ctx->threads);
-    if (p->bias)
-        row_sums(l->dy, (size_t)p->cout, (size_t)np, l->grads + (size_t)p->cout * p->ck3,
-                 ctx->threads);
-    if (!dx[0]) return;
+}
+
+/* dx by GEMM: dcol = W^T dY in the workspace (a recomputed col is done
+ * with), then col2vol; a 1x1x1 convolution's dcol is dx itself. */
+static void conv3d_data_gemm(pcnn_layer *l, const run_ctx *ctx, float *dx, int np)
+{
+    const conv3d_priv *p = l->priv;
     const bool acc = l->accumulate_dx[0];
     if (p->pointwise) {
         gemm(true, false, p->ck3, np, p->cout, 1.0f, l->params, p->ck3, l->dy, np,
-             acc ? 1.0f : 0.0f, dx[0], np, ctx->threads);
+             acc ? 1.0f : 0.0f, dx, np, ctx->threads);
         return;
     }
-    /* dcol = W^T dY overwrites the workspace: a recomputed col is done with. */
+    const vol_shape g = geometry(p, ctx->n);
     gemm(true, false, p->ck3, np, p->cout, 1.0f, l->params, p->ck3, l->dy, np, 0.0f,
          ctx->workspace, np, ctx->threads);
-    col2vol_batch(ctx->workspace, &g, dx[0], acc, ctx->threads);
+    col2vol_batch(ctx->workspace, &g, dx, acc, ctx->threads);
+}
+
+/* Each pass by its own algorithm, one after the other in the workspace. */
+static void conv3d_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
+{
+    const conv3d_priv *p = l->priv;
+    const int np = (int)((size_t)ctx->n * out_volume(p));
+    const vol_shape g = geometry(p, ctx->n);
+    if (p->bias)
+        row_sums(l->dy, (size_t)p->cout, (size_t)np, l->grads + (size_t)p->cout * p->ck3,
+                 ctx->threads);
+    if (p->direct_dw) {
+        float *xp = ctx->workspace;
+        vol_direct_backward_weights(l->inputs[0]->y, &g, l->dy, p->cout, xp,
+                                    xp + vol_direct_pad_floats(&g), l->grads, ctx->threads);
+    }
+    const bool gemm_dx = dx[0] && !p->direct_dx;
+    if (p->band) {
+        if (!p->direct_dw || gemm_dx)
+            conv3d_backward_banded(l, ctx, dx, np, !p->direct_dw, gemm_dx);
+    } else {
+        if (!p->direct_dw) conv3d_weights_gemm(l, ctx, np);
+        if (gemm_dx) conv3d_data_gemm(l, ctx, dx[0], np);
+    }
+    if (dx[0] && p->direct_dx) {
+        vol_direct_pack_flipped(l->params, p->cout, p->cin, p->k, p->flipped);
+        vol_direct_backward_data(l->dy, &g, p->flipped, p->cout, ctx->workspace, dx[0],
+                                 l->accumulate_dx[0], ctx->threads);
+    }
 }
 
 static void conv3d_destroy(pcnn_layer *l)
@@ -297,6 +383,7 @@ static void conv3d_destroy(pcnn_layer *l)
     if (p) {
         mem_free(p->col);
         mem_free(p->packed);
+        mem_free(p->flipped);
     }
     mem_free(p);
     l->priv = NULL;

@@ -475,6 +475,11 @@ static const gc_case3d cases3d[] = {
     {3, {"3d conv3d k3 s2 p3 bias", 1, 4, 3, 2, 0, MSE, 0, b_conv3d, {2, 3, 2, 3, 1}, 0}},
     {3, {"3d conv3d k1 s1 p0 bias", 3, 3, 4, 2, 0, MSE, 0, b_conv3d, {2, 1, 1, 0, 1}, 0}},
     {3, {"3d conv3d n2 of max_batch 3", 2, 4, 3, 2, 3, MSE, 0, b_conv3d, {3, 3, 1, 1, 1}, 0}},
+    /* rows of 16 and 14: the direct kernels' passes under --conv 2 */
+    {3, {"3d conv3d k3 s1 p1 rows of 16", 2, 3, 16, 2, 0, MSE, 0, b_conv3d, {5, 3, 1, 1, 1}, 0}},
+    {3, {"3d conv3d k3 s1 p0 rows of 14", 3, 4, 16, 2, 0, MSE, 0, b_conv3d, {4, 3, 1, 0, 0}, 0}},
+    {3, {"3d add of conv3d branches, rows of 16", 2, 3, 16, 2, 0, MSE, 0, b_add_branches, {0},
+         0}},
     /* 3D pools: k, s, p */
     {5, {"3d maxpool3d k2 s2 p0", 2, 4, 5, 2, 0, MSE, IN_SPACED, b_maxpool3d, {2, 2, 0}, 0}},
     {5, {"3d maxpool3d k3 s2 p1", 2, 5, 4, 2, 0, MSE, IN_SPACED, b_maxpool3d, {3, 2, 1}, 0}},
