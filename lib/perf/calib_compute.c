@@ -1,7 +1,8 @@
 /* Compute calibration (spec C.5, seed 002 section V-A): every layer of a
  * finalized network timed at its local shapes, with the algorithms chosen
- * at finalize, at two batch sizes, median of repetitions; the optimizer
- * timed on scratch runs. */
+ * at finalize, at two batch sizes, median of repetitions; and each
+ * layer's optimizer call where a step makes it, right after each pass at
+ * the larger batch, with the call's own overhead timed apart. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "../core/clock.h"
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../kernels/kernels.h"
 #include "../optim/optim.h"
 #include "perf.h"
 
@@ -57,67 +59,124 @@ static double medians(const double *samples, int reps, int L, double *med, doubl
     return counted ? median(spreads, counted) : 0;
 }
 
-/* Time one batch size: reps passes (the caller warmed up). */
+/* The optimizer as a step runs it on this network: its kind, hyper-parameters
+ * and threads, each layer's parameters and gradients where the network keeps
+ * them, and scratch optimizer state (the network's own is never touched). */
+typedef struct update_bench {
+    pcnn_optimizer kind;
+    optim_hyper hyper;
+    double weight_decay;
+    int threads;
+    float *backup, *m, *v; /* all of the network's parameters; state: 0 for SGD */
+} update_bench;
+
+static pcnn_status update_bench_open(update_bench *u, const pcnn_net *net)
+{
+    const net_training_state s = net_get_training_state(net);
+    const size_t total = net_num_params(net);
+    *u = (update_bench){.kind = net_optimizer(net), .weight_decay = s.weight_decay,
+                        .threads = net_threads(net),
+                        .hyper = {.momentum = s.momentum, .beta1 = s.beta1, .beta2 = s.beta2,
+                                  .epsilon = s.epsilon}};
+    const size_t n = total ? total : 1;
+    u->backup = mem_alloc_floats(n);
+    u->m = mem_calloc(n, sizeof(float));
+    u->v = mem_calloc(n, sizeof(float));
+    if (!u->backup || !u->m || !u->v)
+        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "optimizer timing buffers of %zu parameters", total);
+    return PCNN_OK;
+}
+
+static void update_bench_close(update_bench *u)
+{
+    mem_free(u->backup);
+    mem_free(u->m);
+    mem_free(u->v);
+}
+
+/* Each layer's optimizer call, in the order and cache state of a step's
+ * update on one rank: right after forward and backward at this batch, layer
+ * after layer in forward order.  The calls run on the network's parameters
+ * and gradients (where the step finds them: in cache or not) with a zero
+ * learning rate and the parameters restored from a copy taken before the
+ * pass, so that they come out bit for bit as they were. */
+static void time_updates(const update_bench *u, pcnn_net *net, double *seconds)
+{
+    const layer_list *ll = net_layer_list(net);
+    float *params = net_params(net);
+    for (int i = 0; i < ll->count; i++) {
+        const pcnn_layer *l = ll->items[i];
+        seconds[i] = 0;
+        if (!l->num_params) continue;
+        const size_t at = l->param_offset;
+        const double t0 = clock_now();
+        optim_update(u->kind, &u->hyper, 0.0, u->weight_decay, 1, params + at, l->grads,
+                     u->m + at, u->v + at, l->num_params, u->threads);
+        seconds[i] = clock_now() - t0;
+    }
+    memcpy(params, u->backup, net_num_params(net) * sizeof *params);
+}
+
+/* Time one batch size: reps passes (the caller warmed up); with `u`, after
+ * each pass the layers' optimizer calls (median per layer into upd). */
 static pcnn_status time_batch(pcnn_net *net, int n, int reps, int L, double *med, double *spread,
-                              double *overhead)
+                              double *overhead, const update_bench *u, double *upd)
 {
     double *samples = mem_calloc((size_t)reps * L * 3, sizeof *samples);
     double *over = mem_calloc((size_t)reps, sizeof *over);
     double *scratch = mem_calloc((size_t)reps + (size_t)L + 2, sizeof *scratch);
+    double *ups = u ? mem_calloc((size_t)reps * L, sizeof *ups) : NULL;
     pcnn_status st = PCNN_OK;
-    if (!samples || !over || !scratch) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "timing table");
-    if (st == PCNN_OK) st = net_time_layers(net, n, reps, samples, over);
+    if (!samples || !over || !scratch || (u && !ups))
+        st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "timing table");
+    for (int r = 0; st == PCNN_OK && r < reps; r++) {
+        if (u) memcpy(u->backup, net_params(net), net_num_params(net) * sizeof(float));
+        st = net_time_layers(net, n, 1, samples + (size_t)r * L * 3, over + r);
+        if (st == PCNN_OK && u) time_updates(u, net, ups + (size_t)r * L);
+    }
     if (st == PCNN_OK) {
         *spread = medians(samples, reps, L, med, scratch);
         *overhead = median(over, reps);
+        for (int l = 0; u && l < L; l++) {
+            for (int r = 0; r < reps; r++) scratch[r] = ups[(size_t)r * L + l];
+            upd[l] = median(scratch, reps);
+        }
     }
     mem_free(samples);
     mem_free(over);
     mem_free(scratch);
+    mem_free(ups);
     return st;
 }
 
-/* Evict the caches: in a step the optimizer meets its parameters, gradients
- * and state after everything else the step touched. */
-#define EVICT_FLOATS ((size_t)8 << 20)
-static void evict(float *trash)
-{
-    for (size_t i = 0; i < EVICT_FLOATS; i += 16) trash[i] += 1.0f;
-}
-
-/* The optimizer's seconds on `count` scratch parameters (median of 5, each
- * from cold caches). */
-static double time_update(pcnn_optimizer kind, size_t count, int threads, float *buf,
-                          float *trash)
+/* Seconds of one warm optimizer call on `count` parameters (median of 15). */
+static double time_call(const update_bench *u, float *buf, size_t count, int threads)
 {
     float *p = buf, *g = buf + count, *mm = buf + 2 * count, *v = buf + 3 * count;
-    const optim_hyper h = {.momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8};
-    double t[5];
-    optim_update(kind, &h, 1e-3, 0, 1, p, g, mm, v, count, threads); /* warm-up */
-    for (int r = 0; r < 5; r++) {
-        evict(trash);
+    double t[15];
+    for (int r = -2; r < 15; r++) { /* two warm-up calls */
         const double t0 = clock_now();
-        optim_update(kind, &h, 1e-3, 0, (uint64_t)r + 2, p, g, mm, v, count, threads);
-        t[r] = clock_now() - t0;
+        optim_update(u->kind, &u->hyper, 1e-3, u->weight_decay, 1, p, g, mm, v, count, threads);
+        if (r >= 0) t[r] = clock_now() - t0;
     }
-    return median(t, 5);
+    return median(t, 15);
 }
 
-static pcnn_status calibrate_update(perf_compute *c, pcnn_optimizer kind, int threads,
-                                    size_t largest)
+/* The optimizer's cost per call: inline (a tiny run), and with a thread
+ * team: the smallest run parallel_for splits, less its work on one thread
+ * shared by the team. */
+static pcnn_status calibrate_update_calls(perf_compute *c, const update_bench *u)
 {
-    size_t big = largest < 4096 ? 4096 : largest;
-    if (big > ((size_t)1 << 23)) big = (size_t)1 << 23;
-    const size_t small = 256;
-    float *buf = mem_calloc(4 * big + EVICT_FLOATS, sizeof *buf);
+    const size_t team = PAR_MIN_WORK / 2; /* optim_update's work is 2 count */
+    float *buf = mem_calloc(4 * team, sizeof *buf);
     if (!buf) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "optimizer timing buffers");
-    float *trash = buf + 4 * big;
-    const double t_small = time_update(kind, small, threads, buf, trash);
-    const double t_big = time_update(kind, big, threads, buf, trash);
+    c->update[0] = time_call(u, buf, 16, 1);
+    c->update_team = c->update[0];
+    if (u->threads > 1) {
+        const double one = time_call(u, buf, team, 1), all = time_call(u, buf, team, u->threads);
+        c->update_team = fmax(c->update[0], all - one / u->threads);
+    }
     mem_free(buf);
-    c->update[1] = (t_big - t_small) / (double)(big - small);
-    if (c->update[1] < 0) c->update[1] = t_big / (double)big;
-    c->update[0] = fmax(0, t_small - c->update[1] * (double)small);
     return PCNN_OK;
 }
 
@@ -125,6 +184,7 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
                                    const char *func)
 {
     TRY(net_check_ready(net, func));
+    TRY(net_settle(net)); /* parameters in flight land before they are copied */
     const double start = clock_now();
     const layer_list *ll = net_layer_list(net);
     const int L = ll->count, hi = net_local_max_batch(net), lo = hi > 1 ? hi / 2 : 1;
@@ -136,13 +196,17 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
     /* A warm-up pass measures the cost of one; the budget sets how many
      * follow: reps at the largest batch and reps at about half of it. */
     double spread_hi = 0, spread_lo = 0, over_hi = 0, over_lo = 0;
-    if (st == PCNN_OK) st = time_batch(net, hi, 1, L, med_hi, &spread_hi, &over_hi);
+    update_bench u = {0};
+    double *upd = mem_calloc((size_t)L, sizeof *upd);
+    if (st == PCNN_OK && !upd) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "update table");
+    if (st == PCNN_OK) st = update_bench_open(&u, net);
+    if (st == PCNN_OK) st = time_batch(net, hi, 1, L, med_hi, &spread_hi, &over_hi, &u, upd);
     const double pass = clock_now() - start;
     int reps = pass > 0 ? (int)((budget / pass - 1) / 1.5) : 3;
     reps = reps < 2 ? 2 : reps > 15 ? 15 : reps;
-    if (st == PCNN_OK) st = time_batch(net, hi, reps, L, med_hi, &spread_hi, &over_hi);
-    if (st == PCNN_OK && lo != hi) st = time_batch(net, lo, reps, L, med_lo, &spread_lo, &over_lo);
-    size_t largest = 0;
+    if (st == PCNN_OK) st = time_batch(net, hi, reps, L, med_hi, &spread_hi, &over_hi, &u, upd);
+    if (st == PCNN_OK && lo != hi)
+        st = time_batch(net, lo, reps, L, med_lo, &spread_lo, &over_lo, NULL, NULL);
     if (st == PCNN_OK) {
         for (int i = 0; i < L; i++) {
             const pcnn_layer *l = ll->items[i];
@@ -151,7 +215,7 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
             p->in = l->num_inputs ? l->inputs[0]->out : l->out;
             p->out = l->out;
             p->num_params = l->num_params;
-            if (l->num_params > largest) largest = l->num_params;
+            p->update = upd[i];
             const double *H = med_hi + i * 3, *Lo = lo != hi ? med_lo + i * 3 : H;
             fit_line(p->fwd, lo, Lo[0], hi, H[0]);
             fit_line(p->bwd_w, lo, Lo[1], hi, H[1]);
@@ -160,7 +224,7 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
             p->reg_fwd = i ? perf_regressor_time(m, l, hi, 0, dx) : NAN;
             p->reg_bwd = i ? perf_regressor_time(m, l, hi, 1, dx) : NAN;
         }
-        st = calibrate_update(&m->compute, net_optimizer(net), net_threads(net), largest);
+        st = calibrate_update_calls(&m->compute, &u);
     }
     if (st == PCNN_OK) {
         perf_compute *c = &m->compute;
@@ -175,7 +239,17 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
         c->optimizer = (int)net_optimizer(net);
         fit_line(c->overhead, lo, lo != hi ? over_lo : over_hi, hi, over_hi);
         c->spread = fmax(spread_hi, spread_lo);
+        /* For other networks: this one's mean cost per parameter. */
+        double work = 0, count = 0;
+        for (int i = 0; i < L; i++) {
+            if (!c->layers[i].num_params) continue;
+            work += c->layers[i].update - perf_update_call(c, (double)c->layers[i].num_params);
+            count += (double)c->layers[i].num_params;
+        }
+        c->update[1] = count > 0 ? fmax(0, work) / count : 0;
     }
+    update_bench_close(&u);
+    mem_free(upd);
     mem_free(layers);
     mem_free(med_hi);
     mem_free(med_lo);
