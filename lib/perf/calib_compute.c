@@ -162,13 +162,43 @@ static double time_call(const update_bench *u, float *buf, size_t count, int thr
     return median(t, 15);
 }
 
+typedef struct sum2 {
+    const float *pieces; /* two pieces of n floats */
+    float *dst;
+    size_t n;
+} sum2;
+
+/* The all-to-all strategy's sum of the pieces received (parallel/
+ * exchange_alltoall.c), for two pieces. */
+static void sum2_range(void *arg, size_t lo, size_t hi)
+{
+    const sum2 *s = arg;
+    for (size_t i = lo; i < hi; i++) s->dst[i] = s->pieces[i] + s->pieces[s->n + i];
+}
+
+/* Seconds per byte of a piece beyond the first in that sum, as a step
+ * meets it: the pieces just received (in cache), the threads the step
+ * uses (median of 15 after two warm-up runs). */
+static double time_sum(float *buf, size_t n, int threads)
+{
+    sum2 s = {buf, buf + 2 * n, n};
+    double t[15];
+    for (int r = -2; r < 15; r++) {
+        const double t0 = clock_now();
+        parallel_for(n, 16, 2 * n, threads, sum2_range, &s);
+        if (r >= 0) t[r] = clock_now() - t0;
+    }
+    return median(t, 15) / (4.0 * (double)n);
+}
+
 /* The optimizer's cost per call: inline (a tiny run), and with a thread
  * team: the smallest run parallel_for splits, less its work on one thread
- * shared by the team. */
+ * shared by the team; and the sharded update's summation. */
 static pcnn_status calibrate_update_calls(perf_compute *c, const update_bench *u)
 {
     const size_t team = PAR_MIN_WORK / 2; /* optim_update's work is 2 count */
-    float *buf = mem_calloc(4 * team, sizeof *buf);
+    const size_t pieces = (size_t)1 << 15; /* 3 x 128 KiB: in cache */
+    float *buf = mem_calloc(3 * pieces > 4 * team ? 3 * pieces : 4 * team, sizeof *buf);
     if (!buf) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "optimizer timing buffers");
     c->update[0] = time_call(u, buf, 16, 1);
     c->update_team = c->update[0];
@@ -176,6 +206,7 @@ static pcnn_status calibrate_update_calls(perf_compute *c, const update_bench *u
         const double one = time_call(u, buf, team, 1), all = time_call(u, buf, team, u->threads);
         c->update_team = fmax(c->update[0], all - one / u->threads);
     }
+    c->sum_gamma = time_sum(buf, pieces, u->threads);
     mem_free(buf);
     return PCNN_OK;
 }

@@ -109,7 +109,11 @@ static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_spa
     case PCNN_EXCHANGE_ALLTOALL_ALLGATHER: {
         const double own = ceil(count / P);
         b->reduce_comm = coll(c, PCNN_COLL_ALLTOALL, bytes);
-        b->update = (P - 1) * own * 4.0 * c->m->link.gamma + update_time(c, sp, own);
+        /* The sum of the P pieces received: at the rate timed with this
+         * network's threads on pieces in cache, else the link's gamma. */
+        const double gamma = c->table && c->m->compute.sum_gamma > 0 ? c->m->compute.sum_gamma
+                                                                     : c->m->link.gamma;
+        b->update = (P - 1) * own * 4.0 * gamma + update_time(c, sp, own);
         b->gather_comm = coll(c, PCNN_COLL_ALLGATHER, bytes);
         break;
     }

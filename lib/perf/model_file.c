@@ -124,6 +124,7 @@ static void write_model(writer *w, const pcnn_perfmodel *m)
     put_i32(w, c->optimizer);
     for (int i = 0; i < 2; i++) put_f64(w, c->update[i]);
     put_f64(w, c->update_team);
+    put_f64(w, c->sum_gamma);
     for (int i = 0; i < 2; i++) put_f64(w, c->overhead[i]);
     put_f64(w, c->spread);
     for (int l = 0; l < c->num_layers; l++) {
@@ -199,6 +200,7 @@ static pcnn_status read_model(reader *r, pcnn_perfmodel *m, const char *path, co
     c->optimizer = get_i32(r);
     for (int i = 0; i < 2; i++) c->update[i] = get_f64(r);
     c->update_team = get_f64(r);
+    c->sum_gamma = get_f64(r);
     for (int i = 0; i < 2; i++) c->overhead[i] = get_f64(r);
     c->spread = get_f64(r);
     c->layers = L ? mem_calloc((size_t)L, sizeof *c->layers) : NULL;

@@ -35,6 +35,8 @@ typedef struct perf_compute {
     double update[2];   /* optimizer: seconds per call (inline) + per parameter (the
                            network's mean, for networks without this table) */
     double update_team; /* seconds per call that opens a thread team (parallel_for) */
+    double sum_gamma;   /* all-to-all's sum of the received pieces: seconds per byte of
+                           each piece beyond the first, in cache, with the threads */
     double overhead[2]; /* input copy and loss: a + b n */
     double spread;      /* median relative spread of the repetitions (timing noise) */
 } perf_compute;

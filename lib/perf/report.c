@@ -46,8 +46,10 @@ size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size)
         text_put(&t, "compute: %d layers, %d threads, batches %d and %d, repetition spread %.1f %%\n",
                  c->num_layers, c->threads, c->batch_lo, c->batch_hi, 100 * c->spread);
         text_put(&t, "  update %.3g s per call (%.3g s with a thread team) + %.3g s/param on "
-                     "average; input copy + loss %.3g s + %.3g s/sample\n",
-                 c->update[0], c->update_team, c->update[1], c->overhead[0], c->overhead[1]);
+                     "average; sum of received pieces %.3g s/B; input copy + loss %.3g s + "
+                     "%.3g s/sample\n",
+                 c->update[0], c->update_team, c->update[1], c->sum_gamma, c->overhead[0],
+                 c->overhead[1]);
         text_put(&t, "  %5s %-16s %11s %11s %11s %11s %11s %11s   (ms at batch %d)\n", "layer",
                  "kind", "fwd", "bwd_w", "bwd_x", "reg fwd", "reg bwd", "update", c->batch_hi);
         for (int l = 1; l < c->num_layers; l++) {

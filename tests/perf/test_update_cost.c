@@ -2,7 +2,8 @@
  * layer_cost.c): a call's overhead (inline, or with a thread team where
  * parallel_for opens one) plus the timed per-parameter work of the layers
  * it covers, for a whole bucket, a shard of it (all-to-all + all-gather)
- * and another network (the mean rate); the simulator's buckets against
+ * and another network (the mean rate), with the all-to-all strategy's
+ * sum of received pieces at its timed rate; the simulator's buckets against
  * the hand values; and a real calibration that times every layer's update
  * and leaves the parameters and the optimizer state bit for bit as they
  * were. */
@@ -68,7 +69,7 @@ static void synthetic_table(pcnn_perfmodel *m, const pcnn_net *net, int threads)
     m->compute = (perf_compute){.num_layers = ll->count, .layers = rows,
                                 .fingerprint = perf_fingerprint(ll), .threads = threads,
                                 .batch_lo = 4, .batch_hi = 8, .update = {1e-6, 3e-9},
-                                .update_team = 5e-6};
+                                .update_team = 5e-6, .sum_gamma = 5e-11};
 }
 
 static void test_formula(void)
@@ -112,10 +113,10 @@ static void test_formula(void)
     mem_free(layers);
     mem_free(buckets);
     /* Two ranks (what-if), all-to-all + all-gather: the sum of the pieces
-     * and the shard's update. */
+     * (at the rate timed in cache) and the shard's update. */
     CK(pcnn_perfmodel_set_param(m, PCNN_PERF_STRATEGY, PCNN_EXCHANGE_ALLTOALL_ALLGATHER));
     CK(perf_build_sim(m, net, 16, 2, true, &in, &layers, &buckets, "test"));
-    const double sum = 1341 * 4.0 * m->link.gamma;
+    const double sum = 1341 * 4.0 * 5e-11;
     EXPECT(in.num_buckets == 1 &&
                close_rel(buckets[0].update, sum + 1e-6 + work * 1341 / 2682, 1e-12),
            "two ranks, sharded: update %.9g vs %.9g", buckets[0].update,
@@ -161,6 +162,7 @@ static void test_calibration(void)
            c->update_team);
     EXPECT(c->update[1] > 0 && c->update[1] < 1e-6, "mean cost per parameter %g s",
            c->update[1]);
+    EXPECT(c->sum_gamma > 0 && c->sum_gamma < 1e-8, "summation %g s/B", c->sum_gamma);
     train(a, 2);
     train(b, 2);
     size_t n;
