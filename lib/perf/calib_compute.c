@@ -1,8 +1,8 @@
 /* Compute calibration (spec C.5, seed 002 section V-A): every layer of a
  * finalized network timed at its local shapes, with the algorithms chosen
- * at finalize, at two batch sizes, median of repetitions; and each
- * layer's optimizer call where a step makes it, right after each pass at
- * the larger batch, with the call's own overhead timed apart. */
+ * at finalize, at two batch sizes, median of repetitions; and the
+ * optimizer's calls where a step makes them, right after each pass at the
+ * larger batch, with a call's own overhead timed apart. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #include "../core/memory.h"
 #include "../kernels/kernels.h"
 #include "../optim/optim.h"
+#include "../strategy/exchange_choice.h"
 #include "perf.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -67,7 +68,10 @@ typedef struct update_bench {
     optim_hyper hyper;
     double weight_decay;
     int threads;
-    float *backup, *m, *v; /* all of the network's parameters; state: 0 for SGD */
+    float *backup, *m, *v; /* all of the network's parameters; v for Adam only */
+    bucket_span *spans;    /* the buckets an exchange on several ranks makes */
+    int num_spans;
+    perf_compute calls;    /* the cost of a call (update, update_team, threads) */
 } update_bench;
 
 static pcnn_status update_bench_open(update_bench *u, const pcnn_net *net)
@@ -79,12 +83,30 @@ static pcnn_status update_bench_open(update_bench *u, const pcnn_net *net)
                         .hyper = {.momentum = s.momentum, .beta1 = s.beta1, .beta2 = s.beta2,
                                   .epsilon = s.epsilon}};
     const size_t n = total ? total : 1;
+    const layer_list *ll = net_layer_list(net);
+    const int L = ll->count;
     u->backup = mem_alloc_floats(n);
-    u->m = mem_calloc(n, sizeof(float));
-    u->v = mem_calloc(n, sizeof(float));
-    if (!u->backup || !u->m || !u->v)
-        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "optimizer timing buffers of %zu parameters", total);
-    return PCNN_OK;
+    /* As the network's own state: zeroed, on huge pages where they can be
+     * (a step's update on small pages pays a TLB miss per 4 KiB). */
+    u->m = mem_alloc_floats(n);
+    u->v = u->kind == PCNN_OPTIMIZER_ADAM ? mem_alloc_floats(n) : NULL;
+    u->spans = mem_calloc((size_t)L, sizeof *u->spans);
+    size_t *counts = mem_calloc((size_t)L, sizeof *counts);
+    pcnn_exchange *kinds = mem_calloc((size_t)L, sizeof *kinds);
+    pcnn_status st = PCNN_OK;
+    if (!u->backup || !u->m || (u->kind == PCNN_OPTIMIZER_ADAM && !u->v) || !u->spans ||
+        !counts || !kinds)
+        st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "optimizer timing buffers of %zu parameters", total);
+    for (int i = 0; st == PCNN_OK && i < L; i++) {
+        counts[i] = ll->items[i]->num_params;
+        kinds[i] = PCNN_EXCHANGE_ALLREDUCE;
+    }
+    if (st == PCNN_OK)
+        u->num_spans = exchange_group_buckets(counts, kinds, L, net_bucket_bytes(net), true,
+                                              u->spans);
+    mem_free(counts);
+    mem_free(kinds);
+    return st;
 }
 
 static void update_bench_close(update_bench *u)
@@ -92,27 +114,34 @@ static void update_bench_close(update_bench *u)
     mem_free(u->backup);
     mem_free(u->m);
     mem_free(u->v);
+    mem_free(u->spans);
 }
 
-/* Each layer's optimizer call, in the order and cache state of a step's
- * update on one rank: right after forward and backward at this batch, layer
- * after layer in forward order.  The calls run on the network's parameters
- * and gradients (where the step finds them: in cache or not) with a zero
- * learning rate and the parameters restored from a copy taken before the
- * pass, so that they come out bit for bit as they were. */
+/* The optimizer as a step calls it, in the step's cache state: right after
+ * forward and backward at this batch, one call per bucket (as the exchange
+ * groups the layers on several ranks; one rank makes one call of them all,
+ * which differs by the calls' overheads alone), in forward order.  The
+ * calls run on the network's parameters and gradients (where the step
+ * finds them: in cache or not) with a zero learning rate, and the
+ * parameters are restored from a copy taken before the pass, bit for bit.
+ * seconds[l]: layer l's share (by parameters) of its bucket's call, less
+ * the call's overhead. */
 static void time_updates(const update_bench *u, pcnn_net *net, double *seconds)
 {
     const layer_list *ll = net_layer_list(net);
     float *params = net_params(net);
-    for (int i = 0; i < ll->count; i++) {
-        const pcnn_layer *l = ll->items[i];
-        seconds[i] = 0;
-        if (!l->num_params) continue;
-        const size_t at = l->param_offset;
+    for (int i = 0; i < ll->count; i++) seconds[i] = 0;
+    for (int k = 0; k < u->num_spans; k++) {
+        const bucket_span *sp = &u->spans[k];
+        const pcnn_layer *first = ll->items[sp->first_layer];
+        const size_t at = first->param_offset;
         const double t0 = clock_now();
-        optim_update(u->kind, &u->hyper, 0.0, u->weight_decay, 1, params + at, l->grads,
-                     u->m + at, u->v + at, l->num_params, u->threads);
-        seconds[i] = clock_now() - t0;
+        optim_update(u->kind, &u->hyper, 0.0, u->weight_decay, 1, params + at, first->grads,
+                     u->m + at, u->v ? u->v + at : NULL, sp->count, u->threads);
+        const double work =
+            fmax(0, clock_now() - t0 - perf_update_call(&u->calls, (double)sp->count));
+        for (int i = sp->first_layer; i <= sp->last_layer; i++)
+            seconds[i] = work * (double)ll->items[i]->num_params / (double)sp->count;
     }
     memcpy(params, u->backup, net_num_params(net) * sizeof *params);
 }
@@ -196,6 +225,7 @@ static double time_sum(float *buf, size_t n, int threads)
  * shared by the team; and the sharded update's summation. */
 static pcnn_status calibrate_update_calls(perf_compute *c, const update_bench *u)
 {
+    c->threads = u->threads;
     const size_t team = PAR_MIN_WORK / 2; /* optim_update's work is 2 count */
     const size_t pieces = (size_t)1 << 15; /* 3 x 128 KiB: in cache */
     float *buf = mem_calloc(3 * pieces > 4 * team ? 3 * pieces : 4 * team, sizeof *buf);
@@ -231,6 +261,7 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
     double *upd = mem_calloc((size_t)L, sizeof *upd);
     if (st == PCNN_OK && !upd) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "update table");
     if (st == PCNN_OK) st = update_bench_open(&u, net);
+    if (st == PCNN_OK) st = calibrate_update_calls(&u.calls, &u);
     if (st == PCNN_OK) st = time_batch(net, hi, 1, L, med_hi, &spread_hi, &over_hi, &u, upd);
     const double pass = clock_now() - start;
     int reps = pass > 0 ? (int)((budget / pass - 1) / 1.5) : 3;
@@ -255,7 +286,6 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
             p->reg_fwd = i ? perf_regressor_time(m, l, hi, 0, dx) : NAN;
             p->reg_bwd = i ? perf_regressor_time(m, l, hi, 1, dx) : NAN;
         }
-        st = calibrate_update_calls(&m->compute, &u);
     }
     if (st == PCNN_OK) {
         perf_compute *c = &m->compute;
@@ -270,11 +300,13 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
         c->optimizer = (int)net_optimizer(net);
         fit_line(c->overhead, lo, lo != hi ? over_lo : over_hi, hi, over_hi);
         c->spread = fmax(spread_hi, spread_lo);
+        c->update[0] = u.calls.update[0];
+        c->update_team = u.calls.update_team;
+        c->sum_gamma = u.calls.sum_gamma;
         /* For other networks: this one's mean cost per parameter. */
         double work = 0, count = 0;
         for (int i = 0; i < L; i++) {
-            if (!c->layers[i].num_params) continue;
-            work += c->layers[i].update - perf_update_call(c, (double)c->layers[i].num_params);
+            work += c->layers[i].update;
             count += (double)c->layers[i].num_params;
         }
         c->update[1] = count > 0 ? fmax(0, work) / count : 0;

@@ -66,7 +66,7 @@ double perf_update_time(const pcnn_perfmodel *m, bool table, int first, int last
         const perf_layer *p = &c->layers[i];
         if (!p->num_params) continue;
         count += (double)p->num_params;
-        work += nonneg(p->update - perf_update_call(c, (double)p->num_params));
+        work += nonneg(p->update);
     }
     const double per_param = table && count > 0 ? work / count : c->update[1];
     return perf_update_call(c, own) + own * per_param;

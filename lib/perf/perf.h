@@ -22,8 +22,9 @@ typedef struct perf_layer {
     uint64_t num_params;
     double fwd[2], bwd_w[2], bwd_x[2]; /* backward without the input gradient; the rest */
     double reg_fwd, reg_bwd;           /* the regressors' estimate at batch_hi (NaN: none) */
-    double update; /* seconds of one optimizer call on the layer's parameters, timed as a
-                      step meets them: after a pass at batch_hi, layers in forward order */
+    double update; /* seconds of the optimizer's work on the layer's parameters (a call's
+                      overhead apart): its share of its bucket's call, timed as a step
+                      makes it, after a pass at batch_hi */
 } perf_layer;
 
 typedef struct perf_compute {
@@ -116,8 +117,8 @@ pcnn_status perf_validate(const pcnn_perfmodel *m, const pcnn_net *net, double *
 /* Seconds of one optimizer call on `own` parameters taken from layers
  * first..last (perf/layer_cost.c): the call's overhead (inline or with a
  * thread team, as parallel_for decides) plus the share own / count of
- * those layers' timed per-parameter work (count: the layers' parameters);
- * without this network's table, the mean per-parameter cost.  own 0: 0. */
+ * those layers' timed work (count: the layers' parameters); without this
+ * network's table, the mean per-parameter cost.  own 0: 0. */
 double perf_update_time(const pcnn_perfmodel *m, bool table, int first, int last, double own);
 /* The overhead of one optimizer call on `own` parameters with the table's
  * threads: with a thread team where parallel_for opens one. */

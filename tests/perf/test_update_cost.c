@@ -4,7 +4,8 @@
  * it covers, for a whole bucket, a shard of it (all-to-all + all-gather)
  * and another network (the mean rate), with the all-to-all strategy's
  * sum of received pieces at its timed rate; the simulator's buckets against
- * the hand values; and a real calibration that times every layer's update
+ * the hand values; and a real calibration that times the update's calls
+ * as a step makes them (one bucket here: its work shared by parameters)
  * and leaves the parameters and the optimizer state bit for bit as they
  * were. */
 #define PCNN_EXPERIMENTAL
@@ -53,8 +54,9 @@ static void train(pcnn_net *net, int steps)
     }
 }
 
-/* The table of `net` with made-up timings: the conv's update 1 us + 2 ns
- * per parameter, the dense layer's 1 us + 4 ns (both inline calls). */
+/* The table of `net` with made-up timings: the optimizer's work 2 ns per
+ * parameter of the conv, 4 ns per parameter of the dense layer; a call
+ * 1 us inline, 5 us with a thread team. */
 static void synthetic_table(pcnn_perfmodel *m, const pcnn_net *net, int threads)
 {
     const layer_list *ll = net_layer_list(net);
@@ -64,8 +66,8 @@ static void synthetic_table(pcnn_perfmodel *m, const pcnn_net *net, int threads)
         rows[i].fwd[1] = 1e-6;
         rows[i].bwd_w[1] = 1e-6;
     }
-    rows[1].update = 1e-6 + 112 * 2e-9;
-    rows[3].update = 1e-6 + 2570 * 4e-9;
+    rows[1].update = 112 * 2e-9;
+    rows[3].update = 2570 * 4e-9;
     m->compute = (perf_compute){.num_layers = ll->count, .layers = rows,
                                 .fingerprint = perf_fingerprint(ll), .threads = threads,
                                 .batch_lo = 4, .batch_hi = 8, .update = {1e-6, 3e-9},
@@ -92,7 +94,7 @@ static void test_formula(void)
     const double work = 112 * 2e-9 + 2570 * 4e-9;
     double t = perf_update_time(m, true, 1, 3, 2682);
     EXPECT(close_rel(t, 1e-6 + work, 1e-12), "one bucket: %.9g vs %.9g", t, 1e-6 + work);
-    /* Each layer alone: its own timing back. */
+    /* Each layer alone: its work and a call. */
     t = perf_update_time(m, true, 3, 3, 2570);
     EXPECT(close_rel(t, 1e-6 + 2570 * 4e-9, 1e-12), "the dense layer alone: %.9g", t);
     /* A shard of 1341 (two ranks): its share of the work. */
@@ -140,8 +142,9 @@ static void test_formula(void)
     pcnn_perfmodel_destroy(&m);
 }
 
-/* A real calibration: every layer with parameters has its update timed,
- * the others none, and training goes on as if nothing had run. */
+/* A real calibration: every layer with parameters has its share of the
+ * update's work, the others none, and training goes on as if nothing had
+ * run. */
 static void test_calibration(void)
 {
     pcnn_net *a = small_net(1, 7), *b = small_net(1, 7);
@@ -157,6 +160,10 @@ static void test_calibration(void)
         EXPECT(p->num_params ? p->update > 0 && p->update < 0.1 : p->update == 0,
                "layer %d (%zu parameters): update %g s", i, (size_t)p->num_params, p->update);
     }
+    /* One bucket holds both layers: the same work per parameter. */
+    EXPECT(close_rel(c->layers[1].update / 112, c->layers[3].update / 2570, 1e-9),
+           "shares by parameters: %g and %g s/param", c->layers[1].update / 112,
+           c->layers[3].update / 2570);
     EXPECT(c->update[0] > 0 && c->update[0] < 1e-3 && c->update_team == c->update[0],
            "one thread: call overhead %g s, with a team the same (%g)", c->update[0],
            c->update_team);
