@@ -123,7 +123,7 @@ static void update_bench_close(update_bench *u)
  * which differs by the calls' overheads alone), in forward order.  The
  * calls run on the network's parameters and gradients (where the step
  * finds them: in cache or not) with a zero learning rate, and the
- * parameters are restored from a copy taken before the pass, bit for bit.
+ * parameters are restored from a copy taken before the passes, bit for bit.
  * seconds[l]: layer l's share (by parameters) of its bucket's call, less
  * the call's overhead. */
 static void time_updates(const update_bench *u, pcnn_net *net, double *seconds)
@@ -146,8 +146,20 @@ static void time_updates(const update_bench *u, pcnn_net *net, double *seconds)
     memcpy(params, u->backup, net_num_params(net) * sizeof *params);
 }
 
+typedef struct update_run {
+    const update_bench *u;
+    pcnn_net *net;
+    double *seconds; /* per repetition and layer */
+} update_run;
+
+static void after_pass(void *arg, int rep)
+{
+    const update_run *r = arg;
+    time_updates(r->u, r->net, r->seconds + (size_t)rep * net_layer_list(r->net)->count);
+}
+
 /* Time one batch size: reps passes (the caller warmed up); with `u`, after
- * each pass the layers' optimizer calls (median per layer into upd). */
+ * each pass the optimizer's calls (median per layer into upd). */
 static pcnn_status time_batch(pcnn_net *net, int n, int reps, int L, double *med, double *spread,
                               double *overhead, const update_bench *u, double *upd)
 {
@@ -158,11 +170,10 @@ static pcnn_status time_batch(pcnn_net *net, int n, int reps, int L, double *med
     pcnn_status st = PCNN_OK;
     if (!samples || !over || !scratch || (u && !ups))
         st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "timing table");
-    for (int r = 0; st == PCNN_OK && r < reps; r++) {
-        if (u) memcpy(u->backup, net_params(net), net_num_params(net) * sizeof(float));
-        st = net_time_layers(net, n, 1, samples + (size_t)r * L * 3, over + r);
-        if (st == PCNN_OK && u) time_updates(u, net, ups + (size_t)r * L);
-    }
+    update_run run = {u, net, ups};
+    if (st == PCNN_OK && u) memcpy(u->backup, net_params(net), net_num_params(net) * sizeof(float));
+    if (st == PCNN_OK)
+        st = net_time_layers(net, n, reps, samples, over, u ? after_pass : NULL, &run);
     if (st == PCNN_OK) {
         *spread = medians(samples, reps, L, med, scratch);
         *overhead = median(over, reps);
