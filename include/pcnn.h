@@ -1715,7 +1715,8 @@ PCNN_API pcnn_status pcnn_perfmodel_calibrate_comm(pcnn_perfmodel *model, pcnn_c
 /* Time each layer of the finalized net at its local shapes (this rank's
  * largest batch and half of it; the convolution algorithms chosen at
  * finalize): forward, backward with and without the input gradient, and
- * the optimizer per parameter (from cold caches), repeated within about
+ * the optimizer's calls as a step makes them (per bucket, right after the
+ * backward), with the cost of a call apart, repeated within about
  * budget_seconds (> 0), median of the repetitions.  The layers run on the
  * batch the network last trained on (some kernels' speed depends on the
  * values), so calibrating after a few training steps matches training best.  Replaces the model's compute table.  Local:

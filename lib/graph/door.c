@@ -119,7 +119,8 @@ static void time_pass(pcnn_net *net, int n, const int32_t *labels, const float *
     }
 }
 
-pcnn_status net_time_layers(pcnn_net *net, int n, int reps, double *samples, double *overhead)
+pcnn_status net_time_layers(pcnn_net *net, int n, int reps, double *samples, double *overhead,
+                            void (*after_pass)(void *arg, int rep), void *arg)
 {
     TRY(exchange_flush(net->exchange));
     const shape in = net->layers.items[0]->out, out = net->output->out;
@@ -147,6 +148,7 @@ pcnn_status net_time_layers(pcnn_net *net, int n, int reps, double *samples, dou
             double *t = samples + (size_t)r * L * 3;
             for (size_t k = 0; k < 3; k++) t[k] = 0; /* the input layer */
             time_pass(net, n, labels, targets, x, saved, t, &overhead[r]);
+            if (after_pass) after_pass(arg, r);
         }
         blas_threads_leave(blas);
     }

@@ -92,8 +92,11 @@ int net_threads(const pcnn_net *net);                    /* resolved at finalize
  * plus the loss.  The layers run on the batch the network last trained on
  * (a network that has not trained: made-up values).  Local: no collective;
  * parameters and optimizer state are unchanged (parameters in flight are
- * waited for first), gradients and activations are overwritten. */
-pcnn_status net_time_layers(pcnn_net *net, int n, int reps, double *samples, double *overhead);
+ * waited for first), gradients and activations are overwritten.
+ * after_pass (may be NULL) runs after each pass's backward, where a step
+ * would update, with arg and the repetition. */
+pcnn_status net_time_layers(pcnn_net *net, int n, int reps, double *samples, double *overhead,
+                            void (*after_pass)(void *arg, int rep), void *arg);
 
 /* What the strategy planner (plan room) reads and keeps: the network's
  * options of section 9, and its record of the last plan, which the

@@ -1,7 +1,8 @@
 /* Compute calibration (spec C.5, seed 002 section V-A): every layer of a
  * finalized network timed at its local shapes, with the algorithms chosen
- * at finalize, at two batch sizes, median of repetitions; the optimizer
- * timed on scratch runs. */
+ * at finalize, at two batch sizes, median of repetitions; and the
+ * optimizer's calls where a step makes them, right after each pass at the
+ * larger batch, with a call's own overhead timed apart. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,9 @@
 #include "../core/clock.h"
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../kernels/kernels.h"
 #include "../optim/optim.h"
+#include "../strategy/exchange_choice.h"
 #include "perf.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -57,67 +60,195 @@ static double medians(const double *samples, int reps, int L, double *med, doubl
     return counted ? median(spreads, counted) : 0;
 }
 
-/* Time one batch size: reps passes (the caller warmed up). */
+/* The optimizer as a step runs it on this network: its kind, hyper-parameters
+ * and threads, each layer's parameters and gradients where the network keeps
+ * them, and scratch optimizer state (the network's own is never touched). */
+typedef struct update_bench {
+    pcnn_optimizer kind;
+    optim_hyper hyper;
+    double weight_decay;
+    int threads;
+    float *backup, *m, *v; /* all of the network's parameters; v for Adam only */
+    bucket_span *spans;    /* the buckets an exchange on several ranks makes */
+    int num_spans;
+    perf_compute calls;    /* the cost of a call (update, update_team, threads) */
+} update_bench;
+
+static pcnn_status update_bench_open(update_bench *u, const pcnn_net *net)
+{
+    const net_training_state s = net_get_training_state(net);
+    const size_t total = net_num_params(net);
+    *u = (update_bench){.kind = net_optimizer(net), .weight_decay = s.weight_decay,
+                        .threads = net_threads(net),
+                        .hyper = {.momentum = s.momentum, .beta1 = s.beta1, .beta2 = s.beta2,
+                                  .epsilon = s.epsilon}};
+    const size_t n = total ? total : 1;
+    const layer_list *ll = net_layer_list(net);
+    const int L = ll->count;
+    u->backup = mem_alloc_floats(n);
+    /* As the network's own state: zeroed, on huge pages where they can be
+     * (a step's update on small pages pays a TLB miss per 4 KiB). */
+    u->m = mem_alloc_floats(n);
+    u->v = u->kind == PCNN_OPTIMIZER_ADAM ? mem_alloc_floats(n) : NULL;
+    u->spans = mem_calloc((size_t)L, sizeof *u->spans);
+    size_t *counts = mem_calloc((size_t)L, sizeof *counts);
+    pcnn_exchange *kinds = mem_calloc((size_t)L, sizeof *kinds);
+    pcnn_status st = PCNN_OK;
+    if (!u->backup || !u->m || (u->kind == PCNN_OPTIMIZER_ADAM && !u->v) || !u->spans ||
+        !counts || !kinds)
+        st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "optimizer timing buffers of %zu parameters", total);
+    for (int i = 0; st == PCNN_OK && i < L; i++) {
+        counts[i] = ll->items[i]->num_params;
+        kinds[i] = PCNN_EXCHANGE_ALLREDUCE;
+    }
+    if (st == PCNN_OK)
+        u->num_spans = exchange_group_buckets(counts, kinds, L, net_bucket_bytes(net), true,
+                                              u->spans);
+    mem_free(counts);
+    mem_free(kinds);
+    return st;
+}
+
+static void update_bench_close(update_bench *u)
+{
+    mem_free(u->backup);
+    mem_free(u->m);
+    mem_free(u->v);
+    mem_free(u->spans);
+}
+
+/* The optimizer as a step calls it, in the step's cache state: right after
+ * forward and backward at this batch, one call per bucket (as the exchange
+ * groups the layers on several ranks; one rank makes one call of them all,
+ * which differs by the calls' overheads alone), in forward order.  The
+ * calls run on the network's parameters and gradients (where the step
+ * finds them: in cache or not) with a zero learning rate, and the
+ * parameters are restored from a copy taken before the passes, bit for bit.
+ * seconds[l]: layer l's share (by parameters) of its bucket's call, less
+ * the call's overhead. */
+static void time_updates(const update_bench *u, pcnn_net *net, double *seconds)
+{
+    const layer_list *ll = net_layer_list(net);
+    float *params = net_params(net);
+    for (int i = 0; i < ll->count; i++) seconds[i] = 0;
+    for (int k = 0; k < u->num_spans; k++) {
+        const bucket_span *sp = &u->spans[k];
+        const pcnn_layer *first = ll->items[sp->first_layer];
+        const size_t at = first->param_offset;
+        const double t0 = clock_now();
+        optim_update(u->kind, &u->hyper, 0.0, u->weight_decay, 1, params + at, first->grads,
+                     u->m + at, u->v ? u->v + at : NULL, sp->count, u->threads);
+        const double work =
+            fmax(0, clock_now() - t0 - perf_update_call(&u->calls, (double)sp->count));
+        for (int i = sp->first_layer; i <= sp->last_layer; i++)
+            seconds[i] = work * (double)ll->items[i]->num_params / (double)sp->count;
+    }
+    memcpy(params, u->backup, net_num_params(net) * sizeof *params);
+}
+
+typedef struct update_run {
+    const update_bench *u;
+    pcnn_net *net;
+    double *seconds; /* per repetition and layer */
+} update_run;
+
+static void after_pass(void *arg, int rep)
+{
+    const update_run *r = arg;
+    time_updates(r->u, r->net, r->seconds + (size_t)rep * net_layer_list(r->net)->count);
+}
+
+/* Time one batch size: reps passes (the caller warmed up); with `u`, after
+ * each pass the optimizer's calls (median per layer into upd). */
 static pcnn_status time_batch(pcnn_net *net, int n, int reps, int L, double *med, double *spread,
-                              double *overhead)
+                              double *overhead, const update_bench *u, double *upd)
 {
     double *samples = mem_calloc((size_t)reps * L * 3, sizeof *samples);
     double *over = mem_calloc((size_t)reps, sizeof *over);
     double *scratch = mem_calloc((size_t)reps + (size_t)L + 2, sizeof *scratch);
+    double *ups = u ? mem_calloc((size_t)reps * L, sizeof *ups) : NULL;
     pcnn_status st = PCNN_OK;
-    if (!samples || !over || !scratch) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "timing table");
-    if (st == PCNN_OK) st = net_time_layers(net, n, reps, samples, over);
+    if (!samples || !over || !scratch || (u && !ups))
+        st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "timing table");
+    update_run run = {u, net, ups};
+    if (st == PCNN_OK && u) memcpy(u->backup, net_params(net), net_num_params(net) * sizeof(float));
+    if (st == PCNN_OK)
+        st = net_time_layers(net, n, reps, samples, over, u ? after_pass : NULL, &run);
     if (st == PCNN_OK) {
         *spread = medians(samples, reps, L, med, scratch);
         *overhead = median(over, reps);
+        for (int l = 0; u && l < L; l++) {
+            for (int r = 0; r < reps; r++) scratch[r] = ups[(size_t)r * L + l];
+            upd[l] = median(scratch, reps);
+        }
     }
     mem_free(samples);
     mem_free(over);
     mem_free(scratch);
+    mem_free(ups);
     return st;
 }
 
-/* Evict the caches: in a step the optimizer meets its parameters, gradients
- * and state after everything else the step touched. */
-#define EVICT_FLOATS ((size_t)8 << 20)
-static void evict(float *trash)
-{
-    for (size_t i = 0; i < EVICT_FLOATS; i += 16) trash[i] += 1.0f;
-}
-
-/* The optimizer's seconds on `count` scratch parameters (median of 5, each
- * from cold caches). */
-static double time_update(pcnn_optimizer kind, size_t count, int threads, float *buf,
-                          float *trash)
+/* Seconds of one warm optimizer call on `count` parameters (median of 15). */
+static double time_call(const update_bench *u, float *buf, size_t count, int threads)
 {
     float *p = buf, *g = buf + count, *mm = buf + 2 * count, *v = buf + 3 * count;
-    const optim_hyper h = {.momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8};
-    double t[5];
-    optim_update(kind, &h, 1e-3, 0, 1, p, g, mm, v, count, threads); /* warm-up */
-    for (int r = 0; r < 5; r++) {
-        evict(trash);
+    double t[15];
+    for (int r = -2; r < 15; r++) { /* two warm-up calls */
         const double t0 = clock_now();
-        optim_update(kind, &h, 1e-3, 0, (uint64_t)r + 2, p, g, mm, v, count, threads);
-        t[r] = clock_now() - t0;
+        optim_update(u->kind, &u->hyper, 1e-3, u->weight_decay, 1, p, g, mm, v, count, threads);
+        if (r >= 0) t[r] = clock_now() - t0;
     }
-    return median(t, 5);
+    return median(t, 15);
 }
 
-static pcnn_status calibrate_update(perf_compute *c, pcnn_optimizer kind, int threads,
-                                    size_t largest)
+typedef struct sum2 {
+    const float *pieces; /* two pieces of n floats */
+    float *dst;
+    size_t n;
+} sum2;
+
+/* The all-to-all strategy's sum of the pieces received (parallel/
+ * exchange_alltoall.c), for two pieces. */
+static void sum2_range(void *arg, size_t lo, size_t hi)
 {
-    size_t big = largest < 4096 ? 4096 : largest;
-    if (big > ((size_t)1 << 23)) big = (size_t)1 << 23;
-    const size_t small = 256;
-    float *buf = mem_calloc(4 * big + EVICT_FLOATS, sizeof *buf);
+    const sum2 *s = arg;
+    for (size_t i = lo; i < hi; i++) s->dst[i] = s->pieces[i] + s->pieces[s->n + i];
+}
+
+/* Seconds per byte of a piece beyond the first in that sum, as a step
+ * meets it: the pieces just received (in cache), the threads the step
+ * uses (median of 15 after two warm-up runs). */
+static double time_sum(float *buf, size_t n, int threads)
+{
+    sum2 s = {buf, buf + 2 * n, n};
+    double t[15];
+    for (int r = -2; r < 15; r++) {
+        const double t0 = clock_now();
+        parallel_for(n, 16, 2 * n, threads, sum2_range, &s);
+        if (r >= 0) t[r] = clock_now() - t0;
+    }
+    return median(t, 15) / (4.0 * (double)n);
+}
+
+/* The optimizer's cost per call: inline (a tiny run), and with a thread
+ * team: the smallest run parallel_for splits, less its work on one thread
+ * shared by the team; and the sharded update's summation. */
+static pcnn_status calibrate_update_calls(perf_compute *c, const update_bench *u)
+{
+    c->threads = u->threads;
+    const size_t team = PAR_MIN_WORK / 2; /* optim_update's work is 2 count */
+    const size_t pieces = (size_t)1 << 15; /* 3 x 128 KiB: in cache */
+    float *buf = mem_calloc(3 * pieces > 4 * team ? 3 * pieces : 4 * team, sizeof *buf);
     if (!buf) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "optimizer timing buffers");
-    float *trash = buf + 4 * big;
-    const double t_small = time_update(kind, small, threads, buf, trash);
-    const double t_big = time_update(kind, big, threads, buf, trash);
+    c->update[0] = time_call(u, buf, 16, 1);
+    c->update_team = c->update[0];
+    if (u->threads > 1) {
+        const double one = time_call(u, buf, team, 1), all = time_call(u, buf, team, u->threads);
+        c->update_team = fmax(c->update[0], all - one / u->threads);
+    }
+    c->sum_gamma = time_sum(buf, pieces, u->threads);
     mem_free(buf);
-    c->update[1] = (t_big - t_small) / (double)(big - small);
-    if (c->update[1] < 0) c->update[1] = t_big / (double)big;
-    c->update[0] = fmax(0, t_small - c->update[1] * (double)small);
     return PCNN_OK;
 }
 
@@ -125,6 +256,7 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
                                    const char *func)
 {
     TRY(net_check_ready(net, func));
+    TRY(net_settle(net)); /* parameters in flight land before they are copied */
     const double start = clock_now();
     const layer_list *ll = net_layer_list(net);
     const int L = ll->count, hi = net_local_max_batch(net), lo = hi > 1 ? hi / 2 : 1;
@@ -136,13 +268,18 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
     /* A warm-up pass measures the cost of one; the budget sets how many
      * follow: reps at the largest batch and reps at about half of it. */
     double spread_hi = 0, spread_lo = 0, over_hi = 0, over_lo = 0;
-    if (st == PCNN_OK) st = time_batch(net, hi, 1, L, med_hi, &spread_hi, &over_hi);
+    update_bench u = {0};
+    double *upd = mem_calloc((size_t)L, sizeof *upd);
+    if (st == PCNN_OK && !upd) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "update table");
+    if (st == PCNN_OK) st = update_bench_open(&u, net);
+    if (st == PCNN_OK) st = calibrate_update_calls(&u.calls, &u);
+    if (st == PCNN_OK) st = time_batch(net, hi, 1, L, med_hi, &spread_hi, &over_hi, &u, upd);
     const double pass = clock_now() - start;
     int reps = pass > 0 ? (int)((budget / pass - 1) / 1.5) : 3;
     reps = reps < 2 ? 2 : reps > 15 ? 15 : reps;
-    if (st == PCNN_OK) st = time_batch(net, hi, reps, L, med_hi, &spread_hi, &over_hi);
-    if (st == PCNN_OK && lo != hi) st = time_batch(net, lo, reps, L, med_lo, &spread_lo, &over_lo);
-    size_t largest = 0;
+    if (st == PCNN_OK) st = time_batch(net, hi, reps, L, med_hi, &spread_hi, &over_hi, &u, upd);
+    if (st == PCNN_OK && lo != hi)
+        st = time_batch(net, lo, reps, L, med_lo, &spread_lo, &over_lo, NULL, NULL);
     if (st == PCNN_OK) {
         for (int i = 0; i < L; i++) {
             const pcnn_layer *l = ll->items[i];
@@ -151,7 +288,7 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
             p->in = l->num_inputs ? l->inputs[0]->out : l->out;
             p->out = l->out;
             p->num_params = l->num_params;
-            if (l->num_params > largest) largest = l->num_params;
+            p->update = upd[i];
             const double *H = med_hi + i * 3, *Lo = lo != hi ? med_lo + i * 3 : H;
             fit_line(p->fwd, lo, Lo[0], hi, H[0]);
             fit_line(p->bwd_w, lo, Lo[1], hi, H[1]);
@@ -160,7 +297,6 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
             p->reg_fwd = i ? perf_regressor_time(m, l, hi, 0, dx) : NAN;
             p->reg_bwd = i ? perf_regressor_time(m, l, hi, 1, dx) : NAN;
         }
-        st = calibrate_update(&m->compute, net_optimizer(net), net_threads(net), largest);
     }
     if (st == PCNN_OK) {
         perf_compute *c = &m->compute;
@@ -175,7 +311,19 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
         c->optimizer = (int)net_optimizer(net);
         fit_line(c->overhead, lo, lo != hi ? over_lo : over_hi, hi, over_hi);
         c->spread = fmax(spread_hi, spread_lo);
+        c->update[0] = u.calls.update[0];
+        c->update_team = u.calls.update_team;
+        c->sum_gamma = u.calls.sum_gamma;
+        /* For other networks: this one's mean cost per parameter. */
+        double work = 0, count = 0;
+        for (int i = 0; i < L; i++) {
+            work += c->layers[i].update;
+            count += (double)c->layers[i].num_params;
+        }
+        c->update[1] = count > 0 ? fmax(0, work) / count : 0;
     }
+    update_bench_close(&u);
+    mem_free(upd);
     mem_free(layers);
     mem_free(med_hi);
     mem_free(med_lo);

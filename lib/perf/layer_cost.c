@@ -9,6 +9,7 @@
 #include "../core/error.h"
 #include "../core/hash.h"
 #include "../core/memory.h"
+#include "../kernels/kernels.h"
 #include "../layers/dense.h"
 #include "../strategy/exchange_choice.h"
 #include "perf.h"
@@ -48,8 +49,32 @@ static pcnn_exchange layer_exchange(const pcnn_perfmodel *m, const pcnn_net *net
     return def;
 }
 
+double perf_update_call(const perf_compute *c, double own)
+{
+    if (!(own > 0)) return 0;
+    /* parallel_for: grains of 16, work 2 own (optim_update). */
+    const bool team = c->threads > 1 && own > 16 && 2 * own >= PAR_MIN_WORK;
+    return team ? c->update_team : c->update[0];
+}
+
+double perf_update_time(const pcnn_perfmodel *m, bool table, int first, int last, double own)
+{
+    const perf_compute *c = &m->compute;
+    if (!(own > 0)) return 0;
+    double count = 0, work = 0;
+    for (int i = first; table && i <= last; i++) {
+        const perf_layer *p = &c->layers[i];
+        if (!p->num_params) continue;
+        count += (double)p->num_params;
+        work += nonneg(p->update);
+    }
+    const double per_param = table && count > 0 ? work / count : c->update[1];
+    return perf_update_call(c, own) + own * per_param;
+}
+
 typedef struct costing {
     const pcnn_perfmodel *m;
+    bool table; /* the compute table is this network's */
     int P;
     double link_beta, alpha;
 } costing;
@@ -59,9 +84,10 @@ static double coll(const costing *c, pcnn_collective k, double bytes)
     return perf_coll_time(&c->m->link, k, c->P, bytes, c->link_beta, c->alpha);
 }
 
-static double update_time(const costing *c, double count)
+/* The optimizer on `own` of the parameters of bucket sp's layers. */
+static double update_time(const costing *c, const bucket_span *sp, double own)
 {
-    return count > 0 ? perf_line(c->m->compute.update, count) : 0;
+    return perf_update_time(c->m, c->table, sp->first_layer, sp->last_layer, own);
 }
 
 static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_span *sp,
@@ -72,18 +98,22 @@ static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_spa
     const double count = (double)sp->count, bytes = 4.0 * count;
     *b = (sim_bucket){.first_layer = sp->first_layer, .last_layer = sp->last_layer};
     if (P <= 1) {
-        b->update = update_time(c, count);
+        b->update = update_time(c, sp, count);
         return;
     }
     switch (sp->kind) {
     case PCNN_EXCHANGE_ALLREDUCE:
         b->reduce_comm = coll(c, PCNN_COLL_ALLREDUCE, bytes);
-        b->update = update_time(c, count);
+        b->update = update_time(c, sp, count);
         break;
     case PCNN_EXCHANGE_ALLTOALL_ALLGATHER: {
         const double own = ceil(count / P);
         b->reduce_comm = coll(c, PCNN_COLL_ALLTOALL, bytes);
-        b->update = (P - 1) * own * 4.0 * c->m->link.gamma + update_time(c, own);
+        /* The sum of the P pieces received: at the rate timed with this
+         * network's threads on pieces in cache, else the link's gamma. */
+        const double gamma = c->table && c->m->compute.sum_gamma > 0 ? c->m->compute.sum_gamma
+                                                                     : c->m->link.gamma;
+        b->update = (P - 1) * own * 4.0 * gamma + update_time(c, sp, own);
         b->gather_comm = coll(c, PCNN_COLL_ALLGATHER, bytes);
         break;
     }
@@ -95,7 +125,9 @@ static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_spa
         b->bwd_comm = coll(c, PCNN_COLL_ALLGATHER, 4.0 * K * global_batch);
         /* dW of this rank's F/P columns over the whole batch: the flops of
          * the local weight gradient; the layer's backward keeps dx only. */
-        b->update = comp[sp->first_layer][1] + update_time(c, K * ceil(F / P) + (d.bias ? K : 0));
+        /* Two optimizer calls: this rank's weight columns, then the bias. */
+        b->update = comp[sp->first_layer][1] + update_time(c, sp, K * ceil(F / P)) +
+                    (d.bias ? update_time(c, sp, K) : 0);
         layers[sp->first_layer].bwd = comp[sp->first_layer][2];
         b->gather_comm = coll(c, PCNN_COLL_ALLGATHER, 4.0 * K * F);
         break;
@@ -153,7 +185,7 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
     int B = 0;
     if (st == PCNN_OK) {
         const costing c = {
-            .m = m, .P = ranks, .alpha = m->knobs.alpha,
+            .m = m, .table = matches, .P = ranks, .alpha = m->knobs.alpha,
             .link_beta = m->knobs.beta > 0 ? m->knobs.beta
                          : m->knobs.link_gbits > 0 ? 8e-9 / m->knobs.link_gbits : 0};
         B = exchange_group_buckets(counts, kinds, L, net_bucket_bytes(net), ranks > 1, spans);

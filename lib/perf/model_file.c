@@ -123,6 +123,8 @@ static void write_model(writer *w, const pcnn_perfmodel *m)
     put_i32(w, c->threads), put_i32(w, c->batch_lo), put_i32(w, c->batch_hi);
     put_i32(w, c->optimizer);
     for (int i = 0; i < 2; i++) put_f64(w, c->update[i]);
+    put_f64(w, c->update_team);
+    put_f64(w, c->sum_gamma);
     for (int i = 0; i < 2; i++) put_f64(w, c->overhead[i]);
     put_f64(w, c->spread);
     for (int l = 0; l < c->num_layers; l++) {
@@ -133,6 +135,7 @@ static void write_model(writer *w, const pcnn_perfmodel *m)
         put_u64(w, p->num_params);
         for (int i = 0; i < 2; i++) put_f64(w, p->fwd[i]), put_f64(w, p->bwd_w[i]), put_f64(w, p->bwd_x[i]);
         put_f64(w, p->reg_fwd), put_f64(w, p->reg_bwd);
+        put_f64(w, p->update);
     }
     const size_t reg = perf_regressors_bytes(m);
     put_u64(w, reg);
@@ -196,6 +199,8 @@ static pcnn_status read_model(reader *r, pcnn_perfmodel *m, const char *path, co
     c->threads = get_i32(r), c->batch_lo = get_i32(r), c->batch_hi = get_i32(r);
     c->optimizer = get_i32(r);
     for (int i = 0; i < 2; i++) c->update[i] = get_f64(r);
+    c->update_team = get_f64(r);
+    c->sum_gamma = get_f64(r);
     for (int i = 0; i < 2; i++) c->overhead[i] = get_f64(r);
     c->spread = get_f64(r);
     c->layers = L ? mem_calloc((size_t)L, sizeof *c->layers) : NULL;
@@ -211,6 +216,7 @@ static pcnn_status read_model(reader *r, pcnn_perfmodel *m, const char *path, co
         p->num_params = get_u64(r);
         for (int i = 0; i < 2; i++) p->fwd[i] = get_f64(r), p->bwd_w[i] = get_f64(r), p->bwd_x[i] = get_f64(r);
         p->reg_fwd = get_f64(r), p->reg_bwd = get_f64(r);
+        p->update = get_f64(r);
     }
     const uint64_t reg = get_u64(r);
     if (reg > r->left) return corrupt(func, path, "truncated (regressors)");
@@ -265,7 +271,8 @@ pcnn_status perf_load(const char *path, pcnn_perfmodel *m, const char *func)
         st = corrupt(func, path, "not a performance model file (no PCNNPERF header)");
     } else if (le_get_u32(buf + 8) != PERF_FORMAT_VERSION) {
         st = error_set(PCNN_ERR_UNSUPPORTED, func,
-                       "%s: performance model format version %u; this library reads version %u",
+                       "%s: performance model format version %u; this library reads version %u "
+                       "(calibrate again and save)",
                        path, le_get_u32(buf + 8), PERF_FORMAT_VERSION);
     } else if (size < 24 ||
                hash_fnv1a(HASH_FNV1A_BASIS, buf, size - 8) != le_get_u64(buf + size - 8)) {

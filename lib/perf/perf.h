@@ -11,7 +11,7 @@
 #include "collectives.h"
 #include "sim.h"
 
-#define PERF_FORMAT_VERSION 1u
+#define PERF_FORMAT_VERSION 2u /* 2: per-layer update timings */
 #define PERF_KIND_LEN 24
 
 /* One layer's measured costs, each a + b n over the local batch n, fitted
@@ -22,6 +22,9 @@ typedef struct perf_layer {
     uint64_t num_params;
     double fwd[2], bwd_w[2], bwd_x[2]; /* backward without the input gradient; the rest */
     double reg_fwd, reg_bwd;           /* the regressors' estimate at batch_hi (NaN: none) */
+    double update; /* seconds of the optimizer's work on the layer's parameters (a call's
+                      overhead apart): its share of its bucket's call, timed as a step
+                      makes it, after a pass at batch_hi */
 } perf_layer;
 
 typedef struct perf_compute {
@@ -30,7 +33,11 @@ typedef struct perf_compute {
     uint64_t fingerprint; /* of the network's layers (perf_fingerprint) */
     int threads, batch_lo, batch_hi;
     int optimizer;      /* pcnn_optimizer the update was timed with */
-    double update[2];   /* optimizer: a + b count */
+    double update[2];   /* optimizer: seconds per call (inline) + per parameter (the
+                           network's mean, for networks without this table) */
+    double update_team; /* seconds per call that opens a thread team (parallel_for) */
+    double sum_gamma;   /* all-to-all's sum of the received pieces: seconds per byte of
+                           each piece beyond the first, in cache, with the threads */
     double overhead[2]; /* input copy and loss: a + b n */
     double spread;      /* median relative spread of the repetitions (timing noise) */
 } perf_compute;
@@ -106,6 +113,16 @@ size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size);
 pcnn_status perf_validate(const pcnn_perfmodel *m, const pcnn_net *net, double *step_re,
                           double *wre, char *buf, size_t size, size_t *needed,
                           const char *func);
+
+/* Seconds of one optimizer call on `own` parameters taken from layers
+ * first..last (perf/layer_cost.c): the call's overhead (inline or with a
+ * thread team, as parallel_for decides) plus the share own / count of
+ * those layers' timed work (count: the layers' parameters); without this
+ * network's table, the mean per-parameter cost.  own 0: 0. */
+double perf_update_time(const pcnn_perfmodel *m, bool table, int first, int last, double own);
+/* The overhead of one optimizer call on `own` parameters with the table's
+ * threads: with a thread team where parallel_for opens one. */
+double perf_update_call(const perf_compute *c, double own);
 
 /* a + b n */
 static inline double perf_line(const double c[2], double n) { return c[0] + c[1] * n; }

@@ -45,16 +45,20 @@ size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size)
     } else {
         text_put(&t, "compute: %d layers, %d threads, batches %d and %d, repetition spread %.1f %%\n",
                  c->num_layers, c->threads, c->batch_lo, c->batch_hi, 100 * c->spread);
-        text_put(&t, "  update %.3g s + %.3g s/param; input copy + loss %.3g s + %.3g s/sample\n",
-                 c->update[0], c->update[1], c->overhead[0], c->overhead[1]);
-        text_put(&t, "  %5s %-16s %11s %11s %11s %11s %11s   (ms at batch %d)\n", "layer", "kind",
-                 "fwd", "bwd_w", "bwd_x", "reg fwd", "reg bwd", c->batch_hi);
+        text_put(&t, "  update %.3g s per call (%.3g s with a thread team) + %.3g s/param on "
+                     "average; sum of received pieces %.3g s/B; input copy + loss %.3g s + "
+                     "%.3g s/sample\n",
+                 c->update[0], c->update_team, c->update[1], c->sum_gamma, c->overhead[0],
+                 c->overhead[1]);
+        text_put(&t, "  %5s %-16s %11s %11s %11s %11s %11s %11s   (ms at batch %d)\n", "layer",
+                 "kind", "fwd", "bwd_w", "bwd_x", "reg fwd", "reg bwd", "update", c->batch_hi);
         for (int l = 1; l < c->num_layers; l++) {
             const perf_layer *p = &c->layers[l];
             const double n = c->batch_hi;
-            text_put(&t, "  %5d %-16s %11.4f %11.4f %11.4f %11.4f %11.4f\n", l, p->kind,
+            text_put(&t, "  %5d %-16s %11.4f %11.4f %11.4f %11.4f %11.4f %11.4f\n", l, p->kind,
                      1e3 * perf_line(p->fwd, n), 1e3 * perf_line(p->bwd_w, n),
-                     1e3 * perf_line(p->bwd_x, n), 1e3 * p->reg_fwd, 1e3 * p->reg_bwd);
+                     1e3 * perf_line(p->bwd_x, n), 1e3 * p->reg_fwd, 1e3 * p->reg_bwd,
+                     1e3 * p->update);
         }
     }
     char reg[4096];
@@ -85,13 +89,19 @@ pcnn_status perf_validate(const pcnn_perfmodel *m, const pcnn_net *net, double *
         return error_set(PCNN_ERR_INVALID_STATE, func,
                          "the network has no measured training step (train, then validate)");
     const int L = ll->count;
-    double err[3] = {0}, sum[3] = {0};
+    double err[3] = {0}, sum[3] = {0}, covered[2] = {0}; /* predicted, measured */
     text t = text_start(buf, size);
     text_put(&t, "%5s %-16s %17s %17s %17s %17s %17s   ms/step predicted|measured\n", "layer",
              "kind", "forward", "backward", "update", "comm", "exposed");
     for (int l = 1; l < L; l++) {
         double meas[5];
         for (int w = 0; w < 5; w++) TRY(pcnn_net_time(net, l, (pcnn_time)w, &meas[w]));
+        static const pcnn_time on_thread[4] = {PCNN_TIME_FORWARD, PCNN_TIME_BACKWARD,
+                                               PCNN_TIME_UPDATE, PCNN_TIME_EXPOSED};
+        for (int w = 0; w < 4; w++) {
+            covered[0] += m->last[l][on_thread[w]];
+            covered[1] += meas[on_thread[w]];
+        }
         for (int s = 0; s < 3; s++) {
             if (s == 2 && ll->items[l]->num_params == 0) continue;
             err[s] += fabs(m->last[l][stage_time[s]] - meas[stage_time[s]]);
@@ -106,6 +116,9 @@ pcnn_status perf_validate(const pcnn_perfmodel *m, const pcnn_net *net, double *
     for (int s = 0; s < 3; s++) w3[s] = sum[s] > 0 ? err[s] / sum[s] : 0;
     text_put(&t, "step: predicted %.3f ms, measured %.3f ms, RE %+.1f %%\n", 1e3 * m->last_step,
              1e3 * step, 100 * re);
+    /* What no layer's columns hold: input copy, loss, agreements, launching. */
+    text_put(&t, "other (input, loss, agreement): predicted %.3f ms, measured %.3f ms\n",
+             1e3 * (m->last_step - covered[0]), 1e3 * (step - covered[1]));
     text_put(&t, "WRE^T: forward %.1f %%, backward %.1f %%, update %.1f %%\n", 100 * w3[0],
              100 * w3[1], 100 * w3[2]);
     if (step_re) *step_re = re;

@@ -139,9 +139,9 @@ def test_bad_inputs_raise_the_librarys_errors(lenet, tmp_path):
     path = tmp_path / "m.pcnnperf"
     model.save(path)
     raw = bytearray(path.read_bytes())
-    raw[8] = 2  # the format version (u32 after the 8-byte magic)
+    raw[8] = 1  # the format version (u32 after the 8-byte magic): an older one
     path.write_bytes(bytes(raw))
-    with pytest.raises(pcnn.UnsupportedError, match="version 2"):
+    with pytest.raises(pcnn.UnsupportedError, match="version 1; this library reads version 2"):
         pcnn.PerfModel.load(path)
     with pytest.raises(pcnn.FileError):
         pcnn.PerfModel.load(os.path.join(str(tmp_path), "missing", "m.pcnnperf"))
