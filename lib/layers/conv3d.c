@@ -385,3 +385,9 @@ void conv3d_config(const pcnn_layer *l, int *out_channels, int *kernel, int *str
     *padding = p->pad;
     *bias = p->bias;
 }
+
+bool conv3d_keeps_col(const pcnn_layer *l)
+{
+    const conv3d_priv *p = l->priv;
+    return p->col != NULL;
+}
