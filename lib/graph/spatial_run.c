@@ -231,7 +231,9 @@ pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global, bool train)
         run_ctx ctx = ctx_of(net, sl, train, reduce);
         if (st == PCNN_OK) st = exchange_before_forward(net->exchange, i);
         const double start = clock_now();
-        if (st == PCNN_OK && sl->overlap_on) { /* overlapped: computes as it moves */
+        /* Overlapped (computes as it moves) in training passes; inference
+         * keeps one path, so its outputs do not depend on the trials. */
+        if (st == PCNN_OK && sl->overlap_on && train) {
             double exposed = 0.0; /* waiting for halos: timed as such, not as compute */
             const double t0 = clock_now();
             st = spatial_overlapped_forward(net, i, &ctx, &exposed);
