@@ -363,6 +363,9 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     }
     plan_ctx tp = *p;
     tp.max_batch = max_samples(net, sl);
+    if (strcmp(t->ops->kind, "conv3d") == 0) /* bands where the original does */
+        conv3d_share_col_budget(t, (double)tp.max_batch * (double)shape_size(t->out) /
+                                       ((double)net->max_batch * (double)shape_size(l->out)));
     for (int k = 0; k < sl->twin_list.count; k++) {
         pcnn_layer *x = sl->twin_list.items[k];
         if (x->ops->decide) x->ops->decide(x, &tp);

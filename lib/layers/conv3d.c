@@ -37,6 +37,7 @@ typedef struct conv3d_priv {
     int band;       /* output planes per band; 0: the whole batch at once */
     bool direct;    /* forward by the direct kernel (vol_direct.c) */
     float *packed;  /* its packed weights */
+    double budget_share; /* of the col budget (conv3d_share_col_budget); 0: all */
 } conv3d_priv;
 
 static size_t col_budget = CONV3D_COL_BUDGET_FLOATS;
@@ -67,9 +68,12 @@ static size_t col_floats(const conv3d_priv *p, int max_batch)
  * whole batch's col fits. */
 static int band_planes(const conv3d_priv *p, int max_batch)
 {
-    if (p->pointwise || col_floats(p, max_batch) <= col_budget) return 0;
+    size_t budget = col_budget;
+    if (p->budget_share > 0.0) budget = (size_t)((double)col_budget * p->budget_share);
+    if (budget < 1) budget = 1;
+    if (p->pointwise || col_floats(p, max_batch) <= budget) return 0;
     const size_t plane = (size_t)p->ck3 * (size_t)p->oh * (size_t)p->ow;
-    size_t planes = col_budget / plane;
+    size_t planes = budget / plane;
     if (planes < 1) planes = 1;
     return planes >= (size_t)p->od ? p->od : (int)planes;
 }
@@ -390,4 +394,10 @@ bool conv3d_keeps_col(const pcnn_layer *l)
 {
     const conv3d_priv *p = l->priv;
     return p->col != NULL;
+}
+
+void conv3d_share_col_budget(pcnn_layer *l, double share)
+{
+    conv3d_priv *p = l->priv;
+    p->budget_share = share > 0.0 && share < 1.0 ? share : 0.0;
 }
