@@ -371,7 +371,8 @@ static pcnn_status plan_scratch(pcnn_net *net, const plan_ctx *p)
     if (!net->loss_scratch) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "loss scratch");
     net->memory_bytes += scratch * sizeof(double);
 
-    const size_t in_floats = (size_t)max_batch * shape_size(net->layers.items[0]->out);
+    /* A spatial network stages only this rank's box of the input. */
+    const size_t in_floats = spatial_layer_floats(net, net->layers.items[0]);
     const size_t out_floats = (size_t)max_batch * shape_size(net->output->out);
     net->stage_x = mem_alloc_floats(in_floats);
     net->stage_labels = mem_alloc((size_t)max_batch * sizeof(int32_t));

@@ -16,8 +16,9 @@
 #include "../parallel/layout.h"
 #include "net.h"
 
-/* One cell of a windowed layer's box under overlap (PCNN_OPT_HALO_OVERLAP):
- * the interior, whose windows read no halo, or a band along a border. */
+/* One border cell of a windowed layer's box under overlap
+ * (PCNN_OPT_HALO_OVERLAP): a band along a border, whose windows read the
+ * halo (the interior's do not). */
 typedef struct spatial_region {
     layer_list list;        /* its twin and stand-in input */
     pcnn_layer *twin;
@@ -39,7 +40,8 @@ typedef struct spatial_layer {
     layer_list twin_list;   /* the twin and its stand-in inputs (clone.h) */
     pcnn_layer *twin;
     bool moves[2];          /* input j arrives through a box move */
-    float *in_y[2];         /* staging of a moved input, laid over need[j][rank] */
+    float *in_y[2];         /* staging of a moved input, laid over need[j][rank]:
+                               the shared in_y_shared[j] */
     float *in_dy[2];        /* its gradient: the shared dy_scratch[j] */
     /* PCNN_OPT_HALO_SCHEDULE 0: the halo of input 0 in phases, one per
      * split windowed dimension, with that dimension's neighbours only; the
@@ -49,8 +51,15 @@ typedef struct spatial_layer {
     int num_phases, phase_dim[3];
     box *phase_box[3];
     bool *peers[3];
-    spatial_region *regions; /* overlap: the cells of the box, or NULL */
-    int num_regions, interior;
+    /* Overlap (spatial_halo.c): the whole box's twin computes while the
+     * halo travels, the border cells again after.  `overlap`: planned;
+     * overlap_on: this step; trial: the layer's seconds (moves and both
+     * passes) in the trial steps without [0] and with [1] overlap, from
+     * which spatial_begin_step keeps the faster. */
+    spatial_region *regions; /* the border cells, or NULL */
+    int num_regions;
+    bool overlap, overlap_on;
+    double trial[2];
     box mine;               /* this rank's box (the step's samples) */
     box *have;              /* every rank's box of the output, this step */
     box *need[2];           /* every rank's box of input j it reads, this step */
@@ -77,6 +86,11 @@ typedef struct spatial {
      * backward and its move back: one buffer per input slot serves all. */
     float *dy_scratch[2];
     size_t dy_scratch_floats[2];
+    /* Moved inputs likewise: filled for a layer's forward, and again for
+     * its backward. */
+    float *in_y_shared[2];
+    size_t in_y_floats[2];
+    int in_y_owner[2];       /* the layer whose input it holds (-1: none) */
     /* A region's input, output, output gradient and input gradient. */
     float *region_x, *region_y, *region_dy, *region_dx;
     size_t region_in_floats, region_out_floats;
@@ -90,6 +104,8 @@ typedef struct spatial {
     int *group_start, *group_count;
     int *fixed_start, *fixed_count; /* a stand-in split for step-independent boxes */
     pcnn_status failed;      /* a halo or group reduction gave up */
+    int passes;              /* backward passes so far (the overlap trials) */
+    bool overlap_decided;    /* each overlapped layer kept the faster way */
     bool keep_stats;         /* a training-mode pass leaving running statistics alone */
 } spatial;
 
@@ -141,6 +157,8 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global);
  * *exposed receives the seconds spent waiting for halos. */
 pcnn_status spatial_move_in(pcnn_net *net, int i, int j);
 pcnn_status spatial_move_back(pcnn_net *net, int i, int j);
+/* Input j of layer i into the shared staging again, before its backward. */
+pcnn_status spatial_restage(pcnn_net *net, int i, int j);
 pcnn_status spatial_overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx,
                                        double *exposed);
 pcnn_status spatial_overlapped_backward(pcnn_net *net, int i, const run_ctx *ctx,

@@ -13,7 +13,7 @@ static int samples_of(const box *b) { return box_extent(b, LAYOUT_N); }
 /* Post phase f of layer i's dimension-ordered halo: forward, the box grows
  * along phase_dim[f]; back, its gradient returns to the previous box (to
  * the producer's dy from phase 0). */
-static pcnn_status phase_post(pcnn_net *net, int i, int f, bool back)
+static pcnn_status phase_post_deferred(pcnn_net *net, int i, int f, bool back, bool defer)
 {
     spatial *sp = net->spatial;
     spatial_layer *sl = &sp->layers[i];
@@ -30,6 +30,7 @@ static pcnn_status phase_post(pcnn_net *net, int i, int f, bool back)
         a.dst_boxes = sl->phase_box[f];
         a.dst = sl->in_y[0];
         a.dst_over = over;
+        a.defer_self = defer;
     } else {
         a.src_boxes = sl->phase_box[f];
         a.src = sl->in_dy[0];
@@ -37,8 +38,14 @@ static pcnn_status phase_post(pcnn_net *net, int i, int f, bool back)
         a.dst_boxes = f == 0 ? si->have : sl->phase_box[f - 1];
         a.dst = f == 0 ? in->dy : sl->in_dy[0];
         a.dst_over = f == 0 ? NULL : over;
+        a.overwrite = f == 0 && !net->layers.items[i]->accumulate_dx[0];
     }
     return box_move_post_args(sp->mover, &a);
+}
+
+static pcnn_status phase_post(pcnn_net *net, int i, int f, bool back)
+{
+    return phase_post_deferred(net, i, f, back, false);
 }
 
 /* The phases after the first (forward) or before the last (back). */
@@ -81,22 +88,36 @@ static void timed_move(pcnn_net *net, int i, int j, double t0, double t1)
     trace_span(&net->profile, i, halo ? TRACE_HALO : TRACE_SHUFFLE, t0, t1);
 }
 
-/* Padding values where input j's box of layer i leaves the sample. */
+/* Padding values where input j's box of layer i leaves the sample: only
+ * those points (the move writes every other one). */
 static void fill_padding(pcnn_net *net, int i, int j)
 {
     spatial *sp = net->spatial;
     spatial_layer *sl = &sp->layers[i];
     const pcnn_layer *l = net->layers.items[i], *in = l->inputs[j];
     const box *need = &sl->need[j][sp->rank];
-    if (sl->windowed && samples_of(need) > 0) {
-        const int ext[LAYOUT_DIMS] = {0, in->out.d, in->out.h, in->out.w};
-        bool padded = false;
-        for (int k = 1; k < LAYOUT_DIMS; k++)
-            padded |= need->lo[k] < 0 || need->hi[k] > ext[k];
-        if (padded) {
-            const size_t count = (size_t)in->out.c * box_volume(need);
-            for (size_t e = 0; e < count; e++) sl->in_y[j][e] = sl->pad;
-        }
+    if (!sl->windowed || samples_of(need) == 0) return;
+    const int ext[LAYOUT_DIMS] = {0, in->out.d, in->out.h, in->out.w};
+    bool padded = false;
+    for (int k = 1; k < LAYOUT_DIMS; k++)
+        padded |= need->lo[k] < 0 || need->hi[k] > ext[k];
+    if (!padded) return;
+    const int nd = box_extent(need, LAYOUT_D), nh = box_extent(need, LAYOUT_H),
+              nw = box_extent(need, LAYOUT_W);
+    const int d0 = need->lo[LAYOUT_D], h0 = need->lo[LAYOUT_H], w0 = need->lo[LAYOUT_W];
+    int left = -w0, right = need->hi[LAYOUT_W] - ext[LAYOUT_W];
+    left = left < 0 ? 0 : left > nw ? nw : left;
+    right = right < 0 ? 0 : right > nw ? nw : right;
+    const long rows = (long)in->out.c * samples_of(need) * nd * nh;
+    float *y = sl->in_y[j];
+    const float pad = sl->pad;
+#pragma omp parallel for num_threads(net->threads) if (rows * nw > 262144) schedule(static)
+    for (long r = 0; r < rows; r++) {
+        const int h = (int)(r % nh) + h0, d = (int)((r / nh) % nd) + d0;
+        float *row = y + (size_t)r * (size_t)nw;
+        const bool whole = d < 0 || d >= ext[LAYOUT_D] || h < 0 || h >= ext[LAYOUT_H];
+        for (int w = 0; w < (whole ? nw : left); w++) row[w] = pad;
+        for (int w = whole ? nw : nw - right; w < nw; w++) row[w] = pad;
     }
 }
 
@@ -119,6 +140,42 @@ pcnn_status spatial_move_in(pcnn_net *net, int i, int j)
                       sl->need[j], in->y, sl->in_y[j], false, net->threads);
     }
     timed_move(net, i, j, t0, clock_now());
+    sp->in_y_owner[j] = st == PCNN_OK ? i : -1;
+    return st;
+}
+
+/* Input j of layer i again, for its backward (the staging is shared,
+ * spatial.h): its own points copied while the halo travels, which is all
+ * that is timed as exposed. */
+pcnn_status spatial_restage(pcnn_net *net, int i, int j)
+{
+    spatial *sp = net->spatial;
+    spatial_layer *sl = &sp->layers[i];
+    const pcnn_layer *in = net->layers.items[i]->inputs[j];
+    fill_padding(net, i, j);
+    const double t0 = clock_now();
+    pcnn_status st;
+    if (j == 0 && sl->num_phases > 0)
+        st = phase_post_deferred(net, i, 0, false, true);
+    else
+        st = box_move_post_args(sp->mover, &(box_move_args){
+            .tag = 4 * i + 2 * j, .c = in->out.c, .threads = net->threads,
+            .src_boxes = sp->layers[in->index].have, .dst_boxes = sl->need[j], .src = in->y,
+            .dst = sl->in_y[j], .defer_self = true});
+    const double t1 = clock_now();
+    box_move_copy_self(sp->mover);
+    const double t2 = clock_now();
+    if (st == PCNN_OK) st = box_move_finish(sp->mover);
+    if (st == PCNN_OK && j == 0 && sl->num_phases > 0) st = phases_rest(net, i, false);
+    const double t3 = clock_now();
+    const bool halo = memcmp(sl->parts, sp->layers[in->index].parts, sizeof sl->parts) == 0;
+    if (halo) {
+        timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
+    } else {
+        timing_layer(&net->profile, i, TIMING_SHUFFLE, t3 - t0);
+        trace_span(&net->profile, i, TRACE_SHUFFLE, t0, t3);
+    }
+    sp->in_y_owner[j] = st == PCNN_OK ? i : -1;
     return st;
 }
 
@@ -129,9 +186,6 @@ pcnn_status spatial_move_back(pcnn_net *net, int i, int j)
     spatial_layer *sl = &sp->layers[i];
     const pcnn_layer *l = net->layers.items[i];
     pcnn_layer *in = l->inputs[j];
-    const spatial_layer *si = &sp->layers[in->index];
-    if (!l->accumulate_dx[j])
-        memset(in->dy, 0, (size_t)in->out.c * box_volume(&si->mine) * sizeof(float));
     const double t0 = clock_now();
     pcnn_status st;
     if (j == 0 && sl->num_phases > 0) {
@@ -139,52 +193,71 @@ pcnn_status spatial_move_back(pcnn_net *net, int i, int j)
         if (st == PCNN_OK) st = box_move_finish(sp->mover);
         if (st == PCNN_OK) st = phases_rest(net, i, true);
     } else {
-        st = box_move(sp->mover, 4 * i + 2 * j + 1, in->out.c, sl->need[j], si->have,
-                      sl->in_dy[j], in->dy, true, net->threads);
+        st = box_move_post_args(sp->mover, &(box_move_args){
+            .tag = 4 * i + 2 * j + 1, .c = in->out.c, .threads = net->threads,
+            .src_boxes = sl->need[j], .dst_boxes = sp->layers[in->index].have,
+            .src = sl->in_dy[j], .dst = in->dy, .add = true, .overwrite = !l->accumulate_dx[j]});
+        if (st == PCNN_OK) st = box_move_finish(sp->mover);
     }
     timed_move(net, i, j, t0, clock_now());
     return st;
 }
 
-/* One region of an overlapped layer, forward: its inputs from the halo
- * buffer, its outputs into the layer's. */
-static void region_forward(pcnn_net *net, int i, const spatial_region *g, const run_ctx *ctx)
+/* A cell's boxes with this step's samples. */
+static void cell_boxes(const spatial_layer *sl, const spatial_region *g, box *in, box *out)
+{
+    *in = g->in;
+    *out = g->out;
+    in->lo[LAYOUT_N] = out->lo[LAYOUT_N] = sl->mine.lo[LAYOUT_N];
+    in->hi[LAYOUT_N] = out->hi[LAYOUT_N] = sl->mine.hi[LAYOUT_N];
+}
+
+/* A border cell of an overlapped layer, forward, once the halo is in: its
+ * inputs from the halo buffer, its outputs over the layer's (which the
+ * whole box's twin computed from a stale halo). */
+static void cell_forward(pcnn_net *net, int i, const spatial_region *g, const run_ctx *ctx)
 {
     const spatial *sp = net->spatial;
     const spatial_layer *sl = &sp->layers[i];
     const pcnn_layer *l = net->layers.items[i];
-    box in = g->in, out = g->out;
-    in.lo[LAYOUT_N] = out.lo[LAYOUT_N] = sl->mine.lo[LAYOUT_N];
-    in.hi[LAYOUT_N] = out.hi[LAYOUT_N] = sl->mine.hi[LAYOUT_N];
+    box in, out;
+    cell_boxes(sl, g, &in, &out);
     box_copy(l->inputs[0]->out.c, &in, sl->in_y[0], &sl->need[0][sp->rank], sp->region_x, &in,
              false, ctx->threads);
     g->twin->ops->forward(g->twin, ctx);
     box_copy(l->out.c, &out, sp->region_y, &out, l->y, &sl->mine, false, ctx->threads);
 }
 
-/* Backward: its output gradient from the layer's, its input gradient
- * added into the halo buffer's. */
-static void region_backward(pcnn_net *net, int i, const spatial_region *g, const run_ctx *ctx,
-                            bool want_dx)
+/* Backward of a border cell, before the halo's gradient leaves: its input
+ * gradient on the halo (`halo`, the slabs of the input box this rank does
+ * not hold) added into the halo buffer's, which holds zeros there.  Only
+ * border cells read the halo, so that part is then complete. */
+static void cell_backward(pcnn_net *net, int i, const spatial_region *g, const run_ctx *ctx,
+                          const box *halo, int slabs)
 {
     const spatial *sp = net->spatial;
     const spatial_layer *sl = &sp->layers[i];
     const pcnn_layer *l = net->layers.items[i];
-    box in = g->in, out = g->out;
-    in.lo[LAYOUT_N] = out.lo[LAYOUT_N] = sl->mine.lo[LAYOUT_N];
-    in.hi[LAYOUT_N] = out.hi[LAYOUT_N] = sl->mine.hi[LAYOUT_N];
+    box in, out;
+    cell_boxes(sl, g, &in, &out);
     const int c = l->inputs[0]->out.c;
     box_copy(c, &in, sl->in_y[0], &sl->need[0][sp->rank], sp->region_x, &in, false, ctx->threads);
     box_copy(l->out.c, &out, l->dy, &sl->mine, sp->region_dy, &out, false, ctx->threads);
-    float *dx[2] = {want_dx ? sp->region_dx : NULL, NULL};
+    float *dx[2] = {sp->region_dx, NULL};
     g->twin->ops->backward(g->twin, ctx, dx);
-    if (want_dx)
-        box_copy(c, &in, sp->region_dx, &in, sl->in_dy[0], &sl->need[0][sp->rank], true,
-                 ctx->threads);
+    for (int k = 0; k < slabs; k++) {
+        box part;
+        if (box_intersect(&halo[k], &in, &part))
+            box_copy(c, &part, sp->region_dx, &in, sl->in_dy[0], &sl->need[0][sp->rank], true,
+                     ctx->threads);
+    }
 }
 
-/* Layer i with overlap: post the halo, compute the interior, finish the
- * halo, compute the bands. */
+/* Layer i with overlap: post the halo; the whole box's twin meanwhile, on
+ * whatever the halo buffer held (only the border cells' outputs read the
+ * halo, and every output point is computed from its own window alone);
+ * finish the halo; the border cells again, over the layer's output.  No
+ * copy of the box: the price is the border cells computed twice. */
 pcnn_status spatial_overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx, double *exposed)
 {
     spatial *sp = net->spatial;
@@ -193,25 +266,31 @@ pcnn_status spatial_overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx,
     fill_padding(net, i, 0);
     const double t0 = clock_now();
     if (sl->num_phases > 0)
-        TRY(phase_post(net, i, 0, false));
+        TRY(phase_post_deferred(net, i, 0, false, true));
     else
-        TRY(box_move_post(sp->mover, 4 * i, in->out.c, sp->layers[in->index].have, sl->need[0],
-                          in->y, sl->in_y[0], false, net->threads));
+        TRY(box_move_post_args(sp->mover, &(box_move_args){
+            .tag = 4 * i, .c = in->out.c, .threads = net->threads,
+            .src_boxes = sp->layers[in->index].have, .dst_boxes = sl->need[0], .src = in->y,
+            .dst = sl->in_y[0], .defer_self = true}));
     const double t1 = clock_now();
-    if (ctx->n > 0) region_forward(net, i, &sl->regions[sl->interior], ctx);
+    box_move_copy_self(sp->mover); /* this rank's own points while the halo travels */
+    if (ctx->n > 0) sl->twin->ops->forward(sl->twin, ctx);
     const double t2 = clock_now();
     pcnn_status st = box_move_finish(sp->mover);
     if (st == PCNN_OK && sl->num_phases > 0) st = phases_rest(net, i, false);
     const double t3 = clock_now();
     *exposed = timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
+    sp->in_y_owner[0] = st == PCNN_OK ? i : -1;
     TRY(st);
     for (int r = 0; r < sl->num_regions && ctx->n > 0; r++)
-        if (r != sl->interior) region_forward(net, i, &sl->regions[r], ctx);
+        cell_forward(net, i, &sl->regions[r], ctx);
     return PCNN_OK;
 }
 
-/* Backward with overlap: the bands first (the halo's gradients come from
- * them only), post their way back, the interior meanwhile, then finish. */
+/* Backward with overlap: the border cells' input gradients on the halo
+ * first, post them back, the whole box's twin meanwhile (the weight
+ * gradient, and the input gradient of every point this rank holds, which
+ * finish adds to its owner's), then finish. */
 pcnn_status spatial_overlapped_backward(pcnn_net *net, int i, const run_ctx *ctx,
                                        double *exposed)
 {
@@ -220,30 +299,31 @@ pcnn_status spatial_overlapped_backward(pcnn_net *net, int i, const run_ctx *ctx
     pcnn_layer *l = net->layers.items[i], *in = l->inputs[0];
     const bool want_dx = !layer_is_input(in);
     const spatial_layer *si = &sp->layers[in->index];
-    if (want_dx)
-        memset(sl->in_dy[0], 0,
-               (size_t)in->out.c * box_volume(&sl->need[0][sp->rank]) * sizeof(float));
-    for (int r = 0; r < sl->num_regions && ctx->n > 0; r++)
-        if (r != sl->interior) region_backward(net, i, &sl->regions[r], ctx, want_dx);
+    const box *need = &sl->need[0][sp->rank];
+    box halo[2 * LAYOUT_DIMS];
+    const int slabs = want_dx ? box_subtract(need, &si->have[sp->rank], halo) : 0;
+    for (int k = 0; k < slabs; k++)
+        box_fill(in->out.c, &halo[k], sl->in_dy[0], need, 0.0f, ctx->threads);
+    for (int r = 0; r < sl->num_regions && ctx->n > 0 && want_dx; r++)
+        cell_backward(net, i, &sl->regions[r], ctx, halo, slabs);
     pcnn_status st = PCNN_OK;
     double t0 = 0, t1 = 0;
     if (want_dx) {
-        if (!l->accumulate_dx[0])
-            memset(in->dy, 0, (size_t)in->out.c * box_volume(&si->mine) * sizeof(float));
         t0 = clock_now();
         if (sl->num_phases > 0)
             st = phase_post(net, i, sl->num_phases - 1, true);
         else
-            st = box_move_post(sp->mover, 4 * i + 1, in->out.c, sl->need[0], si->have,
-                               sl->in_dy[0], in->dy, true, net->threads);
+            st = box_move_post_args(sp->mover, &(box_move_args){
+                .tag = 4 * i + 1, .c = in->out.c, .threads = net->threads,
+                .src_boxes = sl->need[0], .dst_boxes = si->have, .src = sl->in_dy[0],
+                .dst = in->dy, .add = true, .overwrite = !l->accumulate_dx[0]});
         t1 = clock_now();
     }
-    if (ctx->n > 0) region_backward(net, i, &sl->regions[sl->interior], ctx, want_dx);
-    /* The weight gradient: the regions' in a fixed order. */
-    for (size_t k = 0; k < l->num_params; k++) {
-        float sum = 0.0f;
-        for (int r = 0; r < sl->num_regions; r++) sum += ctx->n > 0 ? sl->regions[r].grads[k] : 0.0f;
-        l->grads[k] = sum;
+    if (ctx->n > 0) {
+        float *dx[2] = {want_dx ? sl->in_dy[0] : NULL, NULL};
+        sl->twin->ops->backward(sl->twin, ctx, dx);
+    } else {
+        for (size_t k = 0; k < l->num_params; k++) l->grads[k] = 0.0f;
     }
     if (want_dx && st == PCNN_OK) {
         const double t2 = clock_now();

@@ -250,6 +250,18 @@ static bool needs_move(const pcnn_net *net, int i, int j)
     return false;
 }
 
+/* Can twin t run overlapped (spatial_halo.c): its forward on a stale
+ * halo, then its border cells again?  Only when its backward reads nothing
+ * that forward kept besides the input (max pooling keeps argmax, a
+ * convolution under PCNN_OPT_KEEP_IM2COL may keep its im2col matrix). */
+static bool recomputable(const pcnn_layer *t)
+{
+    const char *kind = t->ops->kind;
+    if (strcmp(kind, "conv2d") == 0) return !conv2d_keeps_col(t);
+    if (strcmp(kind, "conv3d") == 0) return !conv3d_keeps_col(t);
+    return strcmp(kind, "avgpool2d") == 0 || strcmp(kind, "avgpool3d") == 0;
+}
+
 /* The cells of layer i's box under overlap: per split windowed dimension
  * the band below the interior, the interior, the band above (the nonempty
  * ones); seg[k][0..count[k]) their bounds, *interior_at the interior's
@@ -261,7 +273,8 @@ static bool region_cells(const pcnn_net *net, int i, int seg[LAYOUT_DIMS][4],
     const pcnn_layer *l = net->layers.items[i], *in = l->num_inputs == 1 ? l->inputs[0] : NULL;
     const spatial_layer *sl = &sp->layers[i];
     if (!in || !sl->windowed || !net->opt.halo_overlap || !net->comm || sl->direct ||
-        !same_parts(sl->parts, sp->layers[in->index].parts) || !needs_move(net, i, 0))
+        !sl->twin || !recomputable(sl->twin) || !same_parts(sl->parts, sp->layers[in->index].parts) ||
+        !needs_move(net, i, 0))
         return false;
     const box mine = static_box(net, sl, l, sp->rank);
     const box have = static_box(net, &sp->layers[in->index], in, sp->rank);
@@ -285,6 +298,8 @@ static bool region_cells(const pcnn_net *net, int i, int seg[LAYOUT_DIMS][4],
     return cells > 1;
 }
 
+/* The border cells of layer i under overlap (the interior is not one of
+ * them: the whole box's twin computes it). */
 static pcnn_status plan_regions(pcnn_net *net, int i, const plan_ctx *tp, size_t *workspace)
 {
     spatial *sp = net->spatial;
@@ -295,13 +310,13 @@ static pcnn_status plan_regions(pcnn_net *net, int i, const plan_ctx *tp, size_t
     const int cells = count[1] * count[2] * count[3];
     sl->regions = mem_calloc((size_t)cells, sizeof *sl->regions);
     if (!sl->regions) return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "overlap regions");
-    sl->num_regions = cells;
+    sl->num_regions = 0;
     const box mine = static_box(net, sl, l, sp->rank);
     char name[64];
     for (int r = 0; r < cells; r++) {
-        spatial_region *g = &sl->regions[r];
         int idx[LAYOUT_DIMS] = {0, r / (count[2] * count[3]), (r / count[3]) % count[2],
                                 r % count[3]};
+        spatial_region *g = &sl->regions[sl->num_regions];
         g->out = mine;
         bool interior = true;
         for (int k = 1; k < LAYOUT_DIMS; k++) {
@@ -309,7 +324,8 @@ static pcnn_status plan_regions(pcnn_net *net, int i, const plan_ctx *tp, size_t
             g->out.hi[k] = seg[k][idx[k] + 1];
             interior &= idx[k] == inner[k];
         }
-        if (interior) sl->interior = r;
+        if (interior) continue;
+        sl->num_regions++;
         g->in = need_box(sl, l, 0, &g->out);
         const shape in = {l->inputs[0]->out.c, box_extent(&g->in, LAYOUT_D),
                           box_extent(&g->in, LAYOUT_H), box_extent(&g->in, LAYOUT_W)};
@@ -339,6 +355,8 @@ static pcnn_status plan_regions(pcnn_net *net, int i, const plan_ctx *tp, size_t
         if (fin > sp->region_in_floats) sp->region_in_floats = fin;
         if (fout > sp->region_out_floats) sp->region_out_floats = fout;
     }
+    sl->overlap = sl->num_regions > 0;
+    sl->overlap_on = sl->overlap;
     return PCNN_OK;
 }
 
@@ -374,18 +392,17 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     }
     plan_ctx tp = *p;
     tp.max_batch = max_samples(net, sl);
+    if (strcmp(t->ops->kind, "conv3d") == 0) /* bands where the original does */
+        conv3d_share_col_budget(t, (double)tp.max_batch * (double)shape_size(t->out) /
+                                       ((double)net->max_batch * (double)shape_size(l->out)));
     for (int k = 0; k < sl->twin_list.count; k++) {
         pcnn_layer *x = sl->twin_list.items[k];
         if (x->ops->decide) x->ops->decide(x, &tp);
     }
     t->params = l->params;
     t->grads = l->grads;
-    int seg[LAYOUT_DIMS][4], count[LAYOUT_DIMS], inner[LAYOUT_DIMS];
-    if (region_cells(net, i, seg, count, inner)) { /* the regions run instead */
-        TRY(plan_regions(net, i, &tp, workspace));
-    } else if (t->ops->setup) {
-        TRY(t->ops->setup(t, &tp));
-    }
+    if (t->ops->setup) TRY(t->ops->setup(t, &tp));
+    TRY(plan_regions(net, i, &tp, workspace)); /* the border cells under overlap */
     sp->bytes += t->buffer_bytes;
     if (t->ops->workspace_floats) {
         const size_t w = t->ops->workspace_floats(t, &tp);
@@ -402,14 +419,12 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
             t->accumulate_dx[j] = l->accumulate_dx[j];
             continue;
         }
+        /* The shared staging of input slot j (spatial_plan points it there). */
         const size_t floats = (size_t)tp.max_batch * need_vol[j];
-        sl->in_y[j] = mem_alloc_floats(floats);
-        if (!sl->in_y[j])
-            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "%s: halo buffers of %zu floats",
-                             layer_name(l, name, sizeof name), floats);
-        sp->bytes += floats * sizeof(float);
-        if (floats > sp->dy_scratch_floats[j]) sp->dy_scratch_floats[j] = floats;
-        stand_in->y = sl->in_y[j];
+        if (floats > sp->in_y_floats[j]) sp->in_y_floats[j] = floats;
+        /* An input layer's gradient is never computed. */
+        if (!layer_is_input(producer) && floats > sp->dy_scratch_floats[j])
+            sp->dy_scratch_floats[j] = floats;
         t->accumulate_dx[j] = false;
     }
     return PCNN_OK;
@@ -535,11 +550,27 @@ static pcnn_status plan_local(pcnn_net *net, const plan_ctx *p, size_t *bn_doubl
                              sp->dy_scratch_floats[j]);
         sp->bytes += sp->dy_scratch_floats[j] * sizeof(float);
     }
+    /* Moved inputs live in one buffer per input slot: each layer's only
+     * during its forward, and again during its backward (moved in again
+     * first, spatial_backward), so staging costs the largest input box,
+     * not a second copy of every windowed layer's input. */
+    for (int j = 0; j < 2; j++) {
+        sp->in_y_shared[j] = mem_alloc_floats(sp->in_y_floats[j]);
+        if (!sp->in_y_shared[j])
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "halo buffers of %zu floats",
+                             sp->in_y_floats[j]);
+        /* Points that no move writes (a stride may skip them) stay finite. */
+        memset(sp->in_y_shared[j], 0, sp->in_y_floats[j] * sizeof(float));
+        sp->bytes += sp->in_y_floats[j] * sizeof(float);
+        sp->in_y_owner[j] = -1;
+    }
     for (int i = 1; i < sp->count; i++)
         for (int j = 0; j < 2; j++)
             if (sp->layers[i].moves[j]) {
                 sp->layers[i].in_dy[j] = sp->dy_scratch[j];
                 sp->layers[i].twin->inputs[j]->dy = sp->dy_scratch[j];
+                sp->layers[i].in_y[j] = sp->in_y_shared[j];
+                sp->layers[i].twin->inputs[j]->y = sp->in_y_shared[j];
             }
     sp->region_x = mem_alloc_floats(sp->region_in_floats);
     sp->region_dx = mem_alloc_floats(sp->region_in_floats);
@@ -621,10 +652,7 @@ void spatial_release(pcnn_net *net)
             mem_free(sl->regions[r].grads);
         }
         mem_free(sl->regions);
-        for (int j = 0; j < 2; j++) {
-            mem_free(sl->in_y[j]);
-            mem_free(sl->need[j]);
-        }
+        for (int j = 0; j < 2; j++) mem_free(sl->need[j]);
         mem_free(sl->have);
     }
     mem_free(sp->layers);
@@ -649,6 +677,10 @@ void spatial_release(pcnn_net *net)
         mem_free(sp->dy_scratch[j]);
         sp->dy_scratch[j] = NULL;
         sp->dy_scratch_floats[j] = 0;
+        mem_free(sp->in_y_shared[j]);
+        sp->in_y_shared[j] = NULL;
+        sp->in_y_floats[j] = 0;
+        sp->in_y_owner[j] = -1;
     }
     mem_free(sp->group_start);
     mem_free(sp->group_count);
@@ -657,4 +689,6 @@ void spatial_release(pcnn_net *net)
     sp->group_start = sp->group_count = sp->fixed_start = sp->fixed_count = NULL;
     sp->active = false;
     sp->bytes = 0;
+    sp->passes = 0;
+    sp->overlap_decided = false;
 }

@@ -1,6 +1,7 @@
 /* Spatial and hybrid parallelism: the passes of a training step on this
  * rank's boxes (spatial.h).  run.c's data-parallel step calls these
  * between its agreements, so failing together works as there. */
+#include <stdio.h>
 #include <string.h>
 
 #include "../core/clock.h"
@@ -22,6 +23,59 @@ box spatial_phase_box(const spatial_layer *sl, int f, const box *have, const box
         if (b.hi[k] < b.lo[k]) b.hi[k] = b.lo[k];
     }
     return b;
+}
+
+/* The overlap trials: backward passes 1 and 3 with overlap, 2 and 4
+ * without (0 warms up, with), then every rank keeps, layer by layer, the
+ * faster way over the ranks' summed times; the choice is logged and shown
+ * in the layer's choice (pcnn_net_summary). */
+enum { OVERLAP_TRIALS = 5 };
+
+static pcnn_status overlap_decide(pcnn_net *net, const char *func)
+{
+    spatial *sp = net->spatial;
+    double *t = mem_calloc(2 * (size_t)sp->count, sizeof(double));
+    if (!t) return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "overlap trials");
+    for (int i = 0; i < sp->count; i++) {
+        t[2 * i] = sp->layers[i].trial[0];
+        t[2 * i + 1] = sp->layers[i].trial[1];
+    }
+    const pcnn_status st = box_mover_sum(sp->mover, t, 2 * sp->count);
+    for (int i = 0; i < sp->count && st == PCNN_OK; i++) {
+        spatial_layer *sl = &sp->layers[i];
+        if (!sl->overlap) continue;
+        sl->overlap_on = t[2 * i + 1] <= t[2 * i];
+        pcnn_layer *l = net->layers.items[i];
+        const double ms = 1e3 / (2.0 * sp->ranks);
+        const size_t used = strlen(l->choice);
+        snprintf(l->choice + used, sizeof l->choice - used, "%shalo overlap %s (%.3g vs %.3g ms)",
+                 used ? "; " : "", sl->overlap_on ? "on" : "off", t[2 * i + 1] * ms,
+                 t[2 * i] * ms);
+        char name[64];
+        net_log(net, PCNN_LOG_INFO, "%s: halo overlap %s: %.3g ms per step with, %.3g without",
+                layer_name(l, name, sizeof name), sl->overlap_on ? "kept" : "turned off",
+                t[2 * i + 1] * ms, t[2 * i] * ms);
+    }
+    mem_free(t);
+    sp->overlap_decided = true;
+    return spatial_checked(net, st);
+}
+
+static pcnn_status overlap_trials(pcnn_net *net, const char *func)
+{
+    spatial *sp = net->spatial;
+    if (sp->overlap_decided || !sp->mover) return PCNN_OK;
+    if (sp->passes >= OVERLAP_TRIALS) return overlap_decide(net, func);
+    for (int i = 0; i < sp->count; i++)
+        if (sp->layers[i].overlap) sp->layers[i].overlap_on = sp->passes % 2 == 1 || !sp->passes;
+    return PCNN_OK;
+}
+
+/* A trial step's seconds of layer i (after the warm-up). */
+static void overlap_time(spatial *sp, int i, double seconds)
+{
+    spatial_layer *sl = &sp->layers[i];
+    if (sl->overlap && !sp->overlap_decided && sp->passes > 0) sl->trial[sl->overlap_on] += seconds;
 }
 
 pcnn_status spatial_begin_step(pcnn_net *net, const char *func)
@@ -63,7 +117,7 @@ pcnn_status spatial_begin_step(pcnn_net *net, const char *func)
             for (int q = 0; q < sp->ranks; q++)
                 sl->phase_box[f][q] = spatial_phase_box(sl, f, &have[q], &sl->need[0][q]);
     }
-    return PCNN_OK;
+    return overlap_trials(net, func);
 }
 
 static int samples_of(const box *b) { return box_extent(b, LAYOUT_N); }
@@ -179,11 +233,15 @@ pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global, bool train)
         const run_reduce *reduce = reduce_of(net, i, global, &group_hooks);
         run_ctx ctx = ctx_of(net, sl, train, reduce);
         if (st == PCNN_OK) st = exchange_before_forward(net->exchange, i);
-        if (st == PCNN_OK && sl->num_regions > 0) { /* overlapped: computes as it moves */
+        const double start = clock_now();
+        /* Overlapped (computes as it moves) in training passes; inference
+         * keeps one path, so its outputs do not depend on the trials. */
+        if (st == PCNN_OK && sl->overlap_on && train) {
             double exposed = 0.0; /* waiting for halos: timed as such, not as compute */
             const double t0 = clock_now();
             st = spatial_overlapped_forward(net, i, &ctx, &exposed);
             const double t1 = clock_now();
+            if (train) overlap_time(sp, i, t1 - start);
             if (st == PCNN_OK && ctx.n > 0 && train) {
                 timing_layer(&net->profile, i, TIMING_FORWARD, t1 - t0 - exposed);
                 trace_span(&net->profile, i, TRACE_FORWARD, t0, t1);
@@ -219,6 +277,7 @@ pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global, bool train)
         }
         const double t1 = clock_now();
         if (twin_bn) sync_running_stats(l, run);
+        if (train) overlap_time(sp, i, t1 - start);
         if (train) {
             timing_layer(&net->profile, i, TIMING_FORWARD, t1 - t0);
             trace_span(&net->profile, i, TRACE_FORWARD, t0, t1);
@@ -269,11 +328,16 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global)
         for (int j = 0; j < l->num_inputs; j++)
             if (!layer_is_input(l->inputs[j])) dx[j] = run->inputs[j]->dy;
         exchange_before_backward(net->exchange, i);
-        if (sl->num_regions > 0) {
+        const double start = clock_now();
+        /* The shared staging holds a later layer's input by now. */
+        for (int j = 0; j < l->num_inputs && st == PCNN_OK; j++)
+            if (sl->moves[j] && sp->in_y_owner[j] != i) st = spatial_restage(net, i, j);
+        if (sl->overlap_on) {
             double exposed = 0.0;
             const double t0 = clock_now();
             if (st == PCNN_OK) st = spatial_overlapped_backward(net, i, &ctx, &exposed);
             const double t1 = clock_now();
+            overlap_time(sp, i, t1 - start);
             timing_layer(&net->profile, i, TIMING_BACKWARD, t1 - t0 - exposed);
             trace_span(&net->profile, i, TRACE_BACKWARD, t0, t1);
             exchange_after_backward(net->exchange, i);
@@ -298,10 +362,12 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global)
         }
         for (int j = 0; j < l->num_inputs && st == PCNN_OK; j++)
             if (sl->moves[j] && !layer_is_input(l->inputs[j])) st = spatial_move_back(net, i, j);
+        overlap_time(sp, i, clock_now() - start);
         exchange_after_backward(net->exchange, i);
         exchange_poll(net->exchange);
     }
     if (st == PCNN_OK && sp->group_reducer) st = reducer_error(sp->group_reducer);
+    sp->passes++;
     return spatial_checked(net, st);
 }
 

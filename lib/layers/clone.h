@@ -20,6 +20,14 @@ void batchnorm_config(const pcnn_layer *l, float *eps, float *momentum);
 void conv3d_config(const pcnn_layer *l, int *out_channels, int *kernel, int *stride,
                    int *padding, bool *bias);
 void pool3d_config(const pcnn_layer *l, int *kernel, int *stride, int *padding);
+/* Does a set-up convolution keep its im2col / vol2col matrix from forward
+ * to backward (PCNN_OPT_KEEP_IM2COL and its algorithm)? */
+bool conv2d_keeps_col(const pcnn_layer *l);
+bool conv3d_keeps_col(const pcnn_layer *l);
+/* A 3D convolution's twin on a share (0, 1) of its original's outputs
+ * takes that share of the vol2col budget, before it decides: so it bands
+ * (and keeps no col) where the original does, on share of its memory. */
+void conv3d_share_col_budget(pcnn_layer *l, double share);
 
 /* Dropout on one rank's box of a spatial split (the original layer runs:
  * its masks are keyed by each point's index in the whole sample, so they

@@ -20,6 +20,7 @@
 #include "../core/memory.h"
 #include "../kernels/conv_direct.h"
 #include "../kernels/conv_taps.h"
+#include "clone.h"
 #include "conv2d.h"
 #include "layers.h"
 
@@ -224,4 +225,10 @@ pcnn_status conv2d_add(layer_list *list, pcnn_layer *in, int out_channels, int k
     l->has_weights = true;
     *out = l;
     return PCNN_OK;
+}
+
+bool conv2d_keeps_col(const pcnn_layer *l)
+{
+    const conv_priv *p = l->priv;
+    return p->col != NULL;
 }

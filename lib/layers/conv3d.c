@@ -47,6 +47,7 @@ typedef struct conv3d_priv {
     bool direct_dx; /* dx by the direct kernel (vol_direct_backward.c) */
     float *packed;  /* the forward's packed weights */
     float *flipped; /* dx's packed weights, flipped and transposed */
+    double budget_share; /* of the col budget (conv3d_share_col_budget); 0: all */
 } conv3d_priv;
 
 /* The network's vol2col budget in floats (layers.h). */
@@ -79,7 +80,9 @@ static size_t col_floats(const conv3d_priv *p, int max_batch)
  * whole batch's col fits. */
 static int band_planes(const conv3d_priv *p, const plan_ctx *pc)
 {
-    const size_t budget = col_budget(pc);
+    size_t budget = col_budget(pc);
+    if (p->budget_share > 0.0) budget = (size_t)((double)budget * p->budget_share);
+    if (budget < 1) budget = 1;
     if (p->pointwise || col_floats(p, pc->max_batch) <= budget) return 0;
     const size_t plane = (size_t)p->ck3 * (size_t)p->oh * (size_t)p->ow;
     size_t planes = budget / plane;
@@ -478,4 +481,16 @@ void conv3d_config(const pcnn_layer *l, int *out_channels, int *kernel, int *str
     *stride = p->stride;
     *padding = p->pad;
     *bias = p->bias;
+}
+
+bool conv3d_keeps_col(const pcnn_layer *l)
+{
+    const conv3d_priv *p = l->priv;
+    return p->col != NULL;
+}
+
+void conv3d_share_col_budget(pcnn_layer *l, double share)
+{
+    conv3d_priv *p = l->priv;
+    p->budget_share = share > 0.0 && share < 1.0 ? share : 0.0;
 }

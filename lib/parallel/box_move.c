@@ -15,7 +15,8 @@ typedef struct box_flight {
     box src_over, dst_over; /* the layouts of this rank's src and dst */
     const float *src;
     float *dst;
-    bool add, self, active;
+    bool add, overwrite, self, active;
+    bool self_pending; /* this rank's own points still to copy (defer_self) */
     box self_part;
 } box_flight;
 
@@ -141,6 +142,44 @@ void box_copy(int c, const box *part, const float *src, const box *from, float *
     }
 }
 
+void box_fill(int c, const box *part, float *dst, const box *over, float value, int threads)
+{
+    const int nn = box_extent(part, LAYOUT_N), nd = box_extent(part, LAYOUT_D),
+              nh = box_extent(part, LAYOUT_H), nw = box_extent(part, LAYOUT_W);
+    if (nn <= 0 || nd <= 0 || nh <= 0 || nw <= 0) return;
+    const long rows = (long)c * nn * nd * nh;
+#pragma omp parallel for num_threads(threads) if (rows * nw > 32768) schedule(static)
+    for (long r = 0; r < rows; r++) {
+        long t = r;
+        const int h = (int)(t % nh) + part->lo[LAYOUT_H];
+        t /= nh;
+        const int d = (int)(t % nd) + part->lo[LAYOUT_D];
+        t /= nd;
+        const int n = (int)(t % nn) + part->lo[LAYOUT_N];
+        const int ch = (int)(t / nn);
+        float *o = dst + offset_of(over, ch, n, d, h, part->lo[LAYOUT_W]);
+        for (int w = 0; w < nw; w++) o[w] = value;
+    }
+}
+
+pcnn_status box_mover_sum(box_mover *m, double *values, int count)
+{
+    if (m->failed != PCNN_OK)
+        return FAIL(PCNN_ERR_INVALID_STATE, "a halo exchange of this step already failed");
+    MPI_Request req;
+    const int code = MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, m->comm,
+                                    &req);
+    if (code != MPI_SUCCESS) {
+        m->failed = PCNN_ERR_MPI;
+        return mpi_status(code, __func__, "MPI_Iallreduce (halo overlap timings)");
+    }
+    pcnn_status broke = PCNN_OK;
+    const pcnn_status st = request_complete(&req, *m->timeout_ms, &broke, __func__,
+                                            "the halo overlap timings");
+    if (st != PCNN_OK) m->failed = broke != PCNN_OK ? broke : st;
+    return st;
+}
+
 static pcnn_status grow(box_mover *m, size_t floats)
 {
     if (floats <= m->buf_floats) return PCNN_OK;
@@ -203,7 +242,8 @@ pcnn_status box_move_post_args(box_mover *m, const box_move_args *a)
     TRY(grow(m, total));
     m->flight = (box_flight){.c = c, .src_boxes = src_boxes, .dst_boxes = dst_boxes,
                              .src_over = *src_over, .dst_over = *dst_over, .src = src,
-                             .dst = dst, .add = add, .threads = threads, .active = true};
+                             .dst = dst, .add = add, .overwrite = add && a->overwrite && src != dst,
+                             .threads = threads, .active = true};
     box_flight *f = &m->flight;
     size_t at = 0;
     pcnn_status st = PCNN_OK;
@@ -240,14 +280,24 @@ pcnn_status box_move_post_args(box_mover *m, const box_move_args *a)
     f->self = box_intersect(my_src, my_dst, &f->self_part);
     /* In place (one buffer, one layout): the points are already there. */
     if (src == dst && box_equal(src_over, dst_over)) f->self = false;
-    if (f->self && !add) box_copy(c, &f->self_part, src, src_over, dst, dst_over, false, threads);
+    f->self_pending = f->self && !add;
+    if (!a->defer_self) box_move_copy_self(m);
     return PCNN_OK;
+}
+
+void box_move_copy_self(box_mover *m)
+{
+    box_flight *f = &m->flight;
+    if (!f->active || !f->self_pending) return;
+    f->self_pending = false;
+    box_copy(f->c, &f->self_part, f->src, &f->src_over, f->dst, &f->dst_over, false, f->threads);
 }
 
 pcnn_status box_move_finish(box_mover *m)
 {
     box_flight *f = &m->flight;
     if (!f->active) return PCNN_OK;
+    box_move_copy_self(m);
     f->active = false;
     const int me = m->rank, P = m->size;
     pcnn_status st = PCNN_OK, broke = PCNN_OK;
@@ -258,9 +308,20 @@ pcnn_status box_move_finish(box_mover *m)
         return st;
     }
     const box *my_dst = &f->dst_boxes[me];
+    if (f->overwrite) { /* this rank's own points first, zeros elsewhere */
+        box rest[2 * LAYOUT_DIMS];
+        int count = 1;
+        rest[0] = *my_dst;
+        if (f->self) count = box_subtract(my_dst, &f->self_part, rest);
+        for (int k = 0; k < count; k++)
+            box_fill(f->c, &rest[k], f->dst, &f->dst_over, 0.0f, f->threads);
+        if (f->self)
+            box_copy(f->c, &f->self_part, f->src, &f->src_over, f->dst, &f->dst_over, false,
+                     f->threads);
+    }
     for (int q = 0; q < P; q++) {
         if (q == me) {
-            if (f->self && f->add)
+            if (f->self && f->add && !f->overwrite)
                 box_copy(f->c, &f->self_part, f->src, &f->src_over, f->dst, &f->dst_over, true,
                          f->threads);
             continue;

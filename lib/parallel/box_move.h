@@ -64,12 +64,29 @@ typedef struct box_move_args {
     const box *src_over, *dst_over;
     const bool *peers;
     bool add;
+    /* With add: dst's points are replaced rather than added to (this
+     * rank's own points copied, zeros where it has none, then the others'
+     * added in rank order): no clearing beforehand. */
+    bool overwrite;
+    /* Without add: this rank's own points are not copied by the post but
+     * by box_move_copy_self (or finish, if still pending), so that the
+     * copy runs while the messages travel. */
+    bool defer_self;
 } box_move_args;
 pcnn_status box_move_post_args(box_mover *m, const box_move_args *a);
+void box_move_copy_self(box_mover *m);
 
 /* Copy (or add) the points of `part` from a tensor laid over `from` into
  * one laid over `to` (both contain part). */
 void box_copy(int c, const box *part, const float *src, const box *from, float *dst,
               const box *to, bool add, int threads);
+
+/* Set the points of `part` of a tensor laid over `over` (containing part)
+ * to value. */
+void box_fill(int c, const box *part, float *dst, const box *over, float value, int threads);
+
+/* Sum count doubles over the mover's ranks, in place (collective, timed
+ * like a move: a failure marks the mover failed). */
+pcnn_status box_mover_sum(box_mover *m, double *values, int count);
 
 #endif

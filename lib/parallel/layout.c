@@ -76,3 +76,29 @@ bool box_equal(const box *a, const box *b)
         if (a->lo[k] != b->lo[k] || a->hi[k] != b->hi[k]) return false;
     return true;
 }
+
+int box_subtract(const box *outer, const box *inner, box out[2 * LAYOUT_DIMS])
+{
+    box cur = *outer;
+    int count = 0;
+    if (box_volume(outer) == 0) return 0;
+    for (int k = 0; k < LAYOUT_DIMS; k++) {
+        const int lo = inner->lo[k] > cur.lo[k] ? inner->lo[k] : cur.lo[k];
+        const int hi = inner->hi[k] < cur.hi[k] ? inner->hi[k] : cur.hi[k];
+        if (hi <= lo) { /* no overlap: the rest of outer is outside */
+            out[count++] = cur;
+            return count;
+        }
+        if (lo > cur.lo[k]) {
+            out[count] = cur;
+            out[count++].hi[k] = lo;
+        }
+        if (hi < cur.hi[k]) {
+            out[count] = cur;
+            out[count++].lo[k] = hi;
+        }
+        cur.lo[k] = lo;
+        cur.hi[k] = hi;
+    }
+    return count;
+}

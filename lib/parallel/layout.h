@@ -50,4 +50,9 @@ static inline int box_extent(const box *b, int k) { return b->hi[k] - b->lo[k]; 
 
 bool box_equal(const box *a, const box *b);
 
+/* The points of `outer` outside `inner`, as at most 2 * LAYOUT_DIMS
+ * disjoint boxes (the slabs below and above inner, dimension after
+ * dimension) in out; returns their count. */
+int box_subtract(const box *outer, const box *inner, box out[2 * LAYOUT_DIMS]);
+
 #endif

@@ -27,7 +27,9 @@
  *   8. Fallback onto fewer ranks (PCNN_OPT_SPATIAL_FALLBACK),
  *      pcnn_net_predict_parallel and pcnn_net_train_epoch equal one rank.
  *   9. A layer too small for its group fails finalize with SHAPE naming it;
- *      bad parts are refused; the box and group queries answer. */
+ *      bad parts are refused; the box and group queries answer.
+ *  10. The halo overlap forced on, off, and chosen by its trials train
+ *      alike on odd sizes. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdbool.h>
@@ -118,7 +120,7 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
     const pcnn_status st = pcnn_net_finalize(net, max_batch);
     if (st == PCNN_OK && net->spatial && net->spatial->active)
         for (int i = 0; i < net->spatial->count; i++)
-            regions_seen += net->spatial->layers[i].num_regions > 1,
+            regions_seen += net->spatial->layers[i].overlap,
             phased_seen += net->spatial->layers[i].num_phases > 1;
     return st;
 }
@@ -703,6 +705,75 @@ static void test_local_step(const int *parts)
     pcnn_net_destroy(&b.net);
 }
 
+/* 10. The overlapped path (each windowed layer's box computed while its
+ * halo travels, the border cells again once it is in) forced on in every
+ * step, off, and left to its trials (spatial_run.c: after 5 steps each
+ * layer keeps the faster way and says so in its choice) train alike on
+ * odd sizes: 7 steps with momentum, losses and parameters to 1e-5. */
+static void test_overlap_paths(const int *parts)
+{
+    const layer_spec spec[] = {{CONV, 3, 3, 1, 1}, {RELU, 0, 0, 0, 0}, {CONV, 4, 5, 1, 2},
+                               {AVGPOOL, 0, 3, 1, 1}, {CONV, 3, 3, 2, 1}, {RELU, 0, 0, 0, 0},
+                               {CONV, 2, 3, 1, 0}, {FLATTEN, 0, 0, 0, 0}, {DENSE, 3, 0, 0, 0},
+                               {END, 0, 0, 0, 0}};
+    enum { C = 2, H = 17, W = 15, N = 2, STEPS = 7 };
+    model m[3]; /* forced on, off, trials */
+    for (int k = 0; k < 3; k++) {
+        halo_overlap = k != 1;
+        CK(build(&m[k], comm_world, parts, spec, C, H, W, N, PCNN_OPTIMIZER_MOMENTUM, 0.005));
+    }
+    halo_overlap = 1;
+    int forced = 0, planned_off = 0;
+    if (m[0].net->spatial && m[0].net->spatial->active) {
+        spatial *sp = m[0].net->spatial;
+        for (int i = 0; i < sp->count; i++)
+            if (sp->layers[i].overlap) sp->layers[i].overlap_on = true, forced++;
+        sp->overlap_decided = true;
+        for (int i = 0; i < m[1].net->spatial->count; i++)
+            planned_off += m[1].net->spatial->layers[i].overlap;
+    }
+    float x[N * C * H * W], t[N * 3];
+    double worst_loss = 0.0;
+    for (int step = 0; step < STEPS; step++) {
+        rng_state = 4321 + (uint64_t)step;
+        for (int i = 0; i < N * C * H * W; i++) x[i] = frand();
+        for (int i = 0; i < N * 3; i++) t[i] = frand();
+        float loss[3];
+        for (int k = 0; k < 3; k++) CK(pcnn_net_train_step(m[k].net, N, x, NULL, t, &loss[k]));
+        for (int k = 0; k < 3; k += 2)
+            worst_loss = fmax(worst_loss, fabs((double)loss[k] - loss[1]) /
+                                              fmax(fabs((double)loss[1]), 1e-30));
+    }
+    size_t np;
+    CK(pcnn_net_num_params(m[1].net, &np));
+    float *p[3];
+    for (int k = 0; k < 3; k++) {
+        p[k] = malloc(np * sizeof(float));
+        CK(pcnn_net_get_params(m[k].net, p[k], np));
+    }
+    const double on_off = rel_diff(p[0], p[1], np), trial_off = rel_diff(p[2], p[1], np);
+    int decided = 0, said = 0;
+    if (m[2].net->spatial && m[2].net->spatial->active) {
+        const spatial *sp = m[2].net->spatial;
+        for (int i = 0; i < sp->count; i++)
+            if (sp->layers[i].overlap) {
+                decided += sp->overlap_decided;
+                said += strstr(m[2].net->layers.items[i]->choice, "halo overlap o") != NULL;
+            }
+    }
+    char what[240];
+    snprintf(what, sizeof what, "halo overlap forced on (%d layers), off and chosen by trials "
+             "(%d layers decided, %d say so): 7 steps, loss %.2g, parameters %.2g / %.2g",
+             forced, decided, said, worst_loss, on_off, trial_off);
+    expect(worst_loss <= 1e-5 && on_off <= 1e-5 && trial_off <= 1e-5 && planned_off == 0 &&
+               (ranks == 1 || (forced >= 1 && decided == forced && said == forced)),
+           what);
+    for (int k = 0; k < 3; k++) {
+        free(p[k]);
+        pcnn_net_destroy(&m[k].net);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -752,6 +823,8 @@ int main(int argc, char **argv)
     test_predict(ranks == 4 ? hybrid : splits[0]);
     test_epoch(ranks == 4 ? hybrid : splits[0]);
     test_refusals_and_queries();
+    const int overlap_split[4] = {1, 1, ranks == 4 ? 2 : ranks, ranks == 4 ? 2 : 1};
+    test_overlap_paths(overlap_split);
 
     CK(pcnn_comm_destroy(&comm_world));
     if (rank == 0) printf("%d of %d checks passed\n", checks - failures, checks);
