@@ -1830,7 +1830,8 @@ PCNN_API pcnn_status pcnn_perfmodel_load(const char *path, pcnn_perfmodel **out)
  * for this network), MISMATCH on every rank when the model (its contents),
  * the layers, the batch or the planning options differ from rank 0's
  * (the message names which and the rank), SHAPE (no distribution fits
- * every layer: memory cap, mask), OUT_OF_MEMORY, MPI, TIMEOUT, REMOTE. */
+ * every layer: memory cap, mask), OUT_OF_MEMORY, MPI, TIMEOUT, REMOTE
+ * (a bad argument on another rank: every rank fails, none waits). */
 PCNN_API pcnn_status pcnn_net_plan_distribution(pcnn_net *net, pcnn_perfmodel *model,
                                                 int global_batch, double *predicted);
 

@@ -149,14 +149,27 @@ PCNN_API pcnn_status pcnn_net_plan_distribution(pcnn_net *net, pcnn_perfmodel *m
 {
     API_ENTRY();
     REQUIRE_PTR(net);
-    REQUIRE_PTR(model);
-    REQUIRE(global_batch >= 1, PCNN_ERR_INVALID_ARGUMENT, "global_batch %d must be >= 1",
-            global_batch);
-    REQUIRE(net_get_plan_options(net).editable, PCNN_ERR_INVALID_STATE,
-            "the distribution is planned before pcnn_net_finalize");
     const layer_list *ll = net_layer_list(net);
-    REQUIRE(ll->count > 1 && net_output(net), PCNN_ERR_INVALID_STATE,
-            "the network needs its layers and pcnn_net_set_loss before planning");
+    /* A rank's own bad argument fails every rank (agreed before anything
+     * else is posted): returning alone would leave the others waiting. */
+    pcnn_status local = PCNN_OK;
+    if (!model)
+        local = error_set(PCNN_ERR_INVALID_ARGUMENT, __func__, "model is NULL");
+    else if (global_batch < 1)
+        local = error_set(PCNN_ERR_INVALID_ARGUMENT, __func__, "global_batch %d must be >= 1",
+                          global_batch);
+    else if (!net_get_plan_options(net).editable)
+        local = error_set(PCNN_ERR_INVALID_STATE, __func__,
+                          "the distribution is planned before pcnn_net_finalize");
+    else if (!(ll->count > 1 && net_output(net)))
+        local = error_set(PCNN_ERR_INVALID_STATE, __func__,
+                          "the network needs its layers and pcnn_net_set_loss before planning");
+    const pcnn_comm *comm = net_comm(net);
+    if (comm && comm->size > 1) {
+        const pcnn_status all = net_agree(net, local, __func__);
+        if (local == PCNN_OK) local = all;
+    }
+    if (local != PCNN_OK) return local;
     TRY(plan_agree_inputs(net, model, global_batch, __func__));
     plan_env env;
     bool mixed = true;

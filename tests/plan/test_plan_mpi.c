@@ -126,6 +126,12 @@ static void test_mismatch(pcnn_perfmodel *m)
     expect(st == PCNN_ERR_MISMATCH && strstr(pcnn_last_error(), want),
            "a different model on one rank: MISMATCH on every rank, naming the rank");
     if (rank == ranks - 1) CK(pcnn_perfmodel_set_param(m, PCNN_PERF_ALPHA_S, -1));
+    /* One rank's own bad argument fails every rank instead of leaving the
+     * others waiting in the plan's agreement. */
+    const pcnn_status bad = pcnn_net_plan_distribution(net, m, rank == ranks - 1 ? 0 : 4, NULL);
+    expect(rank == ranks - 1 ? bad == PCNN_ERR_INVALID_ARGUMENT
+                             : bad != PCNN_OK && strstr(pcnn_last_error(), "other rank(s) failed"),
+           "a global batch of 0 on one rank: every rank fails, none waits");
     /* The network is still usable: plan with equal models. */
     CK(pcnn_net_plan_distribution(net, m, 4, NULL));
     CK(pcnn_net_finalize(net, 4));
