@@ -207,6 +207,8 @@ int main(int argc, char **argv)
         size_t needed;
         CHECK(pcnn_net_timing_report(net, text, sizeof text, &needed));
         fputs(text, stderr);
+        CHECK(pcnn_net_summary(net, text, sizeof text, &needed)); /* each layer's algorithms */
+        fputs(text, stderr);
     }
     free(times);
     free(x);
