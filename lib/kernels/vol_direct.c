@@ -106,7 +106,8 @@ tile(const fwd_call *a, int n, int z, int y, int x0, const __mmask16 *m, int co0
     const size_t in_step = PAIRED ? 2 * (size_t)wp : a->stack > 1 ? (size_t)wp : 16;
     const size_t out_step = PAIRED ? 2 * (size_t)g->ow : a->stack > 1 ? (size_t)g->ow : 16;
     /* PAIRED: the second row's lanes, and where its load starts. */
-    const __mmask16 first = (__mmask16)((1u << g->ow) - 1u);
+    const __mmask16 first =
+        PAIRED ? (__mmask16)((1u << (g->ow < 16 ? g->ow : 16)) - 1u) : 0; /* ow <= 8 there */
     const ptrdiff_t second = (ptrdiff_t)wp - g->ow;
     float *out0 = a->y + (size_t)co0 * g->n * ov + (size_t)n * ov +
                   ((size_t)z * g->oh + y) * g->ow + x0;
