@@ -92,32 +92,6 @@ static size_t offset_of(const box *over, int ch, int n, int d, int h, int w)
            (size_t)(w - over->lo[LAYOUT_W]);
 }
 
-/* Copy rows between a tensor laid over `over` and a packed buffer of
- * `part` (pack: tensor -> buffer; else buffer -> tensor, added if add). */
-static void pack_rows(int c, const box *part, float *tensor, const box *over, float *packed,
-                      bool pack, bool add, int threads)
-{
-    const int nn = box_extent(part, LAYOUT_N), nd = box_extent(part, LAYOUT_D),
-              nh = box_extent(part, LAYOUT_H), nw = box_extent(part, LAYOUT_W);
-    const long rows = (long)c * nn * nd * nh;
-#pragma omp parallel for num_threads(threads) if (rows * nw > 32768) schedule(static)
-    for (long r = 0; r < rows; r++) {
-        long t = r;
-        const int h = (int)(t % nh) + part->lo[LAYOUT_H];
-        t /= nh;
-        const int d = (int)(t % nd) + part->lo[LAYOUT_D];
-        t /= nd;
-        const int n = (int)(t % nn) + part->lo[LAYOUT_N];
-        const int ch = (int)(t / nn);
-        float *row = tensor + offset_of(over, ch, n, d, h, part->lo[LAYOUT_W]);
-        float *p = packed + (size_t)r * (size_t)nw;
-        if (pack) memcpy(p, row, (size_t)nw * sizeof(float));
-        else if (!add) memcpy(row, p, (size_t)nw * sizeof(float));
-        else
-            for (int w = 0; w < nw; w++) row[w] += p[w];
-    }
-}
-
 void box_copy(int c, const box *part, const float *src, const box *from, float *dst,
               const box *to, bool add, int threads)
 {
@@ -264,7 +238,8 @@ pcnn_status box_move_post_args(box_mover *m, const box_move_args *a)
         if (q == me || (peers && !peers[q]) || !box_intersect(my_src, &dst_boxes[q], &part))
             continue;
         const size_t count = box_volume(&part) * (size_t)c;
-        pack_rows(c, &part, (float *)src, src_over, m->buf + at, true, false, threads);
+        /* Packed: the part laid over itself. */
+        box_copy(c, &part, src, src_over, m->buf + at, &part, false, threads);
         int code = MPI_Isend(m->buf + at, (int)count, MPI_FLOAT, q, tag, m->comm,
                              &m->reqs[f->nreq++]);
         if (code != MPI_SUCCESS) st = mpi_status(code, __func__, "MPI_Isend (halo)");
@@ -328,8 +303,8 @@ pcnn_status box_move_finish(box_mover *m)
         }
         box in;
         if (m->recv_at[q] == SIZE_MAX || !box_intersect(&f->src_boxes[q], my_dst, &in)) continue;
-        pack_rows(f->c, &in, f->dst, &f->dst_over, m->buf + m->recv_at[q], false, f->add,
-                  f->threads);
+        box_copy(f->c, &in, m->buf + m->recv_at[q], &in, f->dst, &f->dst_over, f->add,
+                 f->threads);
     }
     return PCNN_OK;
 }
