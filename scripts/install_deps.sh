@@ -44,12 +44,12 @@ fi
 groups=(mpi mpirun "mpi-$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)")
 declare -A before=()
 for g in "${groups[@]}"; do
-  v=$(update-alternatives --query "$g" 2>/dev/null | sed -n 's/^Value: //p')
+  v=$(update-alternatives --query "$g" 2>/dev/null | sed -n 's/^Value: //p' || true) # no group yet on a fresh machine
   [ -n "$v" ] && before[$g]=$v
 done
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 for g in "${!before[@]}"; do
-  now=$(update-alternatives --query "$g" 2>/dev/null | sed -n 's/^Value: //p')
+  now=$(update-alternatives --query "$g" 2>/dev/null | sed -n 's/^Value: //p' || true)
   if [ "$now" != "${before[$g]}" ]; then
     echo "install_deps.sh: keeping $g -> ${before[$g]} (the install chose $now)"
     $sudo update-alternatives --quiet --set "$g" "${before[$g]}"
