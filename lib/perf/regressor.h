@@ -100,9 +100,14 @@ perf_kind perf_kind_family(perf_kind kind);
  * already in log space: log(1 + x) of each field the kind reads, then
  * derived terms: the log of the kind's work (flops, window reads, elements
  * or parameters) and of the bytes it moves; for convolutions the im2col
- * size, and for 2D ones the algorithm conv_decide picks for `threads`
- * (one-hot GEMM / direct / taps, and whether the forward runs the grid
- * kernel).  The model adds log t0 of its baseline (regressor_set.h).
+ * size and the kernel each pass runs: for 2D ones the algorithm
+ * conv_decide picks for `threads` (one-hot GEMM / direct / taps), per pass
+ * (forward, dx, dW) whether it runs the grid or the channel-lane direct
+ * kernel, and the share of the direct grid that is output pixels; for 3D
+ * ones whether each pass runs direct (the layer's rule, lib/layers/conv3d.c),
+ * the share of the vector lanes the output and input rows fill, and of the
+ * output-channel blocks that are real channels.  The model adds log t0 of
+ * its baseline (regressor_set.h).
  * Writes at most PERF_MAX_FEATURES values to out and their number to
  * *count.  Errors: INVALID_ARGUMENT (unknown kind, NULL), SHAPE (a
  * field the kind reads is out of range: sizes < 1, a window larger than
@@ -199,7 +204,8 @@ pcnn_status perf_regressor_error(const perf_regressors *set, perf_kind kind, dou
  * predicts bit for bit like the saved one.  Errors of load: INVALID_ARGUMENT
  * (NULL), CORRUPT with a message naming what is wrong (truncated, bad
  * magic, checksum mismatch, sizes out of range), UNSUPPORTED (another
- * format version). */
+ * format version: version 1 sets were fitted on other features, and are
+ * refused rather than read as nonsense; calibrate again). */
 pcnn_status perf_regressors_save(const perf_regressors *set, void *buf, size_t size,
                                  size_t *needed);
 pcnn_status perf_regressors_load(const void *buf, size_t size, perf_regressors **out);

@@ -1,10 +1,11 @@
 /* The regressors' input features (regressor.h, perf_features): the log of
  * each shape field a kind reads, then the log of its work and traffic, and
- * for 2D convolutions which algorithm the library will run. */
+ * for convolutions which kernel the library will run for each pass. */
 #include <math.h>
 
 #include "../core/error.h"
 #include "../kernels/conv_direct.h"
+#include "../kernels/kernels.h"
 #include "../strategy/conv_choice.h"
 #include "regressor_set.h"
 
@@ -97,6 +98,86 @@ static pcnn_status check_window(const char *name, const perf_shape *s, bool volu
     return PCNN_OK;
 }
 
+/* The kernel of each pass of a 2D convolution, as conv_decide picks it
+ * for the layer: the algorithm (one-hot), then per pass whether it runs
+ * the grid or the channel-lane direct kernel (neither: a GEMM), and the
+ * share of the direct grid that is output pixels (what the grid kernel
+ * wastes on padding).  The passes of one layer may differ (a strided
+ * direct layer computes dx by GEMM), and each backward kind's time
+ * follows its own passes. */
+static void conv2d_choice_features(const perf_shape *s, int threads, feature_list *f)
+{
+    const conv_geometry g = {.cin = s->cin, .cout = s->cout, .k = s->k, .stride = s->stride,
+                             .pad = s->pad, .h = s->h, .w = s->w, .batch = s->batch,
+                             .threads = threads, .keep_im2col = true,
+                             .direct_available = direct_conv_available()};
+    conv_choice c;
+    conv_decide(&g, (conv_algorithm)s->algorithm, &c);
+    put_raw(f, c.algorithm == CONV_ALGO_GEMM);
+    put_raw(f, c.algorithm == CONV_ALGO_DIRECT);
+    put_raw(f, c.algorithm == CONV_ALGO_TAPS);
+    const conv_kernel passes[3] = {c.forward, c.input_grad, c.weight_grad};
+    for (int i = 0; i < 3; i++) {
+        put_raw(f, passes[i] == CONV_KERNEL_DIRECT_GRID);
+        put_raw(f, passes[i] == CONV_KERNEL_DIRECT_CHANNELS);
+    }
+    direct_grid grid;
+    direct_grid_init(&grid, 1, s->h, s->w, s->k, 1, s->pad);
+    put_raw(f, (double)grid.ho * grid.wo / ((double)grid.hp * grid.wp));
+}
+
+/* Which passes of a 3D convolution run the direct kernels (vol_direct*.c)
+ * rather than vol2col + GEMM: the rule of direct_choice in
+ * lib/layers/conv3d.c, which is private to the layer and decided from the
+ * same fields; test_regressor checks the two agree through the layer's
+ * summary.  Stride 1, kernel <= 5, not 1x1x1 without padding, output rows
+ * of at least 4; under auto each pass at rows of at least 8 (dx: input
+ * rows, and padding <= k - 1), under direct every pass that can, under
+ * GEMM none. */
+typedef struct conv3d_passes {
+    bool forward, dw, dx;
+} conv3d_passes;
+
+static conv3d_passes conv3d_direct_passes(const perf_shape *s, int ow)
+{
+    conv3d_passes d = {false, false, false};
+    const bool pointwise = s->k == 1 && s->stride == 1 && s->pad == 0;
+    if (!vol_direct_available() || pointwise || s->stride != 1 || s->k > 5 || ow < 4) return d;
+    const bool dx_fits = s->pad <= s->k - 1 && s->w >= 4;
+    if (s->algorithm == CONV_ALGO_DIRECT) {
+        d.forward = d.dw = true;
+        d.dx = dx_fits;
+    } else if (s->algorithm == CONV_ALGO_AUTO) {
+        d.forward = d.dw = ow >= 8;
+        d.dx = dx_fits && s->w >= 8;
+    }
+    return d;
+}
+
+/* Share of the vector lanes the direct 3D kernels fill along a row of n
+ * outputs: rows of up to 8 go two to a vector of 16, longer ones over
+ * whole vectors (vol_direct.c, vol_direct_wgrad.c).  A row of 17 runs
+ * nearly as long as one of 32, which no smooth function of log n says. */
+static double row_lane_fill(int n)
+{
+    return n <= 8 ? n / 8.0 : n / (16.0 * ((n + 15) / 16));
+}
+
+/* The 3D convolution's passes (direct or not), the lanes its rows fill
+ * (forward and dW along output rows, dx along input rows) and the share
+ * of the output-channel blocks that are real channels. */
+static void conv3d_choice_features(const perf_shape *s, int ow, feature_list *f)
+{
+    const conv3d_passes d = conv3d_direct_passes(s, ow);
+    put_raw(f, d.forward);
+    put_raw(f, d.dw);
+    put_raw(f, d.dx);
+    put_raw(f, row_lane_fill(ow));
+    put_raw(f, row_lane_fill(s->w));
+    const int block = vol_direct_block(s->cout);
+    put_raw(f, s->cout / ((double)block * ((s->cout + block - 1) / block)));
+}
+
 static pcnn_status conv_features(perf_kind family, const perf_shape *s, int threads,
                                  feature_list *f)
 {
@@ -127,18 +208,10 @@ static pcnn_status conv_features(perf_kind family, const perf_shape *s, int thre
     put_log(f, f->work);
     put_log(f, f->bytes);
     put_log(f, 4.0 * s->batch * s->cin * taps * out_px);                         /* im2col */
-    if (!volume) {
-        const conv_geometry g = {.cin = s->cin, .cout = s->cout, .k = s->k, .stride = s->stride,
-                                 .pad = s->pad, .h = s->h, .w = s->w, .batch = s->batch,
-                                 .threads = threads, .keep_im2col = true,
-                                 .direct_available = direct_conv_available()};
-        conv_choice c;
-        conv_decide(&g, (conv_algorithm)s->algorithm, &c);
-        put_raw(f, c.algorithm == CONV_ALGO_GEMM);
-        put_raw(f, c.algorithm == CONV_ALGO_DIRECT);
-        put_raw(f, c.algorithm == CONV_ALGO_TAPS);
-        put_raw(f, c.forward == CONV_KERNEL_DIRECT_GRID);
-    }
+    if (volume)
+        conv3d_choice_features(s, (int)ow, f);
+    else
+        conv2d_choice_features(s, threads, f);
     return PCNN_OK;
 }
 

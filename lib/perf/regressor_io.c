@@ -10,7 +10,11 @@
 #include "regressor_set.h"
 
 #define MAGIC "PCNNREG1"
-#define FORMAT_VERSION 1u
+/* The version names the weights' meaning as well as the layout: a set fitted
+ * on other features (version 1: conv3d without its direct passes, conv2d
+ * without dx's and dW's kernels) would load and predict nonsense, so it is
+ * refused.  2: the features of perf_features as of the per-pass kernels. */
+#define FORMAT_VERSION 2u
 #define HEADER_BYTES (8 + 4 + 4 + 4)
 #define TRAILER_BYTES 8
 
@@ -185,7 +189,9 @@ pcnn_status perf_regressors_load(const void *buf, size_t size, perf_regressors *
         return FAIL(PCNN_ERR_CORRUPT, "not a regressor set (bad magic)");
     const uint32_t version = le_get_u32(b + 8);
     if (version != FORMAT_VERSION)
-        return FAIL(PCNN_ERR_UNSUPPORTED, "regressor format version %u, this library reads %u",
+        return FAIL(PCNN_ERR_UNSUPPORTED,
+                    "regressor format version %u, this library reads %u (its features differ: "
+                    "calibrate the regressors again)",
                     version, FORMAT_VERSION);
     const size_t body = size - TRAILER_BYTES;
     if (hash_fnv1a(HASH_FNV1A_BASIS, b, body) != le_get_u64(b + body))

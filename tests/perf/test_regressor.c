@@ -2,6 +2,7 @@
  * features by hand, a fit that recovers a known function, the byte format
  * (bitwise round trip, every truncation, damage, another version),
  * determinism given the seed, and clear errors for bad inputs. */
+#define PCNN_EXPERIMENTAL /* pcnn_conv3d, PCNN_OPT_CONV_ALGORITHM: pcnn.h section 9 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,19 +30,26 @@ static void test_features(void)
                              log1p(2.0 * 2 * 3 * 4 * 9 * 64),          /* flops */
                              log1p(4.0 * (2 * (3 * 64 + 4 * 64) + 108)), /* bytes */
                              log1p(4.0 * 2 * 3 * 9 * 64)};              /* im2col */
-    EXPECT(n == 15, "conv2d: %d features, expected 15", n);
-    for (int i = 0; i < 11 && n == 15; i++)
+    EXPECT(n == 21, "conv2d: %d features, expected 21", n);
+    for (int i = 0; i < 11 && n == 21; i++)
         EXPECT(near(f[i], want[i]), "conv2d feature %d: %.17g, expected %.17g", i, f[i], want[i]);
     const conv_geometry g = {.cin = 3, .cout = 4, .k = 3, .stride = 1, .pad = 1, .h = 8, .w = 8,
                              .batch = 2, .threads = 1, .keep_im2col = true,
                              .direct_available = direct_conv_available()};
     conv_choice choice;
     conv_decide(&g, CONV_ALGO_AUTO, &choice);
-    EXPECT(n == 15 && f[11] == (choice.algorithm == CONV_ALGO_GEMM) &&
+    EXPECT(n == 21 && f[11] == (choice.algorithm == CONV_ALGO_GEMM) &&
                f[12] == (choice.algorithm == CONV_ALGO_DIRECT) &&
-               f[13] == (choice.algorithm == CONV_ALGO_TAPS) &&
-               f[14] == (choice.forward == CONV_KERNEL_DIRECT_GRID),
+               f[13] == (choice.algorithm == CONV_ALGO_TAPS),
            "conv2d: the one-hot of the algorithm does not match conv_decide");
+    const conv_kernel passes[3] = {choice.forward, choice.input_grad, choice.weight_grad};
+    for (int i = 0; i < 3 && n == 21; i++)
+        EXPECT(f[14 + 2 * i] == (passes[i] == CONV_KERNEL_DIRECT_GRID) &&
+                   f[15 + 2 * i] == (passes[i] == CONV_KERNEL_DIRECT_CHANNELS),
+               "conv2d: pass %d's kernel does not match conv_decide", i);
+    /* 8 x 8 padded by 1, neighbouring rows sharing their padding: a 9 x 9
+     * grid per image (direct_grid_init) for 8 x 8 outputs. */
+    EXPECT(n == 21 && near(f[20], 64.0 / 81), "conv2d: grid share %.17g, expected 64/81", f[20]);
     /* The backward kinds read the same fields. */
     double b[PERF_MAX_FEATURES];
     int nb;
@@ -72,6 +80,72 @@ static void test_features(void)
     EXPECT(perf_features(PERF_POOL2D_FWD, &p, 1, f, &n) == PCNN_OK && n == 10 && f[7] == 1 &&
                near(f[8], log1p(2.0 * 9 * 4)),
            "pool2d features: %d, window reads %.17g", n, f[8]);
+}
+
+/* The conv3d features' direct passes (12, 13, 14: forward, dW, dx) agree
+ * with what the layer itself chooses, as its summary shows: the rule is the
+ * layer's private one, mirrored in regressor_features.c. */
+static void expect_conv3d_passes(const perf_shape *s)
+{
+    double f[PERF_MAX_FEATURES];
+    int n = 0;
+    EXPECT(perf_features(PERF_CONV3D_FWD, s, 1, f, &n) == PCNN_OK && n == 18,
+           "conv3d features: %d (%s)", n, pcnn_last_error());
+    pcnn_net *net = NULL;
+    pcnn_layer *x;
+    char summary[4096] = "";
+    const bool built = pcnn_net_create(&net) == PCNN_OK &&
+                       pcnn_net_set_option(net, PCNN_OPT_CONV_ALGORITHM, s->algorithm) == PCNN_OK &&
+                       pcnn_net_input3d(net, s->cin, s->d, s->h, s->w, &x) == PCNN_OK &&
+                       pcnn_conv3d(net, x, s->cout, s->k, s->stride, s->pad, 1, &x) == PCNN_OK &&
+                       pcnn_net_set_loss(net, x, PCNN_LOSS_MSE) == PCNN_OK &&
+                       pcnn_net_finalize(net, s->batch) == PCNN_OK &&
+                       pcnn_net_summary(net, summary, sizeof summary, NULL) == PCNN_OK;
+    EXPECT(built, "conv3d network: %s", pcnn_last_error());
+    pcnn_net_destroy(&net);
+    if (!built || n != 18) return;
+    const char *names[3] = {"forward direct", "dW direct", "dx direct"};
+    for (int i = 0; i < 3; i++)
+        EXPECT((f[12 + i] == 1) == (strstr(summary, names[i]) != NULL),
+               "conv3d %dx%dx%d k%d s%d p%d algorithm %d: feature \"%s\" is %g, the layer "
+               "says:\n%s",
+               s->d, s->h, s->w, s->k, s->stride, s->pad, s->algorithm, names[i], f[12 + i],
+               summary);
+}
+
+static void test_conv3d_features(void)
+{
+    /* Rows of 10 (every pass direct under auto), of 6 (none under auto,
+     * all when forced), of 7 from inputs of 9 (dx alone under auto), strided
+     * and 1x1x1 (never), each under auto, GEMM and direct. */
+    const perf_shape shapes[] = {
+        {.batch = 2, .cin = 3, .cout = 5, .d = 10, .h = 10, .w = 10, .k = 3, .stride = 1, .pad = 1},
+        {.batch = 1, .cin = 4, .cout = 8, .d = 6, .h = 6, .w = 6, .k = 3, .stride = 1, .pad = 1},
+        {.batch = 1, .cin = 2, .cout = 4, .d = 9, .h = 9, .w = 9, .k = 3, .stride = 1, .pad = 0},
+        {.batch = 1, .cin = 2, .cout = 4, .d = 12, .h = 12, .w = 12, .k = 3, .stride = 2, .pad = 1},
+        {.batch = 1, .cin = 2, .cout = 4, .d = 8, .h = 8, .w = 8, .k = 1, .stride = 1, .pad = 0},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int algorithm = 0; algorithm <= 2; algorithm++) {
+            perf_shape s = shapes[i];
+            s.algorithm = algorithm;
+            expect_conv3d_passes(&s);
+        }
+    /* Lanes: input rows of 19 (k 3, no padding: output rows of 17) fill 19
+     * and 17 of two vectors' 32 lanes, rows of 6 two to a vector 12 of 16;
+     * 13 output channels run in two blocks of 8 (vol_direct_block). */
+    double f[PERF_MAX_FEATURES];
+    int n = 0;
+    perf_shape r = {.batch = 1, .cin = 2, .cout = 13, .d = 4, .h = 4, .w = 19, .k = 3,
+                    .stride = 1, .pad = 0};
+    EXPECT(perf_features(PERF_CONV3D_FWD, &r, 1, f, &n) == PCNN_OK && n == 18 &&
+               near(f[15], 17.0 / 32) && near(f[16], 19.0 / 32) && near(f[17], 13.0 / 16),
+           "conv3d lanes: %g (17/32), %g (19/32), channel blocks %g (13/16)", f[15], f[16],
+           f[17]);
+    r.w = 8;
+    EXPECT(perf_features(PERF_CONV3D_FWD, &r, 1, f, &n) == PCNN_OK && n == 18 &&
+               near(f[15], 6.0 / 8) && near(f[16], 1),
+           "conv3d lanes of short rows: %g (6/8), %g (1)", f[15], f[16]);
 }
 
 static void expect_status(pcnn_status got, pcnn_status want, const char *needle, const char *what)
@@ -238,7 +312,7 @@ static void test_round_trip(void)
     if (!set) return;
     unsigned char *bytes;
     const size_t size = saved_bytes(set, &bytes);
-    EXPECT(memcmp(bytes, "PCNNREG1", 8) == 0 && le_get_u32(bytes + 8) == 1, "magic, version");
+    EXPECT(memcmp(bytes, "PCNNREG1", 8) == 0 && le_get_u32(bytes + 8) == 2, "magic, version");
     size_t small = 0;
     expect_status(perf_regressors_save(set, bytes, size - 1, &small), PCNN_ERR_SHAPE, "needed",
                   "save into a short buffer");
@@ -282,11 +356,16 @@ static void test_round_trip(void)
     expect_status(perf_regressors_load(bytes, size, &back), PCNN_ERR_CORRUPT, "checksum",
                   "flipped bit");
     bytes[size / 2] ^= 0x10;
-    /* Another version, with a valid checksum: unsupported. */
-    le_put_u32(bytes + 8, 2);
+    /* Another version, with a valid checksum: unsupported, the older one
+     * (fitted on other features) and a newer one alike. */
+    le_put_u32(bytes + 8, 1);
     le_put_u64(bytes + size - 8, hash_fnv1a(HASH_FNV1A_BASIS, bytes, size - 8));
-    expect_status(perf_regressors_load(bytes, size, &back), PCNN_ERR_UNSUPPORTED, "version 2",
-                  "version 2");
+    expect_status(perf_regressors_load(bytes, size, &back), PCNN_ERR_UNSUPPORTED,
+                  "calibrate the regressors again", "version 1");
+    le_put_u32(bytes + 8, 3);
+    le_put_u64(bytes + size - 8, hash_fnv1a(HASH_FNV1A_BASIS, bytes, size - 8));
+    expect_status(perf_regressors_load(bytes, size, &back), PCNN_ERR_UNSUPPORTED, "version 3",
+                  "version 3");
     memcpy(bytes, "NOTREGS!", 8);
     expect_status(perf_regressors_load(bytes, size, &back), PCNN_ERR_CORRUPT, "magic", "magic");
     free(bytes);
@@ -347,6 +426,7 @@ static void test_bad_fits(void)
 int main(void)
 {
     test_features();
+    test_conv3d_features();
     test_bad_shapes();
     test_fit_known_function();
     test_round_trip();
