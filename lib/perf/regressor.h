@@ -14,6 +14,8 @@
  *
  * What is timed, per kind: one measurement is the fastest of a few
  * repetitions after a warm-up (load from other processes only adds time),
+ * timed again when the calibrating thread was descheduled meanwhile or the
+ * passes are so short that the clock's jitter shows (regressor_calib.c),
  * read from the network's own timing breakdown, so that each time is what
  * pcnn_net_time reports for such a layer on an idle machine; convolutions
  * run the algorithm conv_decide picks for the shape, or the one forced by
