@@ -67,6 +67,13 @@ typedef struct feature_list {
 static void put_log(feature_list *f, double x) { f->v[f->n++] = log1p(x); }
 static void put_raw(feature_list *f, double x) { f->v[f->n++] = x; }
 
+/* Share of the 16-float vectors (AVX-512) that a run of n contiguous
+ * elements fills: the loops of the element-wise kernels, pooling's output
+ * rows and OpenBLAS's blocks run whole vectors plus a slower tail, so 17
+ * costs nearly what 32 does -- a step no smooth function of log n gives
+ * the MLP. */
+static double vector_fill(double n) { return n / (16.0 * ceil(n / 16.0)); }
+
 #define CHECK_FIELD(cond, name, fmt, ...)                                             \
     do {                                                                              \
         if (!(cond)) return FAIL(PCNN_ERR_SHAPE, "%s: " fmt, (name), __VA_ARGS__);     \
@@ -156,12 +163,8 @@ static conv3d_passes conv3d_direct_passes(const perf_shape *s, int ow)
 
 /* Share of the vector lanes the direct 3D kernels fill along a row of n
  * outputs: rows of up to 8 go two to a vector of 16, longer ones over
- * whole vectors (vol_direct.c, vol_direct_wgrad.c).  A row of 17 runs
- * nearly as long as one of 32, which no smooth function of log n says. */
-static double row_lane_fill(int n)
-{
-    return n <= 8 ? n / 8.0 : n / (16.0 * ((n + 15) / 16));
-}
+ * whole vectors (vol_direct.c, vol_direct_wgrad.c). */
+static double row_lane_fill(int n) { return n <= 8 ? n / 8.0 : vector_fill(n); }
 
 /* The 3D convolution's passes (direct or not), the lanes its rows fill
  * (forward and dW along output rows, dx along input rows) and the share
@@ -241,6 +244,13 @@ static pcnn_status pool_features(perf_kind family, const perf_shape *s, feature_
     f->bytes = 4.0 * s->batch * s->cin * ((double)s->d * s->h * s->w + out_px);
     put_log(f, f->work);
     put_log(f, f->bytes);
+    /* 2D max pooling 2x2, stride 2, no padding has kernels of its own
+     * (lib/layers/pool2d.c); the others loop along output rows. */
+    const int ow = out_extent(s->w, s->k, s->stride, s->pad);
+    put_raw(f, !volume && s->pool_max && s->k == 2 && s->stride == 2 && s->pad == 0);
+    put_log(f, ow);
+    put_raw(f, vector_fill(ow));
+    put_raw(f, vector_fill(s->w));
     return PCNN_OK;
 }
 
@@ -262,7 +272,21 @@ static pcnn_status elementwise_features(perf_kind family, const perf_shape *s, f
     f->bytes = 4.0 * f->work * (family == PERF_ADD_FWD ? 3 : 2);
     put_log(f, f->work);
     if (fusable) put_raw(f, s->fused_relu);
+    /* Per-channel kernels (batch norm, global pooling) loop over planes. */
+    const double plane = (double)s->d * s->h * s->w;
+    put_log(f, plane);
+    put_raw(f, vector_fill(plane));
     return PCNN_OK;
+}
+
+/* Whether the dense forward (Y = W X, no transposes) runs as one sgemv per
+ * sample rather than one sgemm: the rule of gemm_serial in
+ * lib/kernels/gemm.c (a batch under 64 and at most 2^20 multiply-adds),
+ * whose limits are private to it.  Up to 5x slower per flop than the GEMM
+ * just past the limit, a step the other features do not locate. */
+static bool dense_forward_by_gemv(const perf_shape *s)
+{
+    return s->batch < 64 && (double)s->cout * s->batch * s->cin <= (double)(1 << 20);
 }
 
 pcnn_status perf_features(perf_kind kind, const perf_shape *shape, int threads, double *out,
@@ -300,6 +324,11 @@ pcnn_status perf_kernel_work(perf_kind kind, const perf_shape *shape, int thread
         f.bytes = 4.0 * ((double)s->batch * (s->cin + s->cout) + (double)s->cin * s->cout);
         put_log(&f, f.work);
         put_log(&f, f.bytes);
+        /* The GEMMs' dimensions against OpenBLAS's vector blocks. */
+        put_raw(&f, vector_fill(s->batch));
+        put_raw(&f, vector_fill(s->cin));
+        put_raw(&f, vector_fill(s->cout));
+        put_raw(&f, dense_forward_by_gemv(s));
         break;
     }
     case PERF_UPDATE: {

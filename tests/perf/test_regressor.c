@@ -58,10 +58,19 @@ static void test_features(void)
            "conv2d_bwd_weights features differ from the forward's");
 
     perf_shape d = {.batch = 4, .cin = 10, .cout = 5};
-    EXPECT(perf_features(PERF_DENSE_FWD, &d, 1, f, &n) == PCNN_OK && n == 5, "dense: %d", n);
-    const double wd[5] = {log(5), log(11), log(6), log(401), log(441)};
-    for (int i = 0; i < 5 && n == 5; i++)
+    EXPECT(perf_features(PERF_DENSE_FWD, &d, 1, f, &n) == PCNN_OK && n == 9, "dense: %d", n);
+    /* ... then how much of 16-float vectors batch, inputs and outputs fill,
+     * and whether the forward goes through sgemv (a small batch). */
+    const double wd[9] = {log(5), log(11), log(6), log(401), log(441), 4.0 / 16, 10.0 / 16,
+                          5.0 / 16, 1};
+    for (int i = 0; i < 9 && n == 9; i++)
         EXPECT(near(f[i], wd[i]), "dense feature %d: %.17g, expected %.17g", i, f[i], wd[i]);
+    perf_shape big = {.batch = 64, .cin = 10, .cout = 5};
+    EXPECT(perf_features(PERF_DENSE_FWD, &big, 1, f, &n) == PCNN_OK && n == 9 && f[8] == 0,
+           "dense over a batch of 64: one sgemm");
+    big = (perf_shape){.batch = 8, .cin = 1024, .cout = 256};
+    EXPECT(perf_features(PERF_DENSE_FWD, &big, 1, f, &n) == PCNN_OK && n == 9 && f[8] == 0,
+           "dense of 2^21 multiply-adds: one sgemm");
 
     perf_shape u = {.params = 1000, .optimizer = PCNN_OPTIMIZER_ADAM};
     EXPECT(perf_features(PERF_UPDATE, &u, 1, f, &n) == PCNN_OK && n == 4 &&
@@ -69,17 +78,26 @@ static void test_features(void)
            "update features");
 
     perf_shape e = {.batch = 2, .cin = 3, .d = 1, .h = 4, .w = 5, .fused_relu = 1};
-    EXPECT(perf_features(PERF_BATCHNORM_FWD, &e, 1, f, &n) == PCNN_OK && n == 7 &&
-               near(f[5], log(121)) && f[6] == 1,
-           "batchnorm features: %d, elements %.17g, fused %g", n, f[5], f[6]);
-    EXPECT(perf_features(PERF_RELU_FWD, &e, 1, f, &n) == PCNN_OK && n == 6,
+    EXPECT(perf_features(PERF_BATCHNORM_FWD, &e, 1, f, &n) == PCNN_OK && n == 9 &&
+               near(f[5], log(121)) && f[6] == 1 && near(f[7], log(21)) &&
+               near(f[8], 20.0 / 32),
+           "batchnorm features: %d, elements %.17g, fused %g, plane %.17g filling %g", n, f[5],
+           f[6], f[7], f[8]);
+    EXPECT(perf_features(PERF_RELU_FWD, &e, 1, f, &n) == PCNN_OK && n == 8,
            "relu: %d features (no fused flag)", n);
 
     perf_shape p = {.batch = 1, .cin = 2, .d = 1, .h = 6, .w = 6, .k = 2, .stride = 2,
                     .pool_max = 1};
-    EXPECT(perf_features(PERF_POOL2D_FWD, &p, 1, f, &n) == PCNN_OK && n == 10 && f[7] == 1 &&
+    EXPECT(perf_features(PERF_POOL2D_FWD, &p, 1, f, &n) == PCNN_OK && n == 14 && f[7] == 1 &&
                near(f[8], log1p(2.0 * 9 * 4)),
            "pool2d features: %d, window reads %.17g", n, f[8]);
+    /* Max 2x2 stride 2: the kernels of its own; output rows of 3 of 6. */
+    EXPECT(n == 14 && f[10] == 1 && near(f[11], log(4)) && near(f[12], 3.0 / 16) &&
+               near(f[13], 6.0 / 16),
+           "pool2d rows: 2x2 kernel %g, log row %.17g, fills %g %g", f[10], f[11], f[12], f[13]);
+    p.pool_max = 0;
+    EXPECT(perf_features(PERF_POOL2D_FWD, &p, 1, f, &n) == PCNN_OK && n == 14 && f[10] == 0,
+           "average pooling 2x2 runs the general kernel");
 }
 
 /* The conv3d features' direct passes (12, 13, 14: forward, dW, dx) agree
