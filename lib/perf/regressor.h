@@ -132,6 +132,9 @@ typedef struct perf_calib_config {
                                   groups (one shape at several batches), never a shape the
                                   fit saw at another batch */
     int hidden_layers, hidden; /* MLP: hidden_layers x (FC hidden + ReLU) -> FC 1 */
+    int members;               /* MLPs per kind, each from its own initialisation and
+                                  minibatch order, their predictions (log) averaged:
+                                  in 1 .. 8 */
     int steps, batch;          /* Adam steps on minibatches of `batch` points */
     double learning_rate;      /* Adam's at the start, cosine-decayed to 1 % of it */
     double weight_decay;       /* L2 on the MLP's weights, >= 0 */
@@ -155,9 +158,9 @@ uint32_t perf_kinds_all(void);
  * budget time layers, a quarter is left for fitting; each layer family
  * gets a share by weight (convolutions the most), the family furthest
  * behind its share is timed next, and each drawn shape gives points at its
- * batch and at 1/2, 1/4 and 1/8 of it; a fit short of time trains for
- * fewer steps (at least 200), so the result depends on the machine's
- * speed as well as on the seed.  Kinds the budget leaves
+ * batch and at 1/2, 1/4 and 1/8 of it; a fit short of time trains fewer
+ * members, then fewer steps (at least 200), so the result depends on the
+ * machine's speed as well as on the seed.  Kinds the budget leaves
  * with fewer than c->min_points points stay uncalibrated (predict then
  * fails for them).  Local, no communication.  *out is destroyed with
  * perf_regressors_destroy.  Errors: INVALID_ARGUMENT (bad config),
@@ -199,15 +202,17 @@ pcnn_status perf_regressor_error(const perf_regressors *set, perf_kind kind, dou
                                  int *train_points, int *test_points);
 
 /* Serialisation: little-endian, versioned ("PCNNREG1", format version,
- * the set's threads, per kind the sizes, error, baseline, the range of
- * corrections, normalisation and weights), FNV-1a checksum at the end.  perf_regressors_save with buf NULL
+ * the set's threads, per kind the sizes, members, error, baseline, the range
+ * of corrections, normalisation and each member's weights), FNV-1a checksum
+ * at the end.  perf_regressors_save with buf NULL
  * (size 0) only reports *needed; otherwise buf must hold *needed bytes
  * (SHAPE if size is smaller).  perf_regressors_load rebuilds a set that
  * predicts bit for bit like the saved one.  Errors of load: INVALID_ARGUMENT
  * (NULL), CORRUPT with a message naming what is wrong (truncated, bad
  * magic, checksum mismatch, sizes out of range), UNSUPPORTED (another
- * format version: version 1 sets were fitted on other features, and are
- * refused rather than read as nonsense; calibrate again). */
+ * format version: sets of versions 1 and 2 were fitted on other features
+ * or stored otherwise, and are refused rather than read as nonsense;
+ * calibrate again). */
 pcnn_status perf_regressors_save(const perf_regressors *set, void *buf, size_t size,
                                  size_t *needed);
 pcnn_status perf_regressors_load(const void *buf, size_t size, perf_regressors **out);

@@ -340,9 +340,24 @@ pcnn_status perf_regressors_measure(const perf_calib_config *c, perf_sample *sam
 }
 
 /* Fit every kind with enough points within what is left of the budget:
- * a machine slower than expected (or shared) trains each MLP for fewer
- * steps, never under MIN_STEPS, rather than overrun. */
+ * a machine slower than expected (or shared) trains fewer members of each
+ * ensemble, then each for fewer steps, never under MIN_STEPS, rather than
+ * overrun.  Members go first: one MLP trained in full fits better than
+ * several half-trained. */
 #define MIN_STEPS 200
+
+static void fit_within(const perf_calib_config *c, double share, double per_step,
+                       perf_calib_config *fit)
+{
+    *fit = *c;
+    if (per_step <= 0) return; /* not measured yet: the first fit runs as asked */
+    const double steps = share / per_step; /* over all members */
+    if (steps >= (double)c->members * c->steps) return;
+    fit->members = (int)(steps / c->steps);
+    if (fit->members >= 1) return;
+    fit->members = 1;
+    fit->steps = steps > MIN_STEPS ? (int)steps : MIN_STEPS;
+}
 
 static pcnn_status fit_all(const perf_calib_config *c, double start, perf_sample *samples[],
                            const int counts[], perf_regressors *set)
@@ -350,16 +365,15 @@ static pcnn_status fit_all(const perf_calib_config *c, double start, perf_sample
     int left = 0;
     for (int k = 0; k < PERF_KIND_COUNT; k++)
         left += (c->kinds >> k & 1u) && counts[k] >= c->min_points;
-    double per_step = 0; /* seconds, measured on the first fit */
+    double per_step = 0; /* seconds per member and step, measured on the first fit */
     for (int k = 0; k < PERF_KIND_COUNT; k++) {
         if (!(c->kinds >> k & 1u) || counts[k] < c->min_points) continue;
-        perf_calib_config fit = *c;
+        perf_calib_config fit;
         const double share = (c->budget_seconds - (clock_now() - start)) / left--;
-        if (per_step > 0 && share < per_step * c->steps)
-            fit.steps = share / per_step > MIN_STEPS ? (int)(share / per_step) : MIN_STEPS;
+        fit_within(c, share, per_step, &fit);
         const double t0 = clock_now();
         TRY(perf_regressors_fit(&set, (perf_kind)k, samples[k], counts[k], &fit));
-        if (per_step == 0) per_step = (clock_now() - t0) / fit.steps;
+        if (per_step == 0) per_step = (clock_now() - t0) / ((double)fit.members * fit.steps);
     }
     return PCNN_OK;
 }

@@ -11,16 +11,20 @@
 
 #define MAGIC "PCNNREG1"
 /* The version names the weights' meaning as well as the layout: a set fitted
- * on other features (version 1: conv3d without its direct passes, conv2d
- * without dx's and dW's kernels) would load and predict nonsense, so it is
- * refused.  2: the features of perf_features as of the per-pass kernels. */
-#define FORMAT_VERSION 2u
+ * on other features would load and predict nonsense, so it is refused.
+ *   1  one MLP per kind; conv3d without its direct passes, conv2d without
+ *      dx's and dW's kernels, nothing of vector tails or dense's sgemv
+ *   2  (briefly) the features of version 3 in the layout of version 1
+ *   3  an ensemble per kind (members, then each member's weights); the
+ *      features of perf_features as they are */
+#define FORMAT_VERSION 3u
 #define HEADER_BYTES (8 + 4 + 4 + 4)
 #define TRAILER_BYTES 8
 
 static size_t kind_bytes(const perf_mlp *m)
 {
-    return 6 * 4 + 8 * 8 + (size_t)m->features * 16 + 8 + m->num_params * 4;
+    return 7 * 4 + 8 * 8 + (size_t)m->features * 16 + 8 +
+           (size_t)m->members * m->num_params * 4;
 }
 
 /* A cursor over a buffer: writes when out is non-NULL, always counts. */
@@ -77,6 +81,7 @@ pcnn_status perf_regressors_save(const perf_regressors *set, void *buf, size_t s
         put_u32(&c, (uint32_t)m->hidden);
         put_u32(&c, (uint32_t)m->train_points);
         put_u32(&c, (uint32_t)m->test_points);
+        put_u32(&c, (uint32_t)m->members);
         put_f64(&c, m->median_re);
         for (int j = 0; j < 3; j++) put_f64(&c, m->baseline[j]);
         put_f64(&c, m->y_lo);
@@ -86,7 +91,7 @@ pcnn_status perf_regressors_save(const perf_regressors *set, void *buf, size_t s
         for (int f = 0; f < m->features; f++) put_f64(&c, m->mean[f]);
         for (int f = 0; f < m->features; f++) put_f64(&c, m->scale[f]);
         put_u64(&c, (uint64_t)m->num_params);
-        for (size_t i = 0; i < m->num_params; i++) {
+        for (size_t i = 0; i < (size_t)m->members * m->num_params; i++) {
             le_put_f32(c.out + c.at, m->params[i]);
             c.at += 4;
         }
@@ -113,7 +118,7 @@ static bool take(cursor *c, size_t n)
 
 static pcnn_status read_kind(cursor *c, perf_regressors *set)
 {
-    uint32_t kind, features, layers, hidden, train, test;
+    uint32_t kind, features, layers, hidden, train, test, members;
     GET(c, 4, le_get_u32, kind, "a kind's header");
     if (kind >= PERF_KIND_COUNT)
         return FAIL(PCNN_ERR_CORRUPT, "regressors: unknown kernel kind %u", kind);
@@ -125,16 +130,20 @@ static pcnn_status read_kind(cursor *c, perf_regressors *set)
     GET(c, 4, le_get_u32, hidden, "a kind's header");
     GET(c, 4, le_get_u32, train, "a kind's header");
     GET(c, 4, le_get_u32, test, "a kind's header");
+    GET(c, 4, le_get_u32, members, "a kind's header");
     if (features < 2 || features > PERF_MAX_FEATURES + 1 || layers > PERF_MAX_HIDDEN_LAYERS ||
-        hidden < 1 || hidden > PERF_MAX_HIDDEN || train > INT32_MAX || test > INT32_MAX)
+        hidden < 1 || hidden > PERF_MAX_HIDDEN || train > INT32_MAX || test > INT32_MAX ||
+        members < 1 || members > PERF_MAX_MEMBERS)
         return FAIL(PCNN_ERR_CORRUPT,
-                    "regressors: %s has %u features and %u x %u hidden units (out of range)",
-                    perf_kind_name(kind), features, layers, hidden);
+                    "regressors: %s has %u features and %u member(s) of %u x %u hidden units "
+                    "(out of range)",
+                    perf_kind_name(kind), features, members, layers, hidden);
     m->features = (int)features;
     m->hidden_layers = (int)layers;
     m->hidden = (int)hidden;
     m->train_points = (int)train;
     m->test_points = (int)test;
+    m->members = (int)members;
     GET(c, 8, le_get_f64, m->median_re, "a kind's error");
     for (int j = 0; j < 3; j++) GET(c, 8, le_get_f64, m->baseline[j], "a kind's baseline");
     GET(c, 8, le_get_f64, m->y_lo, "a kind's normalisation");
@@ -153,13 +162,14 @@ static pcnn_status read_kind(cursor *c, perf_regressors *set)
                     perf_kind_name(kind));
     uint64_t count;
     GET(c, 8, le_get_u64, count, "a kind's parameter count");
-    if (count > (c->size - c->at) / 4)
-        return FAIL(PCNN_ERR_CORRUPT, "regressors truncated: %s needs %llu parameters",
-                    perf_kind_name(kind), (unsigned long long)count);
+    if (count > (c->size - c->at) / 4 / members)
+        return FAIL(PCNN_ERR_CORRUPT, "regressors truncated: %s needs %u x %llu parameters",
+                    perf_kind_name(kind), members, (unsigned long long)count);
     m->num_params = (size_t)count;
-    m->params = mem_alloc_floats(m->num_params);
-    if (!m->params) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "%zu parameters", m->num_params);
-    for (size_t i = 0; i < m->num_params; i++) {
+    const size_t total = (size_t)members * m->num_params;
+    m->params = mem_alloc_floats(total);
+    if (!m->params) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "%zu parameters", total);
+    for (size_t i = 0; i < total; i++) {
         m->params[i] = le_get_f32(c->in + c->at);
         c->at += 4;
     }

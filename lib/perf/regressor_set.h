@@ -14,11 +14,14 @@
 pcnn_status perf_kernel_work(perf_kind kind, const perf_shape *shape, int threads, double *out,
                              int *count, double work[2]);
 
+/* Largest ensemble the format accepts (perf_calib_config.members). */
+#define PERF_MAX_MEMBERS 8
+
 /* One kind's model: a baseline t0 = c[0] + c[1] work + c[2] bytes (a
  * roofline-like line, non-negative, fitted on relative error), and an
- * MLP on the features plus log t0 that predicts log(t / t0), with its
- * normalisation, architecture, weights and the network that evaluates
- * them (built for one sample at a time). */
+ * ensemble of MLPs on the features plus log t0 that predicts log(t / t0)
+ * (the members' mean), with its normalisation, architecture, weights and
+ * the networks that evaluate them (built for one sample at a time). */
 typedef struct perf_mlp {
     bool fitted;
     double baseline[3];
@@ -30,9 +33,10 @@ typedef struct perf_mlp {
                           corrections it has seen rather than extrapolate */
     double median_re;
     int train_points, test_points;
-    size_t num_params;
-    float *params;
-    pcnn_net *net;
+    int members;       /* MLPs of one architecture from different seeds */
+    size_t num_params; /* of one member */
+    float *params;     /* members x num_params */
+    pcnn_net *net[PERF_MAX_MEMBERS];
 } perf_mlp;
 
 struct perf_regressors {
@@ -43,7 +47,8 @@ struct perf_regressors {
 /* An empty set for `threads`. */
 pcnn_status perf_set_create(int threads, perf_regressors **out);
 
-/* Build m->net from m's architecture and load m->params into it. */
+/* Build m->net[i] of each member from m's architecture and load its part of
+ * m->params into it. */
 pcnn_status perf_mlp_build_predictor(perf_mlp *m);
 
 /* The timing half of perf_regressors_calibrate: samples[k] (mem_alloc'd,

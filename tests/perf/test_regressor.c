@@ -323,14 +323,21 @@ static void test_round_trip(void)
     }
     perf_calib_config c;
     perf_calib_defaults(&c);
+    /* Small MLPs of two members: every truncation of the bytes is loaded
+     * below, each rebuilding the networks of the kinds read so far. */
     c.steps = 200;
+    c.hidden_layers = 1;
+    c.hidden = 8;
+    c.members = 2;
     perf_regressors *set = NULL, *back = NULL;
     EXPECT(perf_regressors_fit(&set, PERF_DENSE_BWD, s, N, &c) == PCNN_OK, "fit dense");
     EXPECT(perf_regressors_fit(&set, PERF_UPDATE, u, N, &c) == PCNN_OK, "fit update");
     if (!set) return;
     unsigned char *bytes;
     const size_t size = saved_bytes(set, &bytes);
-    EXPECT(memcmp(bytes, "PCNNREG1", 8) == 0 && le_get_u32(bytes + 8) == 2, "magic, version");
+    EXPECT(memcmp(bytes, "PCNNREG1", 8) == 0 && le_get_u32(bytes + 8) == 3, "magic, version");
+    EXPECT(set->mlp[PERF_UPDATE].members == c.members && c.members > 1,
+           "an ensemble of %d members, asked %d", set->mlp[PERF_UPDATE].members, c.members);
     size_t small = 0;
     expect_status(perf_regressors_save(set, bytes, size - 1, &small), PCNN_ERR_SHAPE, "needed",
                   "save into a short buffer");
@@ -374,16 +381,18 @@ static void test_round_trip(void)
     expect_status(perf_regressors_load(bytes, size, &back), PCNN_ERR_CORRUPT, "checksum",
                   "flipped bit");
     bytes[size / 2] ^= 0x10;
-    /* Another version, with a valid checksum: unsupported, the older one
+    /* Another version, with a valid checksum: unsupported, the older ones
      * (fitted on other features) and a newer one alike. */
-    le_put_u32(bytes + 8, 1);
-    le_put_u64(bytes + size - 8, hash_fnv1a(HASH_FNV1A_BASIS, bytes, size - 8));
-    expect_status(perf_regressors_load(bytes, size, &back), PCNN_ERR_UNSUPPORTED,
-                  "calibrate the regressors again", "version 1");
-    le_put_u32(bytes + 8, 3);
-    le_put_u64(bytes + size - 8, hash_fnv1a(HASH_FNV1A_BASIS, bytes, size - 8));
-    expect_status(perf_regressors_load(bytes, size, &back), PCNN_ERR_UNSUPPORTED, "version 3",
-                  "version 3");
+    const uint32_t versions[3] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        const uint32_t v = versions[i];
+        le_put_u32(bytes + 8, v);
+        le_put_u64(bytes + size - 8, hash_fnv1a(HASH_FNV1A_BASIS, bytes, size - 8));
+        char what[32];
+        snprintf(what, sizeof what, "version %u", v);
+        expect_status(perf_regressors_load(bytes, size, &back), PCNN_ERR_UNSUPPORTED,
+                      v < 3 ? "calibrate the regressors again" : what, what);
+    }
     memcpy(bytes, "NOTREGS!", 8);
     expect_status(perf_regressors_load(bytes, size, &back), PCNN_ERR_CORRUPT, "magic", "magic");
     free(bytes);
@@ -422,6 +431,13 @@ static void test_bad_fits(void)
     c.learning_rate = NAN;
     expect_status(perf_regressors_fit(&set, PERF_DENSE_FWD, s, N, &c), PCNN_ERR_INVALID_ARGUMENT,
                   "learning rate", "NaN learning rate");
+    perf_calib_defaults(&c);
+    c.members = 0;
+    expect_status(perf_regressors_fit(&set, PERF_DENSE_FWD, s, N, &c), PCNN_ERR_INVALID_ARGUMENT,
+                  "members 0", "an ensemble of none");
+    c.members = PERF_MAX_MEMBERS + 1;
+    expect_status(perf_regressors_fit(&set, PERF_DENSE_FWD, s, N, &c), PCNN_ERR_INVALID_ARGUMENT,
+                  "members 9", "an ensemble beyond the format's");
     EXPECT(set == NULL, "a failed fit created a set");
     perf_calib_defaults(&c);
     c.steps = 50;
