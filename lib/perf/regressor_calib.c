@@ -155,19 +155,50 @@ static double thread_cpu_seconds(void)
  *     costs little next to building the network.
  * Preemption is read from the calling thread's CPU time, so only when
  * calibrating for one thread: with more, the calling thread may sleep at a
- * barrier while the others work.  At most MAX_ATTEMPTS calls per shape, so
- * that a machine busy all along costs a bounded factor of points, not the
- * budget. */
+ * barrier while the others work.  Repeating preempted attempts is worth it
+ * against a passing burst of load, not against a load that lasts (every
+ * attempt is preempted, and repeats only cost points), so repeats may take
+ * at most RETRY_SHARE of the time timed so far, and never run past the
+ * timing's deadline. */
 #define MAX_ATTEMPTS 3
-#define MIN_CPU_SHARE 0.9     /* of wall time: less means the thread was descheduled */
-#define QUICK_SECONDS 20e-6   /* a pass faster than this is re-timed with more runs */
-#define QUICK_REPETITIONS 8   /* times c->repetitions */
+#define MIN_CPU_SHARE 0.9   /* of wall time: less means the thread was descheduled */
+#define RETRY_SHARE 0.25    /* of the time timed so far, on repeating preempted attempts */
+#define QUICK_SECONDS 20e-6 /* a pass faster than this is re-timed with more runs */
+#define QUICK_REPETITIONS 8 /* times c->repetitions */
+
+typedef struct retry_allowance {
+    double start, deadline; /* of the timing */
+    double retrying;        /* seconds spent repeating preempted attempts */
+} retry_allowance;
 
 /* Whether an attempt that took `wall` seconds and `cpu` seconds of the
  * calling thread was descheduled (never decided with more than one thread). */
 static bool preempted(const perf_calib_config *c, double wall, double cpu)
 {
     return c->threads == 1 && cpu < MIN_CPU_SHARE * wall;
+}
+
+typedef struct attempt {
+    int number, reps;
+    bool repeat_preempted; /* this attempt repeats a preempted one: its time is a retry's */
+} attempt;
+
+/* After an attempt of `wall` and `cpu` seconds whose fastest pass so far
+ * took `slowest` seconds: whether to time again, and how (a). */
+static bool time_again(const perf_calib_config *c, retry_allowance *r, double wall, double cpu,
+                       double slowest, attempt *a)
+{
+    if (a->repeat_preempted) r->retrying += wall;
+    if (++a->number >= MAX_ATTEMPTS) return false;
+    if (a->reps == c->repetitions && slowest < QUICK_SECONDS) {
+        a->reps = c->repetitions * QUICK_REPETITIONS;
+        a->repeat_preempted = false;
+        return true;
+    }
+    const double now = clock_now();
+    a->repeat_preempted = preempted(c, wall, cpu) && now < r->deadline &&
+                          r->retrying < RETRY_SHARE * (now - r->start);
+    return a->repeat_preempted;
 }
 
 static double slowest_pass(const perf_layer_times *t)
@@ -186,40 +217,36 @@ static void keep_fastest(perf_layer_times *best, const perf_layer_times *t, int 
 }
 
 static pcnn_status time_batches_robust(perf_kind family, const perf_shape *s,
-                                       const perf_calib_config *c, const int *batches, int count,
-                                       perf_layer_times *best)
+                                       const perf_calib_config *c, retry_allowance *r,
+                                       const int *batches, int count, perf_layer_times *best)
 {
     perf_layer_times t[4];
-    int reps = c->repetitions;
-    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    attempt a = {0, c->repetitions, false};
+    double wall, cpu;
+    do {
         const double wall0 = clock_now(), cpu0 = thread_cpu_seconds();
-        TRY(perf_time_layer_batches(family, s, c->threads, reps, batches, count,
-                                    attempt ? t : best));
-        const double wall = clock_now() - wall0, cpu = thread_cpu_seconds() - cpu0;
-        if (attempt) keep_fastest(best, t, count);
+        TRY(perf_time_layer_batches(family, s, c->threads, a.reps, batches, count,
+                                    a.number ? t : best));
+        wall = clock_now() - wall0, cpu = thread_cpu_seconds() - cpu0;
+        if (a.number) keep_fastest(best, t, count);
         /* batches[0] is the largest: the others are faster still. */
-        const bool quick = reps == c->repetitions && slowest_pass(&best[0]) < QUICK_SECONDS;
-        if (!preempted(c, wall, cpu) && !quick) break;
-        if (quick) reps = c->repetitions * QUICK_REPETITIONS;
-    }
+    } while (time_again(c, r, wall, cpu, slowest_pass(&best[0]), &a));
     return PCNN_OK;
 }
 
-/* perf_time_update likewise: repeated when preempted, fastest kept. */
+/* perf_time_update likewise. */
 static pcnn_status time_update_robust(const perf_shape *s, const perf_calib_config *c,
-                                      double *best)
+                                      retry_allowance *r, double *best)
 {
-    int reps = c->repetitions;
-    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    attempt a = {0, c->repetitions, false};
+    double wall, cpu;
+    do {
         double t;
         const double wall0 = clock_now(), cpu0 = thread_cpu_seconds();
-        TRY(perf_time_update(s, c->threads, reps, &t));
-        const double wall = clock_now() - wall0, cpu = thread_cpu_seconds() - cpu0;
-        if (!attempt || t < *best) *best = t;
-        const bool quick = reps == c->repetitions && *best < QUICK_SECONDS;
-        if (!preempted(c, wall, cpu) && !quick) break;
-        if (quick) reps = c->repetitions * QUICK_REPETITIONS;
-    }
+        TRY(perf_time_update(s, c->threads, a.reps, &t));
+        wall = clock_now() - wall0, cpu = thread_cpu_seconds() - cpu0;
+        if (!a.number || t < *best) *best = t;
+    } while (time_again(c, r, wall, cpu, *best, &a));
     return PCNN_OK;
 }
 
@@ -228,12 +255,12 @@ static pcnn_status time_update_robust(const perf_shape *s, const perf_calib_conf
  * points for one network's setup, whose fresh memory costs more than the
  * runs on a virtual machine); *taken counts the points (0: shape refused). */
 static pcnn_status time_point(perf_kind family, const perf_shape *s, const perf_calib_config *c,
-                              sample_sets *ss, int *taken)
+                              retry_allowance *r, sample_sets *ss, int *taken)
 {
     *taken = 0;
     if (family == PERF_UPDATE) {
         double t;
-        TRY(time_update_robust(s, c, &t));
+        TRY(time_update_robust(s, c, r, &t));
         add_sample(ss, PERF_UPDATE, s, t);
         *taken = 1;
         return PCNN_OK;
@@ -244,7 +271,7 @@ static pcnn_status time_point(perf_kind family, const perf_shape *s, const perf_
     for (int i = 0; i < 4; i++)
         if (count == 0 || candidates[i] < batches[count - 1]) batches[count++] = candidates[i];
     perf_layer_times t[4];
-    const pcnn_status st = time_batches_robust(family, s, c, batches, count, t);
+    const pcnn_status st = time_batches_robust(family, s, c, r, batches, count, t);
     if (st == PCNN_ERR_SHAPE || st == PCNN_ERR_OUT_OF_MEMORY) { /* too big or refused: skip */
         error_clear();
         return PCNN_OK;
@@ -280,6 +307,7 @@ static bool family_wanted(perf_kind family, uint32_t kinds)
 static pcnn_status time_families(const perf_calib_config *c, sample_sets *ss)
 {
     const double start = clock_now(), timing_budget = c->budget_seconds * (1 - FIT_SHARE);
+    retry_allowance retries = {start, start + timing_budget, 0};
     double spent[FAMILIES] = {0};
     uint64_t draws[FAMILIES] = {0};
     int points[FAMILIES] = {0};
@@ -304,7 +332,7 @@ static pcnn_status time_families(const perf_calib_config *c, sample_sets *ss)
         perf_shape s;
         if (draw(fam, &g, c->threads, &s)) {
             int taken;
-            TRY(time_point(fam, &s, c, ss, &taken));
+            TRY(time_point(fam, &s, c, &retries, ss, &taken));
             points[next] += taken;
         }
         spent[next] += clock_now() - t0;
@@ -359,10 +387,15 @@ static void fit_within(const perf_calib_config *c, double share, double per_step
     fit->steps = steps > MIN_STEPS ? (int)steps : MIN_STEPS;
 }
 
+/* The first kind is fitted with one member, which measures what a step
+ * costs on this machine now, before any fit commits to an ensemble the
+ * budget cannot pay for (on a machine shared with other processes a step
+ * may cost ten times what it does idle); it is fitted again with the whole
+ * ensemble at the end if the budget has room. */
 static pcnn_status fit_all(const perf_calib_config *c, double start, perf_sample *samples[],
                            const int counts[], perf_regressors *set)
 {
-    int left = 0;
+    int left = 0, first = -1;
     for (int k = 0; k < PERF_KIND_COUNT; k++)
         left += (c->kinds >> k & 1u) && counts[k] >= c->min_points;
     double per_step = 0; /* seconds per member and step, measured on the first fit */
@@ -371,10 +404,17 @@ static pcnn_status fit_all(const perf_calib_config *c, double start, perf_sample
         perf_calib_config fit;
         const double share = (c->budget_seconds - (clock_now() - start)) / left--;
         fit_within(c, share, per_step, &fit);
+        if (first < 0) fit.members = 1;
         const double t0 = clock_now();
         TRY(perf_regressors_fit(&set, (perf_kind)k, samples[k], counts[k], &fit));
-        if (per_step == 0) per_step = (clock_now() - t0) / ((double)fit.members * fit.steps);
+        if (first < 0) {
+            first = k;
+            per_step = (clock_now() - t0) / fit.steps;
+        }
     }
+    const double rest = c->budget_seconds - (clock_now() - start);
+    if (first >= 0 && c->members > 1 && rest >= per_step * c->members * c->steps)
+        TRY(perf_regressors_fit(&set, (perf_kind)first, samples[first], counts[first], c));
     return PCNN_OK;
 }
 
