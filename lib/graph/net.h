@@ -85,6 +85,7 @@ struct pcnn_net {
     float **grad_slots;   /* dy buffers shared by layers with disjoint lifetimes */
     int num_grad_slots;
     double *loss_scratch; /* per-sample losses or per-channel partial sums */
+    float *stats_saved;   /* running statistics before a step ahead (step_ahead.c) */
     float *stage_x;       /* one batch staged from a dataset (NCHW) */
     int32_t *stage_labels;
     float *stage_targets;
@@ -168,6 +169,13 @@ pcnn_status net_check_alive(const pcnn_net *net, const char *func);
 pcnn_status net_async_status(const pcnn_net *net);
 pcnn_status net_agree_batch(pcnn_net *net, pcnn_status local, double *sizes, double lr,
                             const char *func);
+/* The same in two halves (agree_batch_post, agree_batch_finish), and
+ * giving up on a posted half when the network failed in between. */
+pcnn_status net_agree_batch_post(pcnn_net *net, pcnn_status local, const double *sizes, double lr,
+                                 const char *func, agree_ticket *ticket);
+pcnn_status net_agree_batch_finish(pcnn_net *net, agree_ticket *ticket, double *sizes,
+                                   const char *func);
+void net_agree_abandon(pcnn_net *net, agree_ticket *ticket);
 bool net_destroy_abandoned(pcnn_net *net);
 
 /* Synchronised batch norm (graph/sync_batchnorm.c).
@@ -180,6 +188,30 @@ bool net_destroy_abandoned(pcnn_net *net);
 pcnn_status net_sync_start(pcnn_net *net);
 run_reduce net_sync_hooks(pcnn_net *net);
 pcnn_status net_sync_checked(pcnn_net *net, pcnn_status st);
+
+/* A data-parallel step's forward pass while its batch agreement travels
+ * (graph/step_ahead.c).
+ *   step_ahead_possible  the forward pass posts no collective (no
+ *                        distribution, synchronised batch norm or FC
+ *                        gradient overlapped): it may run before the
+ *                        agreement completes.
+ *   step_ahead_forward   post the agreement (sizes, lr and local as for
+ *                        net_agree_batch), run the forward pass of this
+ *                        rank's n samples (none when local failed), finish
+ *                        the agreement into sizes; on failure nothing of
+ *                        the step remains.
+ *   step_ahead_undo      put back what the forward pass changed (batch
+ *                        norm's running statistics), for a step that then
+ *                        does not go ahead.
+ *   step_ahead_plan, step_ahead_release
+ *                        at finalize and release: the copy of the running
+ *                        statistics. */
+bool step_ahead_possible(const pcnn_net *net);
+pcnn_status step_ahead_forward(pcnn_net *net, const char *func, pcnn_status local, int n,
+                               const float *x, double *sizes, double lr);
+void step_ahead_undo(pcnn_net *net);
+pcnn_status step_ahead_plan(pcnn_net *net);
+void step_ahead_release(pcnn_net *net);
 
 /* Tracing's common clock (graph/trace_clock.c): at finalize (with a
  * communicator and tracing on) and at each merged write, measure this

@@ -93,6 +93,27 @@ pcnn_status net_agree_batch(pcnn_net *net, pcnn_status local, double *sizes, dou
                                              net->opt.timeout_ms, func));
 }
 
+pcnn_status net_agree_batch_post(pcnn_net *net, pcnn_status local, const double *sizes, double lr,
+                                 const char *func, agree_ticket *ticket)
+{
+    return after_collective(net, agree_batch_post(net->comm, local, sizes, net->step, lr, func,
+                                                  ticket));
+}
+
+pcnn_status net_agree_batch_finish(pcnn_net *net, agree_ticket *ticket, double *sizes,
+                                   const char *func)
+{
+    return after_collective(net, agree_batch_finish(net->comm, ticket, sizes,
+                                                    net->opt.timeout_ms, func));
+}
+
+void net_agree_abandon(pcnn_net *net, agree_ticket *ticket)
+{
+    const pcnn_status why = net_async_status(net);
+    agree_abandon(net->comm, ticket, why != PCNN_OK ? why : PCNN_ERR_TIMEOUT);
+    after_collective(net, why);
+}
+
 pcnn_status net_complete(pcnn_net *net, int post_code, MPI_Request *req, const char *func,
                          const char *what)
 {

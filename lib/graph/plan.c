@@ -385,6 +385,7 @@ static pcnn_status plan_scratch(pcnn_net *net, const plan_ctx *p)
     net->memory_bytes += net->opt.trace_events * sizeof(trace_event);
 
     TRY(plan_gradient_slots(net));
+    TRY(step_ahead_plan(net));
     return plan_accumulation(net);
 }
 
@@ -482,6 +483,7 @@ void net_release_plan(pcnn_net *net)
     mem_free(net->grads);
     mem_free(net->workspace);
     mem_free(net->loss_scratch);
+    step_ahead_release(net);
     mem_free(net->stage_x);
     mem_free(net->stage_labels);
     mem_free(net->stage_targets);

@@ -282,7 +282,9 @@ static pcnn_status agree_unless_failed(pcnn_net *net, agree_stage stage, pcnn_st
 /* A data-parallel training step.  Three agreement points make every rank
  * fail together: after validating the local batch (which also sums the
  * batch sizes, finds this rank's first global sample, and checks that the
- * step counter and the learning rate are the same everywhere), after the
+ * step counter and the learning rate are the same everywhere; where the
+ * forward pass communicates nothing, it runs while this agreement travels
+ * and is undone if the step does not go ahead: step_ahead.c), after the
  * forward pass (which sums the loss and catches NaN on any rank) -- before
  * any parameter changes, so a failed step changes nothing -- and after the
  * update: a step returns PCNN_OK on a rank only if every rank applied the
@@ -310,15 +312,29 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
                        net->max_batch);
     const double lr = net_effective_lr(net);
     double sizes[3] = {n, 0, stop ? *stop : 0.0};
-    TRY(net_agree_batch(net, st, sizes, lr, func));
-    if (stop && (*stop = sizes[2]) > 0) return PCNN_OK; /* a callback asked: no rank steps */
+    /* Forward first where it may, while the agreement travels (step_ahead.c). */
+    const bool ahead = step_ahead_possible(net);
+    if (ahead) {
+        const int saved = blas_threads_enter();
+        st = step_ahead_forward(net, func, st, n, x, sizes, lr);
+        blas_threads_leave(saved);
+        TRY(st);
+    } else {
+        TRY(net_agree_batch(net, st, sizes, lr, func));
+    }
+    if (stop && (*stop = sizes[2]) > 0) { /* a callback asked: no rank steps */
+        if (ahead) step_ahead_undo(net);
+        return PCNN_OK;
+    }
     double global = sizes[0];
     if (spatial) {
         TRY(spatial_begin_step(net, func)); /* every rank's verdict is the same */
         global = net->spatial->batch;
     }
-    if (global < 1)
+    if (global < 1) {
+        if (ahead) step_ahead_undo(net);
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "no rank passed any sample");
+    }
     net->sample_base = (long)sizes[1];
     /* Synchronised batch norms reduce across ranks through these hooks. */
     run_reduce hooks;
@@ -330,9 +346,14 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     double loss = 0.0;
     /* No samples here (n == 0): take part in every collective all the same,
      * in the order the other ranks post them. */
-    if (n > 0 && spatial) spatial_load_input(net, n, x, box_input);
-    else if (n > 0) net_load_input(net, n, x);
-    st = spatial ? spatial_forward(net, reduce, true) : forward_pass(net, n, true, true, reduce);
+    if (ahead) st = PCNN_OK; /* done above */
+    else if (spatial) {
+        if (n > 0) spatial_load_input(net, n, x, box_input);
+        st = spatial_forward(net, reduce, true);
+    } else {
+        if (n > 0) net_load_input(net, n, x);
+        st = forward_pass(net, n, true, true, reduce);
+    }
     if (st == PCNN_OK && spatial) {
         loss = spatial_loss(net, labels, targets);
         st = numeric_check(net, func, loss);

@@ -117,22 +117,14 @@ static const double *record_of(const pcnn_comm *c, int q)
     return c->records + AGREE_RECORD * (size_t)(q + 1);
 }
 
-static pcnn_status share_records(pcnn_comm *c, long timeout_ms, const char *func)
-{
-    MPI_Request req;
-    const int code = MPI_Iallgather(my_record(c), AGREE_RECORD, MPI_DOUBLE, c->records + AGREE_RECORD,
-                                    AGREE_RECORD, MPI_DOUBLE, c->comm, &req);
-    return comm_complete(c, code, &req, timeout_ms, func, "MPI_Allgather (agreement)");
-}
-
 static bool is_fatal(pcnn_status st) { return st == PCNN_ERR_TIMEOUT || st == PCNN_ERR_MPI; }
 
-/* Post this rank's record, gather everyone's, and judge them alike on
- * every rank (see parallel.h). */
-static pcnn_status exchange_records(pcnn_comm *c, agree_stage stage, pcnn_status local,
-                                    const double *values, int count, long timeout_ms,
-                                    const char *func)
+/* Fill this rank's record and post the all-gather of every rank's. */
+static pcnn_status post_records(pcnn_comm *c, agree_stage stage, pcnn_status local,
+                                const double *values, int count, const char *func,
+                                agree_ticket *t)
 {
+    *t = (agree_ticket){.local = local};
     if (count > AGREE_MAX_VALUES)
         return error_set(PCNN_ERR_INTERNAL, func, "an agreement of %d values", count);
     TRY(comm_check_usable(c, func));
@@ -141,7 +133,20 @@ static pcnn_status exchange_records(pcnn_comm *c, agree_stage stage, pcnn_status
     mine[0] = point_of(func, (int)stage);
     mine[1] = (double)local;
     for (int i = 0; i < AGREE_MAX_VALUES; i++) mine[2 + i] = i < count && values ? values[i] : 0.0;
-    TRY(share_records(c, timeout_ms, func));
+    t->code = MPI_Iallgather(my_record(c), AGREE_RECORD, MPI_DOUBLE, c->records + AGREE_RECORD,
+                             AGREE_RECORD, MPI_DOUBLE, c->comm, &t->req);
+    t->posted = true;
+    return PCNN_OK;
+}
+
+/* Wait for the records a ticket posted, and judge them alike on every rank
+ * (see parallel.h). */
+static pcnn_status finish_records(pcnn_comm *c, agree_ticket *t, long timeout_ms,
+                                  const char *func)
+{
+    if (!t->posted) return error_set(PCNN_ERR_INTERNAL, func, "an agreement never posted");
+    t->posted = false;
+    TRY(comm_complete(c, t->code, &t->req, timeout_ms, func, "MPI_Allgather (agreement)"));
     for (int q = 0; q < c->size; q++)
         if (record_of(c, q)[0] != record_of(c, 0)[0]) {
             char first[80], other[80];
@@ -157,12 +162,29 @@ static pcnn_status exchange_records(pcnn_comm *c, agree_stage stage, pcnn_status
         failed += s != PCNN_OK;
         if (q != c->rank && is_fatal(s) && c->peer_failed == PCNN_OK) c->peer_failed = s;
     }
-    if (local != PCNN_OK) return local; /* keep this rank's own message */
+    if (t->local != PCNN_OK) return t->local; /* keep this rank's own message */
     if (failed)
         return error_set(PCNN_ERR_REMOTE, func, "%d other rank(s) failed; this rank (%d) did not%s",
                          failed, c->rank, c->peer_failed != PCNN_OK ? " (a network on another "
                          "rank failed: this rank's network is aborted as well)" : "");
     return PCNN_OK;
+}
+
+/* Post this rank's record, gather everyone's, and judge them. */
+static pcnn_status exchange_records(pcnn_comm *c, agree_stage stage, pcnn_status local,
+                                    const double *values, int count, long timeout_ms,
+                                    const char *func)
+{
+    agree_ticket t;
+    TRY(post_records(c, stage, local, values, count, func, &t));
+    return finish_records(c, &t, timeout_ms, func);
+}
+
+void agree_abandon(pcnn_comm *c, agree_ticket *t, pcnn_status why)
+{
+    if (!t->posted) return;
+    t->posted = false;
+    give_up(c, why); /* MPI keeps the request and may still write the records */
 }
 
 pcnn_status agree_sum(pcnn_comm *c, agree_stage stage, pcnn_status local, double *values,
@@ -197,11 +219,17 @@ static int first_differing(const pcnn_comm *c, int i)
     return -1;
 }
 
-pcnn_status agree_batch(pcnn_comm *c, pcnn_status local, double *sizes, uint64_t step,
-                        double lr, long timeout_ms, const char *func)
+pcnn_status agree_batch_post(pcnn_comm *c, pcnn_status local, const double *sizes, uint64_t step,
+                             double lr, const char *func, agree_ticket *t)
 {
     const double mine[4] = {sizes[0], (double)step, lr, sizes[2]};
-    TRY(exchange_records(c, AGREE_STEP_BATCH, local, mine, 4, timeout_ms, func));
+    return post_records(c, AGREE_STEP_BATCH, local, mine, 4, func, t);
+}
+
+pcnn_status agree_batch_finish(pcnn_comm *c, agree_ticket *t, double *sizes, long timeout_ms,
+                               const char *func)
+{
+    TRY(finish_records(c, t, timeout_ms, func));
     double total = 0.0, below = 0.0, stops = 0.0;
     for (int q = 0; q < c->size; q++) {
         const double n = record_of(c, q)[2];
@@ -228,6 +256,14 @@ pcnn_status agree_batch(pcnn_comm *c, pcnn_status local, double *sizes, uint64_t
     sizes[1] = below;
     sizes[2] = stops;
     return PCNN_OK;
+}
+
+pcnn_status agree_batch(pcnn_comm *c, pcnn_status local, double *sizes, uint64_t step,
+                        double lr, long timeout_ms, const char *func)
+{
+    agree_ticket t;
+    TRY(agree_batch_post(c, local, sizes, step, lr, func, &t));
+    return agree_batch_finish(c, &t, sizes, timeout_ms, func);
 }
 
 /* ------------------------------------------------------------------ */

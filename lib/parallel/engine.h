@@ -50,8 +50,11 @@ typedef struct engine engine;
 
 /* Start an engine on `comm` (which it does not own).  core >= 0 pins the
  * communication thread to that core.  capacity bounds the requests in
- * flight at once. */
-pcnn_status engine_create(engine **out, engine_kind kind, MPI_Comm comm, int capacity, int core);
+ * flight at once.  pause_ns > 0: the thread shares its cores with compute
+ * and sleeps that long between two tests of a request, except while the
+ * main thread waits for one. */
+pcnn_status engine_create(engine **out, engine_kind kind, MPI_Comm comm, int capacity, int core,
+                          long pause_ns);
 /* Stop the thread and free.  A healthy engine first waits for everything
  * posted; an aborted one (engine_abort, or a collective that failed or
  * timed out) waits for nothing.  Returns true when collectives were left in

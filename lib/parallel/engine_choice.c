@@ -7,7 +7,8 @@
 #include "../core/error.h"
 #include "../strategy/exchange_choice.h"
 
-bool engine_vote_thread(const pcnn_comm *c, int requested, int threads, char *why, size_t size)
+bool engine_vote_thread(const pcnn_comm *c, int requested, int threads, bool *shares_core,
+                        char *why, size_t size)
 {
     cpu_set_t set;
     const engine_inputs in = {
@@ -16,7 +17,9 @@ bool engine_vote_thread(const pcnn_comm *c, int requested, int threads, char *wh
         .ranks_on_node = c->ranks_on_node,
         .compute_threads = threads,
         .usable_cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1,
+        .partners_off_node = c->size > c->ranks_on_node,
     };
+    *shares_core = exchange_engine_shares_core(&in);
     return exchange_engine_choose(&in, why, size) == EXCHANGE_ENGINE_THREAD;
 }
 

@@ -13,9 +13,12 @@
 #include "parallel.h"
 
 /* requested: PCNN_OPT_ENGINE (0 automatic, 1 thread, 2 nonblocking).
- * True when this rank would host the communication thread; why receives
- * the reason.  Local. */
-bool engine_vote_thread(const pcnn_comm *c, int requested, int threads, char *why, size_t size);
+ * True when this rank would host the communication thread; *shares_core
+ * says whether that thread would share its cores with compute threads (it
+ * then pauses between tests instead of busy-polling); why receives the
+ * reason.  Local. */
+bool engine_vote_thread(const pcnn_comm *c, int requested, int threads, bool *shares_core,
+                        char *why, size_t size);
 
 /* The engine of every rank, from the number of ranks that voted for the
  * thread: the thread only when all did.  UNSUPPORTED when the thread was

@@ -8,6 +8,7 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../strategy/exchange_choice.h"
+#include "../strategy/thresholds.h"
 #include "engine_choice.h"
 #include "exchange_strategy.h"
 
@@ -165,7 +166,8 @@ bool exchange_abandon(exchange *x)
 bool exchange_engine_vote(exchange *x)
 {
     if (x->ranks == 1) return false;
-    x->vote_thread = engine_vote_thread(x->comm, x->setup.engine, x->setup.threads, x->engine_why,
+    x->vote_thread = engine_vote_thread(x->comm, x->setup.engine, x->setup.threads,
+                                        &x->thread_shares_core, x->engine_why,
                                         sizeof x->engine_why);
     return x->vote_thread;
 }
@@ -196,7 +198,11 @@ pcnn_status exchange_start(exchange *x, int thread_votes)
     TRY(duplicate(x));
     MPI_Comm_set_errhandler(x->mpi, MPI_ERRORS_RETURN);
     for (int k = 0; k < x->num_buckets; k++) x->buckets[k].ops->prepare(x, &x->buckets[k]);
-    return engine_create(&x->engine, kind, x->mpi, 3 * x->num_buckets + 2, x->setup.comm_core);
+    const long pause_ns = x->thread_shares_core && x->setup.comm_core < 0
+                              ? 1000L * strategy_table.engine_poll_pause_us
+                              : 0;
+    return engine_create(&x->engine, kind, x->mpi, 3 * x->num_buckets + 2, x->setup.comm_core,
+                         pause_ns);
 }
 
 size_t exchange_state_count(const exchange *x) { return x->state_count; }
@@ -301,6 +307,15 @@ void exchange_begin_step(exchange *x)
 }
 
 bool exchange_step_active(const exchange *x) { return x->step_active; }
+
+bool exchange_forward_posts(const exchange *x)
+{
+    for (int k = 0; x->setup.overlap && k < x->num_buckets; k++) {
+        const exchange_ops *ops = x->buckets[k].ops;
+        if (ops->after_forward || ops->begin_step) return true;
+    }
+    return false;
+}
 
 /* The bucket whose hooks a layer's step events reach (NULL: none). */
 static bucket *active_bucket(exchange *x, int layer)

@@ -78,8 +78,9 @@ struct exchange {
     bool has_mpi;              /* (a zeroed MPI_Comm is not MPI_COMM_NULL in MPICH) */
     bool dup_given_up;         /* MPI may still write `mpi`: x is never freed */
     engine *engine;            /* NULL on one rank */
-    char engine_why[96];       /* the engine choice's reason */
+    char engine_why[160];      /* the engine choice's reason */
     bool vote_thread;          /* this rank would host the communication thread */
+    bool thread_shares_core;   /* ... on cores its compute threads use */
     bool step_active;          /* a parallel training step is in progress */
     size_t state_count;
     uint64_t bytes_per_step;

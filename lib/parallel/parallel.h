@@ -108,6 +108,25 @@ pcnn_status agree_sum(pcnn_comm *c, agree_stage stage, pcnn_status local, double
 pcnn_status agree_batch(pcnn_comm *c, pcnn_status local, double *sizes, uint64_t step,
                         double lr, long timeout_ms, const char *func);
 
+/* The same agreement in two halves, so that a step can compute while the
+ * records travel (graph/step_ahead.c): agree_batch_post posts this rank's
+ * record (it fails only without posting: a communicator already unusable),
+ * agree_batch_finish waits for every rank's and returns what agree_batch
+ * returns.  Nothing else may use c between the two.  agree_abandon gives
+ * up on a posted ticket without waiting (its network failed meanwhile):
+ * the communicator is then marked failed with `why`, as a timeout marks it. */
+typedef struct agree_ticket {
+    MPI_Request req;
+    int code;          /* what posting returned */
+    pcnn_status local; /* this rank's status, kept for its own message */
+    bool posted;
+} agree_ticket;
+pcnn_status agree_batch_post(pcnn_comm *c, pcnn_status local, const double *sizes, uint64_t step,
+                             double lr, const char *func, agree_ticket *t);
+pcnn_status agree_batch_finish(pcnn_comm *c, agree_ticket *t, double *sizes, long timeout_ms,
+                               const char *func);
+void agree_abandon(pcnn_comm *c, agree_ticket *t, pcnn_status why);
+
 /* Where two ranks' words first differ (agree_words). */
 typedef struct word_difference {
     int index;          /* the first word that is not equal on every rank */

@@ -21,12 +21,23 @@ bool exchange_fc_preferred(int features, int outputs, int global_batch, int rank
     return fc < reduce;
 }
 
+static long cores_needed(const engine_inputs *in)
+{
+    return (long)in->ranks_on_node * (in->compute_threads + strategy_table.engine_thread_cores);
+}
+
+bool exchange_engine_shares_core(const engine_inputs *in)
+{
+    return cores_needed(in) > in->usable_cores;
+}
+
 exchange_engine exchange_engine_choose(const engine_inputs *in, char *reason, size_t size)
 {
     const int comm = strategy_table.engine_thread_cores;
-    const long needed = (long)in->ranks_on_node * (in->compute_threads + comm);
+    const long needed = cores_needed(in);
     const char *why = NULL;
     exchange_engine e = EXCHANGE_ENGINE_NONBLOCKING;
+    bool sharing = false;
     if (in->requested == 2)
         why = "nonblocking (requested)";
     else if (!in->thread_multiple)
@@ -35,9 +46,16 @@ exchange_engine exchange_engine_choose(const engine_inputs *in, char *reason, si
         e = EXCHANGE_ENGINE_THREAD, why = "thread (requested)";
     else if (needed <= in->usable_cores)
         e = EXCHANGE_ENGINE_THREAD;
+    else if (in->partners_off_node)
+        e = EXCHANGE_ENGINE_THREAD, sharing = true;
     if (!reason) return e;
     if (why)
         snprintf(reason, size, "%s", why);
+    else if (sharing)
+        snprintf(reason, size, "thread sharing the cores, polling every %d us (partners on "
+                 "other nodes; %d ranks x (%d + %d) threads > %d cores)",
+                 strategy_table.engine_poll_pause_us, in->ranks_on_node, in->compute_threads,
+                 comm, in->usable_cores);
     else
         snprintf(reason, size, "%s (%d ranks x (%d + %d) threads %s %d cores)",
                  e == EXCHANGE_ENGINE_THREAD ? "thread" : "nonblocking", in->ranks_on_node,

@@ -32,15 +32,23 @@ typedef struct engine_inputs {
     int ranks_on_node;    /* ranks sharing this node's cores (>= 1) */
     int compute_threads;  /* each rank's compute threads */
     int usable_cores;     /* cores this rank may run on (its affinity mask) */
+    bool partners_off_node; /* some ranks of the communicator are on other nodes */
 } engine_inputs;
 
 /* This rank's engine: the thread when asked for or, automatically, when
  * every rank on the node has a core for it (strategy_table's
- * engine_thread_cores); never without MPI_THREAD_MULTIPLE.  Blocking and
+ * engine_thread_cores), or when partners are on other nodes: data crosses
+ * a network only while some thread drives MPI, so the nonblocking engine
+ * would leave the link idle inside every layer; the thread then shares the
+ * cores and pauses between tests (exchange_engine_shares_core).  Never
+ * without MPI_THREAD_MULTIPLE.  Blocking and
  * nonblocking collectives do not match each other, so the caller agrees
  * across ranks (the thread only if every rank chose it) and fails when
  * the thread was requested but not chosen.  Fills reason (if not NULL). */
 exchange_engine exchange_engine_choose(const engine_inputs *in, char *reason, size_t size);
+/* Would a communication thread share its cores with compute threads (then
+ * it must not busy-poll)? */
+bool exchange_engine_shares_core(const engine_inputs *in);
 
 /* A run of consecutive layers whose gradients travel as one message. */
 typedef struct bucket_span {

@@ -44,4 +44,13 @@ const strategy_thresholds strategy_table = {
      * communication thread without a core of its own steals cycles from
      * compute. */
     .engine_thread_cores = 1,
+
+    /* bench/bench_parallel on 2 namespace hosts of one core each, 1 Gbit/s
+     * (commit after f3475e1): across a network link data moves only while
+     * some thread drives MPI, so the nonblocking engine leaves the link idle
+     * inside every layer (VGG-11 step 517-538 ms).  A thread that sleeps
+     * between tests keeps it busy at the cost of its wake-ups: 20 us 503-557
+     * ms (compute +50 %), 100 us 484, 250 us 440-453, 500 us 438-470, 1 ms
+     * 485 (the socket buffers drain between tests). */
+    .engine_poll_pause_us = 250,
 };

@@ -48,6 +48,9 @@ typedef struct strategy_thresholds {
      * rank on the node has its compute threads plus engine_thread_cores
      * cores of its own. */
     int engine_thread_cores;
+    /* A communication thread that shares its cores with compute (partners
+     * on other nodes) pauses this long between two MPI_Test. */
+    int engine_poll_pause_us;
 } strategy_thresholds;
 
 /* The table (thresholds.c). */

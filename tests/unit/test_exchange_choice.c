@@ -108,7 +108,8 @@ static void engine_rule(void)
             for (int local = 1; local <= 8; local++)
                 for (int threads = 1; threads <= 16; threads++)
                     for (int cores = 1; cores <= 64; cores++) {
-                        const engine_inputs in = {requested, multiple, local, threads, cores};
+                        const engine_inputs in = {requested, multiple, local, threads, cores,
+                                                  false};
                         char why[96] = "";
                         const exchange_engine e = exchange_engine_choose(&in, why, sizeof why);
                         const bool old = old_thread_ok(requested, multiple, local, threads, cores);
@@ -123,7 +124,7 @@ static void engine_rule(void)
            threads_chosen, nonblocking);
 
     char why[96];
-    engine_inputs in = {0, true, 2, 1, 4};
+    engine_inputs in = {0, true, 2, 1, 4, false};
     EXPECT(exchange_engine_choose(&in, why, sizeof why) == EXCHANGE_ENGINE_THREAD &&
                strcmp(why, "thread (2 ranks x (1 + 1) threads <= 4 cores)") == 0,
            "2 ranks x 1 thread on 4 cores: \"%s\"", why);
@@ -138,9 +139,34 @@ static void engine_rule(void)
     EXPECT(exchange_engine_choose(&in, why, sizeof why) == EXCHANGE_ENGINE_NONBLOCKING &&
                strcmp(why, "nonblocking (no MPI_THREAD_MULTIPLE)") == 0,
            "requested thread without MPI_THREAD_MULTIPLE: \"%s\"", why);
-    in = (engine_inputs){2, true, 1, 1, 64};
+    in = (engine_inputs){2, true, 1, 1, 64, false};
     EXPECT(exchange_engine_choose(&in, NULL, 0) == EXCHANGE_ENGINE_NONBLOCKING,
            "requested nonblocking");
+
+    /* Partners on other nodes: a thread on shared cores (pausing between
+     * tests) rather than a link idle inside every layer. */
+    char why_long[160];
+    in = (engine_inputs){0, true, 1, 1, 1, true};
+    EXPECT(exchange_engine_choose(&in, why_long, sizeof why_long) == EXCHANGE_ENGINE_THREAD &&
+               exchange_engine_shares_core(&in) &&
+               strncmp(why_long, "thread sharing the cores, polling every", 39) == 0 &&
+               strstr(why_long, "1 ranks x (1 + 1) threads > 1 cores") != NULL,
+           "1 rank x 1 thread on 1 core, partners off node: \"%s\"", why_long);
+    in.usable_cores = 2;
+    EXPECT(exchange_engine_choose(&in, why_long, sizeof why_long) == EXCHANGE_ENGINE_THREAD &&
+               !exchange_engine_shares_core(&in) &&
+               strcmp(why_long, "thread (1 ranks x (1 + 1) threads <= 2 cores)") == 0,
+           "a core for the thread: it busy-polls: \"%s\"", why_long);
+    in = (engine_inputs){0, false, 1, 1, 1, true};
+    EXPECT(exchange_engine_choose(&in, NULL, 0) == EXCHANGE_ENGINE_NONBLOCKING,
+           "partners off node without MPI_THREAD_MULTIPLE");
+    in = (engine_inputs){2, true, 1, 1, 1, true};
+    EXPECT(exchange_engine_choose(&in, NULL, 0) == EXCHANGE_ENGINE_NONBLOCKING,
+           "partners off node, nonblocking requested");
+    in = (engine_inputs){0, true, 2, 1, 2, false};
+    EXPECT(exchange_engine_choose(&in, NULL, 0) == EXCHANGE_ENGINE_NONBLOCKING &&
+               exchange_engine_shares_core(&in),
+           "one node, no spare core: nonblocking as before");
 }
 
 /* ---- Buckets. ---- */
