@@ -381,7 +381,7 @@ static void fit_within(const perf_calib_config *c, double share, double per_step
                        perf_calib_config *fit)
 {
     *fit = *c;
-    if (per_step <= 0) return; /* not measured yet: the first fit runs as asked */
+    if (per_step <= 0) return; /* not measured yet: the first fit (one member, fit_all) */
     const double steps = share / per_step; /* over all members */
     if (steps >= (double)c->members * c->steps) return;
     fit->members = (int)(steps / c->steps);
