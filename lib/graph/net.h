@@ -126,6 +126,8 @@ pcnn_status net_forward(pcnn_net *net, int n, bool train, bool update_stats);
 double net_loss(pcnn_net *net, int n, const int32_t *labels, const float *targets,
                 double norm_samples, bool want_grad);
 void net_backward(pcnn_net *net, int n, bool want_input_grad);
+/* The training forward pass (statistics updated) of layers [from, to). */
+pcnn_status net_forward_layers(pcnn_net *net, int n, int from, int to);
 
 /* Release everything finalize allocated, after stopping the exchange (also
  * rolls back a failed finalize). */
@@ -191,15 +193,16 @@ pcnn_status net_sync_checked(pcnn_net *net, pcnn_status st);
 
 /* A data-parallel step's forward pass while its batch agreement travels
  * (graph/step_ahead.c).
- *   step_ahead_possible  the forward pass posts no collective (no
- *                        distribution, synchronised batch norm or FC
- *                        gradient overlapped): it may run before the
- *                        agreement completes.
+ *   step_ahead_possible  no distribution or synchronised batch norm, and
+ *                        the first layers' forward pass posts nothing: it
+ *                        may run before the agreement completes.
  *   step_ahead_forward   post the agreement (sizes, lr and local as for
  *                        net_agree_batch), run the forward pass of this
- *                        rank's n samples (none when local failed), finish
- *                        the agreement into sizes; on failure nothing of
- *                        the step remains.
+ *                        rank's n samples (none when local failed) up to
+ *                        the first layer that posts a collective (*rest
+ *                        receives it: the caller runs the rest after
+ *                        begin_step), finish the agreement into sizes; on
+ *                        failure nothing of the step remains.
  *   step_ahead_undo      put back what the forward pass changed (batch
  *                        norm's running statistics), for a step that then
  *                        does not go ahead.
@@ -208,7 +211,7 @@ pcnn_status net_sync_checked(pcnn_net *net, pcnn_status st);
  *                        statistics. */
 bool step_ahead_possible(const pcnn_net *net);
 pcnn_status step_ahead_forward(pcnn_net *net, const char *func, pcnn_status local, int n,
-                               const float *x, double *sizes, double lr);
+                               const float *x, double *sizes, double lr, int *rest);
 void step_ahead_undo(pcnn_net *net);
 pcnn_status step_ahead_plan(pcnn_net *net);
 void step_ahead_release(pcnn_net *net);

@@ -42,15 +42,15 @@ static bool joins_reductions(const pcnn_layer *l, const run_reduce *reduce)
 /* Before each layer, wait for the parameters of the previous step's
  * exchange that this layer needs, and no others (seed 001 section 4.4).
  * A rank without samples (n == 0) only meets the exchange and the
- * reductions. */
-static pcnn_status forward_pass(pcnn_net *net, int n, bool train, bool update_stats,
-                                const run_reduce *reduce)
+ * reductions.  Layers [from, to). */
+static pcnn_status forward_range(pcnn_net *net, int n, int from, int to, bool train,
+                                 bool update_stats, const run_reduce *reduce)
 {
     run_ctx ctx = make_ctx(net, n, train, update_stats, reduce);
     run_ctx idle = ctx;
     idle.n = 0;
     pcnn_status st = PCNN_OK;
-    for (int i = 1; i < net->layers.count; i++) {
+    for (int i = from > 1 ? from : 1; i < to && i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
         if (st == PCNN_OK) {
             st = exchange_before_forward(net->exchange, i);
@@ -73,9 +73,20 @@ static pcnn_status forward_pass(pcnn_net *net, int n, bool train, bool update_st
     return st;
 }
 
+static pcnn_status forward_pass(pcnn_net *net, int n, bool train, bool update_stats,
+                                const run_reduce *reduce)
+{
+    return forward_range(net, n, 1, net->layers.count, train, update_stats, reduce);
+}
+
 pcnn_status net_forward(pcnn_net *net, int n, bool train, bool update_stats)
 {
     return forward_pass(net, n, train, update_stats, NULL);
+}
+
+pcnn_status net_forward_layers(pcnn_net *net, int n, int from, int to)
+{
+    return forward_range(net, n, from, to, true, true, NULL);
 }
 
 /* After each layer, hand a completed bucket of gradients to the exchange
@@ -312,11 +323,12 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
                        net->max_batch);
     const double lr = net_effective_lr(net);
     double sizes[3] = {n, 0, stop ? *stop : 0.0};
-    /* Forward first where it may, while the agreement travels (step_ahead.c). */
-    const bool ahead = step_ahead_possible(net);
-    if (ahead) {
+    /* Forward first where it may, while the agreement travels (step_ahead.c):
+     * the layers before `ahead`. */
+    int ahead = 0;
+    if (step_ahead_possible(net)) {
         const int saved = blas_threads_enter();
-        st = step_ahead_forward(net, func, st, n, x, sizes, lr);
+        st = step_ahead_forward(net, func, st, n, x, sizes, lr, &ahead);
         blas_threads_leave(saved);
         TRY(st);
     } else {
@@ -346,8 +358,9 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     double loss = 0.0;
     /* No samples here (n == 0): take part in every collective all the same,
      * in the order the other ranks post them. */
-    if (ahead) st = PCNN_OK; /* done above */
-    else if (spatial) {
+    if (ahead) { /* the rest, from the first layer that posts a collective */
+        st = forward_range(net, n, ahead, net->layers.count, true, true, NULL);
+    } else if (spatial) {
         if (n > 0) spatial_load_input(net, n, x, box_input);
         st = spatial_forward(net, reduce, true);
     } else {

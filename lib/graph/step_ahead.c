@@ -10,12 +10,14 @@
  * of a 500 ms step).  Here the agreement is posted first and finished
  * before the loss, which is the first thing that needs the global batch.
  *
- * That is sound when the forward pass posts no collective and changes
- * nothing that a step which does not go ahead must keep: no distribution
- * (halos), no synchronised batch norm (reductions), no dense layer whose
- * activations the FC gradient sends during the forward pass.  Batch norm's
- * running statistics are saved before and put back when the step does not
- * go ahead.  Dropout keys its masks by global sample, whose first index on
+ * That is sound for the layers whose forward pass posts no collective and
+ * changes nothing that a step which does not go ahead must keep: not with
+ * a distribution (halos) or synchronised batch norm (reductions), and only
+ * up to the first dense layer whose activations the FC gradient sends
+ * during the forward pass (it needs the agreed split of the batch; the
+ * rest of the forward pass follows the agreement).  Batch norm's running
+ * statistics are saved before and put back when the step does not go
+ * ahead.  Dropout keys its masks by global sample, whose first index on
  * this rank only the agreement knows: the forward pass assumes the last
  * step's and runs again if it changed. */
 #include <string.h>
@@ -30,7 +32,7 @@
 bool step_ahead_possible(const pcnn_net *net)
 {
     return net->comm && net->exchange && !net_is_spatial(net) && !net->reducer &&
-           !exchange_forward_posts(net->exchange);
+           exchange_first_posting_layer(net->exchange) > 1;
 }
 
 static bool reads_sample_base(const pcnn_net *net)
@@ -89,16 +91,18 @@ void step_ahead_undo(pcnn_net *net)
 }
 
 pcnn_status step_ahead_forward(pcnn_net *net, const char *func, pcnn_status local, int n,
-                               const float *x, double *sizes, double lr)
+                               const float *x, double *sizes, double lr, int *rest)
 {
+    const int split = exchange_first_posting_layer(net->exchange);
     agree_ticket ticket;
     TRY(net_agree_batch_post(net, local, sizes, lr, func, &ticket));
+    *rest = split;
     if (net->stats_saved) each_stats(net, save_stats);
     /* A rank whose batch is refused meets the exchange all the same. */
     const int run_n = local == PCNN_OK ? n : 0;
     const long assumed_base = net->sample_base;
     if (run_n > 0) net_load_input(net, run_n, x);
-    pcnn_status st = net_forward(net, run_n, true, true);
+    pcnn_status st = net_forward_layers(net, run_n, 1, split);
     if (st != PCNN_OK) {
         /* The exchange gave up (its network is aborted): do not wait a
          * second time for partners that did not answer. */
@@ -111,7 +115,7 @@ pcnn_status step_ahead_forward(pcnn_net *net, const char *func, pcnn_status loca
         step_ahead_undo(net);
         net->sample_base = (long)sizes[1];
         net_load_input(net, run_n, x);
-        st = net_forward(net, run_n, true, true); /* its parameters have arrived: cannot fail */
+        st = net_forward_layers(net, run_n, 1, split); /* parameters arrived: cannot fail */
     }
     if (st != PCNN_OK) step_ahead_undo(net);
     return st;

@@ -308,13 +308,11 @@ void exchange_begin_step(exchange *x)
 
 bool exchange_step_active(const exchange *x) { return x->step_active; }
 
-bool exchange_forward_posts(const exchange *x)
+int exchange_first_posting_layer(const exchange *x)
 {
-    for (int k = 0; x->setup.overlap && k < x->num_buckets; k++) {
-        const exchange_ops *ops = x->buckets[k].ops;
-        if (ops->after_forward || ops->begin_step) return true;
-    }
-    return false;
+    for (int k = 0; x->setup.overlap && k < x->num_buckets; k++)
+        if (x->buckets[k].ops->after_forward) return x->buckets[k].first_layer;
+    return x->setup.num_layers;
 }
 
 /* The bucket whose hooks a layer's step events reach (NULL: none). */
@@ -358,8 +356,9 @@ static bool reductions_arrived(exchange *x, bucket *b)
 
 void exchange_poll(exchange *x)
 {
-    if (!x->step_active || !x->setup.overlap) return;
-    engine_progress(x->engine);
+    if (!x->engine || !x->setup.overlap) return;
+    engine_progress(x->engine); /* also the last step's all-gathers, before begin_step */
+    if (!x->step_active) return;
     for (int k = x->num_buckets - 1; k >= 0; k--) {
         bucket *b = &x->buckets[k];
         if (!b->reduce_posted || b->updated) continue;

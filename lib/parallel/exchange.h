@@ -111,10 +111,11 @@ size_t exchange_state_count_of(const exchange *x, int rank);
  * strategy:
  *   exchange_begin_step     before the forward pass of a parallel step,
  *                           after the batch agreement (the split of the
- *                           batch is in the communicator).  When
- *                           exchange_forward_posts is false, the forward
- *                           pass may run before it: its hooks then only
- *                           wait for the previous step's parameters.
+ *                           batch is in the communicator).  The layers
+ *                           before exchange_first_posting_layer may run
+ *                           their forward pass before it: their hooks
+ *                           then only wait for the previous step's
+ *                           parameters.
  *   exchange_before_forward before a layer's forward pass: wait for that
  *                           layer's parameters from the previous step.
  *   exchange_after_forward  after a layer's forward pass (the FC gradient
@@ -135,9 +136,9 @@ size_t exchange_state_count_of(const exchange *x, int rank);
  */
 void exchange_begin_step(exchange *x);
 bool exchange_step_active(const exchange *x);
-/* Does a step's forward pass post collectives (the FC gradient's
- * activations, with overlap)? */
-bool exchange_forward_posts(const exchange *x);
+/* The first layer whose forward pass posts a collective (the FC
+ * gradient's activations, with overlap), or num_layers: none does. */
+int exchange_first_posting_layer(const exchange *x);
 pcnn_status exchange_before_forward(exchange *x, int layer);
 void exchange_after_forward(exchange *x, int layer);
 void exchange_before_backward(exchange *x, int layer);

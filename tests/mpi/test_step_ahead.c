@@ -19,12 +19,14 @@
 
 enum { C = 2, H = 7, W = 7, SAMPLE = C * H * W, CLASSES = 3, MAX_SHARE = 3 };
 
-/* conv(2->4, k3, p1) [batchnorm] relu dropout(0.3) dense(->3); *bn
- * receives the batch norm (NULL: none).  Batch norm's statistics are this
+/* conv(2->4, k3, p1) [batchnorm] relu dropout(0.3) dense(->3), the dense
+ * layer on the FC gradient if fc (its activations are sent during the
+ * forward pass, which then finishes after the agreement); *bn receives
+ * the batch norm (NULL: none).  Batch norm's statistics are this
  * rank's (not synchronised: a reduction in the forward pass would keep the
  * step from running ahead), so only the network without it trains as one
  * process does. */
-static pcnn_net *build(pcnn_comm *comm, int max_batch, bool with_bn, pcnn_layer **bn)
+static pcnn_net *build(pcnn_comm *comm, int max_batch, bool with_bn, bool fc, pcnn_layer **bn)
 {
     pcnn_net *net;
     pcnn_layer *l;
@@ -39,6 +41,7 @@ static pcnn_net *build(pcnn_comm *comm, int max_batch, bool with_bn, pcnn_layer 
     CK(pcnn_relu(net, l, &l));
     CK(pcnn_dropout(net, l, 0.3f, &l));
     CK(pcnn_dense(net, l, CLASSES, 1, &l));
+    if (fc) CK(pcnn_layer_set_exchange(l, PCNN_EXCHANGE_FC_GRADIENT));
     CK(pcnn_net_set_loss(net, l, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
     CK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_MOMENTUM));
     CK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, 0.1));
@@ -106,37 +109,41 @@ int main(int argc, char **argv)
     CK(pcnn_comm_create(MPI_COMM_WORLD, &comm));
     const int max_global = MAX_SHARE * ranks;
     pcnn_layer *bn_par, *bn_seq;
-    pcnn_net *par = build(comm, max_global, false, &bn_par);
-    pcnn_net *seq = build(NULL, max_global, false, &bn_seq);
+    pcnn_net *par, *seq;
     float *x = malloc(sizeof(float) * (size_t)max_global * SAMPLE);
     int32_t *y = malloc(sizeof(int32_t) * (size_t)max_global);
     char what[200];
-    double worst = 0.0;
-    for (int step = 0; step < 6; step++) {
-        int global = 0, first = 0;
-        for (int q = 0; q < ranks; q++) {
-            if (q == rank) first = global;
-            global += share(step, q);
+    for (int fc = 0; fc <= 1; fc++) {
+        par = build(comm, max_global, false, fc, &bn_par);
+        seq = build(NULL, max_global, false, fc, &bn_seq);
+        double worst = 0.0;
+        for (int step = 0; step < 6; step++) {
+            int global = 0, first = 0;
+            for (int q = 0; q < ranks; q++) {
+                if (q == rank) first = global;
+                global += share(step, q);
+            }
+            make_batch(step, global, x, y);
+            float lp, ls;
+            CK(pcnn_net_train_step(par, share(step, rank), x + (size_t)first * SAMPLE, y + first,
+                                   NULL, &lp));
+            CK(pcnn_net_train_step(seq, global, x, y, NULL, &ls));
+            state a = snapshot(par, bn_par), b = snapshot(seq, bn_seq);
+            worst = fmax(worst, fmax(rel_diff(a, b), fabs((double)lp - ls) / fabs((double)ls)));
+            free(a.v);
+            free(b.v);
         }
-        make_batch(step, global, x, y);
-        float lp, ls;
-        CK(pcnn_net_train_step(par, share(step, rank), x + (size_t)first * SAMPLE, y + first, NULL,
-                               &lp));
-        CK(pcnn_net_train_step(seq, global, x, y, NULL, &ls));
-        state a = snapshot(par, bn_par), b = snapshot(seq, bn_seq);
-        worst = fmax(worst, fmax(rel_diff(a, b), fabs((double)lp - ls) / fabs((double)ls)));
-        free(a.v);
-        free(b.v);
+        snprintf(what, sizeof what, "shares changing every step (dropout's sample positions "
+                 "move)%s: parameters and loss equal one process, rel diff %.2e",
+                 fc ? ", FC gradient" : "", worst);
+        expect(worst < 1e-5, what);
+        CK(pcnn_net_destroy(&par));
+        CK(pcnn_net_destroy(&seq));
     }
-    snprintf(what, sizeof what, "shares changing every step (dropout's sample positions move): "
-             "parameters and loss equal one process, rel diff %.2e", worst);
-    expect(worst < 1e-5, what);
-    CK(pcnn_net_destroy(&par));
-    CK(pcnn_net_destroy(&seq));
 
     /* With batch norm, a bad label on the last rank: every rank fails, and
      * nothing changes, though the other ranks' forward passes ran. */
-    par = build(comm, max_global, true, &bn_par);
+    par = build(comm, max_global, true, false, &bn_par);
     make_batch(99, max_global, x, y);
     float loss;
     CK(pcnn_net_train_step(par, MAX_SHARE, x + (size_t)rank * MAX_SHARE * SAMPLE,
