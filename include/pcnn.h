@@ -1111,10 +1111,13 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * communication thread (fails at finalize without MPI_THREAD_MULTIPLE),
  * 2 = non-blocking collectives driven from the calling thread between
  * layers.  Automatic takes the thread when MPI provides
- * MPI_THREAD_MULTIPLE and the ranks of each node, each with its compute
- * threads plus the communication thread, fit on the cores this process
- * may use (MPICH's blocking collectives busy-poll, so a thread without a
- * core of its own slows computation down); otherwise non-blocking.
+ * MPI_THREAD_MULTIPLE and either the ranks of each node, each with its
+ * compute threads plus the communication thread, fit on the cores this
+ * process may use, or some ranks of the communicator are on other nodes
+ * (data crosses a network only while a thread drives MPI); otherwise
+ * non-blocking.  A thread without a core of its own (and not pinned with
+ * PCNN_OPT_COMM_CORE) sleeps 250 us between two tests of a collective
+ * instead of busy-polling, except while the calling thread waits for it.
  * All ranks agree on one engine.  Default 0. */
 #define PCNN_OPT_ENGINE PCNN_OPT_EXPERIMENTAL_2
 

@@ -108,8 +108,13 @@ perf_kind perf_kind_family(perf_kind kind);
  * kernel, and the share of the direct grid that is output pixels; for 3D
  * ones whether each pass runs direct (the layer's rule, lib/layers/conv3d.c),
  * the share of the vector lanes the output and input rows fill, and of the
- * output-channel blocks that are real channels.  The model adds log t0 of
- * its baseline (regressor_set.h).
+ * output-channel blocks that are real channels.  Where a kernel's time
+ * steps rather than grows smoothly, the step: for dense layers the share of
+ * 16-float vectors batch, inputs and outputs fill and whether the forward
+ * runs one sgemv per sample (lib/kernels/gemm.c); for pooling whether 2D
+ * max pooling runs its own 2x2 stride-2 kernel, and its row lengths; for
+ * element-wise layers the plane and the vectors it fills.  The model adds
+ * log t0 of its baseline (regressor_set.h).
  * Writes at most PERF_MAX_FEATURES values to out and their number to
  * *count.  Errors: INVALID_ARGUMENT (unknown kind, NULL), SHAPE (a
  * field the kind reads is out of range: sizes < 1, a window larger than

@@ -282,8 +282,9 @@ static pcnn_status elementwise_features(perf_kind family, const perf_shape *s, f
 /* Whether the dense forward (Y = W X, no transposes) runs as one sgemv per
  * sample rather than one sgemm: the rule of gemm_serial in
  * lib/kernels/gemm.c (a batch under 64 and at most 2^20 multiply-adds),
- * whose limits are private to it.  Up to 5x slower per flop than the GEMM
- * just past the limit, a step the other features do not locate. */
+ * whose limits are private to it, as it applies on one thread (with more,
+ * gemm splits larger products first).  Several times slower per flop than
+ * the GEMM just past the limit: a step the other features do not locate. */
 static bool dense_forward_by_gemv(const perf_shape *s)
 {
     return s->batch < 64 && (double)s->cout * s->batch * s->cin <= (double)(1 << 20);
