@@ -15,7 +15,8 @@
  * (6: past the steps in which each overlapped layer times itself with and
  * without overlap and keeps the faster),
  * the library's forward/backward/communication per step, and the memory of
- * rank 0's plan (pcnn_net_memory_bytes).  The runs of the issue:
+ * rank 0's plan (pcnn_net_memory_bytes, and its activations part).  The runs
+ * of the issue:
  *
  *   B=build/bench/spatial_bench; E="env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"
  *   $E mpiexec.mpich -n 1 $B plane 5 --threads 1      # 1 rank x 1 thread
@@ -191,17 +192,19 @@ int main(int argc, char **argv)
     CHECK(pcnn_net_time(net, -1, PCNN_TIME_BACKWARD, &bwd));
     CHECK(pcnn_net_time(net, -1, PCNN_TIME_COMM, &comm_s));
     CHECK(pcnn_net_time(net, -1, PCNN_TIME_EXPOSED, &exposed));
-    size_t bytes;
+    size_t bytes, activations;
     CHECK(pcnn_net_memory_bytes(net, &bytes));
+    CHECK(pcnn_net_memory_part(net, PCNN_MEMORY_ACTIVATIONS, &activations));
     if (rank == 0)
         printf("{\"model\": \"%s\", \"size\": %d, \"batch\": %d, \"ranks\": %d, \"threads\": %d, "
                "\"parts\": [%d, %d, %d, %d], \"median_s\": %.6f, \"min_s\": %.6f, "
                "\"forward_s\": %.6f, \"backward_s\": %.6f, \"comm_s\": %.6f, "
                "\"exposed_s\": %.6f, \"halo_s\": %.6f, \"halo_exposed_s\": %.6f, "
-               "\"shuffle_s\": %.6f, \"memory_bytes_rank0\": %zu}\n",
+               "\"shuffle_s\": %.6f, \"memory_bytes_rank0\": %zu, "
+               "\"activation_bytes_rank0\": %zu}\n",
                model, size, batch, ranks, threads, parts[0], parts[1], parts[2], parts[3],
                times[iters / 2], times[0], fwd, bwd, comm_s, exposed, halo, halo_exposed,
-               shuffle, bytes);
+               shuffle, bytes, activations);
     if (report && rank == 0) { /* rank 0's per-layer breakdown */
         static char text[1 << 16];
         size_t needed;

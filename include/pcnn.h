@@ -464,11 +464,33 @@ PCNN_API pcnn_status pcnn_net_train_epoch(pcnn_net *net, const pcnn_dataset *dat
                                           double *mean_loss);
 
 /* Counts, after finalize: trainable parameters, floats of one output sample,
- * and the bytes of memory the network holds (parameters, gradients,
- * optimizer state, activations, workspaces). */
+ * and the bytes of memory the network holds on this rank (parameters,
+ * gradients, optimizer state, activations, workspaces, communication
+ * buffers: the sum of the parts below). */
 PCNN_API pcnn_status pcnn_net_num_params(const pcnn_net *net, size_t *count);
 PCNN_API pcnn_status pcnn_net_output_size(const pcnn_net *net, size_t *count);
 PCNN_API pcnn_status pcnn_net_memory_bytes(const pcnn_net *net, size_t *bytes);
+
+/* The parts of pcnn_net_memory_bytes. */
+typedef enum pcnn_memory_part {
+    PCNN_MEMORY_PARAMETERS = 0,    /* parameters and their gradients */
+    PCNN_MEMORY_OPTIMIZER = 1,     /* optimizer state (this rank's slices of it) */
+    PCNN_MEMORY_ACTIVATIONS = 2,   /* layer outputs, and the gradients flowing
+                                      back through them */
+    PCNN_MEMORY_WORKSPACE = 3,     /* convolution workspaces, kept im2col
+                                      matrices, layers' own buffers, loss
+                                      scratch, input staging, the trace */
+    PCNN_MEMORY_COMMUNICATION = 4  /* exchange, halo, shuffle and reduction
+                                      buffers */
+} pcnn_memory_part;
+#define PCNN_MEMORY_PARTS 5
+
+/* After finalize: *bytes receives the bytes of one part of the memory the
+ * network holds on this rank (with a distribution, activations shrink with
+ * this rank's box).  PCNN_ERR_INVALID_ARGUMENT for a part outside
+ * [0, PCNN_MEMORY_PARTS). */
+PCNN_API pcnn_status pcnn_net_memory_part(const pcnn_net *net, pcnn_memory_part part,
+                                          size_t *bytes);
 
 /* Copy all trainable parameters (or their gradients from the last backward
  * pass) into buf, layer by layer in order of addition, each layer in

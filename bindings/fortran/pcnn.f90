@@ -74,6 +74,13 @@ module pcnn
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_13 = 30
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_14 = 31
 
+  ! enum pcnn_memory_part
+  integer(c_int), parameter :: PCNN_MEMORY_PARAMETERS = 0
+  integer(c_int), parameter :: PCNN_MEMORY_OPTIMIZER = 1
+  integer(c_int), parameter :: PCNN_MEMORY_ACTIVATIONS = 2
+  integer(c_int), parameter :: PCNN_MEMORY_WORKSPACE = 3
+  integer(c_int), parameter :: PCNN_MEMORY_COMMUNICATION = 4
+
   ! enum pcnn_exchange
   integer(c_int), parameter :: PCNN_EXCHANGE_ALLREDUCE = 0
   integer(c_int), parameter :: PCNN_EXCHANGE_ALLTOALL_ALLGATHER = 1
@@ -144,6 +151,7 @@ module pcnn
   integer(c_int), parameter :: PCNN_VERSION_PATCH = 0
   integer(c_int), parameter :: PCNN_HEADER_VERSION_NUMBER = (PCNN_VERSION_MAJOR * 10000 + &
       PCNN_VERSION_MINOR * 100 + PCNN_VERSION_PATCH)
+  integer(c_int), parameter :: PCNN_MEMORY_PARTS = 5
   integer(c_int), parameter :: PCNN_SCHED_EVENT_INTERVAL_FOUND = 1
   integer(c_int), parameter :: PCNN_SCHED_EVENT_BATCH_GREW = 2
   integer(c_int), parameter :: PCNN_SCHED_EVENT_LR_DECAYED = 4
@@ -470,6 +478,13 @@ module pcnn
       integer(c_size_t), optional :: bytes
       integer(c_int) :: pcnn_net_memory_bytes
     end function pcnn_net_memory_bytes
+    function pcnn_net_memory_part(net, part, bytes) bind(c, name='pcnn_net_memory_part')
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: net
+      integer(c_int), value :: part
+      integer(c_size_t), optional :: bytes
+      integer(c_int) :: pcnn_net_memory_part
+    end function pcnn_net_memory_part
     function pcnn_net_get_params(net, buf, count) bind(c, name='pcnn_net_get_params')
       import :: c_float, c_int, c_ptr, c_size_t
       type(c_ptr), value :: net

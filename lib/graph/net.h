@@ -89,7 +89,8 @@ struct pcnn_net {
     float *stage_x;       /* one batch staged from a dataset (NCHW) */
     int32_t *stage_labels;
     float *stage_targets;
-    size_t memory_bytes;
+    size_t memory_bytes;  /* the sum of memory_part (net_count_memory) */
+    size_t memory_part[PCNN_MEMORY_PARTS];
 
     int last_backward_n;  /* batch size of the last backward (input grad) */
     struct spatial *spatial; /* distributions (graph/spatial.h); NULL: none set */
@@ -108,6 +109,13 @@ struct pcnn_net {
     void (*plan_record_release)(void *);
     net_planner planner;  /* a client's planner (graph.h); ctx NULL: none */
 };
+
+/* Count bytes the plan allocated toward the total and one part of it. */
+static inline void net_count_memory(pcnn_net *net, pcnn_memory_part part, size_t bytes)
+{
+    net->memory_bytes += bytes;
+    net->memory_part[part] += bytes;
+}
 
 /* The network a layer belongs to: its list is that network's `layers`. */
 static inline pcnn_net *net_of_layer(const pcnn_layer *l)

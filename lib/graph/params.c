@@ -34,6 +34,18 @@ PCNN_API pcnn_status pcnn_net_memory_bytes(const pcnn_net *net, size_t *bytes)
     return PCNN_OK;
 }
 
+PCNN_API pcnn_status pcnn_net_memory_part(const pcnn_net *net, pcnn_memory_part part,
+                                          size_t *bytes)
+{
+    API_ENTRY();
+    TRY(net_check_ready(net, __func__));
+    REQUIRE((int)part >= 0 && (int)part < PCNN_MEMORY_PARTS, PCNN_ERR_INVALID_ARGUMENT,
+            "part %d: must be in [0, %d) (pcnn_memory_part)", (int)part, PCNN_MEMORY_PARTS);
+    REQUIRE_PTR(bytes);
+    *bytes = net->memory_part[part];
+    return PCNN_OK;
+}
+
 /* Parameters may still be in flight from the last overlapped step: wait
  * for them before anyone reads or writes them.  (The schedule state is not
  * part of the network's value, hence the cast.) */

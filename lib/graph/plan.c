@@ -104,7 +104,7 @@ static pcnn_status plan_gradient_slots(pcnn_net *net)
             st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "gradient buffer of %zu floats", slot_size[s]);
             goto done;
         }
-        net->memory_bytes += slot_size[s] * sizeof(float);
+        net_count_memory(net, PCNN_MEMORY_ACTIVATIONS, slot_size[s] * sizeof(float));
     }
     for (int k = 0; k < count; k++)
         net->layers.items[iv[k].layer]->dy = net->grad_slots[slot_of[iv[k].layer]];
@@ -309,7 +309,7 @@ static pcnn_status plan_parameters(pcnn_net *net, const plan_ctx *p)
     net->grads = mem_alloc_floats(total);
     if (!net->params || !net->grads)
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "%zu parameters and their gradients", total);
-    net->memory_bytes += 2 * total * sizeof(float);
+    net_count_memory(net, PCNN_MEMORY_PARAMETERS, 2 * total * sizeof(float));
     for (int i = 0; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
         l->params = net->params + l->param_offset;
@@ -325,9 +325,9 @@ static pcnn_status plan_optimizer(pcnn_net *net, const plan_ctx *p)
 {
     (void)p;
     TRY(plan_exchange(net));
-    net->memory_bytes += exchange_memory_bytes(net->exchange);
+    net_count_memory(net, PCNN_MEMORY_COMMUNICATION, exchange_memory_bytes(net->exchange));
     TRY(optim_state_alloc(&net->optim, net->optimizer, exchange_state_count(net->exchange)));
-    net->memory_bytes += optim_state_bytes(&net->optim);
+    net_count_memory(net, PCNN_MEMORY_OPTIMIZER, optim_state_bytes(&net->optim));
     return PCNN_OK;
 }
 
@@ -342,7 +342,7 @@ static pcnn_status plan_activations(pcnn_net *net, const plan_ctx *p)
             size_t count = spatial_layer_floats(net, l);
             l->y = mem_alloc_floats(count);
             if (!l->y) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "activations of layer %d", i);
-            net->memory_bytes += count * sizeof(float);
+            net_count_memory(net, PCNN_MEMORY_ACTIVATIONS, count * sizeof(float));
         }
         if (!spatial_runs_original(net, l)) continue; /* its twin's buffers: spatial_plan */
         if (l->ops->setup) TRY(l->ops->setup(l, p));
@@ -350,11 +350,11 @@ static pcnn_status plan_activations(pcnn_net *net, const plan_ctx *p)
             size_t w = l->ops->workspace_floats(l, p);
             if (w > workspace) workspace = w;
         }
-        net->memory_bytes += l->buffer_bytes;
+        net_count_memory(net, PCNN_MEMORY_WORKSPACE, l->buffer_bytes);
     }
     net->workspace = mem_alloc_floats(workspace);
     if (!net->workspace) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "workspace of %zu floats", workspace);
-    net->memory_bytes += workspace * sizeof(float);
+    net_count_memory(net, PCNN_MEMORY_WORKSPACE, workspace * sizeof(float));
     return PCNN_OK;
 }
 
@@ -369,7 +369,7 @@ static pcnn_status plan_scratch(pcnn_net *net, const plan_ctx *p)
     if ((size_t)net->output->out.c > scratch) scratch = (size_t)net->output->out.c;
     net->loss_scratch = mem_alloc(scratch * sizeof(double));
     if (!net->loss_scratch) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "loss scratch");
-    net->memory_bytes += scratch * sizeof(double);
+    net_count_memory(net, PCNN_MEMORY_WORKSPACE, scratch * sizeof(double));
 
     /* A spatial network stages only this rank's box of the input. */
     const size_t in_floats = spatial_layer_floats(net, net->layers.items[0]);
@@ -379,10 +379,10 @@ static pcnn_status plan_scratch(pcnn_net *net, const plan_ctx *p)
     net->stage_targets = mem_alloc_floats(net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY ? 0 : out_floats);
     if (!net->stage_x || !net->stage_labels || !net->stage_targets)
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "staging buffers for %d samples", max_batch);
-    net->memory_bytes += (in_floats + out_floats) * sizeof(float);
+    net_count_memory(net, PCNN_MEMORY_WORKSPACE, (in_floats + out_floats) * sizeof(float));
 
     TRY(profile_alloc(&net->profile, &net->layers, net->opt.trace_events));
-    net->memory_bytes += net->opt.trace_events * sizeof(trace_event);
+    net_count_memory(net, PCNN_MEMORY_WORKSPACE, net->opt.trace_events * sizeof(trace_event));
 
     TRY(plan_gradient_slots(net));
     TRY(step_ahead_plan(net));
@@ -494,4 +494,5 @@ void net_release_plan(pcnn_net *net)
     optim_state_free(&net->optim);
     profile_free(&net->profile);
     net->memory_bytes = 0;
+    for (int k = 0; k < PCNN_MEMORY_PARTS; k++) net->memory_part[k] = 0;
 }

@@ -97,7 +97,7 @@ typedef struct spatial {
     /* spatial_gather_output's boxes (every rank's) and staging. */
     box *gather_boxes;
     float *gather_staged;
-    size_t bytes;
+    size_t bytes[PCNN_MEMORY_PARTS]; /* what the spatial plan allocated, by part */
 
     /* This step. */
     int batch;               /* global */

@@ -341,11 +341,11 @@ static pcnn_status plan_regions(pcnn_net *net, int i, const plan_ctx *tp, size_t
         }
         g->grads = mem_alloc_floats(l->num_params);
         if (!g->grads) return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "region gradients");
-        sp->bytes += l->num_params * sizeof(float);
+        sp->bytes[PCNN_MEMORY_PARAMETERS] += l->num_params * sizeof(float);
         t->params = l->params;
         t->grads = g->grads;
         if (t->ops->setup) TRY(t->ops->setup(t, tp));
-        sp->bytes += t->buffer_bytes;
+        sp->bytes[PCNN_MEMORY_WORKSPACE] += t->buffer_bytes;
         if (t->ops->workspace_floats) {
             const size_t w = t->ops->workspace_floats(t, tp);
             if (w > *workspace) *workspace = w;
@@ -403,7 +403,7 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     t->grads = l->grads;
     if (t->ops->setup) TRY(t->ops->setup(t, &tp));
     TRY(plan_regions(net, i, &tp, workspace)); /* the border cells under overlap */
-    sp->bytes += t->buffer_bytes;
+    sp->bytes[PCNN_MEMORY_WORKSPACE] += t->buffer_bytes;
     if (t->ops->workspace_floats) {
         const size_t w = t->ops->workspace_floats(t, &tp);
         if (w > *workspace) *workspace = w;
@@ -505,7 +505,8 @@ static pcnn_status plan_gather(pcnn_net *net)
     if (!sp->gather_boxes || !sp->gather_staged)
         return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "outputs of %d samples",
                          net->max_batch);
-    sp->bytes += floats * sizeof(float) + (size_t)sp->ranks * sizeof(box);
+    sp->bytes[PCNN_MEMORY_COMMUNICATION] +=
+        floats * sizeof(float) + (size_t)sp->ranks * sizeof(box);
     return PCNN_OK;
 }
 
@@ -548,7 +549,7 @@ static pcnn_status plan_local(pcnn_net *net, const plan_ctx *p, size_t *bn_doubl
         if (!sp->dy_scratch[j])
             return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "halo gradients of %zu floats",
                              sp->dy_scratch_floats[j]);
-        sp->bytes += sp->dy_scratch_floats[j] * sizeof(float);
+        sp->bytes[PCNN_MEMORY_COMMUNICATION] += sp->dy_scratch_floats[j] * sizeof(float);
     }
     /* Moved inputs live in one buffer per input slot: each layer's only
      * during its forward, and again during its backward (moved in again
@@ -561,7 +562,7 @@ static pcnn_status plan_local(pcnn_net *net, const plan_ctx *p, size_t *bn_doubl
                              sp->in_y_floats[j]);
         /* Points that no move writes (a stride may skip them) stay finite. */
         memset(sp->in_y_shared[j], 0, sp->in_y_floats[j] * sizeof(float));
-        sp->bytes += sp->in_y_floats[j] * sizeof(float);
+        sp->bytes[PCNN_MEMORY_COMMUNICATION] += sp->in_y_floats[j] * sizeof(float);
         sp->in_y_owner[j] = -1;
     }
     for (int i = 1; i < sp->count; i++)
@@ -578,7 +579,8 @@ static pcnn_status plan_local(pcnn_net *net, const plan_ctx *p, size_t *bn_doubl
     sp->region_dy = mem_alloc_floats(sp->region_out_floats);
     if (!sp->region_x || !sp->region_dx || !sp->region_y || !sp->region_dy)
         return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "overlap buffers");
-    sp->bytes += 2 * (sp->region_in_floats + sp->region_out_floats) * sizeof(float);
+    sp->bytes[PCNN_MEMORY_COMMUNICATION] +=
+        2 * (sp->region_in_floats + sp->region_out_floats) * sizeof(float);
     for (int i = 1; i < sp->count; i++)
         for (int r = 0; r < sp->layers[i].num_regions; r++) {
             pcnn_layer *t = sp->layers[i].regions[r].twin;
@@ -592,7 +594,7 @@ static pcnn_status plan_local(pcnn_net *net, const plan_ctx *p, size_t *bn_doubl
     if (!sp->workspace)
         return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "workspace of %zu floats", workspace);
     sp->workspace_floats = workspace;
-    sp->bytes += workspace * sizeof(float);
+    sp->bytes[PCNN_MEMORY_WORKSPACE] += workspace * sizeof(float);
     TRY(plan_gather(net));
     if (most_bn > (size_t)INT_MAX / (size_t)sp->group_size)
         return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "batch-norm statistics too large");
@@ -607,7 +609,8 @@ static pcnn_status plan_collectives(pcnn_net *net, size_t most_bn, size_t move_f
     spatial *sp = net->spatial;
     pcnn_status ready = box_mover_create(net->comm, &net->opt.timeout_ms, &sp->mover);
     if (ready == PCNN_OK) ready = box_mover_reserve(sp->mover, move_floats);
-    if (ready == PCNN_OK) sp->bytes += move_floats * sizeof(float);
+    if (ready == PCNN_OK)
+        sp->bytes[PCNN_MEMORY_COMMUNICATION] += move_floats * sizeof(float);
     TRY(net_agree_sum(net, AGREE_LATER, ready, NULL, 0, FINALIZE));
     if (most_bn > 0) {
         MPI_Comm group;
@@ -618,9 +621,10 @@ static pcnn_status plan_collectives(pcnn_net *net, size_t most_bn, size_t move_f
                                               &sp->group_reducer);
         MPI_Comm_free(&group);
         TRY(st);
-        sp->bytes += reducer_bytes(sp->group_reducer);
+        sp->bytes[PCNN_MEMORY_COMMUNICATION] += reducer_bytes(sp->group_reducer);
     }
-    net->memory_bytes += sp->bytes;
+    for (int k = 0; k < PCNN_MEMORY_PARTS; k++)
+        net_count_memory(net, (pcnn_memory_part)k, sp->bytes[k]);
     return PCNN_OK;
 }
 
@@ -688,7 +692,7 @@ void spatial_release(pcnn_net *net)
     mem_free(sp->fixed_count);
     sp->group_start = sp->group_count = sp->fixed_start = sp->fixed_count = NULL;
     sp->active = false;
-    sp->bytes = 0;
+    for (int k = 0; k < PCNN_MEMORY_PARTS; k++) sp->bytes[k] = 0;
     sp->passes = 0;
     sp->overlap_decided = false;
 }

@@ -75,7 +75,7 @@ pcnn_status step_ahead_plan(pcnn_net *net)
     net->stats_saved = mem_alloc_floats(count);
     if (!net->stats_saved)
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "a copy of %zu running statistics", count);
-    net->memory_bytes += count * sizeof(float);
+    net_count_memory(net, PCNN_MEMORY_WORKSPACE, count * sizeof(float));
     return PCNN_OK;
 }
 

@@ -29,7 +29,7 @@ pcnn_status net_sync_start(pcnn_net *net)
         return FAIL(PCNN_ERR_UNSUPPORTED, "batch-norm statistics of %zu doubles from %d ranks "
                     "do not fit one MPI message", most, net->comm->size);
     TRY(reducer_create(net->comm, (int)most, &net->opt.timeout_ms, &net->reducer));
-    net->memory_bytes += reducer_bytes(net->reducer);
+    net_count_memory(net, PCNN_MEMORY_COMMUNICATION, reducer_bytes(net->reducer));
     return PCNN_OK;
 }
 

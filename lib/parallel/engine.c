@@ -71,7 +71,8 @@ static int start_nonblocking(MPI_Comm comm, request *r)
 static void pause_between_tests(engine *e)
 {
     if (e->pause_ns <= 0 || atomic_load_explicit(&e->waiting, memory_order_relaxed) > 0) return;
-    struct timespec ts = {.tv_sec = e->pause_ns / 1000000000L, .tv_nsec = e->pause_ns % 1000000000L};
+    const struct timespec ts = {.tv_sec = e->pause_ns / 1000000000L,
+                                .tv_nsec = e->pause_ns % 1000000000L};
     nanosleep(&ts, NULL);
 }
 

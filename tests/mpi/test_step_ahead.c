@@ -97,7 +97,10 @@ static double rel_diff(state a, state b)
     return worst / scale;
 }
 
-static bool same_bits(state a, state b) { return a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof(float)); }
+static bool same_bits(state a, state b)
+{
+    return a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof(float));
+}
 
 int main(int argc, char **argv)
 {

@@ -79,6 +79,7 @@ PROTOTYPES = [
     ("pcnn_net_num_params", STATUS, (H, pZ)),
     ("pcnn_net_output_size", STATUS, (H, pZ)),
     ("pcnn_net_memory_bytes", STATUS, (H, pZ)),
+    ("pcnn_net_memory_part", STATUS, (H, E, pZ)),
     ("pcnn_net_get_params", STATUS, (H, H, Z)),
     ("pcnn_net_set_params", STATUS, (H, H, Z)),
     ("pcnn_net_get_grads", STATUS, (H, H, Z)),

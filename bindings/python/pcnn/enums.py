@@ -95,6 +95,14 @@ class Time(enum.IntEnum):
     SHUFFLE = 8
 
 
+class MemoryPart(enum.IntEnum):
+    PARAMETERS = 0
+    OPTIMIZER = 1
+    ACTIVATIONS = 2
+    WORKSPACE = 3
+    COMMUNICATION = 4
+
+
 class LogLevel(enum.IntEnum):
     INFO = 0
     WARNING = 1
@@ -166,6 +174,7 @@ C_PREFIX = {
     "pcnn_option": (Option, "PCNN_OPT_"),
     "pcnn_exchange": (Exchange, "PCNN_EXCHANGE_"),
     "pcnn_time": (Time, "PCNN_TIME_"),
+    "pcnn_memory_part": (MemoryPart, "PCNN_MEMORY_"),
     "pcnn_log_level": (LogLevel, "PCNN_LOG_"),
     "pcnn_sched_lr_rule": (SchedLrRule, "PCNN_SCHED_LR_"),
     "pcnn_sched_option": (SchedOption, "PCNN_SCHED_"),

@@ -17,7 +17,7 @@ from ._args import path as _path
 from ._handle import Handle, new_handle
 from .comm import Comm
 from .dataset import Dataset
-from .enums import Exchange, Init, Loss, Optimizer, Option, Time, coerce
+from .enums import Exchange, Init, Loss, MemoryPart, Optimizer, Option, Time, coerce
 from .errors import InvalidArgumentError, InvalidStateError, ShapeError
 
 Evaluation = collections.namedtuple("Evaluation", "loss accuracy")
@@ -709,6 +709,19 @@ class Net(Handle):
     @property
     def memory_bytes(self):
         return self._counted("pcnn_net_memory_bytes")
+
+    @property
+    def memory_parts(self):
+        """The bytes of memory_bytes by part (pcnn_net_memory_part), as a dict
+        keyed by MemoryPart names in lower case: parameters (and gradients),
+        optimizer (state, this rank's slices), activations (and their
+        gradients), workspace, communication."""
+        parts = {}
+        for part in MemoryPart:
+            n = c_size_t()
+            self._lib.pcnn_net_memory_part(self._handle(), int(part), byref(n))
+            parts[part.name.lower()] = n.value
+        return parts
 
     def _counted(self, fn):
         n = c_size_t()

@@ -212,3 +212,11 @@ def test_library_cannot_be_switched_once_in_use(tmp_path):
     other.write_bytes(b"")
     with pytest.raises(pcnn.LibraryError, match="already in use"):
         pcnn.load_library(str(other))
+
+
+def test_memory_parts_add_up(net):
+    parts = net.memory_parts
+    assert list(parts) == [p.name.lower() for p in pcnn.MemoryPart]
+    assert sum(parts.values()) == net.memory_bytes
+    assert parts["parameters"] == 2 * 4 * net.num_params
+    assert parts["activations"] > 0 and parts["communication"] == 0
