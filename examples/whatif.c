@@ -57,7 +57,7 @@ static int parse(int argc, char **argv, options *o)
     snprintf(o->models, sizeof o->models, "resnet20,vgg11,cosmoflow");
     snprintf(o->links, sizeof o->links, "1,10,100");
     snprintf(o->csv, sizeof o->csv, "whatif.csv");
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
         if (!v) return -1;
@@ -71,7 +71,6 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(a, "--alpha-us")) o->alpha_us = atof(v);
         else if (!strcmp(a, "--warmup")) o->warmup = atoi(v);
         else return -1;
-        i++;
     }
     return o->max_ranks >= 1 && o->budget > 0 && o->batch >= 0 && o->warmup >= 0 ? 0 : -1;
 }
