@@ -66,8 +66,7 @@ static int start_nonblocking(MPI_Comm comm, request *r)
     return MPI_ERR_OTHER;
 }
 
-/* Start r and poll it until it completes or the engine is aborted.  Returns
- * the MPI code; *left is set when r was abandoned in flight. */
+/* A thread on shared cores sleeps between two tests (see struct engine). */
 static void pause_between_tests(engine *e)
 {
     if (e->pause_ns <= 0 || atomic_load_explicit(&e->waiting, memory_order_relaxed) > 0) return;
@@ -76,6 +75,8 @@ static void pause_between_tests(engine *e)
     nanosleep(&ts, NULL);
 }
 
+/* Start r and poll it until it completes or the engine is aborted.  Returns
+ * the MPI code; *left is set when r was abandoned in flight. */
 static int run_polled(engine *e, request *r, bool *left)
 {
     int code = start_nonblocking(e->comm, r), flag = 0;
