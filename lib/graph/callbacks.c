@@ -69,7 +69,7 @@ void net_log_choices(const pcnn_net *net)
 {
     if (!net->log_callback) return;
     if (net->comm && net->comm->size > 1 && net->opt.engine == 0 &&
-        exchange_active_engine(net->exchange) != 1)
+        (exchange_active_engine(net->exchange) != 1 || exchange_thread_pauses(net->exchange)))
         net_log(net, PCNN_LOG_INFO, "progress engine chosen automatically: %s",
                 exchange_engine_reason(net->exchange));
     log_conv_fallbacks(net);

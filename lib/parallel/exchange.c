@@ -189,6 +189,13 @@ static pcnn_status duplicate(exchange *x)
     return PCNN_OK;
 }
 
+/* A communication thread here would share its cores with compute (not
+ * pinned to one of its own with PCNN_OPT_COMM_CORE). */
+static bool unpinned_on_shared_cores(const exchange *x)
+{
+    return x->thread_shares_core && x->setup.comm_core < 0;
+}
+
 pcnn_status exchange_start(exchange *x, int thread_votes)
 {
     if (x->ranks == 1) return PCNN_OK;
@@ -198,7 +205,7 @@ pcnn_status exchange_start(exchange *x, int thread_votes)
     TRY(duplicate(x));
     MPI_Comm_set_errhandler(x->mpi, MPI_ERRORS_RETURN);
     for (int k = 0; k < x->num_buckets; k++) x->buckets[k].ops->prepare(x, &x->buckets[k]);
-    const long pause_ns = x->thread_shares_core && x->setup.comm_core < 0
+    const long pause_ns = unpinned_on_shared_cores(x)
                               ? 1000L * strategy_table.engine_poll_pause_us
                               : 0;
     return engine_create(&x->engine, kind, x->mpi, 3 * x->num_buckets + 2, x->setup.comm_core,
@@ -214,6 +221,11 @@ int exchange_active_engine(const exchange *x)
 }
 
 const char *exchange_engine_reason(const exchange *x) { return x->engine_why; }
+
+bool exchange_thread_pauses(const exchange *x)
+{
+    return x->engine && engine_get_kind(x->engine) == ENGINE_THREAD && unpinned_on_shared_cores(x);
+}
 int exchange_num_buckets(const exchange *x) { return x->num_buckets; }
 
 int exchange_kind_of_layer(const exchange *x, int layer)

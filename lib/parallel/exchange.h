@@ -98,6 +98,8 @@ uint64_t exchange_bytes_per_step(const exchange *x); /* sent by this rank (§4.2
 size_t exchange_memory_bytes(const exchange *x);
 int exchange_active_engine(const exchange *x);     /* 0 none, 1 thread, 2 nonblocking */
 const char *exchange_engine_reason(const exchange *x); /* "" on one rank */
+/* Does the communication thread share its cores, pausing between tests? */
+bool exchange_thread_pauses(const exchange *x);
 int exchange_num_buckets(const exchange *x);
 /* The exchange PCNN_EXCHANGE_* a layer's bucket uses, or -1 without parameters. */
 int exchange_kind_of_layer(const exchange *x, int layer);
