@@ -125,8 +125,20 @@ pcnn_status plan_share(pcnn_net *net, pcnn_status st, plan_record *r, int (*part
     const pcnn_status all = net_agree(net, st, func);
     if (st == PCNN_OK && all != PCNN_OK) st = all;
     if (st != PCNN_OK) return st;
-    if (MPI_Bcast(parts, L * LAYOUT_DIMS, MPI_INT, 0, comm->comm) != MPI_SUCCESS)
-        return error_set(PCNN_ERR_MPI, func, "broadcasting the plan failed");
+    /* Broadcast from a buffer of its own: one given up stays MPI's. */
+    int *sent = mem_alloc((size_t)L * LAYOUT_DIMS * sizeof *sent);
+    st = net_agree(net, sent ? PCNN_OK : error_set(PCNN_ERR_OUT_OF_MEMORY, func, "the plan"),
+                   func);
+    if (st != PCNN_OK) {
+        mem_free(sent);
+        return st;
+    }
+    memcpy(sent, parts, (size_t)L * LAYOUT_DIMS * sizeof *sent);
+    MPI_Request req;
+    const int code = MPI_Ibcast(sent, L * LAYOUT_DIMS, MPI_INT, 0, comm->comm, &req);
+    TRY(net_complete(net, code, &req, func, "MPI_Bcast (plan)"));
+    memcpy(parts, sent, (size_t)L * LAYOUT_DIMS * sizeof *sent);
+    mem_free(sent);
     for (int i = 0; i < L; i++)
         if (memcmp(parts[i], r->per[i].candidates[r->per[i].chosen].parts, sizeof parts[i]))
             for (int c = 0; c < r->per[i].count; c++)

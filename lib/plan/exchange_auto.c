@@ -88,9 +88,11 @@ static pcnn_status share_kinds(pcnn_net *net, pcnn_status st, pcnn_exchange *kin
         return st;
     }
     for (int i = 0; i < L; i++) k[i] = (int)kinds[i];
-    if (MPI_Bcast(k, L, MPI_INT, 0, comm->comm) != MPI_SUCCESS)
-        st = error_set(PCNN_ERR_MPI, func, "broadcasting the exchange plan failed");
-    for (int i = 0; st == PCNN_OK && i < L; i++) kinds[i] = (pcnn_exchange)k[i];
+    MPI_Request req;
+    const int code = MPI_Ibcast(k, L, MPI_INT, 0, comm->comm, &req);
+    st = net_complete(net, code, &req, func, "MPI_Bcast (exchange plan)");
+    if (st != PCNN_OK) return st; /* given up: k stays MPI's */
+    for (int i = 0; i < L; i++) kinds[i] = (pcnn_exchange)k[i];
     mem_free(k);
     return st;
 }
