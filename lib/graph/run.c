@@ -134,20 +134,6 @@ pcnn_status net_check_ready(const pcnn_net *net, const char *func)
     return PCNN_OK;
 }
 
-/* x * 0 is 0 for finite x and NaN for NaN or Inf; eight independent
- * lanes let the compiler vectorise the scan. */
-static bool all_finite(const float *x, size_t count)
-{
-    float lanes[8] = {0};
-    size_t i = 0;
-    for (; i + 8 <= count; i += 8)
-        for (int k = 0; k < 8; k++) lanes[k] += x[i + k] * 0.0f;
-    for (; i < count; i++) lanes[0] += x[i] * 0.0f;
-    float acc = 0.0f;
-    for (int k = 0; k < 8; k++) acc += lanes[k];
-    return acc == 0.0f;
-}
-
 /* Validate one batch of inputs and targets against the network. */
 pcnn_status net_check_batch(const pcnn_net *net, const char *func, int n, const float *x,
                             const int32_t *labels, const float *targets, bool need_targets)
@@ -167,7 +153,7 @@ pcnn_status net_check_batch_sized(const pcnn_net *net, const char *func, int n, 
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "batch of %d samples: must be in [1, %d]",
                          n, net->max_batch);
     if (!x) return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "x is NULL");
-    if (net->opt.check_numerics && !all_finite(x, in_count))
+    if (net->opt.check_numerics && !floats_finite(x, in_count))
         return error_set(PCNN_ERR_NUMERIC, func, "the input batch contains NaN or Inf");
     if (!need_targets) return PCNN_OK;
     if (net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY) {
@@ -184,7 +170,7 @@ pcnn_status net_check_batch_sized(const pcnn_net *net, const char *func, int n, 
             return error_set(PCNN_ERR_INVALID_ARGUMENT, func,
                              "targets is NULL: MSE and L1 need float targets");
         if (net->opt.check_numerics &&
-            !all_finite(targets, (size_t)n * shape_size(net->output->out)))
+            !floats_finite(targets, (size_t)n * shape_size(net->output->out)))
             return error_set(PCNN_ERR_NUMERIC, func, "the targets contain NaN or Inf");
     }
     return PCNN_OK;
@@ -315,8 +301,17 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
         in_count = (size_t)n * (size_t)net->layers.items[0]->out.c * (size_t)count[0] *
                    (size_t)count[1] * (size_t)count[2];
     }
-    pcnn_status st =
-        n == 0 ? PCNN_OK : net_check_batch_sized(net, func, n, x, in_count, labels, targets, true);
+    /* Whole samples on a spatial rank: only its box is staged, and checked
+     * as it is copied (the other ranks check theirs; the agreement below
+     * fails every rank together).  Nothing reads the staging of a step
+     * that does not go ahead. */
+    const bool stage_now = spatial && !box_input && n > 0;
+    pcnn_status st = n == 0 ? PCNN_OK
+                            : net_check_batch_sized(net, func, n, x, stage_now ? 0 : in_count,
+                                                    labels, targets, true);
+    if (st == PCNN_OK && stage_now &&
+        !spatial_load_input(net, n, x, false, net->opt.check_numerics))
+        st = error_set(PCNN_ERR_NUMERIC, func, "the input batch contains NaN or Inf");
     if (n < 0 || n > net->max_batch)
         st = error_set(PCNN_ERR_INVALID_ARGUMENT, func,
                        "local batch of %d samples: must be in [0, %d] on each rank", n,
@@ -361,7 +356,7 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     if (ahead) { /* the rest, from the first layer that posts a collective */
         st = forward_range(net, n, ahead, net->layers.count, true, true, NULL);
     } else if (spatial) {
-        if (n > 0) spatial_load_input(net, n, x, box_input);
+        if (n > 0 && !stage_now) spatial_load_input(net, n, x, box_input, false);
         st = spatial_forward(net, reduce, true);
     } else {
         if (n > 0) net_load_input(net, n, x);
@@ -478,7 +473,7 @@ PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, floa
     /* Every chunk is checked before any output is written. */
     for (int start = 0; net->opt.check_numerics && start < n; start += net->max_batch) {
         int count = n - start < net->max_batch ? n - start : net->max_batch;
-        REQUIRE(all_finite(x + (size_t)start * shape_size(in), (size_t)count * shape_size(in)),
+        REQUIRE(floats_finite(x + (size_t)start * shape_size(in), (size_t)count * shape_size(in)),
                 PCNN_ERR_NUMERIC, "samples %d..%d contain NaN or Inf", start, start + count - 1);
     }
     TRY(exchange_flush(net->exchange));
@@ -511,7 +506,7 @@ PCNN_API pcnn_status pcnn_net_predict_parallel(pcnn_net *net, int n, const float
     TRY(net_agree_batch(net, st, sizes, net_effective_lr(net), __func__));
     TRY(spatial_begin_step(net, __func__));
     int saved = blas_threads_enter();
-    spatial_load_input(net, n, x, false);
+    spatial_load_input(net, n, x, false, false);
     st = spatial_forward(net, NULL, false);
     if (st == PCNN_OK) st = spatial_gather_output(net, n, out);
     blas_threads_leave(saved);

@@ -144,7 +144,11 @@ uint64_t spatial_fingerprint(const pcnn_net *net, int i);
 
 /* A training step (spatial_run.c), between run.c's agreements. */
 pcnn_status spatial_begin_step(pcnn_net *net, const char *func);
-void spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input);
+/* Stage the step's input: this rank's box of the group's n whole samples
+ * (NCDHW), or of box_input, the box itself.  With `check`, false when the
+ * staged values are not all finite (the ranks' boxes together cover the
+ * samples, so each checks only its own). */
+bool spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input, bool check);
 pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global, bool train);
 /* After an inference forward: the group's n outputs, NCHW, into out. */
 pcnn_status spatial_gather_output(pcnn_net *net, int n, float *out);

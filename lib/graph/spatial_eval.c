@@ -70,7 +70,7 @@ pcnn_status spatial_compute(pcnn_net *net, const char *func, bool gradients, int
     run_reduce hooks;
     const run_reduce *reduce = sync_hooks(net, &hooks);
     const int saved = blas_threads_enter();
-    spatial_load_input(net, n, x, false);
+    spatial_load_input(net, n, x, false, false);
     sp->keep_stats = true; /* a training-mode pass that leaves running statistics alone */
     st = spatial_forward(net, reduce, true);
     sp->keep_stats = false;
@@ -151,7 +151,7 @@ pcnn_status spatial_evaluate(pcnn_net *net, const pcnn_dataset *d, double *sums,
         st = net_agree_batch(net, read, sizes, net_effective_lr(net), func);
         if (st == PCNN_OK) st = spatial_begin_step(net, func);
         if (st != PCNN_OK) break;
-        if (count > 0) spatial_load_input(net, count, net->stage_x, true);
+        if (count > 0) spatial_load_input(net, count, net->stage_x, true, false);
         st = spatial_checked(net, spatial_forward(net, NULL, false));
         if (st == PCNN_OK)
             head_sums(net, classify ? net->stage_labels : NULL,

@@ -360,6 +360,23 @@ static pcnn_status plan_regions(pcnn_net *net, int i, const plan_ctx *tp, size_t
     return PCNN_OK;
 }
 
+/* The input gradient of a 3D twin is wanted only where its input box
+ * (need, in the sample's coordinates) lies inside the sample: the rest is
+ * the padding staged around it, whose gradient nobody reads. */
+static void want_dx_in_sample(pcnn_layer *t, const pcnn_layer *l, const box *need)
+{
+    const shape s = l->inputs[0]->out;
+    const int dims[3] = {LAYOUT_D, LAYOUT_H, LAYOUT_W}, size[3] = {s.d, s.h, s.w};
+    int lo[3], ext[3];
+    for (int k = 0; k < 3; k++) {
+        const int a = need->lo[dims[k]], b = need->hi[dims[k]];
+        const int first = a > 0 ? a : 0, end = b < size[k] ? b : size[k];
+        lo[k] = first - a;
+        ext[k] = end - first;
+    }
+    conv3d_want_dx_box(t, lo, ext);
+}
+
 static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *workspace)
 {
     spatial *sp = net->spatial;
@@ -369,8 +386,10 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     const box mine = static_box(net, sl, l, sp->rank);
     shape in[2];
     size_t need_vol[2] = {0, 0};
+    box need0 = mine;
     for (int j = 0; j < l->num_inputs; j++) {
         const box nb = need_box(sl, l, j, &mine);
+        if (j == 0) need0 = nb;
         in[j] = (shape){l->inputs[j]->out.c, box_extent(&nb, LAYOUT_D), box_extent(&nb, LAYOUT_H),
                         box_extent(&nb, LAYOUT_W)};
         need_vol[j] = shape_size(in[j]);
@@ -392,9 +411,11 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     }
     plan_ctx tp = *p;
     tp.max_batch = max_samples(net, sl);
-    if (strcmp(t->ops->kind, "conv3d") == 0) /* bands where the original does */
+    if (strcmp(t->ops->kind, "conv3d") == 0) { /* bands where the original does */
         conv3d_share_col_budget(t, (double)tp.max_batch * (double)shape_size(t->out) /
                                        ((double)net->max_batch * (double)shape_size(l->out)));
+        want_dx_in_sample(t, l, &need0);
+    }
     for (int k = 0; k < sl->twin_list.count; k++) {
         pcnn_layer *x = sl->twin_list.items[k];
         if (x->ops->decide) x->ops->decide(x, &tp);
@@ -633,6 +654,11 @@ pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p)
     if (!net_is_spatial(net)) return PCNN_OK;
     size_t most_bn = 0, move_floats = 0;
     pcnn_status st = plan_local(net, p, &most_bn);
+    /* Each box's D, H, W before the first step sets its samples: the
+     * input is staged before the step's agreement (run.c). */
+    for (int i = 0; st == PCNN_OK && i < net->spatial->count; i++)
+        net->spatial->layers[i].mine =
+            static_box(net, &net->spatial->layers[i], net->layers.items[i], net->spatial->rank);
     if (st == PCNN_OK && net->comm) st = spatial_move_floats(net, &move_floats);
     if (!net->comm) return st;
     /* No rank goes on to the collectives unless every rank planned. */

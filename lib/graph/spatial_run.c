@@ -128,7 +128,7 @@ static size_t box_points(const box *b)
            (size_t)box_extent(b, LAYOUT_W);
 }
 
-void spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input)
+bool spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input, bool check)
 {
     const spatial *sp = net->spatial;
     pcnn_layer *in = net->layers.items[0];
@@ -136,14 +136,17 @@ void spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input)
     const int c = in->out.c;
     if (box_input) {
         nchw_to_cnhw(x, in->y, n, c, box_points(b), net->threads);
-        return;
+        return !check || floats_finite(in->y, (size_t)n * (size_t)c * box_points(b));
     }
-    /* The group's whole samples, NCDHW: copy this rank's rows. */
+    /* The group's whole samples, NCDHW: copy this rank's rows, each checked
+     * while it is in cache. */
     const shape s = in->out;
     const int bd = box_extent(b, LAYOUT_D), bh = box_extent(b, LAYOUT_H),
               bw = box_extent(b, LAYOUT_W);
     const long rows = (long)n * c * bd * bh;
-#pragma omp parallel for num_threads(net->threads) if (rows * bw > 32768) schedule(static)
+    int finite = 1;
+#pragma omp parallel for num_threads(net->threads) if (rows * bw > 32768) schedule(static) \
+    reduction(&& : finite)
     for (long r = 0; r < rows; r++) {
         long t = r;
         const int h = (int)(t % bh);
@@ -158,7 +161,9 @@ void spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input)
         float *dst = in->y + ((((size_t)ch * (size_t)n + (size_t)i) * (size_t)bd + (size_t)d) *
                                   (size_t)bh + (size_t)h) * (size_t)bw;
         memcpy(dst, src, (size_t)bw * sizeof(float));
+        if (check) finite = finite && floats_finite(dst, (size_t)bw);
     }
+    return finite;
 }
 
 /* Group reductions of a split batch norm (layers/layer.h run_reduce). */

@@ -131,6 +131,10 @@ void vol_direct_forward(const float *x, const vol_shape *g, const float *packed,
 void row_sums(const float *x, size_t rows, size_t n, float *out, int threads);
 void fill_rows(float *x, size_t rows, size_t n, const float *values, int threads);
 
+/* Are all count values finite?  x * 0 is 0 for finite x and NaN for NaN or
+ * Inf; eight independent lanes let the compiler vectorise the scan. */
+bool floats_finite(const float *x, size_t count);
+
 /* Layout conversions between the public NCHW and the internal CNHW:
  * nchw_to_cnhw: dst[(c*N+n)*S + s] = src[(n*C+c)*S + s]; and back. */
 void nchw_to_cnhw(const float *src, float *dst, int n, int c, size_t spatial, int threads);

@@ -1,6 +1,7 @@
-/* Layout conversions between the public NCHW and the internal CNHW, and a
- * plain copy-or-accumulate.  All are pure data movement: each output element
- * is written by exactly one thread. */
+/* Layout conversions between the public NCHW and the internal CNHW, a
+ * plain copy-or-accumulate, and the finite check of what is staged.  The
+ * conversions are pure data movement: each output element is written by
+ * exactly one thread. */
 #include <string.h>
 
 #include "kernels.h"
@@ -92,4 +93,16 @@ void copy_or_add(const float *x, float *y, size_t n, bool accumulate, int thread
     if (!accumulate && x == y) return;
     copy_args a = {x, y};
     parallel_for(n, 16, n, threads, accumulate ? add_range : copy_range, &a);
+}
+
+bool floats_finite(const float *x, size_t count)
+{
+    float lanes[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= count; i += 8)
+        for (int k = 0; k < 8; k++) lanes[k] += x[i + k] * 0.0f;
+    for (; i < count; i++) lanes[0] += x[i] * 0.0f;
+    float acc = 0.0f;
+    for (int k = 0; k < 8; k++) acc += lanes[k];
+    return acc == 0.0f;
 }

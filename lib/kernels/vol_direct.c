@@ -52,27 +52,38 @@ size_t vol_direct_packed_floats(int cout, int cin, int k)
 
 bool vol_direct_available(void) { return cpu_has_avx512(); }
 
+/* xp[z][y][x] = x[z + off[0]][y + off[1]][x + off[2]] over xp's dims ext,
+ * zero where that leaves x (g's d, h, w). */
 typedef struct pad_call {
     const vol_shape *g;
     const float *x;
     float *xp;
+    int off[3], ext[3];
 } pad_call;
+
+static int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* Units: (channel, sample) volumes, each written whole (zeros included). */
 static void pad_range(void *arg, size_t u0, size_t u1)
 {
     const pad_call *a = arg;
     const vol_shape *g = a->g;
-    const int p = g->pad, dp = g->d + 2 * p, hp = g->h + 2 * p, wp = g->w + 2 * p;
-    const size_t vin = (size_t)g->d * g->h * g->w, vp = (size_t)dp * hp * wp;
+    const int *o = a->off, *e = a->ext;
+    const size_t vin = (size_t)g->d * g->h * g->w, vp = (size_t)e[0] * e[1] * e[2];
+    /* The window's points that read x, per dimension. */
+    const int z0 = clamp_int(-o[0], 0, e[0]), z1 = clamp_int(g->d - o[0], z0, e[0]);
+    const int y0 = clamp_int(-o[1], 0, e[1]), y1 = clamp_int(g->h - o[1], y0, e[1]);
+    const int x0 = clamp_int(-o[2], 0, e[2]), x1 = clamp_int(g->w - o[2], x0, e[2]);
     for (size_t u = u0; u < u1; u++) {
         const float *src = a->x + u * vin;
         float *dst = a->xp + u * vp;
         memset(dst, 0, vp * sizeof *dst);
-        for (int z = 0; z < g->d; z++)
-            for (int y = 0; y < g->h; y++)
-                memcpy(dst + (((size_t)(z + p) * hp) + (size_t)(y + p)) * wp + p,
-                       src + ((size_t)z * g->h + y) * g->w, (size_t)g->w * sizeof *dst);
+        for (int z = z0; z < z1; z++)
+            for (int y = y0; y < y1; y++)
+                memcpy(dst + ((size_t)z * e[1] + (size_t)y) * e[2] + x0,
+                       src + ((size_t)(z + o[0]) * g->h + (size_t)(y + o[1])) * g->w +
+                           (x0 + o[2]),
+                       (size_t)(x1 - x0) * sizeof *dst);
     }
 }
 
@@ -231,11 +242,19 @@ TARGET static void fwd_range(void *arg, size_t u0, size_t u1)
     }
 }
 
+void vol_direct_pad_window(const float *x, const vol_shape *g, const int off[3],
+                           const int ext[3], float *xp, int threads)
+{
+    pad_call pc = {g, x, xp, {off[0], off[1], off[2]}, {ext[0], ext[1], ext[2]}};
+    const size_t vols = (size_t)g->c * g->n;
+    parallel_for(vols, 1, vols * (size_t)ext[0] * ext[1] * ext[2], threads, pad_range, &pc);
+}
+
 void vol_direct_pad(const float *x, const vol_shape *g, float *xp, int threads)
 {
-    pad_call pc = {g, x, xp};
-    const size_t vols = (size_t)g->c * g->n;
-    parallel_for(vols, 1, vol_direct_pad_floats(g), threads, pad_range, &pc);
+    const int p = g->pad;
+    const int off[3] = {-p, -p, -p}, ext[3] = {g->d + 2 * p, g->h + 2 * p, g->w + 2 * p};
+    vol_direct_pad_window(x, g, off, ext, xp, threads);
 }
 
 void vol_direct_convolve(const float *xp, const vol_shape *g, const float *packed, int cout,
@@ -290,6 +309,12 @@ void vol_direct_forward(const float *x, const vol_shape *g, const float *packed,
 void vol_direct_pad(const float *x, const vol_shape *g, float *xp, int threads)
 {
     (void)x, (void)g, (void)xp, (void)threads;
+}
+
+void vol_direct_pad_window(const float *x, const vol_shape *g, const int off[3],
+                           const int ext[3], float *xp, int threads)
+{
+    (void)x, (void)g, (void)off, (void)ext, (void)xp, (void)threads;
 }
 
 void vol_direct_convolve(const float *xp, const vol_shape *g, const float *packed, int cout,

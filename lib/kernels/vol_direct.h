@@ -14,6 +14,12 @@
 /* xp (vol_direct_pad_floats(g)) = x zero-padded by g->pad on every side. */
 void vol_direct_pad(const float *x, const vol_shape *g, float *xp, int threads);
 
+/* A window of x padded with zeros: xp[z][y][x] = x[z + off[0]][y + off[1]]
+ * [x + off[2]] (0 outside x's d, h, w) for the ext[0] x ext[1] x ext[2]
+ * points of each (channel, sample) volume. */
+void vol_direct_pad_window(const float *x, const vol_shape *g, const int off[3],
+                           const int ext[3], float *xp, int threads);
+
 /* y = conv(xp) + bias (bias may be NULL), or y += conv(xp) when accumulate
  * (bias unused), for xp made by vol_direct_pad and weights packed by
  * vol_direct_pack (or vol_direct_pack_flipped) for cout outputs. */
@@ -37,6 +43,16 @@ void vol_direct_pack_flipped(const float *w, int cout, int cin, int k, float *pa
  * (vol_direct_pad_floats of the adjoint geometry). */
 void vol_direct_backward_data(const float *dy, const vol_shape *g, const float *packed_flipped,
                               int cout, float *dyp, float *dx, bool accumulate, int threads);
+
+/* dx = or += the input gradient on a box of the input only (lo, ext over D,
+ * H, W); dx outside the box is left as it is.  Through scratch
+ * (vol_direct_box_scratch_floats): a spatial split's twin needs no
+ * gradient on the padding staged around its box. */
+size_t vol_direct_box_scratch_floats(const vol_shape *g, int cout, const int ext[3]);
+void vol_direct_backward_data_box(const float *dy, const vol_shape *g,
+                                  const float *packed_flipped, int cout, const int lo[3],
+                                  const int ext[3], float *scratch, float *dx, bool accumulate,
+                                  int threads);
 
 /* ---- weight gradient (vol_direct_wgrad.c) --------------------------------
  * dW[co][ci][t] = sum over the batch's output positions of dY[co] times x

@@ -28,6 +28,12 @@ bool conv3d_keeps_col(const pcnn_layer *l);
  * takes that share of the vol2col budget, before it decides: so it bands
  * (and keeps no col) where the original does, on share of its memory. */
 void conv3d_share_col_budget(pcnn_layer *l, double share);
+/* A 3D convolution's twin whose input gradient is wanted on a box of its
+ * input only (lo, ext over D, H, W; the rest is padding staged around the
+ * rank's box): set before it decides; a direct dx then computes that box
+ * alone and leaves the rest of dx as it was.  A box outside the input is
+ * ignored. */
+void conv3d_want_dx_box(pcnn_layer *l, const int lo[3], const int ext[3]);
 
 /* Dropout on one rank's box of a spatial split (the original layer runs:
  * its masks are keyed by each point's index in the whole sample, so they

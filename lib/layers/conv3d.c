@@ -22,7 +22,10 @@
  * run any of its three passes without the vol2col matrix -- forward, dW
  * (per-lane sums over the output positions) and dx (a forward convolution
  * of dY with the kernel flipped and transposed) -- each chosen on its own
- * (direct_passes).  A direct dW needs no col at all, banded or not. */
+ * (direct_passes).  A direct dW needs no col at all, banded or not.  A
+ * spatial split's twin, whose input is its box staged with the halo and
+ * the padding around it, wants dx only inside the sample
+ * (conv3d_want_dx_box): the direct dx then computes only that box. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,6 +51,9 @@ typedef struct conv3d_priv {
     float *packed;  /* the forward's packed weights */
     float *flipped; /* dx's packed weights, flipped and transposed */
     double budget_share; /* of the col budget (conv3d_share_col_budget); 0: all */
+    bool dx_box_set;     /* dx is wanted on this box of the input only */
+    int dx_lo[3], dx_ext[3];
+    bool dx_on_box;      /* ... and the direct dx computes only it */
 } conv3d_priv;
 
 /* The network's vol2col budget in floats (layers.h). */
@@ -125,6 +131,14 @@ static direct_passes direct_choice(const conv3d_priv *p, const plan_ctx *pc)
     return d;
 }
 
+/* A direct dx on the wanted box alone, where one is set that leaves out
+ * part of the input and has rows the kernel takes (as direct_choice). */
+static bool dx_on_box(const conv3d_priv *p, direct_passes d)
+{
+    if (!d.dx || !p->dx_box_set || p->dx_ext[2] < 4) return false;
+    return p->dx_ext[0] < p->d || p->dx_ext[1] < p->h || p->dx_ext[2] < p->w;
+}
+
 /* The workspace holds col (when not kept) and dcol, one after the other,
  * or one band's col then dcol; the direct passes' padded x, or padded x
  * and dW's lanes, or padded dY, whichever pass needs most. */
@@ -147,7 +161,8 @@ static size_t conv3d_workspace(const pcnn_layer *l, const plan_ctx *pc)
     }
     if (d.dx) {
         const vol_shape t = vol_direct_adjoint(&g, p->cout);
-        const size_t dyp = vol_direct_pad_floats(&t);
+        const size_t dyp = dx_on_box(p, d) ? vol_direct_box_scratch_floats(&g, p->cout, p->dx_ext)
+                                           : vol_direct_pad_floats(&t);
         if (dyp > need) need = dyp;
     }
     return need;
@@ -161,6 +176,7 @@ static void conv3d_decide(pcnn_layer *l, const plan_ctx *pc)
     p->direct = d.forward;
     p->direct_dw = d.dw;
     p->direct_dx = d.dx;
+    p->dx_on_box = dx_on_box(p, d);
     p->keep_col = pc->keep_im2col && !p->pointwise && !p->band && !p->direct_dw;
     if (d.forward || d.dw || d.dx)
         snprintf(l->choice, sizeof l->choice, "forward %s, dW %s, dx %s%s",
@@ -375,8 +391,13 @@ static void conv3d_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2
     }
     if (dx[0] && p->direct_dx) {
         vol_direct_pack_flipped(l->params, p->cout, p->cin, p->k, p->flipped);
-        vol_direct_backward_data(l->dy, &g, p->flipped, p->cout, ctx->workspace, dx[0],
-                                 l->accumulate_dx[0], ctx->threads);
+        if (p->dx_on_box)
+            vol_direct_backward_data_box(l->dy, &g, p->flipped, p->cout, p->dx_lo, p->dx_ext,
+                                         ctx->workspace, dx[0], l->accumulate_dx[0],
+                                         ctx->threads);
+        else
+            vol_direct_backward_data(l->dy, &g, p->flipped, p->cout, ctx->workspace, dx[0],
+                                     l->accumulate_dx[0], ctx->threads);
     }
 }
 
@@ -493,4 +514,18 @@ void conv3d_share_col_budget(pcnn_layer *l, double share)
 {
     conv3d_priv *p = l->priv;
     p->budget_share = share > 0.0 && share < 1.0 ? share : 0.0;
+}
+
+void conv3d_want_dx_box(pcnn_layer *l, const int lo[3], const int ext[3])
+{
+    conv3d_priv *p = l->priv;
+    const int dims[3] = {p->d, p->h, p->w};
+    bool inside = true;
+    for (int k = 0; k < 3; k++)
+        inside = inside && lo[k] >= 0 && ext[k] >= 1 && lo[k] + ext[k] <= dims[k];
+    p->dx_box_set = inside;
+    for (int k = 0; k < 3 && inside; k++) {
+        p->dx_lo[k] = lo[k];
+        p->dx_ext[k] = ext[k];
+    }
 }

@@ -66,6 +66,7 @@ static int depth = 1; /* of the input: > 1 builds 3D networks */
 static int halo_overlap = 1; /* PCNN_OPT_HALO_OVERLAP */
 static int fallback;         /* PCNN_OPT_SPATIAL_FALLBACK */
 static int schedule;         /* PCNN_OPT_HALO_SCHEDULE */
+static int conv_algorithm;   /* PCNN_OPT_CONV_ALGORITHM */
 static int phased_seen;      /* layers exchanging their halo dimension by dimension */
 static int regions_seen;     /* overlapped layers of the spatial networks built */
 static float frand(void)
@@ -91,6 +92,7 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
     CK(pcnn_net_set_option(net, PCNN_OPT_HALO_OVERLAP, halo_overlap));
     CK(pcnn_net_set_option(net, PCNN_OPT_SPATIAL_FALLBACK, fallback));
     CK(pcnn_net_set_option(net, PCNN_OPT_HALO_SCHEDULE, schedule));
+    CK(pcnn_net_set_option(net, PCNN_OPT_CONV_ALGORITHM, conv_algorithm));
     pcnn_layer *l;
     CK(pcnn_net_input3d(net, c, depth, h, w, &l));
     for (const layer_spec *s = spec; s->kind != END; s++) {
@@ -296,6 +298,23 @@ static void test_pooling_and_batchnorm(const int *parts)
     expect(fmax(fmax(o.loss, o.grads), fmax(o.params, o.output)) <= 1e-5, what);
 }
 
+/* A 3D network of depth 9 and height 7 on each split against one rank,
+ * two steps of momentum. */
+static void compare_volumes(const layer_spec *spec, int w, const char *name,
+                            const int (*splits)[4], int num)
+{
+    depth = 9;
+    for (int i = 0; i < num; i++) {
+        const outcome o = compare(spec, 2, 7, w, splits[i], 3, 2, PCNN_OPTIMIZER_MOMENTUM);
+        char what[200];
+        snprintf(what, sizeof what, "%s on {%d,%d,%d,%d}, 9x7x%d: 2 steps: loss %.2g gradients "
+                 "%.2g parameters %.2g", name, splits[i][0], splits[i][1], splits[i][2],
+                 splits[i][3], w, o.loss, o.grads, o.params);
+        expect(fmax(fmax(o.loss, o.grads), o.params) <= 1e-5, what);
+    }
+    depth = 1;
+}
+
 /* 3D: convolutions and pools split along D and H (seed 003's {D_p, H_p})
  * on odd extents, against one rank. */
 static void test_volumes(const int (*splits)[4], int num)
@@ -304,16 +323,17 @@ static void test_volumes(const int (*splits)[4], int num)
                                {MAXPOOL3D, 0, 3, 2, 1}, {CONV3D, 2, 3, 1, 1},
                                {AVGPOOL3D, 0, 2, 1, 0}, {FLATTEN, 0, 0, 0, 0},
                                {DENSE, 3, 0, 0, 0}, {END, 0, 0, 0, 0}};
-    depth = 9;
-    for (int i = 0; i < num; i++) {
-        const outcome o = compare(spec, 2, 7, 5, splits[i], 3, 2, PCNN_OPTIMIZER_MOMENTUM);
-        char what[200];
-        snprintf(what, sizeof what, "3D conv, max pool, conv, avg pool on {%d,%d,%d,%d}, 9x7x5: "
-                 "2 steps: loss %.2g gradients %.2g parameters %.2g", splits[i][0],
-                 splits[i][1], splits[i][2], splits[i][3], o.loss, o.grads, o.params);
-        expect(fmax(fmax(o.loss, o.grads), o.params) <= 1e-5, what);
-    }
-    depth = 1;
+    compare_volumes(spec, 5, "3D conv, max pool, conv, avg pool", splits, num);
+    /* The direct kernels (where the machine has them), rows long enough for
+     * them: a twin's input gradient computed on the part of its box inside
+     * the sample only (kernels 3 and 5, padding 1, 2 and 0). */
+    const layer_spec direct[] = {{CONV3D, 3, 3, 1, 1}, {RELU, 0, 0, 0, 0},
+                                 {CONV3D, 2, 5, 1, 2}, {CONV3D, 3, 3, 1, 1},
+                                 {CONV3D, 2, 3, 1, 0}, {FLATTEN, 0, 0, 0, 0},
+                                 {DENSE, 3, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    conv_algorithm = 2;
+    compare_volumes(direct, 10, "3D direct convolutions", splits, num);
+    conv_algorithm = 0;
 }
 
 static void test_training(const int *parts)
@@ -687,6 +707,27 @@ static void test_local_step(const int *parts)
     CK(pcnn_net_get_params(b.net, pb, np));
     expect(memcmp(pa, pb, np * sizeof(float)) == 0, "train_step_local on each rank's box "
            "trains bit for bit as train_step on the group's whole samples");
+    /* Each rank checks only its box of whole samples: a NaN in the first or
+     * the last rank's box fails the step on every rank, and changes nothing. */
+    for (int where = 0; where < 2; where++) {
+        const size_t at = where ? (size_t)N * C * H * W - 1 : 0;
+        const float keep = x[at];
+        x[at] = NAN;
+        float loss;
+        const pcnn_status st = pcnn_net_train_step(a.net, N, x, NULL, t, &loss);
+        /* The rank holding the point says so, before any forward pass. */
+        const int h = where ? H - 1 : 0, w = where ? W - 1 : 0;
+        const bool mine = h >= start[1] && h < start[1] + count[1] && w >= start[2] &&
+                          w < start[2] + count[2];
+        const bool said = !mine || strstr(pcnn_last_error(), "input batch contains NaN") != NULL;
+        x[at] = keep;
+        CK(pcnn_net_get_params(a.net, pb, np));
+        char what[200];
+        snprintf(what, sizeof what, "a NaN at the %s point of the whole samples: the step fails "
+                 "on every rank (%s), found in the input by its box's rank, and changes no "
+                 "parameter", where ? "last" : "first", pcnn_status_str(st));
+        expect(st != PCNN_OK && said && memcmp(pa, pb, np * sizeof(float)) == 0, what);
+    }
     /* The halo exchanges (conv, pool) and the shuffle (flatten) are timed. */
     double halo = 0, exposed = 0, shuffle = 0, conv_halo = 0;
     CK(pcnn_net_time(a.net, -1, PCNN_TIME_HALO, &halo));

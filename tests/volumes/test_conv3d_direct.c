@@ -10,7 +10,8 @@
  * blocks, bias on and off, 1 and 2 threads, whose results must be the same
  * bits.  A second network feeds one input to two convolutions added, so
  * that the second adds its dx into the first's.  Whole batch and in bands
- * (the GEMM passes left).  Skipped (77) on a CPU without AVX-512F. */
+ * (the GEMM passes left); dx on a box of the input alone.  Skipped (77) on a
+ * CPU without AVX-512F. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdbool.h>
@@ -20,6 +21,7 @@
 
 #include "graph/net.h"
 #include "kernels/kernels.h"
+#include "kernels/vol_direct.h"
 #include "layers/layer.h"
 #include "layers/layers.h"
 #include "pcnn.h"
@@ -246,6 +248,62 @@ static void check_case(size_t i, const vcase *v, unsigned long long *rng)
     free(p);
 }
 
+/* The input gradient on a box of the input (a spatial twin's part inside
+ * the sample) against the whole dx: the same bits on the box, the rest of
+ * dx untouched, added when asked; boxes at every corner and in the middle. */
+static void check_box_dx(size_t i, const vcase *v, unsigned long long *rng)
+{
+    const int od = v->d + 2 * v->pad - v->k + 1, oh = v->h + 2 * v->pad - v->k + 1,
+              ow = v->w + 2 * v->pad - v->k + 1;
+    const vol_shape g = {v->c, v->n, v->d, v->h, v->w, v->k, 1, v->pad, od, oh, ow};
+    if (!vol_direct_data_supports(&g) || od < 1 || oh < 1 || ow < 1 || v->w < 5) return;
+    const size_t nw = (size_t)v->cout * v->c * v->k * v->k * v->k;
+    const size_t ny = (size_t)v->cout * v->n * od * oh * ow;
+    const size_t nx = (size_t)v->c * v->n * v->d * v->h * v->w;
+    float *w = malloc(nw * sizeof *w), *dy = malloc(ny * sizeof *dy);
+    float *packed = malloc(vol_direct_packed_floats(v->c, v->cout, v->k) * sizeof(float));
+    const vol_shape t = vol_direct_adjoint(&g, v->cout);
+    float *dyp = malloc(vol_direct_pad_floats(&t) * sizeof(float));
+    float *whole = malloc(nx * sizeof *whole), *dx = malloc(nx * sizeof *dx);
+    fill(w, nw, 0.5f, 0.0f, rng);
+    fill(dy, ny, 1.0f, 0.0f, rng);
+    vol_direct_pack_flipped(w, v->cout, v->c, v->k, packed);
+    vol_direct_backward_data(dy, &g, packed, v->cout, dyp, whole, false, 1);
+    const int dims[3] = {v->d, v->h, v->w};
+    for (int at = 0; at < 3; at++) { /* low corner, middle, high corner */
+        int lo[3], ext[3];
+        for (int k = 0; k < 3; k++) {
+            ext[k] = k == 2 ? dims[k] - 1 : (dims[k] + 1) / 2;
+            lo[k] = at == 0 ? 0 : at == 2 ? dims[k] - ext[k] : (dims[k] - ext[k]) / 2;
+        }
+        float *scratch = malloc(vol_direct_box_scratch_floats(&g, v->cout, ext) * sizeof(float));
+        for (int accumulate = 0; accumulate <= 1; accumulate++) {
+            for (size_t j = 0; j < nx; j++) dx[j] = 0.25f;
+            vol_direct_backward_data_box(dy, &g, packed, v->cout, lo, ext, scratch, dx,
+                                         accumulate, 2);
+            size_t bad = 0;
+            for (size_t j = 0; j < nx; j++) {
+                const size_t row = j / (size_t)v->w;
+                const int x = (int)(j % (size_t)v->w), y = (int)(row % (size_t)v->h),
+                          z = (int)(row / (size_t)v->h % (size_t)v->d);
+                const bool in = z >= lo[0] && z < lo[0] + ext[0] && y >= lo[1] &&
+                                y < lo[1] + ext[1] && x >= lo[2] && x < lo[2] + ext[2];
+                const float want = !in ? 0.25f : accumulate ? 0.25f + whole[j] : whole[j];
+                if (dx[j] != want) bad++;
+            }
+            checked++;
+            if (bad) {
+                char detail[120];
+                snprintf(detail, sizeof detail, "dx on box at %d (%s): %zu values differ", at,
+                         accumulate ? "added" : "written", bad);
+                fail("box dx", i, 2, detail);
+            }
+        }
+        free(scratch);
+    }
+    free(w), free(dy), free(packed), free(dyp), free(whole), free(dx);
+}
+
 int main(void)
 {
     if (!vol_direct_available()) {
@@ -270,6 +328,8 @@ int main(void)
         unsigned long long st = 7;
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(i, &cases[i], &st);
     }
+    unsigned long long st = 11;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_box_dx(i, &cases[i], &st);
     printf("%d of %d direct conv3d checks failed\n", failures, checked);
     return failures ? 1 : 0;
 }
