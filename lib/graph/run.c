@@ -502,7 +502,7 @@ PCNN_API pcnn_status pcnn_net_predict_parallel(pcnn_net *net, int n, const float
         st = FAIL(PCNN_ERR_SHAPE, "out holds %zu floats; %d samples need %zu", out_count, n,
                   (size_t)n * shape_size(net->output->out));
     if (st == PCNN_OK) st = exchange_flush(net->exchange);
-    double sizes[2] = {st == PCNN_OK ? n : 0, 0};
+    double sizes[3] = {st == PCNN_OK ? n : 0, 0, 0};
     TRY(net_agree_batch(net, st, sizes, net_effective_lr(net), __func__));
     TRY(spatial_begin_step(net, __func__));
     int saved = blas_threads_enter();
