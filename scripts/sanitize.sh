@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build and test libpcnn under a sanitizer or Valgrind (docs/testing.md).
 #
-#   scripts/sanitize.sh asan      ASan + UBSan (gcc), suites quick and io, in build-asan
+#   scripts/sanitize.sh asan      ASan + UBSan (gcc), quick, io, two-rank spatial, in build-asan
 #   scripts/sanitize.sh tsan      TSan (clang-14, LLVM OpenMP + Archer), suite mpi, in build-tsan
 #   scripts/sanitize.sh valgrind  memcheck over the quick and io suites of ./build
 #   scripts/sanitize.sh fuzz      20 s of libFuzzer on the IDX reader (clang-14 + ASan), build-fuzz
@@ -42,6 +42,9 @@ asan)
   if [ "$*" = "--suite quick --suite io" ]; then
     ASAN_OPTIONS=${ASAN_OPTIONS/strict_string_checks=1/strict_string_checks=0} \
       run_tests build-asan --suite fortran
+    # Spatial parallelism on two ranks (three and four oversubscribe the
+    # cores: minutes under ASan).
+    run_tests build-asan spatial_np2 spatial_data_np2 spatial_strided_np2
   fi
   ;;
 tsan)
