@@ -1436,7 +1436,11 @@ PCNN_API pcnn_status pcnn_net_write_trace_merged(pcnn_net *net, const char *path
  * split; it must keep its input's distribution).  Flatten, dense, global
  * average pooling and pixel shuffle are never split: they take {P, 1, 1,
  * 1} (whole samples, the group's samples shared among its ranks) unless
- * their distribution was set, and the layers after them inherit theirs.  Weight
+ * their distribution was set, and the layers after them inherit theirs.
+ * Where every rank holds every sample (P_N = 1) and a dense layer follows
+ * a split layer through a flatten, no shuffle gathers the samples: each
+ * rank multiplies the columns of W its box holds, and the K outputs per
+ * sample are summed over the ranks (pcnn_net_summary says so).  Weight
  * gradients are summed over the whole communicator by the network's
  * exchange as in data parallelism, and the loss is normalised by the
  * global batch, so training equals one rank training on the whole batch

@@ -37,6 +37,9 @@ typedef struct spatial_layer {
     float pad;              /* padding value read at the sample's borders */
     bool group_bn;          /* batch norm reducing over the sample group */
     bool box_dropout;       /* a split dropout: the original runs on the box */
+    bool box_dense;         /* a dense layer multiplying each rank's box of the
+                               flatten's input (spatial_dense.c) */
+    bool folded;            /* that flatten: it neither moves nor runs */
     layer_list twin_list;   /* the twin and its stand-in inputs (clone.h) */
     pcnn_layer *twin;
     bool moves[2];          /* input j arrives through a box move */
@@ -97,6 +100,10 @@ typedef struct spatial {
     /* spatial_gather_output's boxes (every rank's) and staging. */
     box *gather_boxes;
     float *gather_staged;
+    /* Box dense layers (spatial_dense.c): K x batch rows, and their sums. */
+    float *box_dense_rows;
+    double *box_dense_sums;
+    size_t box_dense_count;
     size_t bytes[PCNN_MEMORY_PARTS]; /* what the spatial plan allocated, by part */
 
     /* This step. */
@@ -121,6 +128,9 @@ void spatial_destroy(pcnn_net *net);
 pcnn_status spatial_resolve(pcnn_net *net, int max_batch, int *local);
 size_t spatial_layer_floats(const pcnn_net *net, const pcnn_layer *l);
 pcnn_status spatial_plan(pcnn_net *net, const plan_ctx *p);
+/* Mark the dense layers that run on each rank's box of a split input
+ * through a flatten (spatial_dense.c), and those flattens: in resolve. */
+void spatial_plan_box_dense(pcnn_net *net);
 void spatial_release(pcnn_net *net);
 /* need[q]: the box of layer i's input j that rank q reads, from have[q]. */
 void spatial_need_boxes(const pcnn_net *net, int i, int j, const box *have, box *need);
@@ -150,6 +160,11 @@ pcnn_status spatial_begin_step(pcnn_net *net, const char *func);
  * samples, so each checks only its own). */
 bool spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input, bool check);
 pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global, bool train);
+/* A box dense layer's passes (spatial_dense.c), within spatial_forward and
+ * spatial_backward; collective over the ranks: a rank whose step `failed`
+ * joins with nothing. */
+pcnn_status spatial_box_dense_forward(pcnn_net *net, int i, bool train, bool failed);
+pcnn_status spatial_box_dense_backward(pcnn_net *net, int i, bool failed);
 /* After an inference forward: the group's n outputs, NCHW, into out. */
 pcnn_status spatial_gather_output(pcnn_net *net, int n, float *out);
 double spatial_loss(pcnn_net *net, const int32_t *labels, const float *targets);

@@ -8,6 +8,7 @@
 #include "../core/memory.h"
 #include "../layers/batchnorm.h"
 #include "../layers/clone.h"
+#include "../layers/dense.h"
 #include "../parallel/decomp.h"
 #include "../parallel/halo.h"
 #include "spatial.h"
@@ -159,6 +160,7 @@ pcnn_status spatial_resolve(pcnn_net *net, int max_batch, int *local)
         for (int j = 0; j < l->num_inputs; j++)
             sl->direct &= same_parts(sl->parts, sp->layers[l->inputs[j]->index].parts);
     }
+    spatial_plan_box_dense(net);
     sp->active = true;
     *local = decomp_share(max_batch, sp->groups, 0, NULL);
     return PCNN_OK;
@@ -549,7 +551,11 @@ static pcnn_status plan_local(pcnn_net *net, const plan_ctx *p, size_t *bn_doubl
         for (int j = 0; j < l->num_inputs; j++) sl->need[j] = mem_calloc((size_t)P, sizeof(box));
         if (!sl->have || (l->num_inputs > 0 && !sl->need[0]) || (l->num_inputs > 1 && !sl->need[1]))
             return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "boxes of %d ranks", P);
-        if (i == 0 || sl->direct) continue;
+        if (sl->box_dense) {
+            const size_t n = (size_t)dense_get_shape(l).out * (size_t)net->max_batch;
+            if (n > sp->box_dense_count) sp->box_dense_count = n;
+        }
+        if (i == 0 || sl->direct || sl->folded) continue;
         if (layer_is_dropout(l)) {
             char name[64];
             if (needs_move(net, i, 0))
@@ -617,6 +623,16 @@ static pcnn_status plan_local(pcnn_net *net, const plan_ctx *p, size_t *bn_doubl
     sp->workspace_floats = workspace;
     sp->bytes[PCNN_MEMORY_WORKSPACE] += workspace * sizeof(float);
     TRY(plan_gather(net));
+    if (sp->box_dense_count > 0) {
+        sp->box_dense_rows = mem_alloc_floats(sp->box_dense_count);
+        sp->box_dense_sums = mem_calloc(sp->box_dense_count, sizeof(double));
+        if (!sp->box_dense_rows || !sp->box_dense_sums)
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "dense rows of %zu floats",
+                             sp->box_dense_count);
+        sp->bytes[PCNN_MEMORY_WORKSPACE] += sp->box_dense_count * (sizeof(float) + sizeof(double));
+    }
+    /* The group reducer serves batch norms and box dense layers alike. */
+    if (sp->box_dense_count > most_bn) most_bn = sp->box_dense_count;
     if (most_bn > (size_t)INT_MAX / (size_t)sp->group_size)
         return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "batch-norm statistics too large");
     *bn_doubles = most_bn;
@@ -693,6 +709,11 @@ void spatial_release(pcnn_net *net)
     sp->group_reducer = NULL;
     mem_free(sp->workspace);
     sp->workspace = NULL;
+    mem_free(sp->box_dense_rows);
+    mem_free(sp->box_dense_sums);
+    sp->box_dense_rows = NULL;
+    sp->box_dense_sums = NULL;
+    sp->box_dense_count = 0;
     mem_free(sp->gather_boxes);
     mem_free(sp->gather_staged);
     sp->gather_boxes = NULL;

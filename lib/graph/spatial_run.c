@@ -234,6 +234,18 @@ pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global, bool train)
     for (int i = 1; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
         spatial_layer *sl = &sp->layers[i];
+        if (sl->folded || sl->box_dense) { /* spatial_dense.c */
+            if (st == PCNN_OK) st = exchange_before_forward(net->exchange, i);
+            if (sl->box_dense) {
+                const pcnn_status s2 = spatial_box_dense_forward(net, i, train, st != PCNN_OK);
+                if (st == PCNN_OK) st = s2;
+            }
+            if (st == PCNN_OK) {
+                exchange_after_forward(net->exchange, i);
+                exchange_poll(net->exchange);
+            }
+            continue;
+        }
         pcnn_layer *run = sl->direct || sl->box_dropout ? l : sl->twin;
         const run_reduce *reduce = reduce_of(net, i, global, &group_hooks);
         run_ctx ctx = ctx_of(net, sl, train, reduce);
@@ -326,6 +338,16 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global)
     for (int i = net->layers.count - 1; i > 0; i--) {
         pcnn_layer *l = net->layers.items[i];
         spatial_layer *sl = &sp->layers[i];
+        if (sl->folded || sl->box_dense) { /* spatial_dense.c */
+            exchange_before_backward(net->exchange, i);
+            if (sl->box_dense) {
+                const pcnn_status s2 = spatial_box_dense_backward(net, i, st != PCNN_OK);
+                if (st == PCNN_OK) st = s2;
+            }
+            exchange_after_backward(net->exchange, i);
+            exchange_poll(net->exchange);
+            continue;
+        }
         pcnn_layer *run = sl->direct || sl->box_dropout ? l : sl->twin;
         const run_reduce *reduce = reduce_of(net, i, global, &group_hooks);
         run_ctx ctx = ctx_of(net, sl, true, reduce);

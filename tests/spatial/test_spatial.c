@@ -740,6 +740,14 @@ static void test_local_step(const int *parts)
     expect(!split || (halo > 0 && conv_halo > 0 && exposed > 0 && exposed <= halo &&
                       shuffle > 0 && strstr(report, "shuffle") != NULL),
            "halo, exposed halo and shuffle time per layer in pcnn_net_time and the report");
+    /* One sample group: the dense layer multiplies each rank's box of the
+     * flatten's input (spatial_dense.c) instead of a shuffle; several
+     * groups: the shuffle (the two trained alike above). */
+    static char summary[1 << 14];
+    CK(pcnn_net_summary(a.net, summary, sizeof summary, NULL));
+    const bool box_dense = strstr(summary, "no shuffle") != NULL;
+    expect(box_dense == (split && parts[0] == 1), "the dense layer after a split runs on each "
+           "rank's box where every rank holds every sample, and after a shuffle elsewhere");
     free(pa);
     free(pb);
     pcnn_net_destroy(&a.net);
