@@ -8,7 +8,9 @@
  *      distribution for all, a memory cap nothing fits, an option that
  *      differs on one rank.
  *   5. ResNet-20 at batch 128 plans within 10 s (the time is printed; the
- *      target is under 1 s), sample-parallel throughout. */
+ *      target is under 1 s), sample-parallel throughout.
+ *   6. A per-rank memory cap that only split candidates meet: one sample
+ *      trains split even where the model prices halos above idle ranks. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdio.h>
@@ -45,6 +47,27 @@ static pcnn_net *small_net(pcnn_comm *comm)
     CK(pcnn_maxpool2d(net, l, 2, 2, 0, &l));
     CK(pcnn_flatten(net, l, &l));
     CK(pcnn_dense(net, l, 10, 1, &l));
+    CK(pcnn_net_set_loss(net, l, PCNN_LOSS_MSE));
+    return net;
+}
+
+/* input 4x32x32 -> conv 8 -> relu -> conv 8 -> relu -> maxpool 4 -> flatten
+ * -> dense 2: the convolutions hold most of the memory. */
+static pcnn_net *pooled_net(pcnn_comm *comm)
+{
+    pcnn_net *net;
+    pcnn_layer *l;
+    CK(pcnn_net_create(&net));
+    CK(pcnn_net_set_comm(net, comm));
+    CK(pcnn_net_set_option(net, PCNN_OPT_SEED, 7));
+    CK(pcnn_net_input(net, 4, 32, 32, &l));
+    CK(pcnn_conv2d(net, l, 8, 3, 1, 1, 1, &l));
+    CK(pcnn_relu(net, l, &l));
+    CK(pcnn_conv2d(net, l, 8, 3, 1, 1, 1, &l));
+    CK(pcnn_relu(net, l, &l));
+    CK(pcnn_maxpool2d(net, l, 4, 4, 0, &l));
+    CK(pcnn_flatten(net, l, &l));
+    CK(pcnn_dense(net, l, 2, 1, &l));
     CK(pcnn_net_set_loss(net, l, PCNN_LOSS_MSE));
     return net;
 }
@@ -153,6 +176,38 @@ static pcnn_status plan_with(pcnn_perfmodel *m, pcnn_option option, double value
     return st;
 }
 
+/* Seed 002's case for spatial parallelism: a sample too large for one
+ * rank.  Halos priced far above idle ranks (compute nearly free, 1 ms per
+ * message) plan one sample sample-parallel; a cap of 0.07 MiB per layer,
+ * which the second convolution on a whole sample (about 0.1 MiB) exceeds
+ * and on half of one meets, splits the convolutions all the same, and the
+ * network trains. */
+static void test_memory_cap(pcnn_perfmodel *m)
+{
+    for (int capped = 0; capped <= 1; capped++) {
+        pcnn_net *net = pooled_net(world);
+        synthetic_model(m, net, 1e-13);
+        CK(pcnn_perfmodel_set_param(m, PCNN_PERF_ALPHA_S, 1e-3));
+        if (capped) CK(pcnn_net_set_option(net, PCNN_OPT_MEMORY_LIMIT_MIB, 0.07));
+        CK(pcnn_net_plan_distribution(net, m, 1, NULL));
+        int parts[4];
+        CK(pcnn_layer_get_distribution(net_layer_list(net)->items[3], parts));
+        const bool split = parts[1] * parts[2] * parts[3] > 1;
+        float x[4 * 32 * 32], t[2] = {0.5f, -0.5f}, loss = NAN;
+        uint64_t s = 3;
+        for (int i = 0; i < 4 * 32 * 32; i++) x[i] = frand(&s);
+        CK(pcnn_net_finalize(net, 1));
+        CK(pcnn_net_train_step(net, 1, x, NULL, t, &loss));
+        char what[200];
+        snprintf(what, sizeof what, "one sample, halos dear, %s: the second convolution "
+                 "{%d, %d, %d, %d}, one step trains (loss %.3g)", capped ? "a 0.07 MiB cap" :
+                 "no memory cap", parts[0], parts[1], parts[2], parts[3], loss);
+        expect((capped ? split : !split) && isfinite(loss), what);
+        CK(pcnn_perfmodel_set_param(m, PCNN_PERF_ALPHA_S, -1));
+        pcnn_net_destroy(&net);
+    }
+}
+
 static void test_options(pcnn_perfmodel *m)
 {
     int p[16][4];
@@ -245,6 +300,7 @@ int main(int argc, char **argv)
     test_mixed_training(m);
     test_mismatch(m);
     test_options(m);
+    test_memory_cap(m);
     test_resnet20_time(m);
     pcnn_perfmodel_destroy(&m);
     pcnn_comm_destroy(&world);
