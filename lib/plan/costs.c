@@ -246,3 +246,44 @@ double plan_shuffle_cost(const plan_env *env, const pcnn_layer *l, const int *a,
     /* The output forward, its gradient backward. */
     return 2 * coll(env, PCNN_COLL_ALLTOALL, P, 4.0 * l->out.c * worst);
 }
+
+static bool split_parts(const int *p) { return p[LAYOUT_D] * p[LAYOUT_H] * p[LAYOUT_W] > 1; }
+
+static double sum3(const double t[3]) { return t[0] + t[1] + t[2]; }
+
+/* The dense layer that may fold flatten l in (graph/spatial_dense.c), with
+ * every rank holding every sample (one group), or NULL. */
+static const pcnn_layer *folding_dense(const plan_env *env, const pcnn_layer *l, int groups)
+{
+    if (groups != 1 || strcmp(l->ops->kind, "flatten") != 0 || l->num_consumers != 1 ||
+        l == env->output || l->inputs[0]->index == 0)
+        return NULL;
+    for (int i = l->index + 1; i < env->layers->count; i++) {
+        const pcnn_layer *d = env->layers->items[i];
+        if (d->inputs[0] == l) return layer_is_dense(d) && d->num_inputs == 1 ? d : NULL;
+    }
+    return NULL;
+}
+
+double plan_box_dense_saving(const plan_env *env, const pcnn_layer *l, int groups)
+{
+    if (!layer_is_dense(l) || l->num_inputs != 1 || !folding_dense(env, l->inputs[0], groups))
+        return 0;
+    double box[3], head[3];
+    if (compute_times(env, l, env->batch, 1.0 / env->ranks, box, NULL) != PCNN_OK ||
+        compute_times(env, l, ceil_div(env->batch, env->ranks), 1.0, head, NULL) != PCNN_OK)
+        return 0;
+    return nonneg(sum3(head) - sum3(box));
+}
+
+double plan_edge_cost(const plan_env *env, const pcnn_layer *parent, const pcnn_layer *child,
+                      const int *a, const int *b, int groups)
+{
+    const double shuffle = plan_shuffle_cost(env, parent, a, b, groups);
+    const pcnn_layer *dense = folding_dense(env, child, groups);
+    if (!dense) return shuffle;
+    if (a[LAYOUT_N] == 1 && split_parts(a) && !split_parts(b)) /* folded: two sums */
+        return 2 * coll(env, PCNN_COLL_ALLREDUCE, env->ranks,
+                        8.0 * dense_get_shape(dense).out * env->batch);
+    return shuffle + plan_box_dense_saving(env, dense, groups); /* the head after all */
+}

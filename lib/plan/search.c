@@ -41,7 +41,8 @@ static double edge_cost(void *ctx, int parent, int parent_choice, int child, int
     const int *b = s->per[child].candidates[child_choice].parts;
     if (s->per[child].role == PLAN_INHERIT && memcmp(a, b, sizeof(int) * LAYOUT_DIMS))
         return INFINITY;
-    return plan_shuffle_cost(s->env, s->env->layers->items[parent], a, b, s->groups);
+    return plan_edge_cost(s->env, s->env->layers->items[parent], s->env->layers->items[child], a,
+                          b, s->groups);
 }
 
 static void free_layers(plan_layer_record *per, int L)
@@ -92,9 +93,11 @@ static pcnn_status build_layers(const plan_env *env, int groups, const int *unif
             break;
         }
         r->count = n;
+        const double folded = plan_box_dense_saving(env, l, groups);
         for (int c = 0; c < n && st == PCNN_OK; c++) {
             memcpy(r->candidates[c].parts, parts[c], sizeof parts[c]);
             st = plan_candidate_costs(env, l, &r->candidates[c], func);
+            r->candidates[c].compute -= folded; /* plan_edge_cost adds it back unfolded */
         }
     }
     mem_free(parts);

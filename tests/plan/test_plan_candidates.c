@@ -4,7 +4,8 @@
  * and whole plans on a made-up model for 2 and 4 ranks: batch 1 on large
  * planes plans spatial, a batch of 8 plans pure sample parallelism; a
  * ResNet block plans; the one-rank public call and its report; the
- * exchanges PCNN_EXCHANGE_AUTO prices, against eq. 4.8. */
+ * exchanges PCNN_EXCHANGE_AUTO prices, against eq. 4.8; the dense layer
+ * that folds a flatten in (its share of W, the edge's two sums). */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdio.h>
@@ -142,6 +143,43 @@ static int test_shuffle(pcnn_perfmodel *m)
     env.batch = 1;
     expect(fabs(plan_shuffle_cost(&env, conv, a, b, 1) - 2 * want) <= 1e-12,
            "shuffle at batch 1: the rank that sends most");
+    pcnn_net_destroy(&net);
+    return 0;
+}
+
+/* graph/spatial_dense.c's box dense: with one sample group the dense layer
+ * is priced at its share of W for the whole batch; the edge into the
+ * flatten costs its two sums of K x batch from a split input, the saving
+ * back from an unsplit one; with several groups, the shuffle as before. */
+static int test_box_dense(pcnn_perfmodel *m)
+{
+    pcnn_net *net = conv_net(8, 16, 16, 3);
+    synthetic_model(m, net, 1e-9);
+    plan_env env = env_of(net, m, 2, 1);
+    const pcnn_layer *const *l = (const pcnn_layer *const *)env.layers->items;
+    /* Synthetic: the dense layer's compute is linear in the samples. */
+    const perf_layer *d = &m->compute.layers[4];
+    const double head = d->fwd[1] + d->bwd_w[1] + d->bwd_x[1];
+    const double saving = plan_box_dense_saving(&env, l[4], 1);
+    expect(fabs(saving - head / 2) <= 1e-12 * head && plan_box_dense_saving(&env, l[4], 2) == 0 &&
+               plan_box_dense_saving(&env, l[2], 1) == 0,
+           "box dense: one sample on 2 ranks, each multiplies half of W (only the dense layer, "
+           "only with one sample group)");
+    const int split[4] = {1, 1, 2, 1}, sample[4] = {2, 1, 1, 1};
+    double sum = 0;
+    pcnn_perfmodel_collective_time(m, PCNN_COLL_ALLREDUCE, 2, 8.0 * 4, &sum);
+    expect(sum > 0 && fabs(plan_edge_cost(&env, l[2], l[3], split, sample, 1) - 2 * sum) <= 1e-15,
+           "box dense: from a split input, the flatten's edge is the two sums, no shuffle");
+    expect(fabs(plan_edge_cost(&env, l[2], l[3], sample, sample, 1) - saving) <= 1e-15,
+           "box dense: from a whole-sample input, the head's compute back on the edge");
+    expect(plan_edge_cost(&env, l[1], l[2], split, split, 1) == 0,
+           "box dense: the other edges are shuffles");
+    /* Hybrid, 2 groups of 2 on 4 ranks: the head after a shuffle. */
+    env = env_of(net, m, 4, 2);
+    const int hybrid[4] = {2, 1, 2, 1}, head4[4] = {4, 1, 1, 1};
+    expect(plan_edge_cost(&env, l[2], l[3], hybrid, head4, 2) ==
+               plan_shuffle_cost(&env, l[2], hybrid, head4, 2),
+           "box dense: with several sample groups, the flatten's shuffle");
     pcnn_net_destroy(&net);
     return 0;
 }
@@ -364,7 +402,7 @@ int main(void)
     pcnn_perfmodel *m = NULL;
     CHECK(pcnn_perfmodel_create(&m));
     if (test_candidates(m) || test_shuffle(m) || test_plans(m) || test_residual(m) ||
-        test_public(m) || test_exchange_costs(m))
+        test_public(m) || test_exchange_costs(m) || test_box_dense(m))
         return 1;
     pcnn_perfmodel_destroy(&m);
     return expect_summary();
