@@ -29,8 +29,9 @@ static float frand(uint64_t *s)
     return (float)((double)(*s >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
 }
 
-/* input 4x32x32 -> conv 8 -> relu -> conv 8 -> relu -> maxpool 2 -> flatten -> dense 10 */
-static pcnn_net *small_net(pcnn_comm *comm)
+/* input 4x32x32 -> conv 8 -> relu -> conv 8 -> relu -> maxpool `pool` ->
+ * flatten -> dense `out` */
+static pcnn_net *conv_net(pcnn_comm *comm, int pool, int out)
 {
     pcnn_net *net;
     pcnn_layer *l;
@@ -44,33 +45,17 @@ static pcnn_net *small_net(pcnn_comm *comm)
     CK(pcnn_relu(net, l, &l));
     CK(pcnn_conv2d(net, l, 8, 3, 1, 1, 1, &l));
     CK(pcnn_relu(net, l, &l));
-    CK(pcnn_maxpool2d(net, l, 2, 2, 0, &l));
+    CK(pcnn_maxpool2d(net, l, pool, pool, 0, &l));
     CK(pcnn_flatten(net, l, &l));
-    CK(pcnn_dense(net, l, 10, 1, &l));
+    CK(pcnn_dense(net, l, out, 1, &l));
     CK(pcnn_net_set_loss(net, l, PCNN_LOSS_MSE));
     return net;
 }
 
-/* input 4x32x32 -> conv 8 -> relu -> conv 8 -> relu -> maxpool 4 -> flatten
- * -> dense 2: the convolutions hold most of the memory. */
-static pcnn_net *pooled_net(pcnn_comm *comm)
-{
-    pcnn_net *net;
-    pcnn_layer *l;
-    CK(pcnn_net_create(&net));
-    CK(pcnn_net_set_comm(net, comm));
-    CK(pcnn_net_set_option(net, PCNN_OPT_SEED, 7));
-    CK(pcnn_net_input(net, 4, 32, 32, &l));
-    CK(pcnn_conv2d(net, l, 8, 3, 1, 1, 1, &l));
-    CK(pcnn_relu(net, l, &l));
-    CK(pcnn_conv2d(net, l, 8, 3, 1, 1, 1, &l));
-    CK(pcnn_relu(net, l, &l));
-    CK(pcnn_maxpool2d(net, l, 4, 4, 0, &l));
-    CK(pcnn_flatten(net, l, &l));
-    CK(pcnn_dense(net, l, 2, 1, &l));
-    CK(pcnn_net_set_loss(net, l, PCNN_LOSS_MSE));
-    return net;
-}
+static pcnn_net *small_net(pcnn_comm *comm) { return conv_net(comm, 2, 10); }
+
+/* Pooled by 4 into 2 outputs: the convolutions hold most of the memory. */
+static pcnn_net *pooled_net(pcnn_comm *comm) { return conv_net(comm, 4, 2); }
 
 static double rel_diff(const float *a, const float *b, size_t n)
 {
