@@ -1903,9 +1903,14 @@ PCNN_API pcnn_status pcnn_net_plan_report(const pcnn_net *net, char *buf, size_t
  * call, on every rank).  The re-plan is kept as the network's plan
  * (pcnn_net_plan_report, with the modelled step of today's rule: sample
  * parallelism on min(P, batch) ranks, the others idle) and told to the
- * log callback; the network itself keeps training with the distribution
- * and exchanges it was finalized with (changing them needs a new network:
- * save a checkpoint and load it into a network planned for the batch).
+ * log callback.  Under PCNN_EXCHANGE_AUTO the re-planned gradient
+ * exchanges are applied at once (pcnn_layer_get_exchange, the summary's
+ * "re-planned for batch N"): the optimizer state moves to the ranks that
+ * own it under the new exchange, bit for bit, so training goes on exactly
+ * as if the network had been finalized with them.  The distribution is
+ * not applied: the network keeps the one it was finalized with (changing
+ * it needs a new network: save a checkpoint and load it into a network
+ * planned for the batch).
  * The network keeps the pointer, not a copy: the model must outlive it or
  * be detached, and must not change between the ranks' collective calls.
  * Local; before or after finalize.  Errors: INVALID_ARGUMENT (net NULL). */

@@ -143,6 +143,16 @@ typedef struct net_planner {
     pcnn_status (*batch_changed)(void *ctx, pcnn_net *net, int global_batch, const char *func);
 } net_planner;
 
+/* Change the gradient exchange of a finalized network's layers to kinds[i]
+ * (the same on every rank, else MISMATCH): the optimizer state moves to the
+ * new exchange's owners bit for bit; a changed layer's summary note says
+ * `how` and why[i] (why may be NULL) and the log callback hears of it.
+ * Nothing changes when no kind differs.  Collective with a communicator;
+ * a local failure before the switch (out of memory) is agreed and leaves
+ * the network as it was. */
+pcnn_status net_switch_exchanges(pcnn_net *net, const pcnn_exchange *kinds, const char *how,
+                                 const char (*why)[NET_WHY_LEN], const char *func);
+
 /* Attach (p NULL: detach) the planner; before finalize or after, never
  * during a collective call. */
 void net_set_planner(pcnn_net *net, const net_planner *p);

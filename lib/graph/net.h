@@ -248,12 +248,20 @@ pcnn_status net_train_step(pcnn_net *net, int n, const float *x, const int32_t *
 void net_log_choices(const pcnn_net *net);
 void net_log_failure(pcnn_net *net);
 
-/* The gradient exchange (graph/plan.c, graph/planner_hook.c).
- *   net_note_exchange   write layer l's exchange and why into its summary
- *                       (l->choice), replacing an earlier note.
- *   net_plan_exchanges  finalize under PCNN_EXCHANGE_AUTO, once the ranks
- *                       agreed on the network: the attached planner's
- *                       choice replaces the heuristics' (collective). */
+/* The gradient exchange (graph/plan.c, graph/planner_hook.c,
+ * graph/exchange_switch.c).
+ *   net_exchange_create  plan an exchange of the network's parameters with
+ *                        layer i's gradients exchanged by kinds[i] (NULL:
+ *                        l->exchange); local, nothing posted yet.
+ *   net_exchange_start   start net->exchange on the engine every rank
+ *                        votes for (collective).
+ *   net_note_exchange    write layer l's exchange and why into its summary
+ *                        (l->choice), replacing an earlier note.
+ *   net_plan_exchanges   finalize under PCNN_EXCHANGE_AUTO, once the ranks
+ *                        agreed on the network: the attached planner's
+ *                        choice replaces the heuristics' (collective). */
+pcnn_status net_exchange_create(pcnn_net *net, const pcnn_exchange *kinds, exchange **out);
+pcnn_status net_exchange_start(pcnn_net *net, const char *func);
 void net_note_exchange(pcnn_layer *l, const char *how, const char *why);
 pcnn_status net_plan_exchanges(pcnn_net *net, const char *func);
 

@@ -237,7 +237,7 @@ static void apply_update(void *arg, float *params, const float *grads, size_t st
                  net->step + 1, params, grads, m, v, count, net->threads);
 }
 
-static pcnn_status plan_exchange(pcnn_net *net)
+pcnn_status net_exchange_create(pcnn_net *net, const pcnn_exchange *kinds, exchange **out)
 {
     int count = 0;
     for (int i = 0; i < net->layers.count; i++) count += net->layers.items[i]->num_params > 0;
@@ -247,8 +247,8 @@ static pcnn_status plan_exchange(pcnn_net *net)
         const pcnn_layer *l = net->layers.items[i];
         if (l->num_params == 0) continue;
         layers[k++] = (exchange_layer){.index = i, .param_offset = l->param_offset,
-                                       .num_params = l->num_params, .kind = l->exchange,
-                                       .layer = l};
+                                       .num_params = l->num_params,
+                                       .kind = kinds ? kinds[i] : l->exchange, .layer = l};
     }
     const exchange_setup setup = {
         .comm = net->comm,
@@ -268,7 +268,7 @@ static pcnn_status plan_exchange(pcnn_net *net)
         .update = apply_update,
         .update_arg = net,
     };
-    pcnn_status st = exchange_create(&setup, &net->exchange);
+    pcnn_status st = exchange_create(&setup, out);
     mem_free(layers);
     return st;
 }
@@ -324,7 +324,7 @@ static pcnn_status plan_parameters(pcnn_net *net, const plan_ctx *p)
 static pcnn_status plan_optimizer(pcnn_net *net, const plan_ctx *p)
 {
     (void)p;
-    TRY(plan_exchange(net));
+    TRY(net_exchange_create(net, NULL, &net->exchange));
     net_count_memory(net, PCNN_MEMORY_COMMUNICATION, exchange_memory_bytes(net->exchange));
     TRY(optim_state_alloc(&net->optim, net->optimizer, exchange_state_count(net->exchange)));
     net_count_memory(net, PCNN_MEMORY_OPTIMIZER, optim_state_bytes(&net->optim));
@@ -394,8 +394,7 @@ typedef pcnn_status (*plan_phase)(pcnn_net *net, const plan_ctx *p);
 static const plan_phase plan_phases[] = {plan_parameters, plan_optimizer, plan_activations,
                                          plan_scratch, spatial_plan};
 
-/* Start the exchange on the engine every rank votes for. */
-static pcnn_status start_exchange(pcnn_net *net, const char *func)
+pcnn_status net_exchange_start(pcnn_net *net, const char *func)
 {
     double votes = exchange_engine_vote(net->exchange) ? 1.0 : 0.0;
     TRY(net_agree_sum(net, AGREE_LATER, PCNN_OK, &votes, 1, func));
@@ -442,7 +441,7 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
         st = plan_phases[k](net, &p);
         if (net->comm) st = net_agree_sum(net, AGREE_LATER, st, NULL, 0, __func__);
     }
-    if (st == PCNN_OK && net->comm) st = start_exchange(net, __func__);
+    if (st == PCNN_OK && net->comm) st = net_exchange_start(net, __func__);
     if (st == PCNN_OK && net->comm)
         st = net_agree_sum(net, AGREE_LATER, net_sync_start(net), NULL, 0, __func__);
     if (st == PCNN_OK && net->comm && net->opt.trace_events)

@@ -193,7 +193,9 @@ static double idle_ranks_step(const plan_env *env, const char *func)
 
 /* A scheduler's batch change (net_planner.batch_changed): the plan for
  * the new batch, decided by rank 0, kept as the network's record and told
- * to the log callback.  The network keeps running as it was finalized. */
+ * to the log callback.  Its gradient exchanges replace the network's; the
+ * network keeps the distribution it was finalized with (changing that
+ * moves every activation buffer: a new network, from a checkpoint). */
 static pcnn_status batch_hook(void *ctx, pcnn_net *net, int batch, const char *func)
 {
     pcnn_perfmodel *m = ctx;
@@ -209,7 +211,8 @@ static pcnn_status batch_hook(void *ctx, pcnn_net *net, int batch, const char *f
     pcnn_exchange *kinds = mem_calloc((size_t)L, sizeof *kinds);
     unsigned *allowed = mem_calloc((size_t)L, sizeof *allowed);
     plan_exchange_choice *choices = mem_calloc((size_t)L, sizeof *choices);
-    if (st == PCNN_OK && (!parts || !kinds || !allowed || !choices))
+    char(*why)[NET_WHY_LEN] = mem_calloc((size_t)L, sizeof *why);
+    if (st == PCNN_OK && (!parts || !kinds || !allowed || !choices || !why))
         st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "re-plan");
     st = plan_share(net, st, r, parts, func);
     if (st == PCNN_ERR_INVALID_STATE) {
@@ -223,13 +226,30 @@ static pcnn_status batch_hook(void *ctx, pcnn_net *net, int batch, const char *f
         r = NULL;
         goto done;
     }
+    /* The FC gradient only where neither the plan nor the network splits
+     * samples (the network keeps its distribution). */
     bool spatial = false;
-    for (int i = 0; st == PCNN_OK && i < L; i++)
+    for (int i = 0; st == PCNN_OK && i < L; i++) {
+        int current[LAYOUT_DIMS];
         spatial |= parts[i][1] * parts[i][2] * parts[i][3] > 1;
+        if (pcnn_layer_get_distribution(ll->items[i], current) == PCNN_OK)
+            spatial |= current[1] * current[2] * current[3] > 1;
+    }
     int count = 0;
     if (st == PCNN_OK) {
         replan_allowed(net, net_plan_record(net), allowed, kinds, spatial);
         st = plan_exchanges(m, net, batch, kinds, allowed, choices, &count, func);
+    }
+    /* The new exchanges replace the network's (the distribution stays). */
+    int exchanges = 0;
+    for (int c = 0; st == PCNN_OK && c < count; c++)
+        exchanges += choices[c].chosen != ll->items[choices[c].layer]->exchange;
+    if (st == PCNN_OK) {
+        char how[48];
+        snprintf(how, sizeof how, " (re-planned for batch %d)", batch);
+        for (int c = 0; c < count; c++)
+            describe_costs(&choices[c], why[choices[c].layer], NET_WHY_LEN);
+        st = net_switch_exchanges(net, kinds, how, (const char(*)[NET_WHY_LEN])why, func);
     }
     if (st == PCNN_OK) {
         r->replan = true;
@@ -244,14 +264,13 @@ static pcnn_status batch_hook(void *ctx, pcnn_net *net, int batch, const char *f
             if (pcnn_layer_get_distribution(ll->items[i], current) == PCNN_OK &&
                 memcmp(current, parts[i], sizeof current))
                 changed++;
-        int exchanges = 0;
-        for (int c = 0; c < count; c++)
-            exchanges += r->exchanges[c].chosen != ll->items[r->exchanges[c].layer]->exchange;
         net_log(net, PCNN_LOG_INFO,
-                "re-plan for batch %d: %d layer distribution%s and %d exchange%s differ from "
-                "the network's; predicted %.3f ms per step, sample-parallel on %d ranks with "
-                "the others idle %.3f ms (pcnn_net_plan_report; the network keeps its plan)",
-                batch, changed, changed == 1 ? "" : "s", exchanges, exchanges == 1 ? "" : "s",
+                "re-plan for batch %d: %d layer distribution%s differ%s from the network's "
+                "(kept) and %d gradient exchange%s changed; predicted %.3f ms per step, "
+                "sample-parallel on %d ranks with the others idle %.3f ms "
+                "(pcnn_net_plan_report)",
+                batch, changed, changed == 1 ? "" : "s", changed == 1 ? "s" : "", exchanges,
+                exchanges == 1 ? "" : "s",
                 1e3 * r->predicted, batch < env.ranks ? batch : env.ranks, 1e3 * r->idle);
         r = NULL;
     } else {
@@ -262,6 +281,7 @@ done:
     mem_free(kinds);
     mem_free(allowed);
     mem_free(choices);
+    mem_free(why);
     return st;
 }
 

@@ -146,8 +146,9 @@ typedef struct plan_record {
      * planned yet. */
     int exchange_count, exchange_batch;
     plan_exchange_choice *exchanges;
-    /* A re-plan for a scheduler's batch: the plan is not applied (the
-     * network keeps the distribution it was finalized with); idle is the
+    /* A re-plan for a scheduler's batch: its exchanges are applied, its
+     * distribution is not (the network keeps the one it was finalized
+     * with); idle is the
      * modelled step of today's rule, the batch on min(P, batch) ranks
      * sample-parallel, the others idle. */
     bool replan;

@@ -45,8 +45,9 @@ size_t plan_describe(const plan_record *r, const layer_list *layers, char *buf, 
         return t.len;
     }
     if (r->replan)
-        text_put(&t, "re-plan for a scheduler's batch (not applied: the network keeps the "
-                 "distribution it was finalized with); today's rule, sample parallelism on "
+        text_put(&t, "re-plan for a scheduler's batch (its gradient exchanges applied; the "
+                 "network keeps the distribution it was finalized with); today's rule, sample "
+                 "parallelism on "
                  "%d ranks with the others idle: %.3f ms\n",
                  r->batch < r->ranks ? r->batch : r->ranks, 1e3 * r->idle);
     text_put(&t, "plan: %d ranks, global batch %d, %s, input in %d sample group%s\n", r->ranks,

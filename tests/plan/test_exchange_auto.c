@@ -10,9 +10,12 @@
  *      by hand (1e-5).
  *   4. A rank with another model, or none: MISMATCH on every rank at
  *      finalize, no deadlock.
- *   5. The scheduler's batch growth re-plans (report, log) and training
- *      stays equal to one rank on the global batch (1e-5); a rank with
- *      another model at the re-plan: MISMATCH on every rank. */
+ *   5. The scheduler's batch growth re-plans (report, log), the dense
+ *      layer's exchange changes with the batch (the FC gradient at small
+ *      batches, then a weight exchange) and training, with momentum and
+ *      with Adam (whose state moves to the new owners), stays equal to one
+ *      rank on the global batch (1e-5); a rank with another model at the
+ *      re-plan: MISMATCH on every rank. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdio.h>
@@ -27,8 +30,8 @@ static pcnn_comm *world;
 enum { DENSE_OUT = 10 };
 
 /* input 4x16x16 -> conv 8 -> relu -> maxpool 2 -> flatten (512) -> dense 10 */
-static pcnn_net *build(pcnn_comm *comm, pcnn_exchange exchange, pcnn_layer **conv,
-                       pcnn_layer **dense)
+static pcnn_net *build_with(pcnn_comm *comm, pcnn_exchange exchange, pcnn_optimizer optimizer,
+                            pcnn_layer **conv, pcnn_layer **dense)
 {
     pcnn_net *net;
     pcnn_layer *l;
@@ -41,7 +44,8 @@ static pcnn_net *build(pcnn_comm *comm, pcnn_exchange exchange, pcnn_layer **con
     CK(pcnn_net_set_option(net, PCNN_OPT_SEED, 5));
     CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, 1));
     CK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, 0.05));
-    CK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_MOMENTUM));
+    CK(pcnn_net_set_optimizer(net, optimizer));
+    if (optimizer == PCNN_OPTIMIZER_ADAM) CK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, 1e-3));
     CK(pcnn_net_input(net, 4, 16, 16, &l));
     CK(pcnn_conv2d(net, l, 8, 3, 1, 1, 1, &l));
     *conv = l;
@@ -52,6 +56,12 @@ static pcnn_net *build(pcnn_comm *comm, pcnn_exchange exchange, pcnn_layer **con
     *dense = l;
     CK(pcnn_net_set_loss(net, l, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
     return net;
+}
+
+static pcnn_net *build(pcnn_comm *comm, pcnn_exchange exchange, pcnn_layer **conv,
+                       pcnn_layer **dense)
+{
+    return build_with(comm, exchange, PCNN_OPTIMIZER_MOMENTUM, conv, dense);
 }
 
 /* Links where allreduce is nearly free and the others slow, or the
@@ -112,6 +122,16 @@ static void test_heuristics(void)
     pcnn_net_destroy(&b);
 }
 
+/* n values in [-0.5, 0.5) from seed. */
+static void fill_uniform(float *x, size_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(s >> 40) / (double)(1ull << 24)) - 0.5f;
+    }
+}
+
 /* Three steps on the same batch; the parameters. */
 static float *train3(pcnn_net *net, size_t *count)
 {
@@ -119,11 +139,7 @@ static float *train3(pcnn_net *net, size_t *count)
     enum { B = 2 };
     float x[B * 4 * 16 * 16];
     int32_t y[B] = {3, 7};
-    uint64_t s = 99;
-    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((double)(s >> 40) / (double)(1ull << 24)) - 0.5f;
-    }
+    fill_uniform(x, sizeof x / sizeof x[0], 99);
     /* Each rank its share of the batch. */
     const int n = B / ranks + (rank < B % ranks), first = rank * (B / ranks) +
                                                            (rank < B % ranks ? rank : B % ranks);
@@ -143,6 +159,20 @@ static double rel_diff(const float *a, const float *b, size_t n)
         s = fmax(s, fabs((double)b[i]));
     }
     return d / s;
+}
+
+/* rel_diff of two networks' parameters (b of the same count). */
+static double params_diff(pcnn_net *a, pcnn_net *b)
+{
+    size_t count;
+    CK(pcnn_net_num_params(b, &count));
+    float *wa = malloc(count * sizeof *wa), *wb = malloc(count * sizeof *wb);
+    CK(pcnn_net_get_params(a, wa, count));
+    CK(pcnn_net_get_params(b, wb, count));
+    const double d = rel_diff(wa, wb, count);
+    free(wa);
+    free(wb);
+    return d;
 }
 
 static void test_with_model(bool allreduce_cheap)
@@ -218,11 +248,7 @@ static pcnn_dataset *dataset(int n)
 {
     float *x = malloc(sizeof(float) * (size_t)n * 1024);
     int32_t *y = malloc(sizeof(int32_t) * (size_t)n);
-    uint64_t s = 7;
-    for (int i = 0; i < n * 1024; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((double)(s >> 40) / (double)(1ull << 24)) - 0.5f;
-    }
+    fill_uniform(x, (size_t)n * 1024, 7);
     for (int i = 0; i < n; i++) y[i] = (int32_t)(i * 7 % DENSE_OUT);
     pcnn_dataset *d;
     CK(pcnn_dataset_create(n, 4, 16, 16, x, y, NULL, 0, &d));
@@ -231,64 +257,83 @@ static pcnn_dataset *dataset(int n)
     return d;
 }
 
-static pcnn_scheduler *growing(pcnn_net *net)
+static pcnn_scheduler *growing(pcnn_net *net, int most)
 {
     pcnn_scheduler *s;
-    CK(pcnn_scheduler_create(net, 2, 8, 0.05, &s));
+    CK(pcnn_scheduler_create(net, 2, most, 0.05, &s));
     CK(pcnn_scheduler_set_option(s, PCNN_SCHED_INTERVAL_EPOCHS, 1));
     return s;
 }
 
-static void test_replan(void)
+static const char *exchange_name(pcnn_exchange e)
 {
-    enum { N = 16, EPOCHS = 3 };
+    return e == PCNN_EXCHANGE_ALLREDUCE ? "AR" : e == PCNN_EXCHANGE_FC_GRADIENT ? "FC" : "A2A";
+}
+
+/* Batches 2, 4, .. 64 under a scheduler: on the way the dense layer's
+ * exchange changes (the FC gradient's activations grow with the batch, a
+ * weight exchange does not), the optimizer state following it. */
+static void test_replan(pcnn_optimizer optimizer)
+{
+    enum { N = 128, EPOCHS = 6, MOST = 64 };
     pcnn_perfmodel *m;
     CK(pcnn_perfmodel_create(&m));
-    pcnn_layer *conv, *dense;
-    pcnn_net *par = build(world, PCNN_EXCHANGE_AUTO, &conv, &dense);
-    pcnn_net *seq = build(NULL, 0, &conv, &dense);
+    pcnn_layer *conv, *dense, *conv_seq, *dense_seq;
+    pcnn_net *par = build_with(world, PCNN_EXCHANGE_AUTO, optimizer, &conv, &dense);
+    pcnn_net *seq = build_with(NULL, 0, optimizer, &conv_seq, &dense_seq);
     synthetic_model(m, par, 1e-9);
     logged[0] = '\0';
     CK(pcnn_net_set_log_callback(par, on_log, NULL));
     CK(pcnn_net_set_perfmodel(par, m));
-    CK(pcnn_net_finalize(par, 8));
-    CK(pcnn_net_finalize(seq, 8));
+    CK(pcnn_net_finalize(par, MOST));
+    CK(pcnn_net_finalize(seq, MOST));
     pcnn_dataset *data = dataset(N);
-    pcnn_scheduler *sp = growing(par), *ss = growing(seq);
-    size_t count;
-    CK(pcnn_net_num_params(seq, &count));
-    float *wp = malloc(count * sizeof *wp), *ws = malloc(count * sizeof *ws);
+    pcnn_scheduler *sp = growing(par, MOST), *ss = growing(seq, MOST);
     double worst = 0;
-    int batches = 0;
+    char path[256] = "";
+    int changes = 0;
+    pcnn_exchange last = (pcnn_exchange)-1;
     for (int e = 0; e < EPOCHS; e++) {
         CK(pcnn_scheduler_train_epoch(sp, data, NULL));
         CK(pcnn_scheduler_train_epoch(ss, data, NULL));
-        CK(pcnn_net_get_params(par, wp, count));
-        CK(pcnn_net_get_params(seq, ws, count));
-        worst = fmax(worst, rel_diff(wp, ws, count));
+        worst = fmax(worst, params_diff(par, seq));
         double b;
+        pcnn_exchange c, d;
         CK(pcnn_scheduler_get_option(sp, PCNN_SCHED_BATCH, &b));
-        batches = batches * 10 + (int)b;
+        get_exchanges(conv, dense, &c, &d);
+        changes += e > 0 && d != last;
+        last = d;
+        const size_t used = strlen(path);
+        snprintf(path + used, sizeof path - used, " %d:%s/%s", (int)b, exchange_name(c),
+                 exchange_name(d));
     }
-    char what[200];
-    snprintf(what, sizeof what, "re-planned growing batch (%d) trains as one rank (%.2e)",
-             batches, worst);
+    const char *opt = optimizer == PCNN_OPTIMIZER_ADAM ? "Adam" : "momentum";
+    char what[400];
+    snprintf(what, sizeof what, "%s: the dense layer's exchange changes as the batch grows "
+             "(batch:conv/dense after each epoch:%s)", opt, path);
+    expect(changes >= 1 && strstr(path, "FC") != NULL, what);
+    snprintf(what, sizeof what, "%s: re-planned growing batch trains as one rank (%.2e)", opt,
+             worst);
     expect(worst <= 1e-5, what);
-    static char report[16384];
+    static char report[16384], summary[16384];
     CK(pcnn_net_plan_report(par, report, sizeof report, NULL));
-    /* The last epoch trained at batch 8 (re-planned when it began). */
+    CK(pcnn_net_summary(par, summary, sizeof summary, NULL));
+    /* The last epoch trained at batch 64 (re-planned when it began). */
+    snprintf(what, sizeof what, "%s: the scheduler's batch changes re-plan (report, log "
+             "callback, the summary's note)", opt);
     expect(strstr(report, "re-plan for a scheduler's batch") != NULL &&
-               strstr(report, "global batch 8") != NULL &&
+               strstr(report, "global batch 64") != NULL &&
                strstr(logged, "re-plan for batch 2:") != NULL &&
-               strstr(logged, "re-plan for batch 4:") != NULL &&
-               strstr(logged, "re-plan for batch 8:") != NULL,
-           "the scheduler's batch changes re-plan (report, log callback)");
-    if (rank == 0) fputs(report, stdout);
+               strstr(logged, "re-plan for batch 64:") != NULL &&
+               strstr(logged, "gradient exchange changed") != NULL &&
+               strstr(summary, "(re-planned for batch") != NULL,
+           what);
+    if (rank == 0 && optimizer == PCNN_OPTIMIZER_MOMENTUM) fputs(report, stdout);
     pcnn_scheduler_destroy(&sp);
 
     /* Another model on rank 1 at the next re-plan: MISMATCH everywhere. */
     if (rank == 1) synthetic_model(m, par, 2e-9);
-    pcnn_scheduler *s2 = growing(par);
+    pcnn_scheduler *s2 = growing(par, MOST);
     const pcnn_status st = pcnn_scheduler_begin_epoch(s2, NULL, NULL);
     const char *msg = pcnn_last_error();
     snprintf(what, sizeof what, "a re-plan with another model on rank 1: MISMATCH on every "
@@ -300,8 +345,63 @@ static void test_replan(void)
     pcnn_net_destroy(&seq);
     pcnn_dataset_destroy(&data);
     pcnn_perfmodel_destroy(&m);
-    free(wp);
-    free(ws);
+}
+
+/* Two steps on a batch of 8, each rank its share. */
+static void train2(pcnn_net *net, bool whole, int seed)
+{
+    enum { B = 8, SAMPLE = 4 * 16 * 16 };
+    static float x[B * SAMPLE];
+    int32_t y[B];
+    fill_uniform(x, sizeof x / sizeof x[0], (uint64_t)seed);
+    for (int i = 0; i < B; i++) y[i] = (int32_t)((i * 3 + seed) % DENSE_OUT);
+    const int n = whole ? B : B / ranks + (rank < B % ranks);
+    const int first = whole ? 0 : rank * (B / ranks) + (rank < B % ranks ? rank : B % ranks);
+    for (int step = 0; step < 2; step++)
+        CK(pcnn_net_train_step(net, n, n ? x + first * SAMPLE : NULL, y + first, NULL, NULL));
+}
+
+/* The switch itself, every kind to every other (replicated to sharded and
+ * back, shards of one size to another), with training between. */
+static void test_switch_cycle(pcnn_optimizer optimizer)
+{
+    static const pcnn_exchange cycle[][2] = {
+        {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_EXCHANGE_FC_GRADIENT},
+        {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_EXCHANGE_ALLTOALL_ALLGATHER},
+        {PCNN_EXCHANGE_ALLREDUCE, PCNN_EXCHANGE_FC_GRADIENT},
+        {PCNN_EXCHANGE_ALLREDUCE, PCNN_EXCHANGE_ALLTOALL_ALLGATHER},
+        {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_EXCHANGE_ALLREDUCE},
+        {PCNN_EXCHANGE_ALLREDUCE, PCNN_EXCHANGE_ALLREDUCE},
+    };
+    pcnn_layer *conv, *dense, *c2, *d2;
+    pcnn_net *par = build_with(world, PCNN_EXCHANGE_ALLREDUCE, optimizer, &conv, &dense);
+    pcnn_net *seq = build_with(NULL, 0, optimizer, &c2, &d2);
+    CK(pcnn_net_finalize(par, 8));
+    CK(pcnn_net_finalize(seq, 8));
+    const layer_list *ll = net_layer_list(par);
+    pcnn_exchange kinds[16];
+    bool applied = true;
+    train2(par, false, 1);
+    train2(seq, true, 1);
+    for (size_t k = 0; k < sizeof cycle / sizeof cycle[0]; k++) {
+        for (int i = 0; i < ll->count; i++) kinds[i] = ll->items[i]->exchange;
+        kinds[conv->index] = cycle[k][0];
+        kinds[dense->index] = cycle[k][1];
+        CK(net_switch_exchanges(par, kinds, " (test)", NULL, "test_switch_cycle"));
+        pcnn_exchange c, d;
+        get_exchanges(conv, dense, &c, &d);
+        applied = applied && c == cycle[k][0] && d == cycle[k][1];
+        train2(par, false, (int)k + 2);
+        train2(seq, true, (int)k + 2);
+    }
+    const double diff = params_diff(par, seq);
+    char what[200];
+    snprintf(what, sizeof what, "%s: switching every exchange to every other between steps "
+             "trains as one rank (%.2e)",
+             optimizer == PCNN_OPTIMIZER_ADAM ? "Adam" : "momentum", diff);
+    expect(applied && diff <= 1e-5, what);
+    pcnn_net_destroy(&par);
+    pcnn_net_destroy(&seq);
 }
 
 int main(int argc, char **argv)
@@ -316,7 +416,10 @@ int main(int argc, char **argv)
     test_with_model(false);
     test_mismatch(false);
     test_mismatch(true);
-    test_replan();
+    test_switch_cycle(PCNN_OPTIMIZER_MOMENTUM);
+    test_switch_cycle(PCNN_OPTIMIZER_ADAM);
+    test_replan(PCNN_OPTIMIZER_MOMENTUM);
+    test_replan(PCNN_OPTIMIZER_ADAM);
     pcnn_comm_destroy(&world);
     MPI_Finalize();
     if (rank == 0) printf("%d of %d checks failed\n", failures, checks);
