@@ -1731,8 +1731,10 @@ PCNN_API pcnn_status pcnn_perfmodel_destroy(pcnn_perfmodel **model);
 
 /* Calibrate the links of comm within about budget_seconds (> 0): a
  * ping-pong between ranks 0 and 1 and sweeps of all-reduce, all-to-all and
- * all-gather from 8 B up to 64 MiB (fewer sizes when the budget runs out),
- * each the mean of repetitions after a warm-up; gamma from timing the local
+ * all-gather from 8 B up by factors of 4 to 64 MiB (on a slow link the
+ * budget ends a sweep earlier; larger messages then follow the last
+ * measured bandwidth), each the median of repetitions after a warm-up (the
+ * largest over ranks); gamma from timing the local
  * summation; alpha and beta fitted per collective, the curves kept; and
  * how much a nonblocking all-reduce advances per MPI_Test between layers.
  * Rank 0's result is broadcast: every rank holds the same model.

@@ -99,41 +99,33 @@ static pcnn_status measure(bench *b, pcnn_collective k, double bytes, int reps, 
                     &req, "MPI_Iallreduce (calibration times)");
 }
 
-/* Sizes in the order they are measured: the ends first, then halving the
- * gaps, so that a budget that stops the sweep early still spans latency and
- * bandwidth. */
-static const int sweep_order[SIZES] = {0, 12, 6, 3, 9, 1, 11, 5, 8, 2, 10, 4, 7};
-
-static void sort_curve(perf_curve *cv)
-{
-    for (int i = 1; i < cv->count; i++)
-        for (int j = i; j > 0 && cv->bytes[j - 1] > cv->bytes[j]; j--) {
-            const double b = cv->bytes[j], t = cv->seconds[j];
-            cv->bytes[j] = cv->bytes[j - 1], cv->seconds[j] = cv->seconds[j - 1];
-            cv->bytes[j - 1] = b, cv->seconds[j - 1] = t;
-        }
-}
-
-/* Sweep one collective within `share` seconds.  Estimates come from the
- * points measured so far (agreed times only, so every rank skips the same
- * sizes): the nearest smaller point plus 1 ns per extra byte until a larger
- * point says otherwise. */
+/* Sweep one collective within `share` seconds, from the smallest size up
+ * (latency first, then bandwidth as far as the budget goes: on a slow link
+ * 64 MiB alone may take longer than the budget, and a curve whose points
+ * are far apart models the sizes between them badly).  Each size's
+ * estimate extends the last two points' slope (at least 1 ns per byte);
+ * the sweep stops at the first size it cannot afford twice.  Decisions use
+ * agreed times only, so every rank posts the same collectives. */
 static pcnn_status sweep(bench *b, perf_link *k, pcnn_collective c, double share)
 {
     perf_curve *cv = &k->curve[c];
     cv->count = 0;
     double used = 0;
     for (int i = 0; i < SIZES && cv->count < PERF_CURVE_MAX; i++) {
-        const double n = size_of(sweep_order[i]);
-        double below = 0, below_t = 1e-4, above = 0, above_t = 0;
-        for (int q = 0; q < cv->count; q++) {
-            if (cv->bytes[q] <= n && cv->bytes[q] >= below) below = cv->bytes[q], below_t = cv->seconds[q];
-            if (cv->bytes[q] > n && (above == 0 || cv->bytes[q] < above)) above = cv->bytes[q], above_t = cv->seconds[q];
+        const double n = size_of(i);
+        double estimate = 1e-4;
+        if (cv->count) {
+            const int last = cv->count - 1;
+            double slope = 1e-9;
+            if (last > 0) {
+                const double s = (cv->seconds[last] - cv->seconds[last - 1]) /
+                                 (cv->bytes[last] - cv->bytes[last - 1]);
+                if (s > slope) slope = s;
+            }
+            estimate = cv->seconds[last] + (n - cv->bytes[last]) * slope;
         }
-        double estimate = below_t + (n - below) * 1e-9;
-        if (above > 0 && above_t < estimate) estimate = above_t;
         const double left = share - used;
-        if (i > 0 && 2 * estimate > left) continue;
+        if (i > 0 && 2 * estimate > left) break;
         int reps = (int)(left / (SIZES - i) / estimate);
         /* Small ones (the first, 8 B, too) get enough runs for a median. */
         reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
@@ -141,13 +133,12 @@ static pcnn_status sweep(bench *b, perf_link *k, pcnn_collective c, double share
         double t = 0, actual = 0;
         TRY(measure(b, c, n, reps, &t, &actual));
         used += t * (reps + 1) * (c == PCNN_COLL_SENDRECV ? 2 : 1);
-        if (t > 0) {
+        if (t > 0 && (!cv->count || actual > cv->bytes[cv->count - 1])) {
             cv->bytes[cv->count] = actual;
             cv->seconds[cv->count] = t;
             cv->count++;
         }
     }
-    sort_curve(cv);
     return PCNN_OK;
 }
 

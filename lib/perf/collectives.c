@@ -46,11 +46,20 @@ void perf_coll_terms(pcnn_collective c, int P, double n, double t[3])
     }
 }
 
-/* Log-log interpolation between measured points. */
+/* Log-log lines between measured points (the sweep's are 4x apart: close
+ * enough for an alpha + beta n, and convex where a size leaves a cache);
+ * past the last point, a straight line with its segment's slope (bandwidth
+ * bound there). */
 static double curve_at(const perf_curve *cv, double n)
 {
+    const int last = cv->count - 1;
+    if (n > cv->bytes[last]) {
+        const double dx = cv->bytes[last] - cv->bytes[last - 1];
+        const double slope = dx > 0 ? (cv->seconds[last] - cv->seconds[last - 1]) / dx : 0;
+        return cv->seconds[last] + (n - cv->bytes[last]) * fmax(0, slope);
+    }
     int i = 1;
-    while (i < cv->count - 1 && cv->bytes[i] < n) i++;
+    while (i < last && cv->bytes[i] < n) i++;
     const double x0 = log(cv->bytes[i - 1]), x1 = log(cv->bytes[i]);
     const double y0 = log(cv->seconds[i - 1]), y1 = log(cv->seconds[i]);
     const double u = x1 > x0 ? (log(n) - x0) / (x1 - x0) : 0;
@@ -63,7 +72,7 @@ double perf_coll_time(const perf_link *k, pcnn_collective c, int P, double n, do
     if (P <= 1 || !(n > 0) || c < 0 || c >= PERF_COLLECTIVES) return 0;
     const perf_curve *cv = &k->curve[c];
     if (link_beta <= 0 && alpha_override < 0 && P == k->ranks && cv->count >= 2 &&
-        n >= cv->bytes[0] && n <= cv->bytes[cv->count - 1])
+        n >= cv->bytes[0])
         return curve_at(cv, n);
     double t[3];
     perf_coll_terms(c, P, n, t);

@@ -3,9 +3,10 @@
  * message), beta (s per byte: the INVERSE of the link bandwidth, seed 004's
  * unit correction) and gamma (s per byte of local reduction), with the
  * algorithm picked by MPICH's default size thresholds; and the curve
- * measured at calibration, used where it applies (same ranks, sizes inside
- * the sweep, no link override) because MPICH switches algorithms and a
- * line does not fit across the switch. */
+ * measured at calibration, used where it applies (same ranks, sizes from
+ * the sweep's smallest up, past its largest along the last segment, no
+ * link override) because MPICH switches algorithms and a line does not fit
+ * across the switch. */
 #ifndef PCNN_PERF_COLLECTIVES_H
 #define PCNN_PERF_COLLECTIVES_H
 

@@ -87,6 +87,14 @@ static void test_curve_and_fit(void)
     const double mid = perf_coll_time(&k, PCNN_COLL_ALLREDUCE, 4, 2 * cv->bytes[5], 0, -1);
     EXPECT(mid > fmin(cv->seconds[5], cv->seconds[6]) && mid < fmax(cv->seconds[5], cv->seconds[6]),
            "interpolated between points: %g", mid);
+    /* Past the last point (a slow link's sweep stops early): the last
+     * segment's straight line, not the fit over every point. */
+    cv->seconds[9] *= 2;
+    const double far = 8 * cv->bytes[9];
+    const double slope = (cv->seconds[9] - cv->seconds[8]) / (cv->bytes[9] - cv->bytes[8]);
+    const double want = cv->seconds[9] + (far - cv->bytes[9]) * slope;
+    const double past = perf_coll_time(&k, PCNN_COLL_ALLREDUCE, 4, far, 0, -1);
+    EXPECT(close_to(past, want), "past the curve along its last segment: %g vs %g", past, want);
 }
 
 /* Two layers after the input: forward 1 and 2, backward 3 and 4. */
