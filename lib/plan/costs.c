@@ -10,6 +10,7 @@
 #include "../layers/clone.h"
 #include "../layers/dense.h"
 #include "../parallel/halo.h"
+#include "../strategy/exchange_choice.h"
 #include "plan.h"
 
 static int ceil_div(int a, int b) { return a / b + (a % b != 0); } /* a, b >= 1; no overflow */
@@ -114,6 +115,32 @@ static pcnn_status compute_times(const plan_env *env, const pcnn_layer *l, int n
     return PCNN_OK;
 }
 
+/* The exchange layer l's gradient takes as finalize would decide it: the
+ * user's, the model's cheapest under PCNN_EXCHANGE_AUTO, else the network's
+ * default or, for a dense layer where eq. 4.8 prefers it, the FC gradient.
+ * The FC gradient only on a path that splits no layer (a spatial network
+ * cannot take it: all-to-all + all-gather instead). */
+static double gradient_seconds(const plan_env *env, const pcnn_layer *l)
+{
+    const bool fc_allowed = env->sample_path && layer_is_dense(l);
+    pcnn_exchange kind = env->exchange;
+    if (l->exchange_chosen) {
+        kind = l->exchange;
+    } else if (env->exchange == PCNN_EXCHANGE_AUTO) {
+        double best = fmin(plan_exchange_cost(env, l, PCNN_EXCHANGE_ALLREDUCE),
+                           plan_exchange_cost(env, l, PCNN_EXCHANGE_ALLTOALL_ALLGATHER));
+        if (fc_allowed) best = fmin(best, plan_exchange_cost(env, l, PCNN_EXCHANGE_FC_GRADIENT));
+        return best;
+    } else if (fc_allowed) {
+        const dense_shape d = dense_get_shape(l);
+        if (exchange_fc_preferred(d.features, d.out, env->batch, env->ranks, env->exchange, NULL,
+                                  0))
+            kind = PCNN_EXCHANGE_FC_GRADIENT;
+    }
+    if (kind == PCNN_EXCHANGE_FC_GRADIENT && !fc_allowed) kind = PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
+    return plan_exchange_cost(env, l, kind);
+}
+
 /* One dimension's halo after another (PCNN_OPT_HALO_SCHEDULE 0): two
  * messages per split dimension, each a face of the local box. */
 static double halo_seconds(const plan_env *env, const plan_geometry *g, const int *widths,
@@ -166,18 +193,7 @@ pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_
     }
     if (layer_is_batchnorm(l) && group > 1) /* statistics over the sample group, both passes */
         c->halo += 2 * coll(env, PCNN_COLL_ALLREDUCE, group, 16.0 * out.c);
-    if (l->num_params && env->ranks > 1 && env->exchange == PCNN_EXCHANGE_AUTO) {
-        /* The cheaper of the two that every layer may take (a spatial
-         * network cannot take the FC gradient). */
-        c->gradient = fmin(plan_exchange_cost(env, l, PCNN_EXCHANGE_ALLREDUCE),
-                           plan_exchange_cost(env, l, PCNN_EXCHANGE_ALLTOALL_ALLGATHER));
-    } else if (l->num_params && env->ranks > 1) {
-        const double bytes = 4.0 * (double)l->num_params;
-        c->gradient = env->exchange == PCNN_EXCHANGE_ALLREDUCE
-                          ? coll(env, PCNN_COLL_ALLREDUCE, env->ranks, bytes)
-                          : coll(env, PCNN_COLL_ALLTOALL, env->ranks, bytes) +
-                                coll(env, PCNN_COLL_ALLGATHER, env->ranks, bytes);
-    }
+    if (l->num_params && env->ranks > 1) c->gradient = gradient_seconds(env, l);
     return PCNN_OK;
 }
 

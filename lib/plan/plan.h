@@ -43,6 +43,7 @@ typedef struct plan_env {
     bool halo_overlap;
     bool table;          /* the model's compute table is this network's */
     pcnn_exchange exchange; /* the network's default gradient exchange */
+    bool sample_path;       /* pricing a path that splits no layer (search.c) */
 } plan_env;
 
 /* How a layer chooses (candidates.c). */

@@ -196,14 +196,20 @@ pcnn_status plan_compute(const plan_env *env, bool mixed, plan_record **out, con
         plan_layer_record *per = NULL;
         double total = INFINITY;
         int method = 0;
-        st = search_variant(env, variants[v][LAYOUT_N], variants[v], &per, &total, &method,
+        /* Sample parallelism alone may take the FC gradient (costs.c). */
+        plan_env uniform = *env;
+        uniform.sample_path = variants[v][LAYOUT_N] == P;
+        st = search_variant(&uniform, variants[v][LAYOUT_N], variants[v], &per, &total, &method,
                             func);
         if (st != PCNN_OK) break;
         memcpy(r->uniform_parts[v], variants[v], sizeof variants[v]);
         r->uniform_total[v] = total;
         r->uniform_count = v + 1;
         if (v == 0) r->sample_only = total;
-        if (mixed) free_layers(per, L);
+        /* Mixed plans come from the searches below, but sample parallelism
+         * (the first variant) is one too, priced there with the FC gradient
+         * the searches' split-or-not candidates cannot assume. */
+        if (mixed && v > 0) free_layers(per, L);
         else keep_best(r, per, total, method, variants[v][LAYOUT_N]);
         r->variants++;
     }

@@ -397,12 +397,53 @@ static int test_exchange_costs(pcnn_perfmodel *m)
     return 0;
 }
 
+/* The FC gradient a sample-parallel network takes for a dense layer where
+ * eq. 4.8 prefers it (finalize's heuristics) is priced on the path that
+ * splits no layer only; with a link where gradients dominate, it makes
+ * sample parallelism beat a split that would otherwise save compute. */
+static int test_sample_path_fc(pcnn_perfmodel *m)
+{
+    const perf_link saved = m->link;
+    for (int c = 0; c < PERF_COLLECTIVES; c++) {
+        m->link.alpha[c] = 0;
+        m->link.beta[c] = 1e-7;
+        m->link.curve[c].count = 0;
+    }
+    pcnn_net *net = conv_net(8, 16, 16, 3); /* dense: F = 2048, K = 4 */
+    if (!net) return 1;
+    synthetic_model(m, net, 1e-9);
+    plan_env env = env_of(net, m, 2, 1);
+    env.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
+    const pcnn_layer *dense = env.layers->items[4];
+    plan_candidate c = {.parts = {2, 1, 1, 1}};
+    CHECK(plan_candidate_costs(&env, dense, &c, "test"));
+    const double split_path = c.gradient;
+    env.sample_path = true;
+    CHECK(plan_candidate_costs(&env, dense, &c, "test"));
+    const double fc = plan_exchange_cost(&env, dense, PCNN_EXCHANGE_FC_GRADIENT);
+    const double a2a = plan_exchange_cost(&env, dense, PCNN_EXCHANGE_ALLTOALL_ALLGATHER);
+    expect(fc < a2a && c.gradient == fc && split_path == a2a,
+           "a dense layer's gradient: the FC gradient on the sample-parallel path (eq. 4.8 "
+           "at batch 1), all-to-all + all-gather where the path may split");
+    env.sample_path = false;
+    plan_record *r = NULL;
+    CHECK(plan_compute(&env, true, &r, "test"));
+    const int *conv = chosen(r, 1);
+    expect(r->predicted == r->sample_only && conv[0] == 2 && r->uniform_total[1] > r->predicted,
+           "sample parallelism with the FC gradient is planned over a split saving compute");
+    plan_record_free(r);
+    pcnn_net_destroy(&net);
+    m->link = saved;
+    return 0;
+}
+
 int main(void)
 {
     pcnn_perfmodel *m = NULL;
     CHECK(pcnn_perfmodel_create(&m));
     if (test_candidates(m) || test_shuffle(m) || test_plans(m) || test_residual(m) ||
-        test_public(m) || test_exchange_costs(m) || test_box_dense(m))
+        test_public(m) || test_exchange_costs(m) || test_box_dense(m) ||
+        test_sample_path_fc(m))
         return 1;
     pcnn_perfmodel_destroy(&m);
     return expect_summary();
