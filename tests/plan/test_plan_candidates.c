@@ -337,6 +337,16 @@ static int test_public(pcnn_perfmodel *m)
     return 0;
 }
 
+/* Links of beta seconds per byte and no latency, no measured curve. */
+static void bandwidth_only(pcnn_perfmodel *m, double beta)
+{
+    for (int c = 0; c < PERF_COLLECTIVES; c++) {
+        m->link.alpha[c] = 0;
+        m->link.beta[c] = beta;
+        m->link.curve[c].count = 0;
+    }
+}
+
 /* PCNN_EXCHANGE_AUTO's prices (plan_exchange_cost) on a link of bandwidth
  * only, with nothing to update: on 2 ranks the FC gradient is cheaper than
  * all-to-all + all-gather exactly where eq. 4.8 counts fewer floats (F B/P +
@@ -345,11 +355,7 @@ static int test_public(pcnn_perfmodel *m)
 static int test_exchange_costs(pcnn_perfmodel *m)
 {
     const perf_link saved = m->link;
-    for (int c = 0; c < PERF_COLLECTIVES; c++) {
-        m->link.alpha[c] = 0;
-        m->link.beta[c] = 1e-9;
-        m->link.curve[c].count = 0;
-    }
+    bandwidth_only(m, 1e-9);
     m->link.gamma = 1e-15;
     int agree = 0, cases = 0, fc_wins = 0;
     uint64_t seed = 3;
@@ -404,11 +410,7 @@ static int test_exchange_costs(pcnn_perfmodel *m)
 static int test_sample_path_fc(pcnn_perfmodel *m)
 {
     const perf_link saved = m->link;
-    for (int c = 0; c < PERF_COLLECTIVES; c++) {
-        m->link.alpha[c] = 0;
-        m->link.beta[c] = 1e-7;
-        m->link.curve[c].count = 0;
-    }
+    bandwidth_only(m, 1e-7);
     pcnn_net *net = conv_net(8, 16, 16, 3); /* dense: F = 2048, K = 4 */
     if (!net) return 1;
     synthetic_model(m, net, 1e-9);
