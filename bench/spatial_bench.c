@@ -217,13 +217,20 @@ int main(int argc, char **argv)
                model, size, batch, ranks, threads, parts[0], parts[1], parts[2], parts[3],
                times[iters / 2], times[0], mean, fwd, bwd, comm_s, exposed, halo, halo_exposed,
                shuffle, bytes, activations);
-    if (report && rank == 0) { /* rank 0's per-layer breakdown */
+    /* Each rank's per-layer breakdown in turn (imbalance shows as one
+     * rank's "other": waiting in the step's agreement), then rank 0's
+     * summary of each layer's algorithms. */
+    for (int r = 0; report && r < ranks; r++) {
         static char text[1 << 16];
         size_t needed;
-        CHECK(pcnn_net_timing_report(net, text, sizeof text, &needed));
-        fputs(text, stderr);
-        CHECK(pcnn_net_summary(net, text, sizeof text, &needed)); /* each layer's algorithms */
-        fputs(text, stderr);
+        if (r == rank) {
+            CHECK(pcnn_net_timing_report(net, text, sizeof text, &needed));
+            fprintf(stderr, "rank %d:\n%s", rank, text);
+            if (rank == 0) CHECK(pcnn_net_summary(net, text, sizeof text, &needed));
+            if (rank == 0) fputs(text, stderr);
+            fflush(stderr);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
     }
     free(times);
     free(x);

@@ -8,7 +8,7 @@
  * every shard once) into a zeroed copy of the whole, a bitwise OR over the
  * ranks assembles it on every rank bit for bit, and the new exchange takes
  * each rank's runs from it — what a checkpoint does through a file.
- * Everything that can fail locally is allocated and agreed on before the
+ * Everything that can fail is allocated, agreed on and started before the
  * old exchange is dropped. */
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +183,9 @@ pcnn_status net_switch_exchanges(pcnn_net *net, const pcnn_exchange *kinds, cons
         st = assemble(net, full_m, n, func);
         if (st == PCNN_OK && has_v) st = assemble(net, full_v, n, func);
     }
+    /* The new exchange starts (its engine, its communicator) beside the
+     * old one, idle since settled: a failure anywhere keeps the old. */
+    if (st == PCNN_OK && net->comm) st = net_exchange_start(net, next, func);
     mem_free(lower.v);
     if (st != PCNN_OK) {
         exchange_destroy(next);
@@ -194,7 +197,8 @@ pcnn_status net_switch_exchanges(pcnn_net *net, const pcnn_exchange *kinds, cons
         return st;
     }
 
-    /* Commit: the new exchange and its state replace the old. */
+    /* Commit (nothing fails from here): the new exchange and its state
+     * replace the old. */
     uncount_memory(net, PCNN_MEMORY_COMMUNICATION, exchange_memory_bytes(net->exchange));
     uncount_memory(net, PCNN_MEMORY_OPTIMIZER, optim_state_bytes(&net->optim));
     exchange_destroy(net->exchange);
@@ -216,5 +220,5 @@ pcnn_status net_switch_exchanges(pcnn_net *net, const pcnn_exchange *kinds, cons
         net_note_exchange(l, how, why ? why[i] : "");
         net_log(net, PCNN_LOG_INFO, "layer %d (%s): %s", i, l->ops->kind, l->choice);
     }
-    return net->comm ? net_exchange_start(net, func) : PCNN_OK;
+    return PCNN_OK;
 }

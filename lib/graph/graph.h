@@ -148,8 +148,8 @@ typedef struct net_planner {
  * new exchange's owners bit for bit; a changed layer's summary note says
  * `how` and why[i] (why may be NULL) and the log callback hears of it.
  * Nothing changes when no kind differs.  Collective with a communicator;
- * a local failure before the switch (out of memory) is agreed and leaves
- * the network as it was. */
+ * a failure on any rank (out of memory) is agreed and leaves the network
+ * as it was on every rank. */
 pcnn_status net_switch_exchanges(pcnn_net *net, const pcnn_exchange *kinds, const char *how,
                                  const char (*why)[NET_WHY_LEN], const char *func);
 

@@ -253,15 +253,15 @@ void net_log_failure(pcnn_net *net);
  *   net_exchange_create  plan an exchange of the network's parameters with
  *                        layer i's gradients exchanged by kinds[i] (NULL:
  *                        l->exchange); local, nothing posted yet.
- *   net_exchange_start   start net->exchange on the engine every rank
- *                        votes for (collective).
+ *   net_exchange_start   start exchange x of the network on the engine
+ *                        every rank votes for (collective, agreed).
  *   net_note_exchange    write layer l's exchange and why into its summary
  *                        (l->choice), replacing an earlier note.
  *   net_plan_exchanges   finalize under PCNN_EXCHANGE_AUTO, once the ranks
  *                        agreed on the network: the attached planner's
  *                        choice replaces the heuristics' (collective). */
 pcnn_status net_exchange_create(pcnn_net *net, const pcnn_exchange *kinds, exchange **out);
-pcnn_status net_exchange_start(pcnn_net *net, const char *func);
+pcnn_status net_exchange_start(pcnn_net *net, exchange *x, const char *func);
 void net_note_exchange(pcnn_layer *l, const char *how, const char *why);
 pcnn_status net_plan_exchanges(pcnn_net *net, const char *func);
 

@@ -394,12 +394,11 @@ typedef pcnn_status (*plan_phase)(pcnn_net *net, const plan_ctx *p);
 static const plan_phase plan_phases[] = {plan_parameters, plan_optimizer, plan_activations,
                                          plan_scratch, spatial_plan};
 
-pcnn_status net_exchange_start(pcnn_net *net, const char *func)
+pcnn_status net_exchange_start(pcnn_net *net, exchange *x, const char *func)
 {
-    double votes = exchange_engine_vote(net->exchange) ? 1.0 : 0.0;
+    double votes = exchange_engine_vote(x) ? 1.0 : 0.0;
     TRY(net_agree_sum(net, AGREE_LATER, PCNN_OK, &votes, 1, func));
-    return net_agree_sum(net, AGREE_LATER, exchange_start(net->exchange, (int)votes), NULL, 0,
-                         func);
+    return net_agree_sum(net, AGREE_LATER, exchange_start(x, (int)votes), NULL, 0, func);
 }
 
 PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
@@ -441,7 +440,7 @@ PCNN_API pcnn_status pcnn_net_finalize(pcnn_net *net, int max_batch)
         st = plan_phases[k](net, &p);
         if (net->comm) st = net_agree_sum(net, AGREE_LATER, st, NULL, 0, __func__);
     }
-    if (st == PCNN_OK && net->comm) st = net_exchange_start(net, __func__);
+    if (st == PCNN_OK && net->comm) st = net_exchange_start(net, net->exchange, __func__);
     if (st == PCNN_OK && net->comm)
         st = net_agree_sum(net, AGREE_LATER, net_sync_start(net), NULL, 0, __func__);
     if (st == PCNN_OK && net->comm && net->opt.trace_events)

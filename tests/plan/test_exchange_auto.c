@@ -404,6 +404,56 @@ static void test_switch_cycle(pcnn_optimizer optimizer)
     pcnn_net_destroy(&seq);
 }
 
+/* An allocation failing on rank 1 at each point of the switch in turn:
+ * every rank returns an error, no rank hangs, the network keeps its
+ * exchanges and trains on as one rank would. */
+static void test_switch_failures(void)
+{
+    pcnn_layer *conv, *dense, *c2, *d2;
+    pcnn_net *par = build_with(world, PCNN_EXCHANGE_ALLREDUCE, PCNN_OPTIMIZER_ADAM, &conv, &dense);
+    pcnn_net *seq = build_with(NULL, 0, PCNN_OPTIMIZER_ADAM, &c2, &d2);
+    CK(pcnn_net_finalize(par, 8));
+    CK(pcnn_net_finalize(seq, 8));
+    train2(par, false, 1);
+    train2(seq, true, 1);
+    const layer_list *ll = net_layer_list(par);
+    pcnn_exchange kinds[16];
+    for (int i = 0; i < ll->count; i++) kinds[i] = ll->items[i]->exchange;
+    kinds[conv->index] = PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
+    kinds[dense->index] = PCNN_EXCHANGE_FC_GRADIENT;
+    int failed = 0, kept = 1, agreed = 1;
+    pcnn_status st = PCNN_ERR_OUT_OF_MEMORY;
+    for (long n = 1; st != PCNN_OK && n < 200; n++) {
+        if (rank == 1) pcnn_debug_fail_allocation(n);
+        st = net_switch_exchanges(par, kinds, " (test)", NULL, "test_switch_failures");
+        if (rank == 1) pcnn_debug_fail_allocation(0);
+        int mine = st != PCNN_OK, all = 0;
+        MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        agreed &= all == 0 || all == ranks;
+        if (st == PCNN_OK) break;
+        failed++;
+        pcnn_exchange c, d;
+        get_exchanges(conv, dense, &c, &d);
+        kept &= c == PCNN_EXCHANGE_ALLREDUCE && d == PCNN_EXCHANGE_ALLREDUCE;
+        train2(par, false, (int)n + 1); /* the old exchange still runs */
+        train2(seq, true, (int)n + 1);
+    }
+    pcnn_exchange c, d;
+    get_exchanges(conv, dense, &c, &d);
+    train2(par, false, 500);
+    train2(seq, true, 500);
+    const double diff = params_diff(par, seq);
+    char what[240];
+    snprintf(what, sizeof what, "an allocation failing on rank 1 at each of %d points of the "
+             "switch fails every rank, keeps the exchanges, trains as one rank (%.2e); then "
+             "the switch succeeds", failed, diff);
+    expect(failed > 3 && agreed && kept && st == PCNN_OK && c == kinds[conv->index] &&
+               d == kinds[dense->index] && diff <= 1e-5,
+           what);
+    pcnn_net_destroy(&par);
+    pcnn_net_destroy(&seq);
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -417,6 +467,7 @@ int main(int argc, char **argv)
     test_mismatch(false);
     test_mismatch(true);
     test_switch_cycle(PCNN_OPTIMIZER_MOMENTUM);
+    test_switch_failures();
     test_switch_cycle(PCNN_OPTIMIZER_ADAM);
     test_replan(PCNN_OPTIMIZER_MOMENTUM);
     test_replan(PCNN_OPTIMIZER_ADAM);
