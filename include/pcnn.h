@@ -1826,6 +1826,18 @@ PCNN_API pcnn_status pcnn_perfmodel_report(const pcnn_perfmodel *model, char *bu
 PCNN_API pcnn_status pcnn_perfmodel_save(const pcnn_perfmodel *model, const char *path);
 PCNN_API pcnn_status pcnn_perfmodel_load(const char *path, pcnn_perfmodel **out);
 
+/* Make every rank's model root's: root's contents (links, knobs, compute
+ * table, regressors) replace the others', sent in the file format and
+ * checked on arrival, so that the collective users of a model (planning,
+ * PCNN_EXCHANGE_AUTO, the scheduler's re-plan) see the same model
+ * everywhere — calibrate compute on one rank, then share, without a file
+ * system every rank sees.  Collective over comm, every rank with the same
+ * root (MISMATCH otherwise); a failure on any rank (OUT_OF_MEMORY, CORRUPT)
+ * leaves every model as it was.  Errors: INVALID_ARGUMENT (NULL, root
+ * outside the communicator), MISMATCH, OUT_OF_MEMORY, CORRUPT, MPI,
+ * TIMEOUT. */
+PCNN_API pcnn_status pcnn_perfmodel_share(pcnn_perfmodel *model, pcnn_comm *comm, int root);
+
 /*
  * Automatic parallel strategy (seed 002 section V-C).  Each layer gets a
  * distribution (above) chosen by the cheapest path through the layers'

@@ -1157,6 +1157,13 @@ module pcnn
       type(c_ptr), optional :: out
       integer(c_int) :: pcnn_perfmodel_load
     end function pcnn_perfmodel_load
+    function pcnn_perfmodel_share(model, comm, root) bind(c, name='pcnn_perfmodel_share')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: model
+      type(c_ptr), value :: comm
+      integer(c_int), value :: root
+      integer(c_int) :: pcnn_perfmodel_share
+    end function pcnn_perfmodel_share
     function pcnn_net_plan_distribution(net, model, global_batch, predicted) bind(c, &
         name='pcnn_net_plan_distribution')
       import :: c_double, c_int, c_ptr

@@ -144,7 +144,8 @@ static void write_model(writer *w, const pcnn_perfmodel *m)
     put_u64(w, w->failed ? 0 : hash_fnv1a(HASH_FNV1A_BASIS, w->buf, w->len));
 }
 
-pcnn_status perf_save(const pcnn_perfmodel *m, const char *path, const char *func)
+pcnn_status perf_encode(const pcnn_perfmodel *m, unsigned char **out, size_t *len,
+                        const char *func)
 {
     writer w = {0};
     write_model(&w, m);
@@ -152,17 +153,27 @@ pcnn_status perf_save(const pcnn_perfmodel *m, const char *path, const char *fun
         mem_free(w.buf);
         return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "model file of %zu bytes", w.len);
     }
+    *out = w.buf;
+    *len = w.len;
+    return PCNN_OK;
+}
+
+pcnn_status perf_save(const pcnn_perfmodel *m, const char *path, const char *func)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    TRY(perf_encode(m, &buf, &len, func));
     atomic_file f;
     pcnn_status st = atomic_file_open(&f, path);
     if (st == PCNN_OK) {
-        if (fwrite(w.buf, 1, w.len, f.stream) != w.len) {
+        if (fwrite(buf, 1, len, f.stream) != len) {
             atomic_file_abort(&f);
             st = error_set(PCNN_ERR_IO, func, "writing %s failed", path);
         } else {
             st = atomic_file_commit(&f);
         }
     }
-    mem_free(w.buf);
+    mem_free(buf);
     return st;
 }
 
@@ -261,11 +272,9 @@ static pcnn_status read_file(const char *path, unsigned char **out, size_t *size
     return PCNN_OK;
 }
 
-pcnn_status perf_load(const char *path, pcnn_perfmodel *m, const char *func)
+pcnn_status perf_decode(const unsigned char *buf, size_t size, pcnn_perfmodel *m,
+                        const char *path, const char *func)
 {
-    unsigned char *buf = NULL;
-    size_t size = 0;
-    TRY(read_file(path, &buf, &size, func));
     pcnn_status st = PCNN_OK;
     if (size < 16 || memcmp(buf, MAGIC, 8) != 0) {
         st = corrupt(func, path, "not a performance model file (no PCNNPERF header)");
@@ -282,6 +291,15 @@ pcnn_status perf_load(const char *path, pcnn_perfmodel *m, const char *func)
         st = read_model(&r, m, path, func);
         if (st == PCNN_OK && r.left != 0) st = corrupt(func, path, "trailing bytes");
     }
+    return st;
+}
+
+pcnn_status perf_load(const char *path, pcnn_perfmodel *m, const char *func)
+{
+    unsigned char *buf = NULL;
+    size_t size = 0;
+    TRY(read_file(path, &buf, &size, func));
+    const pcnn_status st = perf_decode(buf, size, m, path, func);
     mem_free(buf);
     return st;
 }

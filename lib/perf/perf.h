@@ -104,9 +104,21 @@ size_t perf_regressors_describe(const pcnn_perfmodel *m, char *buf, size_t size)
 /* Link calibration (perf/calib_comm.c); collective. */
 pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, const char *func);
 
-/* The model file (perf/model_file.c). */
+/* The model file (perf/model_file.c): perf_encode writes its bytes to a
+ * new buffer (*out, mem_free it), perf_decode reads them into a model that
+ * holds nothing yet (`path` names the source in messages). */
+pcnn_status perf_encode(const pcnn_perfmodel *m, unsigned char **out, size_t *len,
+                        const char *func);
+pcnn_status perf_decode(const unsigned char *buf, size_t size, pcnn_perfmodel *m,
+                        const char *path, const char *func);
 pcnn_status perf_save(const pcnn_perfmodel *m, const char *path, const char *func);
 pcnn_status perf_load(const char *path, pcnn_perfmodel *m, const char *func);
+
+/* Root's model on every rank of comm (perf/model_share.c); collective. */
+pcnn_status perf_share(pcnn_perfmodel *m, pcnn_comm *comm, int root, const char *func);
+/* A model's defaults, and freeing what it holds (perf/perfmodel_api.c). */
+void perf_model_defaults(pcnn_perfmodel *m);
+void perf_model_release(pcnn_perfmodel *m);
 
 /* Texts (perf/report.c). */
 size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size);

@@ -5,14 +5,14 @@
 #include "../core/memory.h"
 #include "perf.h"
 
-static void defaults(pcnn_perfmodel *m)
+void perf_model_defaults(pcnn_perfmodel *m)
 {
     perf_link_defaults(&m->link);
     m->knobs = (perf_knobs){.alpha = -1, .beta = 0, .link_gbits = 0, .strategy = -1,
                             .engine = 0, .nb_progress = 0, .source = 0};
 }
 
-static void release(pcnn_perfmodel *m)
+void perf_model_release(pcnn_perfmodel *m)
 {
     mem_free(m->compute.layers);
     mem_free(m->last);
@@ -25,7 +25,7 @@ PCNN_API pcnn_status pcnn_perfmodel_create(pcnn_perfmodel **out)
     REQUIRE_PTR(out);
     pcnn_perfmodel *m = mem_calloc(1, sizeof *m);
     if (!m) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "the model");
-    defaults(m);
+    perf_model_defaults(m);
     *out = m;
     return PCNN_OK;
 }
@@ -34,7 +34,7 @@ PCNN_API pcnn_status pcnn_perfmodel_destroy(pcnn_perfmodel **model)
 {
     API_ENTRY();
     if (!model || !*model) return PCNN_OK;
-    release(*model);
+    perf_model_release(*model);
     mem_free(*model);
     *model = NULL;
     return PCNN_OK;
@@ -259,6 +259,14 @@ PCNN_API pcnn_status pcnn_perfmodel_save(const pcnn_perfmodel *model, const char
     return perf_save(model, path, __func__);
 }
 
+PCNN_API pcnn_status pcnn_perfmodel_share(pcnn_perfmodel *model, pcnn_comm *comm, int root)
+{
+    API_ENTRY();
+    REQUIRE_PTR(model);
+    REQUIRE_PTR(comm);
+    return perf_share(model, comm, root, __func__);
+}
+
 PCNN_API pcnn_status pcnn_perfmodel_load(const char *path, pcnn_perfmodel **out)
 {
     API_ENTRY();
@@ -266,10 +274,10 @@ PCNN_API pcnn_status pcnn_perfmodel_load(const char *path, pcnn_perfmodel **out)
     REQUIRE_PTR(out);
     pcnn_perfmodel *m = mem_calloc(1, sizeof *m);
     if (!m) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "the model");
-    defaults(m);
+    perf_model_defaults(m);
     const pcnn_status st = perf_load(path, m, __func__);
     if (st != PCNN_OK) {
-        release(m);
+        perf_model_release(m);
         mem_free(m);
         return st;
     }

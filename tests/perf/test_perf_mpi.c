@@ -1,8 +1,9 @@
 /* Link calibration on two ranks within a short budget: every rank holds
  * the same model (the same bits in every modelled time and the same
  * report), the fitted numbers are sane, the measured curve is close to a
- * fresh measurement, and a data-parallel network's step is predicted and
- * validated on both ranks. */
+ * fresh measurement, a model shared from one rank is the same everywhere
+ * (and bad roots fail on every rank), and a data-parallel network's step
+ * is predicted and validated on both ranks. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdint.h>
@@ -95,6 +96,26 @@ int main(int argc, char **argv)
     CK(pcnn_net_set_comm(net, comm));
     CK(pcnn_net_finalize(net, 16));
     CK(pcnn_perfmodel_calibrate_compute(m, net, 0.5));
+
+    /* Sharing: the last rank's model (a knob of its own) on every rank. */
+    const int root = ranks - 1;
+    CK(pcnn_perfmodel_set_param(m, PCNN_PERF_LINK_GBITS, rank == root ? 3.0 : 7.0));
+    CK(pcnn_perfmodel_report(m, report, sizeof report, NULL));
+    const int differed = !same_everywhere(fnv(report, strlen(report)));
+    pcnn_status bad = pcnn_perfmodel_share(m, comm, ranks);
+    expect(bad == PCNN_ERR_INVALID_ARGUMENT, "share: a root outside the communicator is refused "
+           "on every rank");
+    bad = pcnn_perfmodel_share(m, comm, rank == 0 ? 0 : root);
+    expect(ranks < 2 || (bad == PCNN_ERR_MISMATCH && strstr(pcnn_last_error(), "root")),
+           "share: ranks naming different roots get a MISMATCH, no hang");
+    CK(pcnn_perfmodel_share(m, comm, root));
+    double gbits;
+    CK(pcnn_perfmodel_get_param(m, PCNN_PERF_LINK_GBITS, &gbits));
+    CK(pcnn_perfmodel_report(m, report, sizeof report, NULL));
+    expect((ranks < 2 || differed) && gbits == 3.0 &&
+               same_everywhere(fnv(report, strlen(report))),
+           "share: every rank holds the root's model (its knob, its compute table)");
+    CK(pcnn_perfmodel_set_param(m, PCNN_PERF_LINK_GBITS, 0));
     float *x = calloc(8 * 3 * 16 * 16, sizeof *x);
     int32_t labels[8] = {0};
     for (int i = 0; i < 8 * 3 * 16 * 16; i++) x[i] = (float)((i * 7919) % 97) / 97.0f - 0.5f;

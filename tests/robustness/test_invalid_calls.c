@@ -902,6 +902,8 @@ static void perfmodel_calls(void)
     CASE(E_ARG, "path is NULL", pcnn_perfmodel_save, m, NULL);
     CASE(PCNN_ERR_IO, "/nonexistent-dir/m.pcnnperf", pcnn_perfmodel_save, m,
          "/nonexistent-dir/m.pcnnperf");
+    CASE(E_ARG, "model is NULL", pcnn_perfmodel_share, NULL, NULL, 0);
+    CASE(E_ARG, "comm is NULL", pcnn_perfmodel_share, m, NULL, 0);
 
     /* Calibration. */
     CASE(E_ARG, "model is NULL", pcnn_perfmodel_calibrate_comm, NULL, NULL, 1.0);

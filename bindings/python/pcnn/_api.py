@@ -171,6 +171,7 @@ PROTOTYPES = [
     ("pcnn_perfmodel_report", STATUS, (H, H, Z, pZ)),
     ("pcnn_perfmodel_save", STATUS, (H, STR)),
     ("pcnn_perfmodel_load", STATUS, (STR, HH)),
+    ("pcnn_perfmodel_share", STATUS, (H, H, I)),
     ("pcnn_mpi_info", STATUS, (pI, pSTR, H, Z)),
     ("pcnn_dataset_open_volumes", STATUS, (STR, I, I, I, I, E, I, HH)),
     ("pcnn_dataset_batch_box", STATUS, (H, I, I, pI, pI, H, H, H)),

@@ -77,8 +77,8 @@ class PerfModel(Handle):
     collective and the measured curves), the compute table of one network
     (each layer timed at its local shapes) and, optionally, the per-kernel
     regressors that estimate shapes never timed.  Local to the process;
-    only calibrate_comm is collective.  PerfModel.load(path) reads a saved
-    model."""
+    only calibrate_comm and share are collective.  PerfModel.load(path)
+    reads a saved model."""
 
     _kind = "perfmodel"
     _destroy = "pcnn_perfmodel_destroy"
@@ -102,6 +102,18 @@ class PerfModel(Handle):
     def save(self, path):
         """Write atomically (versioned, checksummed)."""
         self._lib.pcnn_perfmodel_save(self._handle(), _path(path, "PerfModel.save"))
+
+    def share(self, comm, root=0):
+        """Make every rank's model rank `root`'s (links, knobs, compute
+        table, regressors), as saving on root and loading everywhere would:
+        planning and exchange="auto" need the same model on every rank.
+        Collective over `comm` (a pcnn.Comm), the same root everywhere."""
+        if not isinstance(comm, Comm):
+            raise TypeError("PerfModel.share: expected a pcnn.Comm, got %r" % (comm,))
+        if isinstance(root, bool) or not isinstance(root, int):
+            raise TypeError("PerfModel.share: root must be an int, got %r" % (root,))
+        with comm._using() as c:
+            self._lib.pcnn_perfmodel_share(self._handle(), c, root)
 
     # ---- calibration ----
     def calibrate_comm(self, comm, budget=2.0):

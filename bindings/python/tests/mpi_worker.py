@@ -137,7 +137,13 @@ def main(out, xfile, lfile):
     with pcnn.Comm(FakeMpi4pyComm()) as dup:
         info["mpi4py_like"] = [dup.rank, dup.size]
 
-    # 8. left open on purpose: freed at exit (network, then communicators,
+    # 8. a performance model shared from rank 1: its knob on both ranks
+    with pcnn.PerfModel() as m:
+        m.set_param("link_gbits", 3 if comm.rank == 1 else 7)
+        m.share(comm, root=1)
+        info["shared_gbits"] = m.get_param("link_gbits")
+
+    # 9. left open on purpose: freed at exit (network, then communicators,
     # then MPI_Finalize by the communicator that initialised MPI)
     global leftover
     leftover = models.build("tiny", 4, comm)

@@ -96,6 +96,10 @@ def test_spatial_split_over_two_ranks(worker):
         assert info["spatial_others_rel"] < 1e-5
 
 
+def test_perfmodel_shared_from_one_rank(worker):
+    assert [info["shared_gbits"] for _, info in worker[3]] == [3.0, 3.0]
+
+
 def test_mpi4py_style_communicator(worker):
     for rank, (_, info) in enumerate(worker[3]):
         assert info["mpi4py_like"] == [rank, 2]
