@@ -5,7 +5,7 @@
  *       [--small 32] [--large 1024] [--lr 0.025] [--warmup 3]
  *       [--growth 4] [--rule root|linear] [--theta 0.2] [--interval 0]
  *       [--epochs 30] [--stop-decays 2] [--patience 2] [--plateau 0.05]
- *       [--threads 1] [--engine 2] [--seed 0] [--csv curves.csv]
+ *       [--threads 1] [--engine 2] [--seed 0] [--csv curves.csv] [--auto 0]
  *       [--data /usr/share/datasets/fashion-mnist]
  *
  *   fixed     batch --small at learning rate --lr: the best-tuned small
@@ -26,6 +26,11 @@
  * epochs, training wall time and the epochs spent at B = --large.
  * --engine 2 (non-blocking collectives) suits ranks that fill every core:
  * a communication thread would compete with them for the cores.
+ * --auto S (S > 0) lets the performance model choose each layer's gradient
+ * exchange (PCNN_EXCHANGE_AUTO): links and compute calibrated in about S
+ * seconds each, rank 0's model shared with every rank, and at every batch
+ * growth the scheduler's re-plan switches the exchanges it prices cheaper
+ * at the new batch (printed by rank 0 as it happens).
  *
  * Model: conv3x3(16)-BN-ReLU-maxpool2, conv3x3(32)-BN-ReLU-maxpool2,
  * dense(10), trained with momentum SGD (0.9). */
@@ -49,7 +54,7 @@
 typedef struct options {
     const char *mode, *data, *csv;
     int small, large, warmup, epochs, stop_decays, patience, interval, threads, seed, engine;
-    double lr, plateau, growth, theta;
+    double lr, plateau, growth, theta, auto_s;
     int root;
 } options;
 
@@ -88,8 +93,31 @@ static pcnn_net *build_cnn(pcnn_comm *comm, int max_batch, const options *o)
     CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, o->threads));
     CHECK(pcnn_net_set_comm(net, comm));
     CHECK(pcnn_net_set_option(net, PCNN_OPT_ENGINE, o->engine));
+    if (o->auto_s > 0) CHECK(pcnn_net_set_exchange(net, PCNN_EXCHANGE_AUTO));
     CHECK(pcnn_net_finalize(net, max_batch));
     return net;
+}
+
+/* Rank 0 prints what the library tells its log: the re-plans. */
+static void print_log(void *user, pcnn_log_level level, const char *message)
+{
+    (void)level;
+    if (*(const int *)user == 0 && strstr(message, "re-plan")) printf("  [model] %s\n", message);
+}
+
+/* --auto: a model of this machine and network, the same on every rank,
+ * attached so that the scheduler's batch changes re-plan the exchanges. */
+static pcnn_perfmodel *attach_model(pcnn_net *net, pcnn_comm *comm, const options *o,
+                                    const int *rank)
+{
+    pcnn_perfmodel *m;
+    CHECK(pcnn_perfmodel_create(&m));
+    CHECK(pcnn_perfmodel_calibrate_comm(m, comm, o->auto_s));
+    CHECK(pcnn_perfmodel_calibrate_compute(m, net, o->auto_s));
+    CHECK(pcnn_perfmodel_share(m, comm, 0));
+    CHECK(pcnn_net_set_log_callback(net, print_log, (void *)rank));
+    CHECK(pcnn_net_set_perfmodel(net, m));
+    return m;
 }
 
 /* One training run under a scheduler from b_start to b_max. */
@@ -98,6 +126,7 @@ static result train(const char *name, int b_start, int b_max, double lr, int war
                     pcnn_dataset *test_set, FILE *csv, int rank)
 {
     pcnn_net *net = build_cnn(comm, b_max, o);
+    pcnn_perfmodel *model = o->auto_s > 0 ? attach_model(net, comm, o, &rank) : NULL;
     pcnn_scheduler *s;
     CHECK(pcnn_scheduler_create(net, b_start, b_max, lr, &s));
     CHECK(pcnn_scheduler_set_option(s, PCNN_SCHED_WARMUP_EPOCHS, warmup));
@@ -143,6 +172,7 @@ static result train(const char *name, int b_start, int b_max, double lr, int war
     }
     pcnn_scheduler_destroy(&s);
     pcnn_net_destroy(&net);
+    pcnn_perfmodel_destroy(&model); /* after the network that points to it */
     return r;
 }
 
@@ -165,6 +195,8 @@ static const char usage[] =
     "  --engine N          0 auto, 1 communication thread, 2 non-blocking collectives (2)\n"
     "  --seed N            initialisation and shuffling seed (0)\n"
     "  --csv FILE          per-epoch curves of every method as CSV\n"
+    "  --auto S            the performance model picks the exchanges, re-planned at each\n"
+    "                      batch growth; calibration budget S s (0: off)\n"
     "  --data DIR          Fashion-MNIST IDX files (/usr/share/datasets/fashion-mnist)\n";
 
 /* 1: options parsed; 0: an error (reported); 2: --help printed. */
@@ -198,6 +230,7 @@ static int parse(int argc, char **argv, options *o, int rank)
         else if (!strcmp(k, "--plateau")) o->plateau = atof(v);
         else if (!strcmp(k, "--growth")) o->growth = atof(v);
         else if (!strcmp(k, "--theta")) o->theta = atof(v);
+        else if (!strcmp(k, "--auto")) o->auto_s = atof(v);
         else if (!strcmp(k, "--rule")) o->root = !strcmp(v, "root");
         else {
             if (rank == 0) fprintf(stderr, "unknown option %s\n%s", k, usage);
