@@ -9,7 +9,7 @@
  *   $E mpiexec.mpich -n 4 build/bench/plan_bench plane --batch 8 --size 256 --grow
  *   options: --batch B (global), --iters N (10), --size S (plane: S x S,
  *   256), --budget-comm S (2), --budget-compute S (5), --threads T (1),
- *   --model-file PATH (/tmp/plan_bench.<pid of rank 0>.model), --verbose
+ *   --model-file PATH (also save the model there), --verbose
  *   (print the plan's report), --grow (below).
  *
  * --grow: the adaptive batch scheduler's growing batch, b = 1, 2, 4, ...,
@@ -24,8 +24,10 @@
  * channels at S x S, conv-BN-ReLU blocks with max pooling, a pooled dense
  * head: seed 002's mesh network scaled down).  The model is calibrated
  * once (links on all ranks; compute on rank 0 on a one-rank twin of the
- * network at the global batch) and shared through a file, so every rank
- * plans with the same model.  Output, from rank 0: one JSON line per
+ * network at the global batch) and shared (pcnn_perfmodel_share), so every
+ * rank plans with the same model.  The networks of every uniform
+ * distribution and the planned one are measured side by side, in three
+ * rounds.  Output, from rank 0: one JSON line per
  * distribution {"parts", "predicted_ms", "measured_ms"}, then a summary
  * line: pairwise ranking agreement of the uniform candidates, the planned
  * step over the best measured uniform one and over pure sample
@@ -37,7 +39,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "models.h"
 
@@ -191,10 +192,7 @@ int main(int argc, char **argv)
     }
     int batch = md->default_batch, iters = 10, threads = 1, verbose = 0, grow_mode = 0;
     double budget_comm = 2, budget_compute = 5;
-    char path[512];
-    int pid = (int)getpid();
-    MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    snprintf(path, sizeof path, "/tmp/plan_bench.%d.model", pid);
+    char path[512] = "";
     for (int i = 2; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(argv[i], "--verbose")) { verbose = 1; continue; }
@@ -232,17 +230,13 @@ int main(int argc, char **argv)
         const bool ce = md->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
         CHECK(pcnn_net_train_step(twin, batch, x, ce ? labels : NULL, ce ? NULL : t, NULL));
         CHECK(pcnn_perfmodel_calibrate_compute(m, twin, budget_compute));
-        CHECK(pcnn_perfmodel_save(m, path));
         free(x);
         free(t);
         free(labels);
         pcnn_net_destroy(&twin);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
-    CHECK(pcnn_perfmodel_destroy(&m));
-    CHECK(pcnn_perfmodel_load(path, &m));
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0) unlink(path);
+    CHECK(pcnn_perfmodel_share(m, comm, 0)); /* rank 0's model on every rank */
+    if (path[0] && rank == 0) CHECK(pcnn_perfmodel_save(m, path));
     const double calib_s = MPI_Wtime() - c0;
     if (grow_mode) {
         grow(md, comm, m, batch, iters, threads);
@@ -264,7 +258,7 @@ int main(int argc, char **argv)
     CHECK(pcnn_net_plan_report(net, report, needed + 1, NULL));
     if (verbose && rank == 0) printf("%s", report);
     int uparts[MAX_UNIFORM][4], nu = 0;
-    double upred[MAX_UNIFORM], umeas[MAX_UNIFORM];
+    double upred[MAX_UNIFORM], umeas[MAX_UNIFORM + 1];
     for (const char *s = strstr(report, "\nuniform {"); s && nu < MAX_UNIFORM;
          s = strstr(s + 1, "\nuniform {")) {
         int *q = uparts[nu];
@@ -279,26 +273,40 @@ int main(int argc, char **argv)
         if (s) sscanf(s, " 1:{%d,%d,%d,%d}", &chosen[0], &chosen[1], &chosen[2], &chosen[3]);
     }
 
-    /* Every uniform distribution, then the planned network (finalized
-     * now: its own buffers are measured last, after the warm-up of the
-     * process). */
+    /* Every uniform distribution and the planned network, finalized side
+     * by side and measured in rounds, each network in turn in every round
+     * (the median of its rounds), so that a drift of a shared machine or a
+     * link during the run falls on all of them alike. */
+    pcnn_net *nets[MAX_UNIFORM + 1];
+    pcnn_status built[MAX_UNIFORM + 1];
     for (int u = 0; u < nu; u++) {
-        pcnn_net *net = build(md, comm, threads);
-        CHECK(pcnn_net_set_distribution(net, uparts[u]));
-        const pcnn_status st = pcnn_net_finalize(net, batch);
-        umeas[u] = st == PCNN_OK ? measure(net, md, batch, iters) : NAN;
-        if (rank == 0) {
-            printf("{\"model\": \"%s\", \"plan\": \"uniform\", \"parts\": [%d, %d, %d, %d], "
-                   "\"predicted_ms\": %.3f, \"measured_ms\": %.3f", md->name, uparts[u][0],
-                   uparts[u][1], uparts[u][2], uparts[u][3], upred[u], 1e3 * umeas[u]);
-            if (st != PCNN_OK) printf(", \"error\": \"%s\"", pcnn_last_error());
-            printf("}\n");
-        }
-        pcnn_net_destroy(&net);
+        nets[u] = build(md, comm, threads);
+        CHECK(pcnn_net_set_distribution(nets[u], uparts[u]));
+        built[u] = pcnn_net_finalize(nets[u], batch);
+        if (built[u] != PCNN_OK && rank == 0)
+            printf("{\"model\": \"%s\", \"parts\": [%d, %d, %d, %d], \"error\": \"%s\"}\n",
+                   md->name, uparts[u][0], uparts[u][1], uparts[u][2], uparts[u][3],
+                   pcnn_last_error());
     }
-    CHECK(pcnn_net_finalize(net, batch));
-    const double planned = measure(net, md, batch, iters);
-    pcnn_net_destroy(&net);
+    nets[nu] = net;
+    built[nu] = pcnn_net_finalize(net, batch);
+    CHECK(built[nu]);
+    enum { ROUNDS = 3 };
+    double rounds[MAX_UNIFORM + 1][ROUNDS];
+    const int per_round = iters / ROUNDS > 0 ? iters / ROUNDS : 1;
+    for (int r = 0; r < ROUNDS; r++)
+        for (int u = 0; u <= nu; u++)
+            rounds[u][r] = built[u] == PCNN_OK ? measure(nets[u], md, batch, per_round) : NAN;
+    for (int u = 0; u <= nu; u++) {
+        qsort(rounds[u], ROUNDS, sizeof(double), cmp);
+        umeas[u] = rounds[u][ROUNDS / 2];
+    }
+    const double planned = umeas[nu];
+    for (int u = 0; u < nu && rank == 0; u++)
+        printf("{\"model\": \"%s\", \"plan\": \"uniform\", \"parts\": [%d, %d, %d, %d], "
+               "\"predicted_ms\": %.3f, \"measured_ms\": %.3f}\n", md->name, uparts[u][0],
+               uparts[u][1], uparts[u][2], uparts[u][3], upred[u], 1e3 * umeas[u]);
+    for (int u = 0; u <= nu; u++) pcnn_net_destroy(&nets[u]);
     if (rank == 0)
         printf("{\"model\": \"%s\", \"ranks\": %d, \"batch\": %d, \"calibration_s\": %.2f, "
                "\"planning_s\": %.4f, \"plan\": \"planned\", \"first_layer\": [%d, %d, %d, %d], "
