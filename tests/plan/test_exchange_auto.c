@@ -363,7 +363,7 @@ static void train2(pcnn_net *net, bool whole, int seed)
 
 /* The switch itself, every kind to every other (replicated to sharded and
  * back, shards of one size to another), with training between. */
-static void test_switch_cycle(pcnn_optimizer optimizer)
+static void test_switch_cycle(pcnn_optimizer optimizer, int engine)
 {
     static const pcnn_exchange cycle[][2] = {
         {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_EXCHANGE_FC_GRADIENT},
@@ -376,6 +376,7 @@ static void test_switch_cycle(pcnn_optimizer optimizer)
     pcnn_layer *conv, *dense, *c2, *d2;
     pcnn_net *par = build_with(world, PCNN_EXCHANGE_ALLREDUCE, optimizer, &conv, &dense);
     pcnn_net *seq = build_with(NULL, 0, optimizer, &c2, &d2);
+    CK(pcnn_net_set_option(par, PCNN_OPT_ENGINE, engine));
     CK(pcnn_net_finalize(par, 8));
     CK(pcnn_net_finalize(seq, 8));
     const layer_list *ll = net_layer_list(par);
@@ -390,15 +391,18 @@ static void test_switch_cycle(pcnn_optimizer optimizer)
         CK(net_switch_exchanges(par, kinds, " (test)", NULL, "test_switch_cycle"));
         pcnn_exchange c, d;
         get_exchanges(conv, dense, &c, &d);
-        applied = applied && c == cycle[k][0] && d == cycle[k][1];
+        double active;
+        CK(pcnn_net_get_option(par, PCNN_OPT_ACTIVE_ENGINE, &active));
+        applied = applied && c == cycle[k][0] && d == cycle[k][1] && (int)active == engine;
         train2(par, false, (int)k + 2);
         train2(seq, true, (int)k + 2);
     }
     const double diff = params_diff(par, seq);
     char what[200];
-    snprintf(what, sizeof what, "%s: switching every exchange to every other between steps "
-             "trains as one rank (%.2e)",
-             optimizer == PCNN_OPTIMIZER_ADAM ? "Adam" : "momentum", diff);
+    snprintf(what, sizeof what, "%s, %s engine: switching every exchange to every other "
+             "between steps trains as one rank (%.2e)",
+             optimizer == PCNN_OPTIMIZER_ADAM ? "Adam" : "momentum",
+             engine == 1 ? "thread" : "nonblocking", diff);
     expect(applied && diff <= 1e-5, what);
     pcnn_net_destroy(&par);
     pcnn_net_destroy(&seq);
@@ -466,9 +470,9 @@ int main(int argc, char **argv)
     test_with_model(false);
     test_mismatch(false);
     test_mismatch(true);
-    test_switch_cycle(PCNN_OPTIMIZER_MOMENTUM);
+    test_switch_cycle(PCNN_OPTIMIZER_MOMENTUM, 2);
     test_switch_failures();
-    test_switch_cycle(PCNN_OPTIMIZER_ADAM);
+    test_switch_cycle(PCNN_OPTIMIZER_ADAM, 1); /* the communication thread restarts */
     test_replan(PCNN_OPTIMIZER_MOMENTUM);
     test_replan(PCNN_OPTIMIZER_ADAM);
     pcnn_comm_destroy(&world);
