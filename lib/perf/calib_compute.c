@@ -117,6 +117,20 @@ static void update_bench_close(update_bench *u)
     mem_free(u->spans);
 }
 
+typedef struct sum2 {
+    const float *pieces; /* two pieces of n floats */
+    float *dst;
+    size_t n;
+} sum2;
+
+/* The all-to-all strategy's sum of the pieces received (parallel/
+ * exchange_alltoall.c), for two pieces. */
+static void sum2_range(void *arg, size_t lo, size_t hi)
+{
+    const sum2 *s = arg;
+    for (size_t i = lo; i < hi; i++) s->dst[i] = s->pieces[i] + s->pieces[s->n + i];
+}
+
 /* The optimizer as a step calls it, in the step's cache state: right after
  * forward and backward at this batch, one call per bucket (as the exchange
  * groups the layers on several ranks; one rank makes one call of them all,
@@ -126,11 +140,13 @@ static void update_bench_close(update_bench *u)
  * parameters are restored from a copy taken before the passes, bit for bit.
  * seconds[l]: layer l's share (by parameters) of its bucket's call, less
  * the call's overhead. */
-static void time_updates(const update_bench *u, pcnn_net *net, double *seconds)
+static void time_updates(const update_bench *u, pcnn_net *net, double *seconds,
+                         double *sum_seconds, double *sum_count)
 {
     const layer_list *ll = net_layer_list(net);
     float *params = net_params(net);
     for (int i = 0; i < ll->count; i++) seconds[i] = 0;
+    *sum_seconds = *sum_count = 0;
     for (int k = 0; k < u->num_spans; k++) {
         const bucket_span *sp = &u->spans[k];
         const pcnn_layer *first = ll->items[sp->first_layer];
@@ -142,6 +158,17 @@ static void time_updates(const update_bench *u, pcnn_net *net, double *seconds)
             fmax(0, clock_now() - t0 - perf_update_call(&u->calls, (double)sp->count));
         for (int i = sp->first_layer; i <= sp->last_layer; i++)
             seconds[i] = work * (double)ll->items[i]->num_params / (double)sp->count;
+        /* The all-to-all strategy's sum on two ranks, its pieces as cold as
+         * received ones (the MPI copy leaves them out of cache: the sum
+         * measured 1.6 times the optimizer's time on its slice): the two
+         * halves of the bucket's parameter copy into its gradients. */
+        const size_t half = sp->count / 2;
+        if (half < 16) continue;
+        sum2 s2 = {u->backup + at, first->grads, half};
+        const double t1 = clock_now();
+        parallel_for(half, 16, 2 * half, u->threads, sum2_range, &s2);
+        *sum_seconds += clock_now() - t1;
+        *sum_count += (double)half;
     }
     memcpy(params, u->backup, net_num_params(net) * sizeof *params);
 }
@@ -149,28 +176,33 @@ static void time_updates(const update_bench *u, pcnn_net *net, double *seconds)
 typedef struct update_run {
     const update_bench *u;
     pcnn_net *net;
-    double *seconds; /* per repetition and layer */
+    double *seconds;   /* per repetition and layer */
+    double *sum_gamma; /* per repetition: the cold sum's seconds per byte (0: none) */
 } update_run;
 
 static void after_pass(void *arg, int rep)
 {
     const update_run *r = arg;
-    time_updates(r->u, r->net, r->seconds + (size_t)rep * net_layer_list(r->net)->count);
+    double t, n;
+    time_updates(r->u, r->net, r->seconds + (size_t)rep * net_layer_list(r->net)->count, &t, &n);
+    r->sum_gamma[rep] = n > 0 ? t / (4.0 * n) : 0;
 }
 
 /* Time one batch size: reps passes (the caller warmed up); with `u`, after
  * each pass the optimizer's calls (median per layer into upd). */
 static pcnn_status time_batch(pcnn_net *net, int n, int reps, int L, double *med, double *spread,
-                              double *overhead, const update_bench *u, double *upd)
+                              double *overhead, const update_bench *u, double *upd,
+                              double *sum_gamma)
 {
     double *samples = mem_calloc((size_t)reps * L * 3, sizeof *samples);
     double *over = mem_calloc((size_t)reps, sizeof *over);
     double *scratch = mem_calloc((size_t)reps + (size_t)L + 2, sizeof *scratch);
     double *ups = u ? mem_calloc((size_t)reps * L, sizeof *ups) : NULL;
+    double *sums = u ? mem_calloc((size_t)reps, sizeof *sums) : NULL;
     pcnn_status st = PCNN_OK;
-    if (!samples || !over || !scratch || (u && !ups))
+    if (!samples || !over || !scratch || (u && (!ups || !sums)))
         st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "timing table");
-    update_run run = {u, net, ups};
+    update_run run = {u, net, ups, sums};
     if (st == PCNN_OK && u) memcpy(u->backup, net_params(net), net_num_params(net) * sizeof(float));
     if (st == PCNN_OK)
         st = net_time_layers(net, n, reps, samples, over, u ? after_pass : NULL, &run);
@@ -181,11 +213,13 @@ static pcnn_status time_batch(pcnn_net *net, int n, int reps, int L, double *med
             for (int r = 0; r < reps; r++) scratch[r] = ups[(size_t)r * L + l];
             upd[l] = median(scratch, reps);
         }
+        if (u) *sum_gamma = median(sums, reps);
     }
     mem_free(samples);
     mem_free(over);
     mem_free(scratch);
     mem_free(ups);
+    mem_free(sums);
     return st;
 }
 
@@ -202,23 +236,10 @@ static double time_call(const update_bench *u, float *buf, size_t count, int thr
     return median(t, 15);
 }
 
-typedef struct sum2 {
-    const float *pieces; /* two pieces of n floats */
-    float *dst;
-    size_t n;
-} sum2;
-
-/* The all-to-all strategy's sum of the pieces received (parallel/
- * exchange_alltoall.c), for two pieces. */
-static void sum2_range(void *arg, size_t lo, size_t hi)
-{
-    const sum2 *s = arg;
-    for (size_t i = lo; i < hi; i++) s->dst[i] = s->pieces[i] + s->pieces[s->n + i];
-}
-
-/* Seconds per byte of a piece beyond the first in that sum, as a step
- * meets it: the pieces just received (in cache), the threads the step
- * uses (median of 15 after two warm-up runs). */
+/* Seconds per byte of a piece beyond the first in that sum on small
+ * pieces in cache (a network without buckets to time it on: time_updates
+ * times it as a step meets it), the threads the step uses (median of 15
+ * after two warm-up runs). */
 static double time_sum(float *buf, size_t n, int threads)
 {
     sum2 s = {buf, buf + 2 * n, n};
@@ -273,13 +294,16 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
     if (st == PCNN_OK && !upd) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "update table");
     if (st == PCNN_OK) st = update_bench_open(&u, net);
     if (st == PCNN_OK) st = calibrate_update_calls(&u.calls, &u);
-    if (st == PCNN_OK) st = time_batch(net, hi, 1, L, med_hi, &spread_hi, &over_hi, &u, upd);
+    double cold_sum = 0;
+    if (st == PCNN_OK)
+        st = time_batch(net, hi, 1, L, med_hi, &spread_hi, &over_hi, &u, upd, &cold_sum);
     const double pass = clock_now() - start;
     int reps = pass > 0 ? (int)((budget / pass - 1) / 1.5) : 3;
     reps = reps < 2 ? 2 : reps > 15 ? 15 : reps;
-    if (st == PCNN_OK) st = time_batch(net, hi, reps, L, med_hi, &spread_hi, &over_hi, &u, upd);
+    if (st == PCNN_OK)
+        st = time_batch(net, hi, reps, L, med_hi, &spread_hi, &over_hi, &u, upd, &cold_sum);
     if (st == PCNN_OK && lo != hi)
-        st = time_batch(net, lo, reps, L, med_lo, &spread_lo, &over_lo, NULL, NULL);
+        st = time_batch(net, lo, reps, L, med_lo, &spread_lo, &over_lo, NULL, NULL, NULL);
     if (st == PCNN_OK) {
         for (int i = 0; i < L; i++) {
             const pcnn_layer *l = ll->items[i];
@@ -313,7 +337,9 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
         c->spread = fmax(spread_hi, spread_lo);
         c->update[0] = u.calls.update[0];
         c->update_team = u.calls.update_team;
-        c->sum_gamma = u.calls.sum_gamma;
+        /* The sum as a step meets it (cold pieces) where the network has
+         * buckets to time it on, else on small pieces in cache. */
+        c->sum_gamma = cold_sum > 0 ? cold_sum : u.calls.sum_gamma;
         /* For other networks: this one's mean cost per parameter. */
         double work = 0, count = 0;
         for (int i = 0; i < L; i++) {

@@ -109,8 +109,8 @@ static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_spa
     case PCNN_EXCHANGE_ALLTOALL_ALLGATHER: {
         const double own = ceil(count / P);
         b->reduce_comm = coll(c, PCNN_COLL_ALLTOALL, bytes);
-        /* The sum of the P pieces received: at the rate timed with this
-         * network's threads on pieces in cache, else the link's gamma. */
+        /* The sum of the P pieces received: at the rate timed on this
+         * network's buckets (calib_compute.c), else the link's gamma. */
         const double gamma = c->table && c->m->compute.sum_gamma > 0 ? c->m->compute.sum_gamma
                                                                      : c->m->link.gamma;
         b->update = (P - 1) * own * 4.0 * gamma + update_time(c, sp, own);
