@@ -361,6 +361,38 @@ static void train2(pcnn_net *net, bool whole, int seed)
         CK(pcnn_net_train_step(net, n, n ? x + first * SAMPLE : NULL, y + first, NULL, NULL));
 }
 
+/* Switch par's conv and dense layers to each pair of cycle[count] in turn,
+ * two steps of par and seq (one rank) after each (whole: every rank passes
+ * the whole batch); whether every switch took, engine included (0: any),
+ * and the parameters' difference at the end in *diff. */
+static bool run_cycle(pcnn_net *par, pcnn_net *seq, const pcnn_layer *conv,
+                      const pcnn_layer *dense, const pcnn_exchange (*cycle)[2], int count,
+                      bool whole, int engine, double *diff)
+{
+    const layer_list *ll = net_layer_list(par);
+    pcnn_exchange kinds[16];
+    bool applied = true;
+    train2(par, whole, 1);
+    train2(seq, true, 1);
+    for (int k = 0; k < count; k++) {
+        for (int i = 0; i < ll->count; i++) kinds[i] = ll->items[i]->exchange;
+        kinds[conv->index] = cycle[k][0];
+        kinds[dense->index] = cycle[k][1];
+        CK(net_switch_exchanges(par, kinds, " (test)", NULL, "run_cycle"));
+        pcnn_exchange c, d;
+        CK(pcnn_layer_get_exchange(conv, &c));
+        CK(pcnn_layer_get_exchange(dense, &d));
+        double active;
+        CK(pcnn_net_get_option(par, PCNN_OPT_ACTIVE_ENGINE, &active));
+        applied = applied && c == cycle[k][0] && d == cycle[k][1] &&
+                  (!engine || (int)active == engine);
+        train2(par, whole, k + 2);
+        train2(seq, true, k + 2);
+    }
+    *diff = params_diff(par, seq);
+    return applied;
+}
+
 /* The switch itself, every kind to every other (replicated to sharded and
  * back, shards of one size to another), with training between. */
 static void test_switch_cycle(pcnn_optimizer optimizer, int engine)
@@ -379,30 +411,44 @@ static void test_switch_cycle(pcnn_optimizer optimizer, int engine)
     CK(pcnn_net_set_option(par, PCNN_OPT_ENGINE, engine));
     CK(pcnn_net_finalize(par, 8));
     CK(pcnn_net_finalize(seq, 8));
-    const layer_list *ll = net_layer_list(par);
-    pcnn_exchange kinds[16];
-    bool applied = true;
-    train2(par, false, 1);
-    train2(seq, true, 1);
-    for (size_t k = 0; k < sizeof cycle / sizeof cycle[0]; k++) {
-        for (int i = 0; i < ll->count; i++) kinds[i] = ll->items[i]->exchange;
-        kinds[conv->index] = cycle[k][0];
-        kinds[dense->index] = cycle[k][1];
-        CK(net_switch_exchanges(par, kinds, " (test)", NULL, "test_switch_cycle"));
-        pcnn_exchange c, d;
-        get_exchanges(conv, dense, &c, &d);
-        double active;
-        CK(pcnn_net_get_option(par, PCNN_OPT_ACTIVE_ENGINE, &active));
-        applied = applied && c == cycle[k][0] && d == cycle[k][1] && (int)active == engine;
-        train2(par, false, (int)k + 2);
-        train2(seq, true, (int)k + 2);
-    }
-    const double diff = params_diff(par, seq);
+    double diff;
+    const bool applied = run_cycle(par, seq, conv, dense, cycle,
+                                   (int)(sizeof cycle / sizeof cycle[0]), false, engine, &diff);
     char what[200];
     snprintf(what, sizeof what, "%s, %s engine: switching every exchange to every other "
              "between steps trains as one rank (%.2e)",
              optimizer == PCNN_OPTIMIZER_ADAM ? "Adam" : "momentum",
              engine == 1 ? "thread" : "nonblocking", diff);
+    expect(applied && diff <= 1e-5, what);
+    pcnn_net_destroy(&par);
+    pcnn_net_destroy(&seq);
+}
+
+/* A spatial network (every sample split along H over the ranks, the
+ * dense layer on each rank's box): its layers switch between allreduce and
+ * all-to-all + all-gather (the FC gradient is not for spatial networks)
+ * and it trains as one rank. */
+static void test_switch_spatial(void)
+{
+    static const pcnn_exchange cycle[][2] = {
+        {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_EXCHANGE_ALLREDUCE},
+        {PCNN_EXCHANGE_ALLREDUCE, PCNN_EXCHANGE_ALLTOALL_ALLGATHER},
+        {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_EXCHANGE_ALLTOALL_ALLGATHER},
+    };
+    pcnn_layer *conv, *dense, *c2, *d2;
+    pcnn_net *par = build_with(world, PCNN_EXCHANGE_ALLREDUCE, PCNN_OPTIMIZER_ADAM, &conv, &dense);
+    pcnn_net *seq = build_with(NULL, 0, PCNN_OPTIMIZER_ADAM, &c2, &d2);
+    const int split[4] = {1, 1, ranks, 1};
+    CK(pcnn_net_set_distribution(par, split));
+    CK(pcnn_net_finalize(par, 8));
+    CK(pcnn_net_finalize(seq, 8));
+    /* Every rank passes the whole batch; the library keeps its box. */
+    double diff;
+    const bool applied = run_cycle(par, seq, conv, dense, cycle,
+                                   (int)(sizeof cycle / sizeof cycle[0]), true, 0, &diff);
+    char what[200];
+    snprintf(what, sizeof what, "a spatial network (H split over %d ranks) switches exchanges "
+             "between steps and trains as one rank (%.2e)", ranks, diff);
     expect(applied && diff <= 1e-5, what);
     pcnn_net_destroy(&par);
     pcnn_net_destroy(&seq);
@@ -472,6 +518,7 @@ int main(int argc, char **argv)
     test_mismatch(true);
     test_switch_cycle(PCNN_OPTIMIZER_MOMENTUM, 2);
     test_switch_failures();
+    test_switch_spatial();
     test_switch_cycle(PCNN_OPTIMIZER_ADAM, 1); /* the communication thread restarts */
     test_replan(PCNN_OPTIMIZER_MOMENTUM);
     test_replan(PCNN_OPTIMIZER_ADAM);
