@@ -164,7 +164,8 @@ static double measure_gamma(void)
  * computes between tests (the nonblocking engine's polls between layers):
  * the time it takes alone over the number of polls it needs with 0.5 ms of
  * computation between them (the largest count over ranks). */
-static pcnn_status measure_polling(bench *b, const perf_link *k, double *poll_work)
+static pcnn_status measure_polling(bench *b, const perf_link *k, double *poll_work,
+                                   double *poll_cpu)
 {
     const perf_curve *cv = &k->curve[PCNN_COLL_ALLREDUCE];
     double bytes = 8 << 20;
@@ -175,12 +176,14 @@ static pcnn_status measure_polling(bench *b, const perf_link *k, double *poll_wo
     TRY(complete(b, MPI_Ibarrier(b->c->comm, &req), &req, "MPI_Ibarrier (calibration)"));
     const int count = (int)(bytes / 4);
     int code = MPI_Iallreduce(b->send, b->recv, count, MPI_FLOAT, MPI_SUM, b->c->comm, &req);
-    double polls = 0;
+    double polls = 0, in_tests = 0;
     const double start = clock_now();
     for (int flag = 0; code == MPI_SUCCESS && !flag;) {
         const double until = clock_now() + 5e-4;
         while (clock_now() < until) continue; /* computing, not in MPI */
+        const double t0 = clock_now();
         code = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        in_tests += clock_now() - t0;
         polls++;
         if (!flag && clock_now() - start > 10.0) { /* hardly progresses: let the wait finish it */
             TRY(complete(b, code, &req, "MPI_Iallreduce (polled calibration)"));
@@ -192,6 +195,12 @@ static pcnn_status measure_polling(bench *b, const perf_link *k, double *poll_wo
     TRY(complete(b, MPI_Iallreduce(&polls, &most, 1, MPI_DOUBLE, MPI_MAX, b->c->comm, &req),
                  &req, "MPI_Iallreduce (calibration polls)"));
     *poll_work = alone / (most > 1 ? most : 1);
+    /* The share of that work the polling thread does itself (shared
+     * memory: its copies) rather than a network does beside it. */
+    double cpu = alone > 0 ? in_tests / alone : 0, worst = cpu;
+    TRY(complete(b, MPI_Iallreduce(&cpu, &worst, 1, MPI_DOUBLE, MPI_MAX, b->c->comm, &req),
+                 &req, "MPI_Iallreduce (calibration polls)"));
+    *poll_cpu = worst < 0 ? 0 : worst > 1 ? 1 : worst;
     return PCNN_OK;
 }
 
@@ -205,6 +214,7 @@ static void pack(perf_link *k, double *v, bool out)
     FIELD(k->ranks);
     FIELD(k->gamma);
     FIELD(k->poll_work);
+    FIELD(k->poll_cpu);
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
         FIELD(k->alpha[c]);
         FIELD(k->beta[c]);
@@ -237,7 +247,7 @@ pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, co
                                       PCNN_COLL_ALLGATHER, PCNN_COLL_SENDRECV};
     const double share[4] = {0.27, 0.27, 0.22, 0.14}; /* the rest: polling */
     for (int i = 0; i < 4 && st == PCNN_OK; i++) st = sweep(&b, &fresh, order[i], budget * share[i]);
-    if (st == PCNN_OK) st = measure_polling(&b, &fresh, &fresh.poll_work);
+    if (st == PCNN_OK) st = measure_polling(&b, &fresh, &fresh.poll_work, &fresh.poll_cpu);
     double packed[PACKED];
     if (st == PCNN_OK) {
         for (int c = 0; c < PERF_COLLECTIVES; c++) perf_coll_fit(&fresh, (pcnn_collective)c);

@@ -25,6 +25,8 @@ typedef struct perf_link {
     double gamma;       /* s per byte summed locally */
     double poll_work;   /* link seconds a nonblocking collective advances per
                            MPI_Test between layers (sim.h) */
+    double poll_cpu;    /* the share of that advance the polling thread spends
+                           itself (shared memory: its copies; 0..1) */
     double alpha[PERF_COLLECTIVES], beta[PERF_COLLECTIVES];
     perf_curve curve[PERF_COLLECTIVES];
 } perf_link;

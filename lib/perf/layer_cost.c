@@ -199,7 +199,11 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
         *in = (sim_input){.num_layers = L, .layers = layers, .num_buckets = B,
                           .buckets = buckets, .overlap = overlap, .parallel = ranks > 1,
                           .progress = engine == 1 ? 1.0 : m->knobs.nb_progress,
-                          .poll_work = engine == 1 ? 0 : m->link.poll_work, .pre = agree,
+                          .poll_work = engine == 1 ? 0 : m->link.poll_work,
+                          /* The thread's share of polled work is the calibrated
+                           * link's; another link (what-if) moves data beside it. */
+                          .poll_cpu = engine == 1 || c.link_beta > 0 ? 0 : m->link.poll_cpu,
+                          .pre = agree,
                           .mid = (matches ? nonneg(perf_line(m->compute.overhead, n)) : 0) +
                                  agree,
                           .post = agree};

@@ -59,6 +59,7 @@ typedef struct reader {
     const unsigned char *p;
     size_t left;
     bool short_read;
+    uint32_t version; /* of the file: older ones lack later fields */
 } reader;
 
 static const unsigned char *take(reader *r, size_t n)
@@ -104,6 +105,7 @@ static void write_model(writer *w, const pcnn_perfmodel *m)
     put_i32(w, k->ranks);
     put_f64(w, k->gamma);
     put_f64(w, k->poll_work);
+    put_f64(w, k->poll_cpu);
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
         put_f64(w, k->alpha[c]);
         put_f64(w, k->beta[c]);
@@ -188,6 +190,7 @@ static pcnn_status read_model(reader *r, pcnn_perfmodel *m, const char *path, co
     k->ranks = get_i32(r);
     k->gamma = get_f64(r);
     k->poll_work = get_f64(r);
+    k->poll_cpu = r->version >= 3 ? get_f64(r) : 0;
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
         k->alpha[c] = get_f64(r);
         k->beta[c] = get_f64(r);
@@ -278,16 +281,17 @@ pcnn_status perf_decode(const unsigned char *buf, size_t size, pcnn_perfmodel *m
     pcnn_status st = PCNN_OK;
     if (size < 16 || memcmp(buf, MAGIC, 8) != 0) {
         st = corrupt(func, path, "not a performance model file (no PCNNPERF header)");
-    } else if (le_get_u32(buf + 8) != PERF_FORMAT_VERSION) {
+    } else if (le_get_u32(buf + 8) < PERF_FORMAT_OLDEST ||
+               le_get_u32(buf + 8) > PERF_FORMAT_VERSION) {
         st = error_set(PCNN_ERR_UNSUPPORTED, func,
-                       "%s: performance model format version %u; this library reads version %u "
-                       "(calibrate again and save)",
-                       path, le_get_u32(buf + 8), PERF_FORMAT_VERSION);
+                       "%s: performance model format version %u; this library reads versions "
+                       "%u to %u (calibrate again and save)",
+                       path, le_get_u32(buf + 8), PERF_FORMAT_OLDEST, PERF_FORMAT_VERSION);
     } else if (size < 24 ||
                hash_fnv1a(HASH_FNV1A_BASIS, buf, size - 8) != le_get_u64(buf + size - 8)) {
         st = corrupt(func, path, "checksum mismatch (damaged or truncated)");
     } else {
-        reader r = {buf + 16, size - 24, false};
+        reader r = {buf + 16, size - 24, false, le_get_u32(buf + 8)};
         st = read_model(&r, m, path, func);
         if (st == PCNN_OK && r.left != 0) st = corrupt(func, path, "trailing bytes");
     }

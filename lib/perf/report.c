@@ -17,8 +17,9 @@ size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size)
              k->ranks ? "calibrated" : "defaults (not calibrated)", k->gamma,
              1e-9 / k->gamma);
     if (k->ranks) text_put(&t, "  calibrated on %d ranks\n", k->ranks);
-    text_put(&t, "  nonblocking collectives advance %.3g ms of link time per poll\n",
-             1e3 * k->poll_work);
+    text_put(&t, "  nonblocking collectives advance %.3g ms of link time per poll, %.0f %% "
+             "of it the polling thread's own time\n",
+             1e3 * k->poll_work, 100 * k->poll_cpu);
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
         const perf_curve *cv = &k->curve[c];
         text_put(&t, "  %-10s alpha %8.2f us  beta %.3g s/B (%.2f Gbit/s)  %d points", coll_name[c],

@@ -21,10 +21,12 @@ typedef struct sim {
     int head, tail;
 } sim;
 
-/* Move the clock by dt; the link serves the queue at `rate`. */
-static void advance(sim *s, double dt, double rate)
+/* Move the clock by dt; the link serves the queue at `rate`; the link
+ * seconds served. */
+static double advance(sim *s, double dt, double rate)
 {
     double budget = dt * rate;
+    const double offered = budget;
     while (rate > 0 && s->head < s->tail && budget > 0) {
         item *it = s->queue[s->head];
         const double use = it->left < budget ? it->left : budget;
@@ -37,15 +39,17 @@ static void advance(sim *s, double dt, double rate)
         }
     }
     s->t += dt;
+    return rate > 0 ? offered - budget : 0;
 }
 
-/* A poll between layers: the link does `work` seconds of its queue, the
- * clock stands still. */
+/* A poll between layers: the link does up to `poll_work` seconds of its
+ * queue; the clock moves by the share of it the thread does itself
+ * (poll_cpu: shared memory's copies), else stands still. */
 static void poll_link(sim *s)
 {
     const double clock = s->t;
-    if (s->in->poll_work > 0) advance(s, s->in->poll_work, 1.0);
-    s->t = clock;
+    const double served = s->in->poll_work > 0 ? advance(s, s->in->poll_work, 1.0) : 0;
+    s->t = clock + s->in->poll_cpu * served;
 }
 
 static void compute(sim *s, double dt)

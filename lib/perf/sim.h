@@ -52,6 +52,8 @@ typedef struct sim_input {
     double poll_work;         /* link seconds done at each poll between layers
                                  (nonblocking engine: MPI progresses only inside
                                  MPI calls; 0 for the thread) */
+    double poll_cpu;          /* share of a poll's link seconds that is the
+                                 thread's own time (0..1) */
     double pre;               /* before forward: batch agreement, input copy */
     double mid;               /* between forward and backward: loss, its agreement */
     double post;              /* after the end of the exchange: end agreement */

@@ -5,6 +5,7 @@
  * version), and bad inputs with clear errors. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,26 @@ static void flip_byte(const char *path, long at, int version)
     int c = fgetc(f);
     fseek(f, at, SEEK_SET);
     fputc(version ? version : c ^ 0x40, f);
+    fclose(f);
+}
+
+/* Rewrite the model file at path as format version 2 wrote it: without
+ * the link's poll_cpu (the double after poll_work, at byte 36: header 16,
+ * ranks 4, gamma 8, poll_work 8), the checksum (FNV-1a 64) recomputed. */
+static void as_version_2(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char buf[1 << 16];
+    const size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    memmove(buf + 36, buf + 44, n - 44);
+    const size_t len = n - 8;
+    buf[8] = 2;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len - 8; i++) h = (h ^ buf[i]) * 0x100000001b3ull;
+    for (int i = 0; i < 8; i++) buf[len - 8 + i] = (unsigned char)(h >> (8 * i));
+    f = fopen(path, "wb");
+    fwrite(buf, 1, len, f);
     fclose(f);
 }
 
@@ -229,7 +250,16 @@ int main(void)
     CK(pcnn_perfmodel_save(m, path));
     flip_byte(path, 8, 1); /* format version 1: before the per-layer update timings */
     EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_UNSUPPORTED,
-               "version 1; this library reads version 2 (calibrate again");
+               "version 1; this library reads versions 2 to 3 (calibrate again");
+    /* Version 2 (no poll_cpu) still loads: the same predictions (this
+     * model's poll_cpu is 0, a one-rank calibration's). */
+    CK(pcnn_perfmodel_save(m, path));
+    as_version_2(path);
+    CK(pcnn_perfmodel_load(path, &back));
+    CK(pcnn_perfmodel_predict(back, net, 16 * 8, 8, 1, &again));
+    EXPECT(memcmp(&again, &step1, sizeof again) == 0, "a version 2 file predicts %.17g vs %.17g",
+           again, step1);
+    CK(pcnn_perfmodel_destroy(&back));
     FILE *f = fopen(path, "wb");
     fputs("not a model at all, just text", f);
     fclose(f);

@@ -141,7 +141,8 @@ def test_bad_inputs_raise_the_librarys_errors(lenet, tmp_path):
     raw = bytearray(path.read_bytes())
     raw[8] = 1  # the format version (u32 after the 8-byte magic): an older one
     path.write_bytes(bytes(raw))
-    with pytest.raises(pcnn.UnsupportedError, match="version 1; this library reads version 2"):
+    with pytest.raises(pcnn.UnsupportedError,
+                       match="version 1; this library reads versions 2 to 3"):
         pcnn.PerfModel.load(path)
     with pytest.raises(pcnn.FileError):
         pcnn.PerfModel.load(os.path.join(str(tmp_path), "missing", "m.pcnnperf"))
