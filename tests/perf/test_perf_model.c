@@ -145,6 +145,13 @@ static void test_sim(void)
     t = sim_step(&in, per);
     EXPECT(close_to(t, 12.75), "polled: %g (by hand 12.75)", t);
     EXPECT(close_to(per[1][SIM_EXPOSED], 2), "polled exposed %g (by hand 2)", per[1][SIM_EXPOSED]);
+    /* The same when the polling thread makes the copies itself (shared
+     * memory): the link work done in polls is its time too. */
+    in.poll_cpu = 1;
+    const double copying = sim_step(&in, per);
+    EXPECT(close_to(copying, 13.75), "polls that copy: %g (by hand 13.75: the two polls' "
+           "0.5 on the thread)", copying);
+    in.poll_cpu = 0;
     in.poll_work = 0;
     /* An all-gather (1.5) left in flight at the end of the step is waited
      * for by layer 1's next forward: steady step 14 (by hand). */
