@@ -1711,7 +1711,7 @@ typedef enum pcnn_perf_param {
                                          besides the work calibrated per poll between
                                          layers (MPI progresses inside MPI calls);
                                          default 0 */
-    PCNN_PERF_COMPUTE_SOURCE = 7      /* 0 (default): the more accurate source per layer:
+    PCNN_PERF_COMPUTE_SOURCE = 7,     /* 0 (default): the more accurate source per layer:
                                          its own timings (exact shapes and algorithms)
                                          between the two timed local batches; outside
                                          them the timing at the nearest timed batch
@@ -1719,6 +1719,14 @@ typedef enum pcnn_perf_param {
                                          no regressor knows the kind); the regressors
                                          for a network not calibrated; 1: timings only
                                          (their line); 2: regressors only */
+    PCNN_PERF_MEMORY_CONTENTION = 8   /* >= 1: how many times as long the optimizer's
+                                         update (and the all-to-all's summation) takes
+                                         when every rank runs its own at once, as ranks
+                                         of one step do, as on one rank alone (ranks on a
+                                         node share its memory bandwidth); calibrated by
+                                         pcnn_perfmodel_calibrate_comm, 1 before it and
+                                         on one rank; applies to predictions of more
+                                         than one rank (as many per node as calibrated) */
 } pcnn_perf_param;
 
 

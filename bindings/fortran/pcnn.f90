@@ -144,6 +144,7 @@ module pcnn
   integer(c_int), parameter :: PCNN_PERF_ENGINE = 5
   integer(c_int), parameter :: PCNN_PERF_NONBLOCKING_PROGRESS = 6
   integer(c_int), parameter :: PCNN_PERF_COMPUTE_SOURCE = 7
+  integer(c_int), parameter :: PCNN_PERF_MEMORY_CONTENTION = 8
 
   ! #defines
   integer(c_int), parameter :: PCNN_VERSION_MAJOR = 0

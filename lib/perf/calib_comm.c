@@ -204,17 +204,132 @@ static pcnn_status measure_polling(bench *b, const perf_link *k, double *poll_wo
     return PCNN_OK;
 }
 
-/* The link as doubles, for the broadcast. */
-enum { PACKED = 3 + PERF_COLLECTIVES * (3 + 2 * PERF_CURVE_MAX) };
+/* A momentum update's memory traffic over n parameters (optim_update's
+ * loop for PCNN_OPTIMIZER_MOMENTUM, the learning rate too small to move
+ * them far): three streams read, two written. */
+static void stream_update(float *p, const float *g, float *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        m[i] = 0.9f * m[i] + g[i];
+        p[i] -= 1e-12f * m[i];
+    }
+}
 
-static void pack(perf_link *k, double *v, bool out)
+#define CONTENTION_REPS 7
+#define CONTENTION_ALONE 8 /* ranks timed alone, one after the other */
+
+static double median_of(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* Compute in registers (as the compute calibration's neighbours do: an
+ * idle core would lend the timed rank more than it has in training)
+ * until every rank has entered a barrier. */
+static pcnn_status compute_until_barrier(bench *b)
+{
+    MPI_Request req;
+    int code = MPI_Ibarrier(b->c->comm, &req), flag = 0;
+    volatile double x = 1.0;
+    const double start = clock_now();
+    while (code == MPI_SUCCESS && !flag && clock_now() - start < 10.0) {
+        for (int i = 0; i < 20000; i++) x = x * 1.0000001 + 1e-9;
+        code = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    }
+    if (code != MPI_SUCCESS) return mpi_status(code, b->func, "MPI_Test (calibration)");
+    return flag ? PCNN_OK : complete(b, MPI_SUCCESS, &req, "MPI_Ibarrier (calibration)");
+}
+
+/* This rank's ratio for updates of n parameters: every rank streaming
+ * at once, over one rank at a time while the others compute (0 for a rank
+ * not timed alone). */
+static pcnn_status contention_at(bench *b, float *buf, size_t n, double *ratio)
+{
+    float *p = buf, *g = buf + n, *m = buf + 2 * n;
+    for (size_t i = 0; i < n; i++) g[i] = 1e-3f;
+    stream_update(p, g, m, n); /* pages touched */
+    double together[CONTENTION_REPS], alone[CONTENTION_REPS];
+    MPI_Request req;
+    for (int r = 0; r < CONTENTION_REPS; r++) {
+        TRY(complete(b, MPI_Ibarrier(b->c->comm, &req), &req, "MPI_Ibarrier (calibration)"));
+        const double t0 = clock_now();
+        stream_update(p, g, m, n);
+        together[r] = clock_now() - t0;
+    }
+    const int timed = b->c->size < CONTENTION_ALONE ? b->c->size : CONTENTION_ALONE;
+    for (int q = 0; q < timed; q++) {
+        for (int r = 0; r < CONTENTION_REPS; r++) {
+            TRY(complete(b, MPI_Ibarrier(b->c->comm, &req), &req, "MPI_Ibarrier (calibration)"));
+            if (b->c->rank != q) {
+                TRY(compute_until_barrier(b));
+                continue;
+            }
+            const double t0 = clock_now();
+            stream_update(p, g, m, n);
+            alone[r] = clock_now() - t0;
+            TRY(complete(b, MPI_Ibarrier(b->c->comm, &req), &req, "MPI_Ibarrier (calibration)"));
+        }
+    }
+    *ratio = 0; /* not timed alone: left out of the mean */
+    if (b->c->rank < timed) {
+        const double a = median_of(alone, CONTENTION_REPS);
+        *ratio = a > 0 ? median_of(together, CONTENTION_REPS) / a : 1;
+    }
+    return PCNN_OK;
+}
+
+/* The exchange's ranks reach their updates together (each after the same
+ * collective), and ranks on one node then share its memory bandwidth and
+ * last-level cache; the compute calibration is local and times the update
+ * on one rank, beside ranks that are computing.  Per size, the mean ratio
+ * over the ranks timed (>= 1, and not falling with the size: a larger
+ * update fits a cache less). */
+static pcnn_status measure_contention(bench *b, double *factor)
+{
+    const size_t most = (size_t)perf_contention_params(PERF_CONTENTION_SIZES - 1);
+    float *buf = mem_calloc(3 * most, sizeof *buf);
+    TRY(agree(b->c, buf ? PCNN_OK : FAIL(PCNN_ERR_OUT_OF_MEMORY, "contention buffer"),
+              TIMEOUT_MS, b->func));
+    double mine[PERF_CONTENTION_SIZES], sum[PERF_CONTENTION_SIZES];
+    pcnn_status st = PCNN_OK;
+    for (int i = 0; i < PERF_CONTENTION_SIZES && st == PCNN_OK; i++)
+        st = contention_at(b, buf, (size_t)perf_contention_params(i), &mine[i]);
+    mem_free(buf);
+    TRY(st);
+    MPI_Request req;
+    TRY(complete(b, MPI_Iallreduce(mine, sum, PERF_CONTENTION_SIZES, MPI_DOUBLE, MPI_SUM,
+                                   b->c->comm, &req),
+                 &req, "MPI_Iallreduce (calibration contention)"));
+    const int timed = b->c->size < CONTENTION_ALONE ? b->c->size : CONTENTION_ALONE;
+    for (int i = 0; i < PERF_CONTENTION_SIZES; i++) {
+        const double mean = sum[i] / timed;
+        double f = mean >= 1 && mean < 1e3 ? mean : 1;
+        if (i > 0 && f < factor[i - 1]) f = factor[i - 1];
+        factor[i] = f;
+    }
+    return PCNN_OK;
+}
+
+/* The link as doubles, for the broadcast: its 4 scalars (ranks, gamma,
+ * poll_work, poll_cpu), the contention by size, then each collective's. */
+enum { PACKED = 4 + PERF_CONTENTION_SIZES + PERF_COLLECTIVES * (3 + 2 * PERF_CURVE_MAX) };
+
+/* Returns the doubles a full pack takes (PACKED, or a field added here
+ * and not counted there: refused by the caller, nothing written past v). */
+static size_t pack(perf_link *k, double *v, bool out)
 {
     double *p = v;
-#define FIELD(x) (void)(out ? (*p++ = (double)(x)) : ((x) = *p++))
+    size_t fields = 0;
+#define FIELD(x)                                                                   \
+    do {                                                                           \
+        if (++fields <= PACKED) (void)(out ? (*p++ = (double)(x)) : ((x) = *p++)); \
+    } while (0)
     FIELD(k->ranks);
     FIELD(k->gamma);
     FIELD(k->poll_work);
     FIELD(k->poll_cpu);
+    for (int i = 0; i < PERF_CONTENTION_SIZES; i++) FIELD(k->mem_contention[i]);
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
         FIELD(k->alpha[c]);
         FIELD(k->beta[c]);
@@ -225,6 +340,7 @@ static void pack(perf_link *k, double *v, bool out)
         }
     }
 #undef FIELD
+    return fields;
 }
 
 pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, const char *func)
@@ -248,13 +364,17 @@ pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, co
     const double share[4] = {0.27, 0.27, 0.22, 0.14}; /* the rest: polling */
     for (int i = 0; i < 4 && st == PCNN_OK; i++) st = sweep(&b, &fresh, order[i], budget * share[i]);
     if (st == PCNN_OK) st = measure_polling(&b, &fresh, &fresh.poll_work, &fresh.poll_cpu);
+    if (st == PCNN_OK) st = measure_contention(&b, fresh.mem_contention);
     double packed[PACKED];
     if (st == PCNN_OK) {
         for (int c = 0; c < PERF_COLLECTIVES; c++) perf_coll_fit(&fresh, (pcnn_collective)c);
-        pack(&fresh, packed, true);
+        /* The same on every rank: none posts the broadcast. */
+        if (pack(&fresh, packed, true) != PACKED)
+            st = FAIL(PCNN_ERR_INTERNAL, "the link's broadcast layout");
         MPI_Request req;
-        st = complete(&b, MPI_Ibcast(packed, PACKED, MPI_DOUBLE, 0, comm->comm, &req), &req,
-                      "MPI_Ibcast (calibration)");
+        if (st == PCNN_OK)
+            st = complete(&b, MPI_Ibcast(packed, PACKED, MPI_DOUBLE, 0, comm->comm, &req), &req,
+                          "MPI_Ibcast (calibration)");
     }
     if (st == PCNN_OK) {
         pack(&fresh, packed, false);

@@ -13,10 +13,29 @@ void perf_link_defaults(perf_link *k)
     *k = (perf_link){0};
     k->gamma = 1.0 / 4e9;
     k->poll_work = 1e-4;
+    for (int i = 0; i < PERF_CONTENTION_SIZES; i++) k->mem_contention[i] = 1;
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
         k->alpha[c] = 5e-6;
         k->beta[c] = 8.0 / 10e9;
     }
+}
+
+double perf_contention_params(int i)
+{
+    static const double params[PERF_CONTENTION_SIZES] = {262144, 1048576, 2097152, 4194304};
+    return params[i < 0 ? 0 : i >= PERF_CONTENTION_SIZES ? PERF_CONTENTION_SIZES - 1 : i];
+}
+
+double perf_contention(const perf_link *k, double params)
+{
+    const int last = PERF_CONTENTION_SIZES - 1;
+    if (!(params > perf_contention_params(0))) return k->mem_contention[0];
+    if (params >= perf_contention_params(last)) return k->mem_contention[last];
+    int i = 0;
+    while (params >= perf_contention_params(i + 1)) i++;
+    const double lo = log(perf_contention_params(i)), hi = log(perf_contention_params(i + 1));
+    const double f = (log(params) - lo) / (hi - lo);
+    return k->mem_contention[i] + f * (k->mem_contention[i + 1] - k->mem_contention[i]);
 }
 
 void perf_coll_terms(pcnn_collective c, int P, double n, double t[3])

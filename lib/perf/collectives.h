@@ -14,6 +14,7 @@
 
 #define PERF_COLLECTIVES 4 /* pcnn_collective values 0..3 */
 #define PERF_CURVE_MAX 24
+#define PERF_CONTENTION_SIZES 4 /* 2^18, 2^20, 2^21, 2^22 parameters */
 
 typedef struct perf_curve {
     int count;
@@ -27,12 +28,24 @@ typedef struct perf_link {
                            MPI_Test between layers (sim.h) */
     double poll_cpu;    /* the share of that advance the polling thread spends
                            itself (shared memory: its copies; 0..1) */
+    /* How many times as long the optimizer's update of perf_contention_params(i)
+     * parameters takes when every rank runs its own at once (as the
+     * exchange's ranks do) as on one rank: ranks on a node share its memory
+     * bandwidth and last-level cache, the more the less fits in it (>= 1). */
+    double mem_contention[PERF_CONTENTION_SIZES];
     double alpha[PERF_COLLECTIVES], beta[PERF_COLLECTIVES];
     perf_curve curve[PERF_COLLECTIVES];
 } perf_link;
 
 /* Defaults before calibration: 5 us, 10 Gbit/s, 4 GB/s of summation. */
 void perf_link_defaults(perf_link *k);
+
+/* The parameters of contention size i (0 .. PERF_CONTENTION_SIZES - 1). */
+double perf_contention_params(int i);
+
+/* The contention factor for an update of `params` parameters: interpolated
+ * in log(params) between the calibrated sizes, the nearest beyond them. */
+double perf_contention(const perf_link *k, double params);
 
 /* The coefficients of alpha, beta and gamma in the model of collective c
  * on P ranks for n bytes (per rank: the reduced vector, everything a rank

@@ -84,10 +84,19 @@ static double coll(const costing *c, pcnn_collective k, double bytes)
     return perf_coll_time(&c->m->link, k, c->P, bytes, c->link_beta, c->alpha);
 }
 
+/* Memory-bound work on `params` parameters that the ranks of a step do at
+ * once (the updates after the same collective): the compute table timed
+ * it on one rank. */
+static double contended(const costing *c, double seconds, double params)
+{
+    return c->P > 1 ? perf_contention(&c->m->link, params) * seconds : seconds;
+}
+
 /* The optimizer on `own` of the parameters of bucket sp's layers. */
 static double update_time(const costing *c, const bucket_span *sp, double own)
 {
-    return perf_update_time(c->m, c->table, sp->first_layer, sp->last_layer, own);
+    return contended(c, perf_update_time(c->m, c->table, sp->first_layer, sp->last_layer, own),
+                     own);
 }
 
 static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_span *sp,
@@ -113,7 +122,7 @@ static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_spa
          * network's buckets (calib_compute.c), else the link's gamma. */
         const double gamma = c->table && c->m->compute.sum_gamma > 0 ? c->m->compute.sum_gamma
                                                                      : c->m->link.gamma;
-        b->update = (P - 1) * own * 4.0 * gamma + update_time(c, sp, own);
+        b->update = contended(c, (P - 1) * own * 4.0 * gamma, own) + update_time(c, sp, own);
         b->gather_comm = coll(c, PCNN_COLL_ALLGATHER, bytes);
         break;
     }

@@ -106,6 +106,7 @@ static void write_model(writer *w, const pcnn_perfmodel *m)
     put_f64(w, k->gamma);
     put_f64(w, k->poll_work);
     put_f64(w, k->poll_cpu);
+    for (int i = 0; i < PERF_CONTENTION_SIZES; i++) put_f64(w, k->mem_contention[i]);
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
         put_f64(w, k->alpha[c]);
         put_f64(w, k->beta[c]);
@@ -191,6 +192,11 @@ static pcnn_status read_model(reader *r, pcnn_perfmodel *m, const char *path, co
     k->gamma = get_f64(r);
     k->poll_work = get_f64(r);
     k->poll_cpu = r->version >= 3 ? get_f64(r) : 0;
+    for (int i = 0; i < PERF_CONTENTION_SIZES; i++) {
+        k->mem_contention[i] = r->version >= 4 ? get_f64(r) : 1;
+        if (!(k->mem_contention[i] >= 1 && k->mem_contention[i] < 1e3))
+            return corrupt(func, path, "a memory contention factor below 1");
+    }
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
         k->alpha[c] = get_f64(r);
         k->beta[c] = get_f64(r);

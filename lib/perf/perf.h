@@ -11,8 +11,9 @@
 #include "collectives.h"
 #include "sim.h"
 
-#define PERF_FORMAT_VERSION 3u /* 2: per-layer update timings; 3: the link's poll_cpu */
-#define PERF_FORMAT_OLDEST 2u  /* read too (poll_cpu 0) */
+#define PERF_FORMAT_VERSION 4u /* 2: per-layer update timings; 3: the link's poll_cpu;
+                                  4: its mem_contention by size */
+#define PERF_FORMAT_OLDEST 2u  /* read too (poll_cpu 0, mem_contention 1) */
 #define PERF_KIND_LEN 24
 
 /* One layer's measured costs, each a + b n over the local batch n, fitted

@@ -125,6 +125,11 @@ PCNN_API pcnn_status pcnn_perfmodel_set_param(pcnn_perfmodel *model, pcnn_perf_p
                 "compute source %g: must be 0 (best), 1 (timings) or 2 (regressors)", value);
         o->source = (int)value;
         return PCNN_OK;
+    case PCNN_PERF_MEMORY_CONTENTION:
+        REQUIRE(value >= 1 && value < 1e3, PCNN_ERR_INVALID_ARGUMENT,
+                "memory contention %g: must be >= 1 (and < 1000)", value);
+        for (int i = 0; i < PERF_CONTENTION_SIZES; i++) model->link.mem_contention[i] = value;
+        return PCNN_OK;
     }
     return FAIL(PCNN_ERR_INVALID_ARGUMENT, "unknown parameter %d", (int)param);
 }
@@ -151,6 +156,9 @@ PCNN_API pcnn_status pcnn_perfmodel_get_param(const pcnn_perfmodel *model,
     case PCNN_PERF_ENGINE: *value = o->engine; return PCNN_OK;
     case PCNN_PERF_NONBLOCKING_PROGRESS: *value = o->nb_progress; return PCNN_OK;
     case PCNN_PERF_COMPUTE_SOURCE: *value = o->source; return PCNN_OK;
+    case PCNN_PERF_MEMORY_CONTENTION:
+        *value = model->link.mem_contention[PERF_CONTENTION_SIZES - 1];
+        return PCNN_OK;
     }
     return FAIL(PCNN_ERR_INVALID_ARGUMENT, "unknown parameter %d", (int)param);
 }

@@ -20,6 +20,12 @@ size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size)
     text_put(&t, "  nonblocking collectives advance %.3g ms of link time per poll, %.0f %% "
              "of it the polling thread's own time\n",
              1e3 * k->poll_work, 100 * k->poll_cpu);
+    text_put(&t, "  the optimizer's update with every rank updating at once, times as long as "
+             "alone:");
+    for (int i = 0; i < PERF_CONTENTION_SIZES; i++)
+        text_put(&t, " %.2f (%g Mi parameters)", k->mem_contention[i],
+                 perf_contention_params(i) / 1048576);
+    text_put(&t, "\n");
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
         const perf_curve *cv = &k->curve[c];
         text_put(&t, "  %-10s alpha %8.2f us  beta %.3g s/B (%.2f Gbit/s)  %d points", coll_name[c],

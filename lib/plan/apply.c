@@ -24,6 +24,7 @@ uint64_t plan_model_hash(const pcnn_perfmodel *m)
     h = hash_doubles(h, &k->gamma, 1);
     h = hash_doubles(h, &k->poll_work, 1);
     h = hash_doubles(h, &k->poll_cpu, 1);
+    h = hash_doubles(h, k->mem_contention, PERF_CONTENTION_SIZES);
     h = hash_doubles(h, k->alpha, PERF_COLLECTIVES);
     h = hash_doubles(h, k->beta, PERF_COLLECTIVES);
     for (int c = 0; c < PERF_COLLECTIVES; c++) {

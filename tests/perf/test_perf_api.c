@@ -76,24 +76,49 @@ static void flip_byte(const char *path, long at, int version)
     fclose(f);
 }
 
-/* Rewrite the model file at path as format version 2 wrote it: without
- * the link's poll_cpu (the double after poll_work, at byte 36: header 16,
- * ranks 4, gamma 8, poll_work 8), the checksum (FNV-1a 64) recomputed. */
-static void as_version_2(const char *path)
+/* The model file at path: read whole, and written back with its checksum
+ * (FNV-1a 64 over all but the last 8 bytes) recomputed. */
+static size_t read_model_file(const char *path, unsigned char *buf, size_t size)
 {
     FILE *f = fopen(path, "rb");
-    unsigned char buf[1 << 16];
-    const size_t n = fread(buf, 1, sizeof buf, f);
+    const size_t n = fread(buf, 1, size, f);
     fclose(f);
-    memmove(buf + 36, buf + 44, n - 44);
-    const size_t len = n - 8;
-    buf[8] = 2;
+    return n;
+}
+
+static void write_model_file(const char *path, unsigned char *buf, size_t len)
+{
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < len - 8; i++) h = (h ^ buf[i]) * 0x100000001b3ull;
     for (int i = 0; i < 8; i++) buf[len - 8 + i] = (unsigned char)(h >> (8 * i));
-    f = fopen(path, "wb");
+    FILE *f = fopen(path, "wb");
     fwrite(buf, 1, len, f);
     fclose(f);
+}
+
+/* Rewrite the model file as an older format version wrote it: the link's
+ * fields after poll_work (at byte 36: header 16, ranks 4, gamma 8,
+ * poll_work 8) are poll_cpu (8 bytes, from version 3) and the memory
+ * contention by size (4 doubles, from version 4). */
+static void as_version(const char *path, int version)
+{
+    unsigned char buf[1 << 16];
+    const size_t n = read_model_file(path, buf, sizeof buf);
+    const size_t from = version == 2 ? 36 : 44, to = 76;
+    memmove(buf + from, buf + to, n - to);
+    buf[8] = (unsigned char)version;
+    write_model_file(path, buf, n - (to - from));
+}
+
+/* The first memory contention factor (byte 44) set to v. */
+static void set_contention(const char *path, double v)
+{
+    unsigned char buf[1 << 16];
+    const size_t n = read_model_file(path, buf, sizeof buf);
+    uint64_t bits;
+    memcpy(&bits, &v, 8);
+    for (int i = 0; i < 8; i++) buf[44 + i] = (unsigned char)(bits >> (8 * i));
+    write_model_file(path, buf, n);
 }
 
 int main(void)
@@ -180,6 +205,35 @@ int main(void)
     CK(pcnn_perfmodel_set_param(m, PCNN_PERF_STRATEGY, -1));
     CK(pcnn_perfmodel_set_param(m, PCNN_PERF_LINK_GBITS, 0));
 
+    /* Memory contention: the ranks' simultaneous updates (and the
+     * all-to-all's sums) take that many times as long; one rank's do not. */
+    EXPECT_ERR(pcnn_perfmodel_set_param(m, PCNN_PERF_MEMORY_CONTENTION, 0.5),
+               PCNN_ERR_INVALID_ARGUMENT, "memory contention 0.5: must be >= 1");
+    double contention = 0;
+    CK(pcnn_perfmodel_get_param(m, PCNN_PERF_MEMORY_CONTENTION, &contention));
+    EXPECT(contention == 1, "one rank's calibration: contention %g", contention);
+    for (int s = PCNN_EXCHANGE_ALLREDUCE; s <= PCNN_EXCHANGE_ALLTOALL_ALLGATHER; s++) {
+        double upd_free[2], upd_busy[2], t;
+        CK(pcnn_perfmodel_set_param(m, PCNN_PERF_STRATEGY, s));
+        for (int f = 1; f <= 2; f++) {
+            CK(pcnn_perfmodel_set_param(m, PCNN_PERF_MEMORY_CONTENTION, f));
+            for (int k = 0; k < 2; k++) {
+                CK(pcnn_perfmodel_predict(m, net, 16 * (k ? 64 : 1), k ? 64 : 1, 1, &t));
+                CK(pcnn_perfmodel_layer_time(m, -1, PCNN_TIME_UPDATE,
+                                             f == 1 ? &upd_free[k] : &upd_busy[k]));
+            }
+        }
+        EXPECT(upd_busy[0] == upd_free[0], "strategy %d, one rank: update %g vs %g", s,
+               upd_busy[0], upd_free[0]);
+        EXPECT(fabs(upd_busy[1] - 2 * upd_free[1]) <= 1e-12 * upd_busy[1] && upd_free[1] > 0,
+               "strategy %d, 64 ranks: update %g with contention 2, %g without", s, upd_busy[1],
+               upd_free[1]);
+    }
+    CK(pcnn_perfmodel_get_param(m, PCNN_PERF_MEMORY_CONTENTION, &contention));
+    EXPECT(contention == 2, "contention read back %g", contention);
+    CK(pcnn_perfmodel_set_param(m, PCNN_PERF_MEMORY_CONTENTION, 1));
+    CK(pcnn_perfmodel_set_param(m, PCNN_PERF_STRATEGY, -1));
+
     /* Validation against the network's own measurement. */
     train(net, 3);
     CK(pcnn_perfmodel_predict(m, net, 16, 1, 1, &step1));
@@ -250,16 +304,27 @@ int main(void)
     CK(pcnn_perfmodel_save(m, path));
     flip_byte(path, 8, 1); /* format version 1: before the per-layer update timings */
     EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_UNSUPPORTED,
-               "version 1; this library reads versions 2 to 3 (calibrate again");
-    /* Version 2 (no poll_cpu) still loads: the same predictions (this
-     * model's poll_cpu is 0, a one-rank calibration's). */
+               "version 1; this library reads versions 2 to 4 (calibrate again");
+    /* Versions 2 (no poll_cpu) and 3 (no memory contention) still load:
+     * the same predictions (this model's poll_cpu is 0 and its contention
+     * 1, a one-rank calibration's). */
+    for (int version = 2; version <= 3; version++) {
+        CK(pcnn_perfmodel_save(m, path));
+        as_version(path, version);
+        CK(pcnn_perfmodel_load(path, &back));
+        CK(pcnn_perfmodel_predict(back, net, 16 * 8, 8, 1, &again));
+        EXPECT(memcmp(&again, &step1, sizeof again) == 0,
+               "a version %d file predicts %.17g vs %.17g", version, again, step1);
+        CK(pcnn_perfmodel_destroy(&back));
+    }
+    /* A contention factor below 1 is no model of a machine; 1.5 loads. */
     CK(pcnn_perfmodel_save(m, path));
-    as_version_2(path);
+    set_contention(path, 1.5);
     CK(pcnn_perfmodel_load(path, &back));
-    CK(pcnn_perfmodel_predict(back, net, 16 * 8, 8, 1, &again));
-    EXPECT(memcmp(&again, &step1, sizeof again) == 0, "a version 2 file predicts %.17g vs %.17g",
-           again, step1);
     CK(pcnn_perfmodel_destroy(&back));
+    set_contention(path, 0.5);
+    EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT,
+               "a memory contention factor below 1");
     FILE *f = fopen(path, "wb");
     fputs("not a model at all, just text", f);
     fclose(f);

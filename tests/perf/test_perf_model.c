@@ -100,6 +100,24 @@ static void test_curve_and_fit(void)
 /* Two layers after the input: forward 1 and 2, backward 3 and 4. */
 static sim_layer L3[3] = {{0}, {1, 3, 0, 0, 1}, {2, 4, 0, 0, 1}};
 
+/* The contention factor by update size: log-linear between the sizes
+ * calibrated (2^18, 2^20, 2^21, 2^22 parameters), the nearest beyond. */
+static void test_contention(void)
+{
+    perf_link k;
+    perf_link_defaults(&k);
+    EXPECT(perf_contention(&k, 1e6) == 1, "defaults: no contention");
+    const double f[PERF_CONTENTION_SIZES] = {1.0, 1.2, 1.4, 2.0};
+    for (int i = 0; i < PERF_CONTENTION_SIZES; i++) k.mem_contention[i] = f[i];
+    EXPECT(perf_contention(&k, 0) == 1 && perf_contention(&k, 1000) == 1, "below the smallest");
+    EXPECT(close_to(perf_contention(&k, 1 << 19), 1.1), "2^19: halfway from 2^18 to 2^20 (%g)",
+           perf_contention(&k, 1 << 19));
+    EXPECT(close_to(perf_contention(&k, 1 << 21), 1.4), "2^21: calibrated");
+    EXPECT(close_to(perf_contention(&k, 3 << 20), 1.4 + 0.6 * (log(3.0) - log(2.0)) / log(2.0)),
+           "3 Mi: between 2^21 and 2^22 (%g)", perf_contention(&k, 3 << 20));
+    EXPECT(perf_contention(&k, 1e9) == 2.0, "beyond the largest");
+}
+
 static void test_sim(void)
 {
     double per[3][SIM_KINDS];
@@ -169,6 +187,7 @@ static void test_sim(void)
 
 int main(void)
 {
+    test_contention();
     test_units();
     test_curve_and_fit();
     test_sim();

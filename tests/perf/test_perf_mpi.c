@@ -63,6 +63,11 @@ int main(int argc, char **argv)
     for (int c = 0; c < 4; c++) larger &= times[c][5] > times[c][0]; /* 1 GB vs 8 B */
     expect(positive, "modelled times are positive and finite");
     expect(larger, "1 GB takes longer than 8 B");
+    double contention;
+    CK(pcnn_perfmodel_get_param(m, PCNN_PERF_MEMORY_CONTENTION, &contention));
+    expect(contention >= 1 && contention < 100 && same_everywhere(fnv(&contention, 8)),
+           "memory contention: >= 1, the same on every rank");
+    expect(strstr(report, "every rank updating at once") != NULL, "the report names it");
     double alpha, beta;
     CK(pcnn_perfmodel_get_param(m, PCNN_PERF_ALPHA_S, &alpha));
     CK(pcnn_perfmodel_get_param(m, PCNN_PERF_BETA_S_PER_BYTE, &beta));

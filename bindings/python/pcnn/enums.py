@@ -157,6 +157,7 @@ class PerfParam(enum.IntEnum):
     ENGINE = 5
     NONBLOCKING_PROGRESS = 6
     COMPUTE_SOURCE = 7
+    MEMORY_CONTENTION = 8
 
 
 # Header prefix of each enum's members, for the consistency test.

@@ -109,6 +109,11 @@ def test_bad_inputs_raise_the_librarys_errors(lenet, tmp_path):
             m.set_param("link_gbits", float("nan"))
         with pytest.raises(pcnn.InvalidArgumentError, match="link bandwidth"):
             m.set_param("link_gbits", -1)
+        with pytest.raises(pcnn.InvalidArgumentError, match="must be >= 1"):
+            m.set_param("memory_contention", 0.5)
+        assert m.get_param("memory_contention") == 1.0  # uncalibrated: none
+        m.set_param("memory_contention", 1.5)
+        assert m.get_param(pcnn.PerfParam.MEMORY_CONTENTION) == 1.5
         with pytest.raises(pcnn.InvalidArgumentError, match="bytes -8"):
             m.collective_time("allreduce", 4, -8)
         with pytest.raises(pcnn.InvalidArgumentError, match="ranks 0"):
@@ -142,7 +147,7 @@ def test_bad_inputs_raise_the_librarys_errors(lenet, tmp_path):
     raw[8] = 1  # the format version (u32 after the 8-byte magic): an older one
     path.write_bytes(bytes(raw))
     with pytest.raises(pcnn.UnsupportedError,
-                       match="version 1; this library reads versions 2 to 3"):
+                       match="version 1; this library reads versions 2 to 4"):
         pcnn.PerfModel.load(path)
     with pytest.raises(pcnn.FileError):
         pcnn.PerfModel.load(os.path.join(str(tmp_path), "missing", "m.pcnnperf"))
