@@ -3,6 +3,7 @@
  *   mpiexec -n 2 bench_parallel MODEL [GLOBAL_BATCH [ITERS]]
  *       [--exchange allreduce|a2a] [--overlap 0|1] [--engine 0|1|2]
  *       [--threads T] [--bucket-bytes B] [--sync-bn 0|1] [--fc auto|on|off]
+ *       [--trace FILE]
  *
  * Builds MODEL (see models.c), splits each synthetic global batch over the
  * ranks, trains with momentum SGD, and prints from rank 0 one JSON line:
@@ -13,7 +14,8 @@
  * statistics across ranks (PCNN_OPT_SYNC_BATCHNORM).  --fc sets every dense
  * layer's exchange: on, the FC gradient of seed 001 section 4.1.1; off, the
  * network's exchange; auto (default), eq. 4.8 decides under all-to-all +
- * all-gather. */
+ * all-gather.  --trace FILE: every rank's spans of the last steps in one
+ * Chrome trace (rank 0 writes it): where a step waits, and for what. */
 #define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, ENGINE, SYNC_BATCHNORM: pcnn.h section 9 */
 #include <math.h>
 #include <stdbool.h>
@@ -43,7 +45,7 @@ int main(int argc, char **argv)
 {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    const char *exchange = "a2a", *fc = "auto";
+    const char *exchange = "a2a", *fc = "auto", *trace = NULL;
     int overlap = 1, engine = 0, threads = 0, sync_bn = 0;
     double bucket_bytes = -1;
     char *pos[3] = {NULL, NULL, NULL};
@@ -56,6 +58,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--sync-bn") && i + 1 < argc) sync_bn = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bucket-bytes") && i + 1 < argc) bucket_bytes = atof(argv[++i]);
         else if (!strcmp(argv[i], "--fc") && i + 1 < argc) fc = argv[++i];
+        else if (!strcmp(argv[i], "--trace") && i + 1 < argc) trace = argv[++i];
         else if (npos < 3) pos[npos++] = argv[i];
     }
     const model *m = pos[0] ? model_find(pos[0]) : NULL;
@@ -91,6 +94,7 @@ int main(int argc, char **argv)
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_ENGINE, engine));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_SYNC_BATCHNORM, sync_bn));
     if (bucket_bytes >= 0) CHECK(pcnn_net_set_option(b.net, PCNN_OPT_BUCKET_BYTES, bucket_bytes));
+    if (trace) CHECK(pcnn_net_set_option(b.net, PCNN_OPT_TRACE_EVENTS, 65536));
     CHECK(pcnn_net_finalize(b.net, batch));
 
     /* This rank's share of the global batch. */
@@ -150,6 +154,7 @@ int main(int argc, char **argv)
                best * 1e3, mean * 1e3, part[1] * 1e3, part[2] * 1e3, part[3] * 1e3, part[4] * 1e3,
                part[5] * 1e3, 100.0 * part[5] / part[0], r, (double)bytes / 1e6, fc);
     fflush(stdout); /* the figures are out even if MPI_Finalize never returns */
+    if (trace) CHECK(pcnn_net_write_trace_merged(b.net, trace));
     free(times);
     free(x);
     free(t);
