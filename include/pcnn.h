@@ -1743,9 +1743,12 @@ PCNN_API pcnn_status pcnn_perfmodel_destroy(pcnn_perfmodel **model);
  * budget ends a sweep earlier; larger messages then follow the last
  * measured bandwidth), each the median of repetitions after a warm-up (the
  * largest over ranks); gamma from timing the local
- * summation; alpha and beta fitted per collective, the curves kept; and
- * how much a nonblocking all-reduce advances per MPI_Test between layers.
- * Rank 0's result is broadcast: every rank holds the same model.
+ * summation; alpha and beta fitted per collective, the curves kept; how
+ * much a nonblocking all-reduce advances per MPI_Test between layers; and
+ * how much longer the optimizer's update takes with every rank running its
+ * own at once (PCNN_PERF_MEMORY_CONTENTION, by size; about 0.5 s more, 48
+ * MiB of scratch per rank).  Rank 0's result is broadcast: every rank
+ * holds the same model.
  * Collective over comm; on one rank only gamma is measured.  Errors:
  * INVALID_ARGUMENT, OUT_OF_MEMORY, MPI, TIMEOUT. */
 PCNN_API pcnn_status pcnn_perfmodel_calibrate_comm(pcnn_perfmodel *model, pcnn_comm *comm,
