@@ -76,6 +76,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The median of t[0..n) (sorted in place). */
+static double median_of(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
 /* Median seconds of `reps` runs after a warm-up (a run preempted by another
  * process on a shared machine does not count), the maximum over ranks. */
 #define MAX_REPS 20
@@ -93,8 +100,7 @@ static pcnn_status measure(bench *b, pcnn_collective k, double bytes, int reps, 
         t[i] = clock_now() - t0;
         if (k == PCNN_COLL_SENDRECV) t[i] /= 2; /* one way of the round trip */
     }
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    double mine = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    double mine = median_of(t, reps);
     return complete(b, MPI_Iallreduce(&mine, seconds, 1, MPI_DOUBLE, MPI_MAX, b->c->comm, &req),
                     &req, "MPI_Iallreduce (calibration times)");
 }
@@ -218,10 +224,9 @@ static void stream_update(float *p, const float *g, float *m, size_t n)
 #define CONTENTION_REPS 7
 #define CONTENTION_ALONE 8 /* ranks timed alone, one after the other */
 
-static double median_of(double *t, int n)
+static int timed_alone(const bench *b)
 {
-    qsort(t, (size_t)n, sizeof t[0], cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    return b->c->size < CONTENTION_ALONE ? b->c->size : CONTENTION_ALONE;
 }
 
 /* Compute in registers (as the compute calibration's neighbours do: an
@@ -257,7 +262,7 @@ static pcnn_status contention_at(bench *b, float *buf, size_t n, double *ratio)
         stream_update(p, g, m, n);
         together[r] = clock_now() - t0;
     }
-    const int timed = b->c->size < CONTENTION_ALONE ? b->c->size : CONTENTION_ALONE;
+    const int timed = timed_alone(b);
     for (int q = 0; q < timed; q++) {
         for (int r = 0; r < CONTENTION_REPS; r++) {
             TRY(complete(b, MPI_Ibarrier(b->c->comm, &req), &req, "MPI_Ibarrier (calibration)"));
@@ -301,9 +306,8 @@ static pcnn_status measure_contention(bench *b, double *factor)
     TRY(complete(b, MPI_Iallreduce(mine, sum, PERF_CONTENTION_SIZES, MPI_DOUBLE, MPI_SUM,
                                    b->c->comm, &req),
                  &req, "MPI_Iallreduce (calibration contention)"));
-    const int timed = b->c->size < CONTENTION_ALONE ? b->c->size : CONTENTION_ALONE;
     for (int i = 0; i < PERF_CONTENTION_SIZES; i++) {
-        const double mean = sum[i] / timed;
+        const double mean = sum[i] / timed_alone(b);
         double f = mean >= 1 && mean < 1e3 ? mean : 1;
         if (i > 0 && f < factor[i - 1]) f = factor[i - 1];
         factor[i] = f;
