@@ -2,6 +2,7 @@
  *
  *   mpiexec.mpich -n R spatial_bench MODEL [ITERS] [--threads T] [--split h|w|d|hw|dh]
  *                                           [--batch N] [--size S] [--warmup W]
+ *                                           [--report] [--no-overlap] [--trace FILE]
  *
  * MODEL: "plane", seed 002's mesh-like large-plane 2D network scaled down
  * (18 channels at S x S, S = 1024 by default: four 3x3 convolutions with
@@ -16,7 +17,8 @@
  * without overlap and keeps the faster),
  * the library's forward/backward/communication per step, and the memory of
  * rank 0's plan (pcnn_net_memory_bytes, and its activations part).  The runs
- * of the issue:
+ * of the issue (--trace FILE: every rank's spans of the last steps in one
+ * Chrome trace, written by rank 0):
  *
  *   B=build/bench/spatial_bench; E="env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"
  *   $E mpiexec.mpich -n 1 $B plane 5 --threads 1      # 1 rank x 1 thread
@@ -108,7 +110,7 @@ int main(int argc, char **argv)
     int rank, ranks;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    const char *model = NULL, *split = NULL;
+    const char *model = NULL, *split = NULL, *trace = NULL;
     int iters = 5, threads = 1, batch = 1, size = 0, npos = 0, report = 0, overlap = 1;
     int warmup = 6; /* past the halo overlap's trial steps (graph/spatial_run.c) */
     for (int i = 1; i < argc; i++) {
@@ -118,6 +120,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--report")) report = 1;
         else if (!strcmp(argv[i], "--no-overlap")) overlap = 0;
+        else if (!strcmp(argv[i], "--trace") && i + 1 < argc) trace = argv[++i];
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
         else if (npos == 0) model = argv[i], npos++;
         else if (npos == 1) iters = atoi(argv[i]), npos++;
@@ -162,6 +165,7 @@ int main(int argc, char **argv)
         CHECK(pcnn_net_set_distribution(net, parts));
         CHECK(pcnn_net_set_option(net, PCNN_OPT_HALO_OVERLAP, overlap));
     }
+    if (trace) CHECK(pcnn_net_set_option(net, PCNN_OPT_TRACE_EVENTS, 65536));
     CHECK(pcnn_net_finalize(net, batch));
 
     const size_t sample = cosmo ? (size_t)4 * size * size * size : (size_t)18 * size * size;
@@ -232,6 +236,8 @@ int main(int argc, char **argv)
         }
         MPI_Barrier(MPI_COMM_WORLD);
     }
+    if (trace && comm) CHECK(pcnn_net_write_trace_merged(net, trace));
+    else if (trace) CHECK(pcnn_net_write_trace(net, trace));
     free(times);
     free(x);
     CHECK(pcnn_net_destroy(&net));
