@@ -317,10 +317,19 @@ int main(void)
                "a version %d file predicts %.17g vs %.17g", version, again, step1);
         CK(pcnn_perfmodel_destroy(&back));
     }
-    /* A contention factor below 1 is no model of a machine; 1.5 loads. */
+    /* The factor of the smallest size is read (this network's updates are
+     * all below it: 1.5 makes a 64-rank prediction's update 1.5 times);
+     * one below 1 is no model of a machine. */
     CK(pcnn_perfmodel_save(m, path));
     set_contention(path, 1.5);
     CK(pcnn_perfmodel_load(path, &back));
+    double upd_file, upd_model;
+    CK(pcnn_perfmodel_predict(back, net, 16 * 64, 64, 1, &again));
+    CK(pcnn_perfmodel_layer_time(back, -1, PCNN_TIME_UPDATE, &upd_file));
+    CK(pcnn_perfmodel_predict(m, net, 16 * 64, 64, 1, &again));
+    CK(pcnn_perfmodel_layer_time(m, -1, PCNN_TIME_UPDATE, &upd_model));
+    EXPECT(fabs(upd_file - 1.5 * upd_model) <= 1e-12 * upd_file,
+           "contention 1.5 read from the file: update %g vs %g", upd_file, upd_model);
     CK(pcnn_perfmodel_destroy(&back));
     set_contention(path, 0.5);
     EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT,
