@@ -1228,7 +1228,9 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * 26 in 3D), one round instead of several.  The same values.  A layer
  * whose stride leaves points of a block unread by its owner but read by a
  * neighbour (strided windows on uneven splits) exchanges in one round under
- * either setting.  Before finalize. */
+ * either setting, as does a convolution run on its block in place (stride
+ * 1, padding k/2, border bands a small share of the block: only its halo
+ * is staged, where a relay would need the block too).  Before finalize. */
 #define PCNN_OPT_HALO_SCHEDULE PCNN_OPT_EXPERIMENTAL_8
 
 /* The automatic parallel strategy (pcnn_net_plan_distribution) considers

@@ -21,7 +21,7 @@
  * halo (the interior's do not). */
 typedef struct spatial_region {
     layer_list list;        /* its twin and stand-in input */
-    pcnn_layer *twin;
+    pcnn_layer *twin;       /* in place: without bias, on the halo alone */
     box out, in;            /* its outputs and the inputs they read (D, H, W) */
     float *grads;           /* its share of the weight gradient */
 } spatial_region;
@@ -40,6 +40,11 @@ typedef struct spatial_layer {
     bool box_dense;         /* a dense layer multiplying each rank's box of the
                                flatten's input (spatial_dense.c) */
     bool folded;            /* that flatten: it neither moves nor runs */
+    /* A convolution run on its input's block in place (spatial_in_place.c):
+     * its twin keeps the padding and reads the producer's buffer, zeros
+     * where the halo lies; the border cells (regions) add the halo's part.
+     * Only the halo moves: no copy of the block, forward or back. */
+    bool in_place;
     layer_list twin_list;   /* the twin and its stand-in inputs (clone.h) */
     pcnn_layer *twin;
     bool moves[2];          /* input j arrives through a box move */
@@ -59,7 +64,7 @@ typedef struct spatial_layer {
      * overlap_on: this step; trial: the layer's seconds (moves and both
      * passes) in the trial steps without [0] and with [1] overlap, from
      * which spatial_begin_step keeps the faster. */
-    spatial_region *regions; /* the border cells, or NULL */
+    spatial_region *regions; /* the border cells (overlap or in place), or NULL */
     int num_regions;
     bool overlap, overlap_on;
     double trial[2];
@@ -176,6 +181,24 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global);
  * *exposed receives the seconds spent waiting for halos. */
 pcnn_status spatial_move_in(pcnn_net *net, int i, int j);
 pcnn_status spatial_move_back(pcnn_net *net, int i, int j);
+/* Padding values where input j's box of layer i leaves the sample. */
+void spatial_fill_padding(pcnn_net *net, int i, int j);
+/* A border cell of layer i: forward, over the layer's output (halo_only:
+ * its inputs on the halo alone, the rest read as zeros, and its output
+ * added); backward, its input gradient on the `slabs` boxes of `halo`
+ * added into the halo's gradient buffer (halo_only: and its weight
+ * gradient, of the halo alone, kept in the cell's grads). */
+void spatial_cell_forward(pcnn_net *net, int i, const spatial_region *g, const run_ctx *ctx,
+                          bool halo_only);
+void spatial_cell_backward(pcnn_net *net, int i, const spatial_region *g, const run_ctx *ctx,
+                           const box *halo, int slabs, bool halo_only);
+/* Layer i run on its input's block in place (spatial_in_place.c), the
+ * halo overlapped with the block's computation unless
+ * PCNN_OPT_HALO_OVERLAP is off; *exposed receives the seconds spent
+ * waiting for halos. */
+pcnn_status spatial_in_place_forward(pcnn_net *net, int i, const run_ctx *ctx, double *exposed);
+pcnn_status spatial_in_place_backward(pcnn_net *net, int i, const run_ctx *ctx,
+                                      double *exposed);
 /* Input j of layer i into the shared staging again, before its backward. */
 pcnn_status spatial_restage(pcnn_net *net, int i, int j);
 pcnn_status spatial_overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx,

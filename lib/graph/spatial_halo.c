@@ -90,7 +90,7 @@ static void timed_move(pcnn_net *net, int i, int j, double t0, double t1)
 
 /* Padding values where input j's box of layer i leaves the sample: only
  * those points (the move writes every other one). */
-static void fill_padding(pcnn_net *net, int i, int j)
+void spatial_fill_padding(pcnn_net *net, int i, int j)
 {
     spatial *sp = net->spatial;
     spatial_layer *sl = &sp->layers[i];
@@ -128,7 +128,7 @@ pcnn_status spatial_move_in(pcnn_net *net, int i, int j)
     spatial *sp = net->spatial;
     spatial_layer *sl = &sp->layers[i];
     const pcnn_layer *in = net->layers.items[i]->inputs[j];
-    fill_padding(net, i, j);
+    spatial_fill_padding(net, i, j);
     const double t0 = clock_now();
     pcnn_status st;
     if (j == 0 && sl->num_phases > 0) {
@@ -152,7 +152,7 @@ pcnn_status spatial_restage(pcnn_net *net, int i, int j)
     spatial *sp = net->spatial;
     spatial_layer *sl = &sp->layers[i];
     const pcnn_layer *in = net->layers.items[i]->inputs[j];
-    fill_padding(net, i, j);
+    spatial_fill_padding(net, i, j);
     const double t0 = clock_now();
     pcnn_status st;
     if (j == 0 && sl->num_phases > 0)
@@ -212,28 +212,44 @@ static void cell_boxes(const spatial_layer *sl, const spatial_region *g, box *in
     in->hi[LAYOUT_N] = out->hi[LAYOUT_N] = sl->mine.hi[LAYOUT_N];
 }
 
-/* A border cell of an overlapped layer, forward, once the halo is in: its
- * inputs from the halo buffer, its outputs over the layer's (which the
- * whole box's twin computed from a stale halo). */
-static void cell_forward(pcnn_net *net, int i, const spatial_region *g, const run_ctx *ctx)
+/* A cell's input box from the halo buffer into the region's; halo_only:
+ * this rank's own points (its block of the input) read as zeros. */
+static void cell_input(const pcnn_net *net, int i, const box *in, bool halo_only, int threads)
+{
+    const spatial *sp = net->spatial;
+    const spatial_layer *sl = &sp->layers[i];
+    const pcnn_layer *src = net->layers.items[i]->inputs[0];
+    const int c = src->out.c;
+    box_copy(c, in, sl->in_y[0], &sl->need[0][sp->rank], sp->region_x, in, false, threads);
+    box own;
+    if (halo_only && box_intersect(in, &sp->layers[src->index].have[sp->rank], &own))
+        box_fill(c, &own, sp->region_x, in, 0.0f, threads);
+}
+
+/* A border cell, forward, once the halo is in: its inputs from the halo
+ * buffer, its outputs over the layer's (which the whole box's twin
+ * computed from a stale halo), or added to them (halo_only: the twin read
+ * zeros there). */
+void spatial_cell_forward(pcnn_net *net, int i, const spatial_region *g, const run_ctx *ctx,
+                          bool halo_only)
 {
     const spatial *sp = net->spatial;
     const spatial_layer *sl = &sp->layers[i];
     const pcnn_layer *l = net->layers.items[i];
     box in, out;
     cell_boxes(sl, g, &in, &out);
-    box_copy(l->inputs[0]->out.c, &in, sl->in_y[0], &sl->need[0][sp->rank], sp->region_x, &in,
-             false, ctx->threads);
+    cell_input(net, i, &in, halo_only, ctx->threads);
     g->twin->ops->forward(g->twin, ctx);
-    box_copy(l->out.c, &out, sp->region_y, &out, l->y, &sl->mine, false, ctx->threads);
+    box_copy(l->out.c, &out, sp->region_y, &out, l->y, &sl->mine, halo_only, ctx->threads);
 }
 
 /* Backward of a border cell, before the halo's gradient leaves: its input
  * gradient on the halo (`halo`, the slabs of the input box this rank does
  * not hold) added into the halo buffer's, which holds zeros there.  Only
- * border cells read the halo, so that part is then complete. */
-static void cell_backward(pcnn_net *net, int i, const spatial_region *g, const run_ctx *ctx,
-                          const box *halo, int slabs)
+ * border cells read the halo, so that part is then complete.  Its weight
+ * gradient stays in the cell's grads (halo_only: the halo's share). */
+void spatial_cell_backward(pcnn_net *net, int i, const spatial_region *g, const run_ctx *ctx,
+                           const box *halo, int slabs, bool halo_only)
 {
     const spatial *sp = net->spatial;
     const spatial_layer *sl = &sp->layers[i];
@@ -241,9 +257,9 @@ static void cell_backward(pcnn_net *net, int i, const spatial_region *g, const r
     box in, out;
     cell_boxes(sl, g, &in, &out);
     const int c = l->inputs[0]->out.c;
-    box_copy(c, &in, sl->in_y[0], &sl->need[0][sp->rank], sp->region_x, &in, false, ctx->threads);
+    cell_input(net, i, &in, halo_only, ctx->threads);
     box_copy(l->out.c, &out, l->dy, &sl->mine, sp->region_dy, &out, false, ctx->threads);
-    float *dx[2] = {sp->region_dx, NULL};
+    float *dx[2] = {slabs > 0 ? sp->region_dx : NULL, NULL};
     g->twin->ops->backward(g->twin, ctx, dx);
     for (int k = 0; k < slabs; k++) {
         box part;
@@ -263,7 +279,7 @@ pcnn_status spatial_overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx,
     spatial *sp = net->spatial;
     spatial_layer *sl = &sp->layers[i];
     const pcnn_layer *l = net->layers.items[i], *in = l->inputs[0];
-    fill_padding(net, i, 0);
+    spatial_fill_padding(net, i, 0);
     const double t0 = clock_now();
     if (sl->num_phases > 0)
         TRY(phase_post_deferred(net, i, 0, false, true));
@@ -283,7 +299,7 @@ pcnn_status spatial_overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx,
     sp->in_y_owner[0] = st == PCNN_OK ? i : -1;
     TRY(st);
     for (int r = 0; r < sl->num_regions && ctx->n > 0; r++)
-        cell_forward(net, i, &sl->regions[r], ctx);
+        spatial_cell_forward(net, i, &sl->regions[r], ctx, false);
     return PCNN_OK;
 }
 
@@ -305,7 +321,7 @@ pcnn_status spatial_overlapped_backward(pcnn_net *net, int i, const run_ctx *ctx
     for (int k = 0; k < slabs; k++)
         box_fill(in->out.c, &halo[k], sl->in_dy[0], need, 0.0f, ctx->threads);
     for (int r = 0; r < sl->num_regions && ctx->n > 0 && want_dx; r++)
-        cell_backward(net, i, &sl->regions[r], ctx, halo, slabs);
+        spatial_cell_backward(net, i, &sl->regions[r], ctx, halo, slabs, false);
     pcnn_status st = PCNN_OK;
     double t0 = 0, t1 = 0;
     if (want_dx) {

@@ -1,6 +1,7 @@
 /* Spatial and hybrid parallelism: resolving the distributions and
  * planning each layer's run on this rank's box (spatial.h). */
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../core/error.h"
@@ -264,22 +265,18 @@ static bool recomputable(const pcnn_layer *t)
     return strcmp(kind, "avgpool2d") == 0 || strcmp(kind, "avgpool3d") == 0;
 }
 
-/* The cells of layer i's box under overlap: per split windowed dimension
- * the band below the interior, the interior, the band above (the nonempty
- * ones); seg[k][0..count[k]) their bounds, *interior_at the interior's
- * index per dimension.  False: no overlap (no halo, or no interior). */
-static bool region_cells(const pcnn_net *net, int i, int seg[LAYOUT_DIMS][4],
-                         int count[LAYOUT_DIMS], int inner[LAYOUT_DIMS])
+/* The cells of rank q's box of layer i: per split windowed dimension the
+ * band below the interior, the interior, the band above (the nonempty
+ * ones); seg[k][0..count[k]) their bounds, inner[k] the interior's index
+ * per dimension.  False: no border cell, or no interior. */
+static bool cells_of(const pcnn_net *net, int i, int q, int seg[LAYOUT_DIMS][4],
+                     int count[LAYOUT_DIMS], int inner[LAYOUT_DIMS])
 {
     const spatial *sp = net->spatial;
-    const pcnn_layer *l = net->layers.items[i], *in = l->num_inputs == 1 ? l->inputs[0] : NULL;
+    const pcnn_layer *l = net->layers.items[i], *in = l->inputs[0];
     const spatial_layer *sl = &sp->layers[i];
-    if (!in || !sl->windowed || !net->opt.halo_overlap || !net->comm || sl->direct ||
-        !sl->twin || !recomputable(sl->twin) || !same_parts(sl->parts, sp->layers[in->index].parts) ||
-        !needs_move(net, i, 0))
-        return false;
-    const box mine = static_box(net, sl, l, sp->rank);
-    const box have = static_box(net, &sp->layers[in->index], in, sp->rank);
+    const box mine = static_box(net, sl, l, q);
+    const box have = static_box(net, &sp->layers[in->index], in, q);
     const int ext[LAYOUT_DIMS] = {0, in->out.d, in->out.h, in->out.w};
     int cells = 1;
     for (int k = 1; k < LAYOUT_DIMS; k++) {
@@ -298,6 +295,60 @@ static bool region_cells(const pcnn_net *net, int i, int seg[LAYOUT_DIMS][4],
         cells *= count[k];
     }
     return cells > 1;
+}
+
+/* The cells of this rank's box of layer i under overlap (PCNN_OPT_HALO_OVERLAP)
+ * or run in place (always); false: none. */
+static bool region_cells(const pcnn_net *net, int i, int seg[LAYOUT_DIMS][4],
+                         int count[LAYOUT_DIMS], int inner[LAYOUT_DIMS])
+{
+    const spatial *sp = net->spatial;
+    const pcnn_layer *l = net->layers.items[i], *in = l->num_inputs == 1 ? l->inputs[0] : NULL;
+    const spatial_layer *sl = &sp->layers[i];
+    if (sl->in_place) return cells_of(net, i, sp->rank, seg, count, inner);
+    if (!in || !sl->windowed || !net->opt.halo_overlap || !net->comm || sl->direct ||
+        !sl->twin || !recomputable(sl->twin) || !same_parts(sl->parts, sp->layers[in->index].parts) ||
+        !needs_move(net, i, 0))
+        return false;
+    return cells_of(net, i, sp->rank, seg, count, inner);
+}
+
+/* Does layer i run on its input's block in place (spatial.h)?  A
+ * convolution of one input under that input's distribution whose twin,
+ * given the layer's padding, maps every rank's block of the input onto
+ * its box of the output as in the whole sample (the block starts at its
+ * first output times the stride, and yields as many outputs), each box
+ * with an interior and border cells, where that pays (halo.h).  Pure,
+ * alike on every rank: the halo's messages must match. */
+static bool in_place_fits(const pcnn_net *net, int i)
+{
+    const spatial *sp = net->spatial;
+    const pcnn_layer *l = net->layers.items[i];
+    const spatial_layer *sl = &sp->layers[i];
+    if (l->num_inputs != 1 || !sl->windowed || sl->direct || !net->comm ||
+        (strcmp(l->ops->kind, "conv2d") != 0 && strcmp(l->ops->kind, "conv3d") != 0))
+        return false;
+    const pcnn_layer *in = l->inputs[0];
+    const spatial_layer *si = &sp->layers[in->index];
+    if (!same_parts(sl->parts, si->parts) || !needs_move(net, i, 0)) return false;
+    double border = 0.0; /* the largest share of a box in border cells */
+    for (int q = 0; q < sp->ranks; q++) {
+        const box out = static_box(net, sl, l, q), have = static_box(net, si, in, q);
+        for (int k = sl->volume ? LAYOUT_D : LAYOUT_H; k <= LAYOUT_W; k++) {
+            const int a = box_extent(&have, k) + 2 * sl->p;
+            if (have.lo[k] != out.lo[k] * sl->s || a < sl->k ||
+                (a - sl->k) / sl->s + 1 != box_extent(&out, k))
+                return false;
+        }
+        int seg[LAYOUT_DIMS][4], count[LAYOUT_DIMS], inner[LAYOUT_DIMS];
+        if (!cells_of(net, i, q, seg, count, inner)) return false;
+        double interior = 1.0;
+        for (int k = 1; k < LAYOUT_DIMS; k++)
+            interior *= (double)(seg[k][inner[k] + 1] - seg[k][inner[k]]) / box_extent(&out, k);
+        if (1.0 - interior > border) border = 1.0 - interior;
+    }
+    const int window = sl->k * sl->k * (sl->volume ? sl->k : 1);
+    return halo_in_place_pays(border, l->out.c, window);
 }
 
 /* The border cells of layer i under overlap (the interior is not one of
@@ -331,7 +382,8 @@ static pcnn_status plan_regions(pcnn_net *net, int i, const plan_ctx *tp, size_t
         g->in = need_box(sl, l, 0, &g->out);
         const shape in = {l->inputs[0]->out.c, box_extent(&g->in, LAYOUT_D),
                           box_extent(&g->in, LAYOUT_H), box_extent(&g->in, LAYOUT_W)};
-        TRY(clone_local(&g->list, l, &in, &g->twin, FINALIZE));
+        TRY(clone_local_with(&g->list, l, &in, (clone_opts){.no_bias = sl->in_place}, &g->twin,
+                             FINALIZE));
         pcnn_layer *t = g->twin;
         if (t->out.d != box_extent(&g->out, LAYOUT_D) || t->out.h != box_extent(&g->out, LAYOUT_H) ||
             t->out.w != box_extent(&g->out, LAYOUT_W))
@@ -357,7 +409,7 @@ static pcnn_status plan_regions(pcnn_net *net, int i, const plan_ctx *tp, size_t
         if (fin > sp->region_in_floats) sp->region_in_floats = fin;
         if (fout > sp->region_out_floats) sp->region_out_floats = fout;
     }
-    sl->overlap = sl->num_regions > 0;
+    sl->overlap = sl->num_regions > 0 && !sl->in_place; /* in place: no trials */
     sl->overlap_on = sl->overlap;
     return PCNN_OK;
 }
@@ -389,14 +441,22 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     shape in[2];
     size_t need_vol[2] = {0, 0};
     box need0 = mine;
+    sl->in_place = in_place_fits(net, i);
     for (int j = 0; j < l->num_inputs; j++) {
         const box nb = need_box(sl, l, j, &mine);
         if (j == 0) need0 = nb;
         in[j] = (shape){l->inputs[j]->out.c, box_extent(&nb, LAYOUT_D), box_extent(&nb, LAYOUT_H),
                         box_extent(&nb, LAYOUT_W)};
-        need_vol[j] = shape_size(in[j]);
+        need_vol[j] = shape_size(in[j]); /* in place: the halo's staging, for the cells */
     }
-    TRY(clone_local(&sl->twin_list, l, in, &sl->twin, FINALIZE));
+    if (sl->in_place) { /* on the producer's block, padded */
+        const pcnn_layer *src = l->inputs[0];
+        const box b = static_box(net, &sp->layers[src->index], src, sp->rank);
+        in[0] = (shape){src->out.c, box_extent(&b, LAYOUT_D), box_extent(&b, LAYOUT_H),
+                        box_extent(&b, LAYOUT_W)};
+    }
+    TRY(clone_local_with(&sl->twin_list, l, in, (clone_opts){.keep_padding = sl->in_place},
+                         &sl->twin, FINALIZE));
     pcnn_layer *t = sl->twin;
     if (t->out.d != box_extent(&mine, LAYOUT_D) || t->out.h != box_extent(&mine, LAYOUT_H) ||
         t->out.w != box_extent(&mine, LAYOUT_W) || t->num_params != l->num_params)
@@ -416,7 +476,7 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     if (strcmp(t->ops->kind, "conv3d") == 0) { /* bands where the original does */
         conv3d_share_col_budget(t, (double)tp.max_batch * (double)shape_size(t->out) /
                                        ((double)net->max_batch * (double)shape_size(l->out)));
-        want_dx_in_sample(t, l, &need0);
+        if (!sl->in_place) want_dx_in_sample(t, l, &need0);
     }
     for (int k = 0; k < sl->twin_list.count; k++) {
         pcnn_layer *x = sl->twin_list.items[k];
@@ -436,11 +496,11 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     for (int j = 0; j < l->num_inputs; j++) {
         pcnn_layer *producer = l->inputs[j], *stand_in = t->inputs[j];
         sl->moves[j] = needs_move(net, i, j);
-        if (!sl->moves[j]) {
+        if (!sl->moves[j] || sl->in_place) {
             stand_in->y = producer->y;
             stand_in->dy = producer->dy;
             t->accumulate_dx[j] = l->accumulate_dx[j];
-            continue;
+            if (!sl->moves[j]) continue;
         }
         /* The shared staging of input slot j (spatial_plan points it there). */
         const size_t floats = (size_t)tp.max_batch * need_vol[j];
@@ -448,7 +508,11 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
         /* An input layer's gradient is never computed. */
         if (!layer_is_input(producer) && floats > sp->dy_scratch_floats[j])
             sp->dy_scratch_floats[j] = floats;
-        t->accumulate_dx[j] = false;
+        if (!sl->in_place) t->accumulate_dx[j] = false;
+    }
+    if (sl->in_place) {
+        const size_t used = strlen(l->choice);
+        snprintf(l->choice + used, sizeof l->choice - used, "%shalo in place", used ? "; " : "");
     }
     return PCNN_OK;
 }
@@ -490,7 +554,9 @@ static pcnn_status plan_phases(pcnn_net *net, int i)
     spatial *sp = net->spatial;
     spatial_layer *sl = &sp->layers[i];
     const pcnn_layer *l = net->layers.items[i];
+    /* In place, a relay would need this rank's own points staged. */
     if (net->opt.halo_schedule != 0 || !sl->windowed || l->num_inputs != 1 || !sl->moves[0] ||
+        sl->in_place ||
         !same_parts(sl->parts, sp->layers[l->inputs[0]->index].parts))
         return PCNN_OK;
     int dims[3], count = 0;
@@ -596,8 +662,9 @@ static pcnn_status plan_local(pcnn_net *net, const plan_ctx *p, size_t *bn_doubl
         for (int j = 0; j < 2; j++)
             if (sp->layers[i].moves[j]) {
                 sp->layers[i].in_dy[j] = sp->dy_scratch[j];
-                sp->layers[i].twin->inputs[j]->dy = sp->dy_scratch[j];
                 sp->layers[i].in_y[j] = sp->in_y_shared[j];
+                if (sp->layers[i].in_place) continue; /* the twin reads the producer's */
+                sp->layers[i].twin->inputs[j]->dy = sp->dy_scratch[j];
                 sp->layers[i].twin->inputs[j]->y = sp->in_y_shared[j];
             }
     sp->region_x = mem_alloc_floats(sp->region_in_floats);

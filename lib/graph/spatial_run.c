@@ -251,12 +251,14 @@ pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global, bool train)
         run_ctx ctx = ctx_of(net, sl, train, reduce);
         if (st == PCNN_OK) st = exchange_before_forward(net->exchange, i);
         const double start = clock_now();
-        /* Overlapped (computes as it moves) in training passes; inference
-         * keeps one path, so its outputs do not depend on the trials. */
-        if (st == PCNN_OK && sl->overlap_on && train) {
+        /* In place always; overlapped (computes as it moves) in training
+         * passes, inference keeping one path, so that its outputs do not
+         * depend on the trials. */
+        if (st == PCNN_OK && (sl->in_place || (sl->overlap_on && train))) {
             double exposed = 0.0; /* waiting for halos: timed as such, not as compute */
             const double t0 = clock_now();
-            st = spatial_overlapped_forward(net, i, &ctx, &exposed);
+            st = sl->in_place ? spatial_in_place_forward(net, i, &ctx, &exposed)
+                              : spatial_overlapped_forward(net, i, &ctx, &exposed);
             const double t1 = clock_now();
             if (train) overlap_time(sp, i, t1 - start);
             if (st == PCNN_OK && ctx.n > 0 && train) {
@@ -356,13 +358,16 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global)
             if (!layer_is_input(l->inputs[j])) dx[j] = run->inputs[j]->dy;
         exchange_before_backward(net->exchange, i);
         const double start = clock_now();
-        /* The shared staging holds a later layer's input by now. */
-        for (int j = 0; j < l->num_inputs && st == PCNN_OK; j++)
+        /* The shared staging holds a later layer's input by now (in
+         * place: its halo alone, staged again there). */
+        for (int j = 0; j < l->num_inputs && st == PCNN_OK && !sl->in_place; j++)
             if (sl->moves[j] && sp->in_y_owner[j] != i) st = spatial_restage(net, i, j);
-        if (sl->overlap_on) {
+        if (sl->overlap_on || sl->in_place) {
             double exposed = 0.0;
             const double t0 = clock_now();
-            if (st == PCNN_OK) st = spatial_overlapped_backward(net, i, &ctx, &exposed);
+            if (st == PCNN_OK)
+                st = sl->in_place ? spatial_in_place_backward(net, i, &ctx, &exposed)
+                                  : spatial_overlapped_backward(net, i, &ctx, &exposed);
             const double t1 = clock_now();
             overlap_time(sp, i, t1 - start);
             timing_layer(&net->profile, i, TIMING_BACKWARD, t1 - t0 - exposed);

@@ -58,6 +58,12 @@ bool clone_splittable(const pcnn_layer *l)
 pcnn_status clone_local(layer_list *list, const pcnn_layer *l, const shape *in,
                         pcnn_layer **out, const char *func)
 {
+    return clone_local_with(list, l, in, (clone_opts){0}, out, func);
+}
+
+pcnn_status clone_local_with(layer_list *list, const pcnn_layer *l, const shape *in,
+                             clone_opts o, pcnn_layer **out, const char *func)
+{
     char name[64];
     pcnn_layer *a = NULL, *b = NULL;
     TRY(input_add(list, in[0].c, in[0].d, in[0].h, in[0].w, &a, func));
@@ -69,7 +75,8 @@ pcnn_status clone_local(layer_list *list, const pcnn_layer *l, const shape *in,
     int k, s, p;
     if (kind_is(l, "conv2d")) {
         const conv_priv *c = l->priv;
-        return conv2d_add(list, a, c->cout, c->k, c->stride, 0, c->bias, out, func);
+        return conv2d_add(list, a, c->cout, c->k, c->stride, o.keep_padding ? c->pad : 0,
+                          c->bias && !o.no_bias, out, func);
     }
     if (kind_is(l, "maxpool2d") || kind_is(l, "avgpool2d")) {
         pool2d_config(l, &k, &s, &p);
@@ -80,7 +87,8 @@ pcnn_status clone_local(layer_list *list, const pcnn_layer *l, const shape *in,
         int cout;
         bool bias;
         conv3d_config(l, &cout, &k, &s, &p, &bias);
-        return conv3d_add(list, a, cout, k, s, 0, bias, out, func);
+        return conv3d_add(list, a, cout, k, s, o.keep_padding ? p : 0, bias && !o.no_bias, out,
+                          func);
     }
     if (kind_is(l, "maxpool3d") || kind_is(l, "avgpool3d")) {
         pool3d_config(l, &k, &s, &p);

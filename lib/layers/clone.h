@@ -60,4 +60,15 @@ bool clone_splittable(const pcnn_layer *l);
 pcnn_status clone_local(layer_list *list, const pcnn_layer *l, const shape *in,
                         pcnn_layer **out, const char *func);
 
+/* How a convolution's twin may differ from the above.  keep_padding: it
+ * keeps its original's padding (a convolution run on a rank's block in
+ * place reads zeros where the halo lies).  no_bias: a convolution without
+ * its bias (its output is a part added to another; its parameters are
+ * the original's weights, which come first). */
+typedef struct clone_opts {
+    bool keep_padding, no_bias;
+} clone_opts;
+pcnn_status clone_local_with(layer_list *list, const pcnn_layer *l, const shape *in,
+                             clone_opts o, pcnn_layer **out, const char *func);
+
 #endif

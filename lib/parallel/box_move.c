@@ -254,7 +254,7 @@ pcnn_status box_move_post_args(box_mover *m, const box_move_args *a)
      * finish, after whatever the caller still adds to src). */
     f->self = box_intersect(my_src, my_dst, &f->self_part);
     /* In place (one buffer, one layout): the points are already there. */
-    if (src == dst && box_equal(src_over, dst_over)) f->self = false;
+    if ((src == dst && box_equal(src_over, dst_over)) || a->skip_self) f->self = false;
     f->self_pending = f->self && !add;
     if (!a->defer_self) box_move_copy_self(m);
     return PCNN_OK;

@@ -72,6 +72,9 @@ typedef struct box_move_args {
      * by box_move_copy_self (or finish, if still pending), so that the
      * copy runs while the messages travel. */
     bool defer_self;
+    /* This rank's own points are not moved at all: the caller computes on
+     * them where they are (a convolution run on its block in place). */
+    bool skip_self;
 } box_move_args;
 pcnn_status box_move_post_args(box_mover *m, const box_move_args *a);
 void box_move_copy_self(box_mover *m);

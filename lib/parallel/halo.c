@@ -49,3 +49,8 @@ void halo_interior(int x, int a0, int a1, int b0, int b1, int k, int s, int p, i
     *i0 = lo;
     *i1 = hi < lo ? lo : hi;
 }
+
+bool halo_in_place_pays(double border_share, int out_channels, int window)
+{
+    return border_share * out_channels * window <= 4.0;
+}

@@ -157,6 +157,20 @@ static double halo_seconds(const plan_env *env, const plan_geometry *g, const in
     return t;
 }
 
+/* Does finalize run l on its input's block in place (graph/spatial.h)?  A
+ * split convolution of stride 1 and padding (k - 1) / 2 (its blocks of
+ * input and output then coincide) with an interior on every rank, where
+ * that pays (parallel/halo.h). */
+static bool runs_in_place(const pcnn_layer *l, const plan_geometry *g, int group)
+{
+    int k, s, p;
+    bool volume;
+    if (group < 2 || !clone_window(l, &k, &s, &p, &volume) || g->interior <= 0) return false;
+    const char *kind = l->ops->kind;
+    return (strcmp(kind, "conv2d") == 0 || strcmp(kind, "conv3d") == 0) && s == 1 &&
+           2 * p == k - 1 && halo_in_place_pays(1 - g->interior, l->out.c, k * k * (volume ? k : 1));
+}
+
 pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_candidate *c,
                                  const char *func)
 {
@@ -180,11 +194,17 @@ pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_
     c->compute = t[0] + t[1] + t[2];
     const double hf = halo_seconds(env, &g, g.halo_fwd, g.in, in.c);
     const double hb = halo_seconds(env, &g, g.halo_bwd, g.out, out.c);
-    /* Seed 002's overlap (spec A.10): the forward halo hides behind the
-     * interior, the backward one behind the weight gradient. */
-    c->halo = env->halo_overlap ? nonneg(hf - g.interior * t[0]) + nonneg(hb - t[1]) : hf + hb;
     const int group = c->parts[1] * c->parts[2] * c->parts[3];
-    if (group > 1 && g.interior < 1) {
+    const bool in_place = runs_in_place(l, &g, group);
+    /* Seed 002's overlap (spec A.10): the forward halo hides behind the
+     * interior (in place: the whole block), the backward one behind the
+     * weight gradient. */
+    const double hidden = in_place ? t[0] : g.interior * t[0];
+    c->halo = env->halo_overlap ? nonneg(hf - hidden) + nonneg(hb - t[1]) : hf + hb;
+    if (in_place) {
+        /* No copy: the border cells are computed again, on the halo. */
+        c->halo += (1 - g.interior) * (t[0] + t[1] + t[2]);
+    } else if (group > 1 && g.interior < 1) {
         /* A split windowed layer stages its halo-extended input box, and
          * its gradient back: copies at about the summation's speed. */
         double box = 4.0 * g.n * in.c;

@@ -5,7 +5,8 @@
  * planes plans spatial, a batch of 8 plans pure sample parallelism; a
  * ResNet block plans; the one-rank public call and its report; the
  * exchanges PCNN_EXCHANGE_AUTO prices, against eq. 4.8; the dense layer
- * that folds a flatten in (its share of W, the edge's two sums). */
+ * that folds a flatten in (its share of W, the edge's two sums); the halo
+ * of a convolution run in place (no staged copy) against one that stages. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdio.h>
@@ -439,13 +440,53 @@ static int test_sample_path_fc(pcnn_perfmodel *m)
     return 0;
 }
 
+/* A convolution of stride 1 and padding k/2 runs on its block in place:
+ * its halo costs the border cells computed again (a 32nd of the layer on
+ * blocks of 32 rows), no copy of the block; without padding it stages its
+ * halo-extended input, a copy priced at the summation's speed. */
+static int test_in_place_cost(pcnn_perfmodel *m)
+{
+    for (int pad = 1; pad >= 0; pad--) {
+        pcnn_net *net = NULL;
+        pcnn_layer *l;
+        CHECK(pcnn_net_create(&net));
+        CHECK(pcnn_net_input(net, 8, 64, 64, &l));
+        CHECK(pcnn_conv2d(net, l, 8, 3, 1, pad, 1, &l));
+        CHECK(pcnn_flatten(net, l, &l));
+        CHECK(pcnn_dense(net, l, 4, 1, &l));
+        CHECK(pcnn_net_set_loss(net, l, PCNN_LOSS_MSE));
+        synthetic_model(m, net, 1e-9);
+        plan_env env = env_of(net, m, 2, 1);
+        env.halo_overlap = false;
+        plan_candidate c = {.parts = {1, 1, 2, 1}};
+        const double gamma = m->link.gamma;
+        CHECK(plan_candidate_costs(&env, env.layers->items[1], &c, "test"));
+        const double cheap = c.halo;
+        m->link.gamma = gamma + 1e-6;
+        CHECK(plan_candidate_costs(&env, env.layers->items[1], &c, "test"));
+        m->link.gamma = gamma;
+        const double copies = c.halo - cheap;
+        char what[200];
+        snprintf(what, sizeof what, "padding %d: the halo's cost %.3g s, %.3g s more with the "
+                 "copies 1e-6 s per byte dearer (compute %.3g s)", pad, cheap, copies,
+                 c.compute);
+        if (pad)
+            expect(copies == 0 && cheap >= c.compute / 32 && cheap < c.compute / 32 + 1e-3,
+                   what);
+        else
+            expect(copies > 1e-6 * 4.0 * 8 * 33 * 64, what);
+        pcnn_net_destroy(&net);
+    }
+    return 0;
+}
+
 int main(void)
 {
     pcnn_perfmodel *m = NULL;
     CHECK(pcnn_perfmodel_create(&m));
     if (test_candidates(m) || test_shuffle(m) || test_plans(m) || test_residual(m) ||
         test_public(m) || test_exchange_costs(m) || test_box_dense(m) ||
-        test_sample_path_fc(m))
+        test_sample_path_fc(m) || test_in_place_cost(m))
         return 1;
     pcnn_perfmodel_destroy(&m);
     return expect_summary();

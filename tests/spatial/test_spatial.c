@@ -47,7 +47,12 @@
 
 static pcnn_comm *comm_world;
 
-typedef enum op { CONV, MAXPOOL, AVGPOOL, BN, RELU, FLATTEN, DENSE, CONV3D, MAXPOOL3D, AVGPOOL3D, DROPOUT, END } op;
+/* RESIDUAL: x + conv(x), the convolution k x k stride 1 padding k / 2 keeping
+ * x's channels (x feeds two layers: their input gradients add up). */
+typedef enum op {
+    CONV, MAXPOOL, AVGPOOL, BN, RELU, FLATTEN, DENSE, CONV3D, MAXPOOL3D, AVGPOOL3D, DROPOUT,
+    RESIDUAL, END
+} op;
 
 typedef struct layer_spec {
     op kind;
@@ -69,6 +74,7 @@ static int schedule;         /* PCNN_OPT_HALO_SCHEDULE */
 static int conv_algorithm;   /* PCNN_OPT_CONV_ALGORITHM */
 static int phased_seen;      /* layers exchanging their halo dimension by dimension */
 static int regions_seen;     /* overlapped layers of the spatial networks built */
+static int in_place_seen;    /* convolutions run on their input's block in place */
 static float frand(void)
 {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
@@ -108,6 +114,14 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
         case CONV3D: CK(pcnn_conv3d(net, l, s->a, s->k, s->s, s->p, 1, &l)); break;
         case MAXPOOL3D: CK(pcnn_maxpool3d(net, l, s->k, s->s, s->p, &l)); break;
         case AVGPOOL3D: CK(pcnn_avgpool3d(net, l, s->k, s->s, s->p, &l)); break;
+        case RESIDUAL: {
+            int ch, d, h2, w2;
+            pcnn_layer *conv;
+            CK(pcnn_layer_output_shape3d(l, &ch, &d, &h2, &w2));
+            CK(pcnn_conv2d(net, l, ch, s->k, 1, s->k / 2, 1, &conv));
+            CK(pcnn_add(net, l, conv, &l));
+            break;
+        }
         case END: break;
         }
         if (s == spec) m->first = l;
@@ -123,7 +137,8 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
     if (st == PCNN_OK && net->spatial && net->spatial->active)
         for (int i = 0; i < net->spatial->count; i++)
             regions_seen += net->spatial->layers[i].overlap,
-            phased_seen += net->spatial->layers[i].num_phases > 1;
+            phased_seen += net->spatial->layers[i].num_phases > 1,
+            in_place_seen += net->spatial->layers[i].in_place;
     return st;
 }
 
@@ -265,7 +280,29 @@ static void test_convolutions(const int (*splits)[4], int num_splits)
              halo_overlap ? " (halo overlapped with the interior" : " (halo first",
              schedule ? ", all neighbours at once)" : ", dimension by dimension)", cases, worst);
     expect(bad == 0 && cases > 0 && (ranks == 1 || !halo_overlap || regions_seen > 0) &&
-               (ranks != 4 || schedule || phased_seen > 0),
+               (ranks != 4 || schedule || phased_seen > 0) && (ranks == 1 || in_place_seen > 0),
+           what);
+}
+
+/* Convolutions run on their input's block in place (stride 1, padding
+ * k / 2, border cells a small share of the block: parallel/halo.h) where
+ * that input also feeds a residual sum, and staged after a strided one
+ * (the 5x5 one's border cells are too large a share): 2 steps of momentum
+ * equal one rank. */
+static void test_in_place(const int *parts)
+{
+    in_place_seen = 0;
+    const layer_spec spec[] = {{CONV, 2, 3, 1, 1}, {RELU, 0, 0, 0, 0}, {RESIDUAL, 0, 3, 0, 0},
+                               {CONV, 4, 3, 2, 1}, {RESIDUAL, 0, 5, 0, 0},
+                               {FLATTEN, 0, 0, 0, 0}, {DENSE, 3, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    const outcome o = compare(spec, 2, 48, 44, parts, 3, 2, PCNN_OPTIMIZER_MOMENTUM);
+    char what[240];
+    snprintf(what, sizeof what, "convolutions in place (%d layers) beside residual sums and a "
+             "strided convolution on {%d,%d,%d,%d}, 2 steps: loss %.2g gradients %.2g "
+             "parameters %.2g", in_place_seen, parts[0], parts[1], parts[2], parts[3], o.loss,
+             o.grads, o.params);
+    expect(fmax(fmax(o.loss, o.grads), fmax(o.params, o.output)) <= 1e-5 &&
+               (ranks == 1 || in_place_seen == 2),
            what);
 }
 
@@ -334,6 +371,21 @@ static void test_volumes(const int (*splits)[4], int num)
     conv_algorithm = 2;
     compare_volumes(direct, 10, "3D direct convolutions", splits, num);
     conv_algorithm = 0;
+    /* Deep blocks along D (16 planes a rank): both 3x3x3 convolutions of
+     * one channel run in place. */
+    if (ranks == 1) return;
+    const layer_spec deep[] = {{CONV3D, 1, 3, 1, 1}, {RELU, 0, 0, 0, 0}, {CONV3D, 1, 3, 1, 1},
+                               {FLATTEN, 0, 0, 0, 0}, {DENSE, 3, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    const int along_d[4] = {1, ranks, 1, 1};
+    depth = 16 * ranks;
+    in_place_seen = 0;
+    const outcome o = compare(deep, 2, 5, 4, along_d, 2, 2, PCNN_OPTIMIZER_MOMENTUM);
+    depth = 1;
+    char what[200];
+    snprintf(what, sizeof what, "3D convolutions in place (%d layers) on {1,%d,1,1}, %dx5x4: "
+             "2 steps: loss %.2g gradients %.2g parameters %.2g", in_place_seen, ranks,
+             16 * ranks, o.loss, o.grads, o.params);
+    expect(fmax(fmax(o.loss, o.grads), o.params) <= 1e-5 && in_place_seen == 2, what);
 }
 
 static void test_training(const int *parts)
@@ -855,6 +907,7 @@ int main(int argc, char **argv)
     halo_overlap = 1;
     schedule = 0;
     test_pooling_and_batchnorm(splits[ranks == 4 ? 2 : 0]);
+    for (int i = 0; i < num; i++) test_in_place(splits[i]);
     const int hybrid[4] = {2, 1, 1, 2};
     test_training(ranks == 4 ? hybrid : splits[0]);
     int volume_splits[2][4] = {{1, ranks, 1, 1}, {1, 1, ranks, 1}};
