@@ -69,6 +69,7 @@ typedef struct update_bench {
     double weight_decay;
     int threads;
     float *backup, *m, *v; /* all of the network's parameters; v for Adam only */
+    float *sum_dst;        /* half as many: where the sums go, cold as a step's gradients */
     bucket_span *spans;    /* the buckets an exchange on several ranks makes */
     int num_spans;
     perf_compute calls;    /* the cost of a call (update, update_team, threads) */
@@ -90,11 +91,13 @@ static pcnn_status update_bench_open(update_bench *u, const pcnn_net *net)
      * (a step's update on small pages pays a TLB miss per 4 KiB). */
     u->m = mem_alloc_floats(n);
     u->v = u->kind == PCNN_OPTIMIZER_ADAM ? mem_alloc_floats(n) : NULL;
+    u->sum_dst = mem_alloc_floats(n / 2 + 1);
     u->spans = mem_calloc((size_t)L, sizeof *u->spans);
     size_t *counts = mem_calloc((size_t)L, sizeof *counts);
     pcnn_exchange *kinds = mem_calloc((size_t)L, sizeof *kinds);
     pcnn_status st = PCNN_OK;
-    if (!u->backup || !u->m || (u->kind == PCNN_OPTIMIZER_ADAM && !u->v) || !u->spans ||
+    if (!u->backup || !u->m || (u->kind == PCNN_OPTIMIZER_ADAM && !u->v) || !u->sum_dst ||
+        !u->spans ||
         !counts || !kinds)
         st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "optimizer timing buffers of %zu parameters", total);
     for (int i = 0; st == PCNN_OK && i < L; i++) {
@@ -114,6 +117,7 @@ static void update_bench_close(update_bench *u)
     mem_free(u->backup);
     mem_free(u->m);
     mem_free(u->v);
+    mem_free(u->sum_dst);
     mem_free(u->spans);
 }
 
@@ -158,13 +162,15 @@ static void time_updates(const update_bench *u, pcnn_net *net, double *seconds,
             fmax(0, clock_now() - t0 - perf_update_call(&u->calls, (double)sp->count));
         for (int i = sp->first_layer; i <= sp->last_layer; i++)
             seconds[i] = work * (double)ll->items[i]->num_params / (double)sp->count;
-        /* The all-to-all strategy's sum on two ranks, its pieces as cold as
-         * received ones (the MPI copy leaves them out of cache: the sum
-         * measured 1.6 times the optimizer's time on its slice): the two
-         * halves of the bucket's parameter copy into its gradients. */
+        /* The all-to-all strategy's sum on two ranks, its pieces and its
+         * destination as cold as a step finds them (the sum measured 1.6
+         * times the optimizer's time on its slice; into the gradients the
+         * optimizer had just read, half what it costs in a step): the two
+         * halves of the bucket's parameter copy into a buffer that no pass
+         * touches. */
         const size_t half = sp->count / 2;
         if (half < 16) continue;
-        sum2 s2 = {u->backup + at, first->grads, half};
+        sum2 s2 = {u->backup + at, u->sum_dst + at / 2, half};
         const double t1 = clock_now();
         parallel_for(half, 16, 2 * half, u->threads, sum2_range, &s2);
         *sum_seconds += clock_now() - t1;
