@@ -97,8 +97,7 @@ static pcnn_status update_bench_open(update_bench *u, const pcnn_net *net)
     pcnn_exchange *kinds = mem_calloc((size_t)L, sizeof *kinds);
     pcnn_status st = PCNN_OK;
     if (!u->backup || !u->m || (u->kind == PCNN_OPTIMIZER_ADAM && !u->v) || !u->sum_dst ||
-        !u->spans ||
-        !counts || !kinds)
+        !u->spans || !counts || !kinds)
         st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "optimizer timing buffers of %zu parameters", total);
     for (int i = 0; st == PCNN_OK && i < L; i++) {
         counts[i] = ll->items[i]->num_params;
