@@ -181,6 +181,9 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global);
  * *exposed receives the seconds spent waiting for halos. */
 pcnn_status spatial_move_in(pcnn_net *net, int i, int j);
 pcnn_status spatial_move_back(pcnn_net *net, int i, int j);
+/* A halo exchange of layer i in flight over [t0, t1], `exposed` seconds
+ * of it waited for: timed and traced as such; returns exposed. */
+double spatial_timed_halo(pcnn_net *net, int i, double t0, double t1, double exposed);
 /* Padding values where input j's box of layer i leaves the sample. */
 void spatial_fill_padding(pcnn_net *net, int i, int j);
 /* A border cell of layer i: forward, over the layer's output (halo_only:

@@ -66,10 +66,7 @@ static pcnn_status phases_rest(pcnn_net *net, int i, bool back)
     return PCNN_OK;
 }
 
-/* A move of layer i's input j took [t0, t1]: a halo exchange when both
- * layers share a distribution (the caller waited all of it: nothing
- * overlaps it yet), else a shuffle. */
-static double timed_halo(pcnn_net *net, int i, double t0, double t1, double exposed)
+double spatial_timed_halo(pcnn_net *net, int i, double t0, double t1, double exposed)
 {
     timing_layer(&net->profile, i, TIMING_HALO, t1 - t0);
     timing_layer(&net->profile, i, TIMING_HALO_EXPOSED, exposed);
@@ -77,6 +74,9 @@ static double timed_halo(pcnn_net *net, int i, double t0, double t1, double expo
     return exposed;
 }
 
+/* A move of layer i's input j took [t0, t1]: a halo exchange when both
+ * layers share a distribution (the caller waited all of it: nothing
+ * overlaps it yet), else a shuffle. */
 static void timed_move(pcnn_net *net, int i, int j, double t0, double t1)
 {
     const spatial *sp = net->spatial;
@@ -170,7 +170,7 @@ pcnn_status spatial_restage(pcnn_net *net, int i, int j)
     const double t3 = clock_now();
     const bool halo = memcmp(sl->parts, sp->layers[in->index].parts, sizeof sl->parts) == 0;
     if (halo) {
-        timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
+        spatial_timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
     } else {
         timing_layer(&net->profile, i, TIMING_SHUFFLE, t3 - t0);
         trace_span(&net->profile, i, TRACE_SHUFFLE, t0, t3);
@@ -295,7 +295,7 @@ pcnn_status spatial_overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx,
     pcnn_status st = box_move_finish(sp->mover);
     if (st == PCNN_OK && sl->num_phases > 0) st = phases_rest(net, i, false);
     const double t3 = clock_now();
-    *exposed = timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
+    *exposed = spatial_timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
     sp->in_y_owner[0] = st == PCNN_OK ? i : -1;
     TRY(st);
     for (int r = 0; r < sl->num_regions && ctx->n > 0; r++)
@@ -346,7 +346,7 @@ pcnn_status spatial_overlapped_backward(pcnn_net *net, int i, const run_ctx *ctx
         st = box_move_finish(sp->mover);
         if (st == PCNN_OK && sl->num_phases > 0) st = phases_rest(net, i, true);
         const double t3 = clock_now();
-        *exposed = timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
+        *exposed = spatial_timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
     }
     return st;
 }

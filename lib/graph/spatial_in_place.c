@@ -39,13 +39,6 @@ static pcnn_status post_back(pcnn_net *net, int i)
         .add = true, .skip_self = true});
 }
 
-static void timed_halo(pcnn_net *net, int i, double t0, double t1, double exposed)
-{
-    timing_layer(&net->profile, i, TIMING_HALO, t1 - t0);
-    timing_layer(&net->profile, i, TIMING_HALO_EXPOSED, exposed);
-    trace_span(&net->profile, i, TRACE_HALO, t0, t1);
-}
-
 pcnn_status spatial_in_place_forward(pcnn_net *net, int i, const run_ctx *ctx, double *exposed)
 {
     spatial *sp = net->spatial;
@@ -60,7 +53,7 @@ pcnn_status spatial_in_place_forward(pcnn_net *net, int i, const run_ctx *ctx, d
     if (st == PCNN_OK && overlap) st = box_move_finish(sp->mover);
     const double t3 = clock_now();
     *exposed = (t1 - t0) + (t3 - t2);
-    timed_halo(net, i, t0, overlap ? t3 : t1, *exposed);
+    spatial_timed_halo(net, i, t0, overlap ? t3 : t1, *exposed);
     sp->in_y_owner[0] = st == PCNN_OK ? i : -1;
     TRY(st);
     for (int r = 0; r < sl->num_regions && ctx->n > 0; r++)
@@ -87,7 +80,7 @@ pcnn_status spatial_in_place_backward(pcnn_net *net, int i, const run_ctx *ctx, 
         st = post_halo(net, i);
         if (st == PCNN_OK) st = box_move_finish(sp->mover);
         const double t1 = clock_now();
-        timed_halo(net, i, t0, t1, t1 - t0);
+        spatial_timed_halo(net, i, t0, t1, t1 - t0);
         *exposed += t1 - t0;
         sp->in_y_owner[0] = st == PCNN_OK ? i : -1;
         TRY(st);
@@ -126,7 +119,7 @@ pcnn_status spatial_in_place_backward(pcnn_net *net, int i, const run_ctx *ctx, 
         st = box_move_finish(sp->mover);
         const double t3 = clock_now();
         const double waited = overlap ? (t1 - t0) + (t3 - t2) : t3 - t2;
-        timed_halo(net, i, t0, t3, waited);
+        spatial_timed_halo(net, i, t0, t3, waited);
         *exposed += waited;
     }
     return st;
