@@ -307,8 +307,8 @@ static bool region_cells(const pcnn_net *net, int i, int seg[LAYOUT_DIMS][4],
     const spatial_layer *sl = &sp->layers[i];
     if (sl->in_place) return cells_of(net, i, sp->rank, seg, count, inner);
     if (!in || !sl->windowed || !net->opt.halo_overlap || !net->comm || sl->direct ||
-        !sl->twin || !recomputable(sl->twin) || !same_parts(sl->parts, sp->layers[in->index].parts) ||
-        !needs_move(net, i, 0))
+        !sl->twin || !recomputable(sl->twin) ||
+        !same_parts(sl->parts, sp->layers[in->index].parts) || !needs_move(net, i, 0))
         return false;
     return cells_of(net, i, sp->rank, seg, count, inner);
 }

@@ -167,8 +167,9 @@ static bool runs_in_place(const pcnn_layer *l, const plan_geometry *g, int group
     bool volume;
     if (group < 2 || !clone_window(l, &k, &s, &p, &volume) || g->interior <= 0) return false;
     const char *kind = l->ops->kind;
+    const int window = k * k * (volume ? k : 1);
     return (strcmp(kind, "conv2d") == 0 || strcmp(kind, "conv3d") == 0) && s == 1 &&
-           2 * p == k - 1 && halo_in_place_pays(1 - g->interior, l->out.c, k * k * (volume ? k : 1));
+           2 * p == k - 1 && halo_in_place_pays(1 - g->interior, l->out.c, window);
 }
 
 pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_candidate *c,
