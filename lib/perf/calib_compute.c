@@ -92,6 +92,7 @@ static pcnn_status update_bench_open(update_bench *u, const pcnn_net *net)
     u->m = mem_alloc_floats(n);
     u->v = u->kind == PCNN_OPTIMIZER_ADAM ? mem_alloc_floats(n) : NULL;
     u->sum_dst = mem_alloc_floats(n / 2 + 1);
+    if (u->sum_dst) memset(u->sum_dst, 0, (n / 2 + 1) * sizeof(float)); /* no page faults timed */
     u->spans = mem_calloc((size_t)L, sizeof *u->spans);
     size_t *counts = mem_calloc((size_t)L, sizeof *counts);
     pcnn_exchange *kinds = mem_calloc((size_t)L, sizeof *kinds);
@@ -161,13 +162,17 @@ static void time_updates(const update_bench *u, pcnn_net *net, double *seconds,
             fmax(0, clock_now() - t0 - perf_update_call(&u->calls, (double)sp->count));
         for (int i = sp->first_layer; i <= sp->last_layer; i++)
             seconds[i] = work * (double)ll->items[i]->num_params / (double)sp->count;
-        /* The all-to-all strategy's sum on two ranks, its pieces and its
-         * destination as cold as a step finds them (the sum measured 1.6
-         * times the optimizer's time on its slice; into the gradients the
-         * optimizer had just read, half what it costs in a step): the two
-         * halves of the bucket's parameter copy into a buffer that no pass
-         * touches. */
-        const size_t half = sp->count / 2;
+    }
+    /* The all-to-all strategy's sum on two ranks, after every call (not
+     * between two, whose timings its traffic would disturb), its pieces
+     * and its destination as cold as a step finds them (the sum measured
+     * 1.6 times the optimizer's time on its slice; into the gradients the
+     * optimizer had just read, half what it costs in a step): the two
+     * halves of each bucket's parameter copy into a buffer that no pass
+     * touches. */
+    for (int k = 0; k < u->num_spans; k++) {
+        const bucket_span *sp = &u->spans[k];
+        const size_t at = ll->items[sp->first_layer]->param_offset, half = sp->count / 2;
         if (half < 16) continue;
         sum2 s2 = {u->backup + at, u->sum_dst + at / 2, half};
         const double t1 = clock_now();
