@@ -707,7 +707,9 @@ PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange ex
  * 2n(P-1)/P for an allreduce bucket (Rabenseifner's bandwidth term), and for
  * a dense layer with PCNN_EXCHANGE_FC_GRADIENT eqs. 4.2-4.4 for a full local
  * batch: activations (F - F/P) * b, errors K * b * (P-1), weights
- * K * F/P * (P-1), b = max_batch / P.  After finalize; 0 on a single rank. */
+ * K * F/P * (P-1), b = max_batch / P; a dense layer on each rank's box of
+ * a split input (section 9) sends its K x F_r columns to the P-1 others and
+ * allreduces its biases.  After finalize; 0 on a single rank. */
 PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *bytes_per_step);
 
 /*
@@ -1442,8 +1444,11 @@ PCNN_API pcnn_status pcnn_net_write_trace_merged(pcnn_net *net, const char *path
  * Where every rank holds every sample (P_N = 1) and a dense layer follows
  * a split layer through a flatten, no shuffle gathers the samples: each
  * rank multiplies the columns of W its box holds, and the K outputs per
- * sample are summed over the ranks (pcnn_net_summary says so).  Weight
- * gradients are summed over the whole communicator by the network's
+ * sample are summed over the ranks (pcnn_net_summary says so); its weight
+ * gradient is then this rank's alone on those columns, so with
+ * PCNN_EXCHANGE_ALLTOALL_ALLGATHER each rank updates its own columns and
+ * one all-gather brings the others' (no all-to-all: half the bytes).
+ * Weight gradients are summed over the whole communicator by the network's
  * exchange as in data parallelism, and the loss is normalised by the
  * global batch, so training equals one rank training on the whole batch
  * up to float summation order.  The network's output must be unsplit.

@@ -216,7 +216,10 @@ void net_note_exchange(pcnn_layer *l, const char *how, const char *why)
             at[at == l->choice ? 0 : -2] = '\0';
             break;
         }
-    const char *name = l->exchange == PCNN_EXCHANGE_ALLREDUCE ? "allreduce"
+    const bool by_columns =
+        l->exchange_by_columns && l->exchange == PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
+    const char *name = by_columns ? "all-gather of each rank's columns (each updates its own)"
+                       : l->exchange == PCNN_EXCHANGE_ALLREDUCE ? "allreduce"
                        : l->exchange == PCNN_EXCHANGE_FC_GRADIENT ? "FC gradient"
                                                                   : "all-to-all + all-gather";
     const size_t used = strlen(l->choice);
@@ -237,18 +240,38 @@ static void apply_update(void *arg, float *params, const float *grads, size_t st
                  net->step + 1, params, grads, m, v, count, net->threads);
 }
 
+static void apply_update_strided(void *arg, float *params, const float *grads,
+                                 size_t state_offset, size_t len, size_t stride, size_t runs)
+{
+    pcnn_net *net = arg;
+    float *m = net->optim.m ? net->optim.m + state_offset : NULL;
+    float *v = net->optim.v ? net->optim.v + state_offset : NULL;
+    optim_update_strided(net->optimizer, &net->opt.hyper, net->step_lr, net->opt.weight_decay,
+                         net->step + 1, params, grads, m, v, len, stride, runs, net->threads);
+}
+
 pcnn_status net_exchange_create(pcnn_net *net, const pcnn_exchange *kinds, exchange **out)
 {
     int count = 0;
     for (int i = 0; i < net->layers.count; i++) count += net->layers.items[i]->num_params > 0;
     exchange_layer *layers = mem_calloc(count ? (size_t)count : 1, sizeof *layers);
-    if (!layers) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "exchange layer table");
-    for (int i = 0, k = 0; i < net->layers.count; i++) {
+    /* Box dense layers' weights are split by columns (spatial_dense.c):
+     * their all-to-all would carry only zeros. */
+    exchange_columns *columns = mem_calloc(count ? (size_t)count : 1, sizeof *columns);
+    int **tables = mem_calloc(count ? (size_t)count : 1, sizeof *tables);
+    pcnn_status st = PCNN_OK;
+    if (!layers || !columns || !tables) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "exchange layer table");
+    for (int i = 0, k = 0; st == PCNN_OK && i < net->layers.count; i++) {
         const pcnn_layer *l = net->layers.items[i];
         if (l->num_params == 0) continue;
-        layers[k++] = (exchange_layer){.index = i, .param_offset = l->param_offset,
-                                       .num_params = l->num_params,
-                                       .kind = kinds ? kinds[i] : l->exchange, .layer = l};
+        layers[k] = (exchange_layer){.index = i, .param_offset = l->param_offset,
+                                     .num_params = l->num_params,
+                                     .kind = kinds ? kinds[i] : l->exchange, .layer = l};
+        if (l->exchange_by_columns && layers[k].kind == PCNN_EXCHANGE_ALLTOALL_ALLGATHER) {
+            st = spatial_box_dense_columns(net, i, &columns[k], &tables[k]);
+            layers[k].columns = &columns[k];
+        }
+        k++;
     }
     const exchange_setup setup = {
         .comm = net->comm,
@@ -266,9 +289,13 @@ pcnn_status net_exchange_create(pcnn_net *net, const pcnn_exchange *kinds, excha
         .threads = net->threads,
         .profile = &net->profile,
         .update = apply_update,
+        .update_strided = apply_update_strided,
         .update_arg = net,
     };
-    pcnn_status st = exchange_create(&setup, out);
+    if (st == PCNN_OK) st = exchange_create(&setup, out);
+    for (int k = 0; tables && k < count; k++) mem_free(tables[k]);
+    mem_free(tables);
+    mem_free(columns);
     mem_free(layers);
     return st;
 }

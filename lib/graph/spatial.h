@@ -13,6 +13,7 @@
 #include <stdbool.h>
 
 #include "../parallel/box_move.h"
+#include "../parallel/exchange.h"
 #include "../parallel/layout.h"
 #include "net.h"
 
@@ -168,6 +169,11 @@ pcnn_status spatial_forward(pcnn_net *net, const run_reduce *global, bool train)
 /* A box dense layer's passes (spatial_dense.c), within spatial_forward and
  * spatial_backward; collective over the ranks: a rank whose step `failed`
  * joins with nothing. */
+/* The columns of box dense layer i's weights each rank's box holds
+ * (parallel/exchange.h), for its gradient exchange; the tables are
+ * allocated in *tables, which the caller frees with mem_free. */
+pcnn_status spatial_box_dense_columns(const pcnn_net *net, int i, exchange_columns *out,
+                                      int **tables);
 pcnn_status spatial_box_dense_forward(pcnn_net *net, int i, bool train, bool failed);
 pcnn_status spatial_box_dense_backward(pcnn_net *net, int i, bool failed);
 /* After an inference forward: the group's n outputs, NCHW, into out. */

@@ -26,6 +26,7 @@
 
 #include "../core/clock.h"
 #include "../core/error.h"
+#include "../core/memory.h"
 #include "../kernels/kernels.h"
 #include "../layers/dense.h"
 #include "spatial.h"
@@ -56,6 +57,7 @@ void spatial_plan_box_dense(pcnn_net *net)
         sp->layers[f->index].folded = true;
         sp->layers[f->index].direct = false;
         sp->layers[i].box_dense = true;
+        l->exchange_by_columns = true;
         snprintf(l->choice, sizeof l->choice,
                  "on each rank's box of its input (columns of W; no shuffle)");
     }
@@ -73,11 +75,9 @@ typedef struct runs {
     size_t vol;            /* bd * bh * bw: one sample's stride in the box */
 } runs;
 
-static runs runs_of(const pcnn_net *net, int i)
+/* The runs of box b of the flatten's input src (its samples: b's). */
+static runs runs_in(const pcnn_layer *src, const box *b)
 {
-    const spatial *sp = net->spatial;
-    const pcnn_layer *src = net->layers.items[i]->inputs[0]->inputs[0];
-    const box *b = &sp->layers[src->index].mine;
     runs r = {.src = src, .x = src->y, .dx = src->dy, .n = box_extent(b, LAYOUT_N),
               .c = src->out.c, .whole = {src->out.d, src->out.h, src->out.w}};
     for (int k = 0; k < 3; k++) {
@@ -91,6 +91,17 @@ static runs runs_of(const pcnn_net *net, int i)
         if (r.ext[1] == r.whole[1]) r.len *= r.ext[0];
     }
     return r;
+}
+
+static const pcnn_layer *source_of(const pcnn_net *net, int i)
+{
+    return net->layers.items[i]->inputs[0]->inputs[0];
+}
+
+static runs runs_of(const pcnn_net *net, int i)
+{
+    const pcnn_layer *src = source_of(net, i);
+    return runs_in(src, &net->spatial->layers[src->index].mine);
 }
 
 static size_t run_count(const runs *r)
@@ -108,6 +119,45 @@ static void run_at(const runs *r, size_t k, size_t *feature, size_t *offset, int
     const size_t h = row % (size_t)r->ext[1], d = row / (size_t)r->ext[1];
     *feature = (((size_t)*channel * r->whole[0] + r->lo[0] + d) * r->whole[1] + r->lo[1] + h) *
                    r->whole[2] + (size_t)r->lo[2];
+}
+
+pcnn_status spatial_box_dense_columns(const pcnn_net *net, int i, exchange_columns *out,
+                                      int **tables)
+{
+    const spatial *sp = net->spatial;
+    const pcnn_layer *src = source_of(net, i);
+    const int P = sp->ranks, *parts = sp->layers[src->index].parts;
+    const sample_split split = {sp->groups, sp->fixed_start, sp->fixed_count};
+    size_t total = 0;
+    for (int q = 0; q < P; q++) {
+        const box b = layout_box(parts, q, &split, src->out.d, src->out.h, src->out.w);
+        const runs r = runs_in(src, &b);
+        total += run_count(&r);
+    }
+    if (total > INT32_MAX / 2)
+        return FAIL(PCNN_ERR_UNSUPPORTED, "layer %d: %zu runs of columns", i, total);
+    int *t = mem_calloc((size_t)P + 1 + 2 * total, sizeof *t);
+    if (!t) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "column runs of layer %d", i);
+    int *start = t, *first = t + P + 1, *len = first + total;
+    int k = 0;
+    for (int q = 0; q < P; q++) {
+        start[q] = k;
+        const box b = layout_box(parts, q, &split, src->out.d, src->out.h, src->out.w);
+        const runs r = runs_in(src, &b);
+        for (size_t j = 0; j < run_count(&r); j++, k++) {
+            size_t f, off;
+            int ch;
+            run_at(&r, j, &f, &off, &ch);
+            first[k] = (int)f;
+            len[k] = r.len;
+        }
+    }
+    start[P] = k;
+    const dense_shape d = dense_get_shape(net->layers.items[i]);
+    *out = (exchange_columns){.out = d.out, .features = d.features, .bias = d.bias, .ranks = P,
+                              .start = start, .first = first, .len = len};
+    *tables = t;
+    return PCNN_OK;
 }
 
 /* Sum values (count) over the ranks, through the group reducer in double. */

@@ -155,6 +155,9 @@ struct pcnn_layer {
     bool has_weights;      /* accepts pcnn_layer_set_init */
     pcnn_exchange exchange; /* how its gradients cross ranks */
     bool exchange_chosen;  /* set per layer: the network default does not apply */
+    bool exchange_by_columns; /* each rank's weight gradient is complete on its own
+                               * columns and zero elsewhere (graph/spatial_dense.c):
+                               * all-to-all + all-gather then gathers the columns only */
 
     /* Buffers planned at finalize. */
     float *y;              /* output, max_batch samples, CNHW */

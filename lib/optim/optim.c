@@ -65,11 +65,17 @@ VECTOR_CLONES static void adam_range(void *arg, size_t lo, size_t hi)
     }
 }
 
-void optim_update(pcnn_optimizer kind, const optim_hyper *h, double lr, double weight_decay,
-                  uint64_t t, float *params, const float *grads, float *m, float *v,
-                  size_t count, int threads)
+static range_fn range_of(pcnn_optimizer kind)
 {
-    update_args a = {
+    return kind == PCNN_OPTIMIZER_SGD        ? sgd_range
+           : kind == PCNN_OPTIMIZER_MOMENTUM ? momentum_range
+                                             : adam_range;
+}
+
+static update_args args_of(const optim_hyper *h, double lr, double weight_decay, uint64_t t,
+                           float *params, const float *grads, float *m, float *v)
+{
+    return (update_args){
         .params = params, .m = m, .v = v, .grads = grads,
         .lr = (float)lr, .wd = (float)weight_decay, .mu = (float)h->momentum,
         .b1 = (float)h->beta1, .b2 = (float)h->beta2, .eps = (float)h->epsilon,
@@ -77,8 +83,40 @@ void optim_update(pcnn_optimizer kind, const optim_hyper *h, double lr, double w
         .step = (float)(lr / (1.0 - pow(h->beta1, (double)t))),
         .inv_bc2 = (float)(1.0 / sqrt(1.0 - pow(h->beta2, (double)t))),
     };
-    const range_fn fn = kind == PCNN_OPTIMIZER_SGD        ? sgd_range
-                        : kind == PCNN_OPTIMIZER_MOMENTUM ? momentum_range
-                                                          : adam_range;
-    parallel_for(count, 16, 2 * count, threads, fn, &a);
+}
+
+void optim_update(pcnn_optimizer kind, const optim_hyper *h, double lr, double weight_decay,
+                  uint64_t t, float *params, const float *grads, float *m, float *v,
+                  size_t count, int threads)
+{
+    update_args a = args_of(h, lr, weight_decay, t, params, grads, m, v);
+    parallel_for(count, 16, 2 * count, threads, range_of(kind), &a);
+}
+
+typedef struct strided_args {
+    update_args first; /* of run 0 */
+    range_fn fn;
+    size_t len, stride;
+} strided_args;
+
+static void strided_range(void *arg, size_t lo, size_t hi)
+{
+    const strided_args *s = arg;
+    for (size_t j = lo; j < hi; j++) {
+        update_args a = s->first;
+        a.params += j * s->stride;
+        a.grads += j * s->stride;
+        if (a.m) a.m += j * s->len;
+        if (a.v) a.v += j * s->len;
+        s->fn(&a, 0, s->len);
+    }
+}
+
+void optim_update_strided(pcnn_optimizer kind, const optim_hyper *h, double lr,
+                          double weight_decay, uint64_t t, float *params, const float *grads,
+                          float *m, float *v, size_t len, size_t stride, size_t runs, int threads)
+{
+    strided_args s = {args_of(h, lr, weight_decay, t, params, grads, m, v), range_of(kind), len,
+                      stride};
+    parallel_for(runs, 1, 2 * len * runs, threads, strided_range, &s);
 }

@@ -35,6 +35,14 @@ void exchange_apply_update(exchange *x, const bucket *b, float *params, const fl
     x->setup.update(x->setup.update_arg, params, grads, b->state_offset + state_offset, count);
 }
 
+void exchange_apply_update_strided(exchange *x, const bucket *b, float *params,
+                                   const float *grads, size_t state_offset, size_t len,
+                                   size_t stride, size_t runs)
+{
+    x->setup.update_strided(x->setup.update_arg, params, grads, b->state_offset + state_offset,
+                            len, stride, runs);
+}
+
 static pcnn_status add_bucket(exchange *x, int *cap)
 {
     if (x->num_buckets == *cap) {
@@ -55,17 +63,21 @@ static pcnn_status group_buckets(exchange *x)
     size_t *counts = mem_calloc((size_t)L, sizeof *counts);
     pcnn_exchange *kinds = mem_calloc((size_t)L, sizeof *kinds);
     size_t *offsets = mem_calloc((size_t)L, sizeof *offsets);
+    bool *by_columns = mem_calloc((size_t)L, sizeof *by_columns);
     bucket_span *spans = mem_calloc((size_t)L, sizeof *spans);
     pcnn_status st = PCNN_OK;
-    if (!counts || !kinds || !offsets || !spans) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "bucket plan");
+    if (!counts || !kinds || !offsets || !by_columns || !spans)
+        st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "bucket plan");
     for (int i = 0; st == PCNN_OK && i < x->setup.num_param_layers; i++) {
         const exchange_layer *l = &x->layers[i];
         counts[l->index] = l->num_params;
         kinds[l->index] = l->kind;
         offsets[l->index] = l->param_offset;
+        by_columns[l->index] = l->columns && x->ranks > 1;
     }
-    const int n = st == PCNN_OK ? exchange_group_buckets(counts, kinds, L, x->setup.bucket_bytes,
-                                                         x->ranks > 1, spans)
+    const int n = st == PCNN_OK ? exchange_group_buckets(counts, kinds, by_columns, L,
+                                                         x->setup.bucket_bytes, x->ranks > 1,
+                                                         spans)
                                 : 0;
     int cap = 0;
     for (int k = 0; st == PCNN_OK && k < n; k++) {
@@ -75,13 +87,14 @@ static pcnn_status group_buckets(exchange *x)
         b->lo = offsets[spans[k].first_layer];
         b->count = spans[k].count;
         b->kind = spans[k].kind;
-        b->ops = ops_of(spans[k].kind);
         b->first_layer = spans[k].first_layer;
         b->last_layer = spans[k].last_layer;
+        b->ops = by_columns[b->first_layer] ? &exchange_columns_ops : ops_of(b->kind);
     }
     mem_free(counts);
     mem_free(kinds);
     mem_free(offsets);
+    mem_free(by_columns);
     mem_free(spans);
     return st;
 }
@@ -356,6 +369,25 @@ void exchange_after_backward(exchange *x, int layer)
     b->reduce_posted = true;
 }
 
+/* The bucket's all-gather arrived: count it and unpack.  Blocking. */
+static pcnn_status finish_gather(exchange *x, bucket *b)
+{
+    if (!b->gather_pending) return PCNN_OK;
+    b->gather_pending = false;
+    TRY(wait_for(x, b, &b->gather));
+    if (b->ops->unpack) b->ops->unpack(x, b);
+    return PCNN_OK;
+}
+
+/* Is a lazy all-gather of the last step still in flight (no blocking)?
+ * The bucket's update waits for it: it rewrites what the gather sends. */
+static bool gather_in_flight(exchange *x, bucket *b)
+{
+    if (!b->gather_pending) return false;
+    if (!engine_test(x->engine, &b->gather) || b->gather.mpi_code != MPI_SUCCESS) return true;
+    return finish_gather(x, b) != PCNN_OK; /* arrived: does not block */
+}
+
 /* Have all of a bucket's reductions arrived, successfully (no blocking)? */
 static bool reductions_arrived(exchange *x, bucket *b)
 {
@@ -375,6 +407,7 @@ void exchange_poll(exchange *x)
         bucket *b = &x->buckets[k];
         if (!b->reduce_posted || b->updated) continue;
         if (!reductions_arrived(x, b)) continue; /* failures: exchange_end_step */
+        if (gather_in_flight(x, b)) continue;
         for (int q = 0; q < b->num_reduce; q++) {
             b->reduce[q].posted = false;
             account(x, b, &b->reduce[q]);
@@ -410,13 +443,14 @@ pcnn_status exchange_end_step(exchange *x)
         if (!b->updated) {
             for (int q = 0; q < b->num_reduce && st == PCNN_OK; q++)
                 st = wait_for(x, b, &b->reduce[q]);
+            if (st == PCNN_OK) st = finish_gather(x, b); /* lazy: the last step's */
             if (st != PCNN_OK) break;
             update_bucket(x, b);
         }
         if (b->ops->post_gather) {
             b->ops->post_gather(x, b);
             b->gather_pending = true;
-            if (!x->setup.overlap) st = exchange_before_forward(x, b->first_layer);
+            if (!x->setup.overlap) st = finish_gather(x, b);
         }
     }
     return end_step(x, st);
@@ -426,12 +460,8 @@ pcnn_status exchange_before_forward(exchange *x, int layer)
 {
     if (!x->engine) return PCNN_OK;
     const int k = x->bucket_of_layer[layer];
-    if (k < 0 || !x->buckets[k].gather_pending) return PCNN_OK;
-    bucket *b = &x->buckets[k];
-    b->gather_pending = false;
-    TRY(wait_for(x, b, &b->gather));
-    if (b->ops->unpack) b->ops->unpack(x, b);
-    return PCNN_OK;
+    if (k < 0 || x->buckets[k].ops->lazy_gather) return PCNN_OK;
+    return finish_gather(x, &x->buckets[k]);
 }
 
 pcnn_status exchange_flush(exchange *x)
@@ -444,10 +474,9 @@ pcnn_status exchange_flush(exchange *x)
             pcnn_status s = wait_for(x, b, &b->reduce[q]);
             if (st == PCNN_OK) st = s;
         }
-        if (b->gather_pending) {
-            pcnn_status s = exchange_before_forward(x, b->first_layer);
-            if (st == PCNN_OK) st = s;
-        }
+        pcnn_status s = finish_gather(x, b);
+        if (st == PCNN_OK) st = s;
+        if (s == PCNN_OK && b->ops->settle) b->ops->settle(x, b);
     }
     end_step(x, PCNN_ERR_INTERNAL); /* clears the step state */
     return st;

@@ -25,12 +25,31 @@
 
 typedef struct exchange exchange;
 
+/* The columns of a dense layer's weights W (K x F, row after row) whose
+ * gradient each rank computes alone, and completely: a dense layer run on
+ * each rank's box of a split input where every rank holds every sample
+ * (graph/spatial_dense.c).  Rank p's columns are the feature runs
+ * [first[k], first[k] + len[k]) for k in [start[p], start[p + 1]); the
+ * ranks' runs cover every column once, and each rank's gradient is zero
+ * outside its own.  The K biases after W are summed as usual. */
+typedef struct exchange_columns {
+    int out, features;
+    bool bias;
+    int ranks;
+    const int *start;         /* ranks + 1 */
+    const int *first, *len;   /* start[ranks] runs */
+} exchange_columns;
+
 /* A layer with parameters, as the exchange sees it. */
 typedef struct exchange_layer {
     int index;                /* position in the network (timing, traces) */
     size_t param_offset, num_params;
     pcnn_exchange kind;       /* decided before planning (strategy room) */
     const pcnn_layer *layer;  /* the dense layer, for PCNN_EXCHANGE_FC_GRADIENT */
+    /* Set for a layer whose weight gradient is split by columns (then its
+     * own bucket, exchanged by exchange_columns.c whatever its kind; the
+     * exchange copies the tables); NULL otherwise. */
+    const exchange_columns *columns;
 } exchange_layer;
 
 /* One run of a rank's optimizer state: state[state_offset, +count) belongs
@@ -46,6 +65,11 @@ typedef void (*owned_run_fn)(void *arg, owned_run run);
  * strategy's own buffer (a summed slice, a packed FC slice). */
 typedef void (*exchange_update_fn)(void *arg, float *params, const float *grads,
                                    size_t state_offset, size_t count);
+/* The same on `runs` runs of len parameters, run j at params and grads +
+ * j * stride, its state at state_offset + j * len (columns of a matrix). */
+typedef void (*exchange_update_strided_fn)(void *arg, float *params, const float *grads,
+                                           size_t state_offset, size_t len, size_t stride,
+                                           size_t runs);
 
 typedef struct exchange_setup {
     pcnn_comm *comm;           /* NULL, or one rank: local updates only */
@@ -62,6 +86,7 @@ typedef struct exchange_setup {
     int threads;
     profile *profile;
     exchange_update_fn update;
+    exchange_update_strided_fn update_strided;
     void *update_arg;
 } exchange_setup;
 
@@ -130,7 +155,9 @@ size_t exchange_state_count_of(const exchange *x, int rank);
  *                           reduction has arrived.
  *   exchange_end_step       after the backward pass: finish reductions and
  *                           updates, post the all-gathers in forward order.
- *   exchange_flush          before anything else reads the parameters.
+ *   exchange_flush          before anything else reads or writes the
+ *                           parameters (a bucket split by columns brings
+ *                           the other ranks' columns in only then).
  * Without overlap (PCNN_OPT_OVERLAP 0) exchange_end_step does everything,
  * each collective posted and waited in turn: the same arithmetic, so the
  * same bits.  Outside a step (compute_gradients, evaluation) the hooks do

@@ -37,6 +37,13 @@ typedef struct exchange_ops {
     void (*post_gather)(exchange *x, bucket *b);
     /* The all-gather arrived; NULL: nothing to unpack. */
     void (*unpack)(exchange *x, bucket *b);
+    /* The forward pass does not read what the all-gather brings: it is
+     * waited for before the bucket's next update (or a flush), not before
+     * the layer's forward pass. */
+    bool lazy_gather;
+    /* Before anything else reads the parameters (exchange_flush), after
+     * the all-gather arrived; NULL: nothing to do. */
+    void (*settle)(exchange *x, bucket *b);
     /* Visit rank's runs of optimizer state (relative to b->state_offset). */
     void (*owned_runs)(const exchange *x, const bucket *b, int rank, owned_run_fn fn, void *arg);
 } exchange_ops;
@@ -44,6 +51,7 @@ typedef struct exchange_ops {
 extern const exchange_ops exchange_allreduce_ops;
 extern const exchange_ops exchange_alltoall_ops;
 extern const exchange_ops exchange_fc_ops;
+extern const exchange_ops exchange_columns_ops;
 
 #define BUCKET_MAX_REDUCE 2
 
@@ -92,5 +100,8 @@ struct exchange {
 const exchange_layer *bucket_layer(const exchange *x, const bucket *b);
 void exchange_apply_update(exchange *x, const bucket *b, float *params, const float *grads,
                            size_t state_offset, size_t count);
+void exchange_apply_update_strided(exchange *x, const bucket *b, float *params,
+                                   const float *grads, size_t state_offset, size_t len,
+                                   size_t stride, size_t runs);
 
 #endif

@@ -105,7 +105,7 @@ static pcnn_status update_bench_open(update_bench *u, const pcnn_net *net)
         kinds[i] = PCNN_EXCHANGE_ALLREDUCE;
     }
     if (st == PCNN_OK)
-        u->num_spans = exchange_group_buckets(counts, kinds, L, net_bucket_bytes(net), true,
+        u->num_spans = exchange_group_buckets(counts, kinds, NULL, L, net_bucket_bytes(net), true,
                                               u->spans);
     mem_free(counts);
     mem_free(kinds);

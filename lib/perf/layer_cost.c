@@ -197,7 +197,7 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
             .m = m, .table = matches, .P = ranks, .alpha = m->knobs.alpha,
             .link_beta = m->knobs.beta > 0 ? m->knobs.beta
                          : m->knobs.link_gbits > 0 ? 8e-9 / m->knobs.link_gbits : 0};
-        B = exchange_group_buckets(counts, kinds, L, net_bucket_bytes(net), ranks > 1, spans);
+        B = exchange_group_buckets(counts, kinds, NULL, L, net_bucket_bytes(net), ranks > 1, spans);
         for (int k = 0; k < B; k++)
             bucket_costs(&c, net, &spans[k], (const double(*)[3])comp, n, global_batch,
                          &buckets[k], layers);

@@ -302,6 +302,22 @@ static const pcnn_layer *folding_dense(const plan_env *env, const pcnn_layer *l,
     return NULL;
 }
 
+/* A box dense layer's weights go by columns where its gradient would take
+ * all-to-all + all-gather (parallel/exchange_columns.c): each rank's
+ * columns all-gathered, the biases allreduced, no all-to-all nor sum. */
+static double columns_saving(const plan_env *env, const pcnn_layer *l)
+{
+    const pcnn_exchange kind = l->exchange_chosen ? l->exchange : env->exchange;
+    if (kind != PCNN_EXCHANGE_ALLTOALL_ALLGATHER || env->ranks <= 1) return 0;
+    const dense_shape d = dense_get_shape(l);
+    const int P = env->ranks;
+    const double K = d.out, F = d.features, biases = d.bias ? K : 0;
+    const double columns = coll(env, PCNN_COLL_ALLGATHER, P, 4.0 * K * F) +
+                           update_seconds(env, K * ceil(F / P) + biases) +
+                           (biases > 0 ? coll(env, PCNN_COLL_ALLREDUCE, P, 4.0 * biases) : 0);
+    return nonneg(plan_exchange_cost(env, l, kind) - columns);
+}
+
 double plan_box_dense_saving(const plan_env *env, const pcnn_layer *l, int groups)
 {
     if (!layer_is_dense(l) || l->num_inputs != 1 || !folding_dense(env, l->inputs[0], groups))
@@ -310,7 +326,7 @@ double plan_box_dense_saving(const plan_env *env, const pcnn_layer *l, int group
     if (compute_times(env, l, env->batch, 1.0 / env->ranks, box, NULL) != PCNN_OK ||
         compute_times(env, l, ceil_div(env->batch, env->ranks), 1.0, head, NULL) != PCNN_OK)
         return 0;
-    return nonneg(sum3(head) - sum3(box));
+    return nonneg(sum3(head) - sum3(box)) + columns_saving(env, l);
 }
 
 double plan_edge_cost(const plan_env *env, const pcnn_layer *parent, const pcnn_layer *child,

@@ -96,8 +96,9 @@ double plan_shuffle_cost(const plan_env *env, const pcnn_layer *l, const int *a,
 /* A dense layer after a flatten may fold it in (graph/spatial_dense.c:
  * with one sample group, a split input is multiplied on each rank's box,
  * no shuffle).  Its candidates are priced folded, at its compute on 1/P of
- * W for the whole batch; plan_box_dense_saving is what that takes off the
- * head's compute (0 where it cannot fold).  plan_edge_cost, from layer
+ * W for the whole batch, its weights exchanged by columns where the
+ * all-to-all would take them; plan_box_dense_saving is what that takes off
+ * the head's compute and exchange (0 where it cannot fold).  plan_edge_cost, from layer
  * `parent` under parts a into `child` under b: the shuffle of parent's
  * output; into a flatten that folds, its two sums over the ranks, and
  * where it would fold but its input is not split, the saving back. */

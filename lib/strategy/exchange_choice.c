@@ -64,8 +64,9 @@ exchange_engine exchange_engine_choose(const engine_inputs *in, char *reason, si
     return e;
 }
 
-int exchange_group_buckets(const size_t *num_params, const pcnn_exchange *kinds, int num_layers,
-                           size_t bucket_bytes, bool parallel, bucket_span *spans)
+int exchange_group_buckets(const size_t *num_params, const pcnn_exchange *kinds,
+                           const bool *alone, int num_layers, size_t bucket_bytes, bool parallel,
+                           bucket_span *spans)
 {
     const size_t bucket_floats = bucket_bytes / sizeof(float);
     int count = 0;
@@ -73,7 +74,9 @@ int exchange_group_buckets(const size_t *num_params, const pcnn_exchange *kinds,
     for (int i = 0; i < num_layers; i++) {
         if (num_params[i] == 0) continue;
         const pcnn_exchange kind = parallel ? kinds[i] : PCNN_EXCHANGE_ALLREDUCE;
-        const bool fits = open && open->kind == kind && kind != PCNN_EXCHANGE_FC_GRADIENT &&
+        const bool apart = alone && (alone[i] || (open && alone[open->first_layer]));
+        const bool single = parallel && (kind == PCNN_EXCHANGE_FC_GRADIENT || apart);
+        const bool fits = open && open->kind == kind && !single &&
                           (open->count + num_params[i] <= bucket_floats || !parallel);
         if (!fits) {
             open = &spans[count++];

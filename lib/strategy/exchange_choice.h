@@ -60,12 +60,14 @@ typedef struct bucket_span {
 
 /* Group layers 0..num_layers-1 (num_params[i] parameters each, exchanged
  * as kinds[i]) into buckets, in layer order: a layer joins the open bucket
- * when it has the same kind, is not an FC exchange (one bucket per FC
- * layer) and keeps the bucket within bucket_bytes; layers without
- * parameters are skipped.  On one rank (!parallel) every bucket is an
- * all-reduce and the size does not limit it.  spans has room for
- * num_layers buckets; returns how many were made. */
-int exchange_group_buckets(const size_t *num_params, const pcnn_exchange *kinds, int num_layers,
+ * when it has the same kind, is not an FC exchange nor `alone` (one bucket
+ * per FC layer, and per layer exchanged by columns; alone may be NULL),
+ * and keeps the bucket within bucket_bytes; layers without parameters are
+ * skipped.  On one rank (!parallel) every bucket is an all-reduce and the
+ * size does not limit it.  spans has room for num_layers buckets; returns
+ * how many were made. */
+int exchange_group_buckets(const size_t *num_params, const pcnn_exchange *kinds,
+                           const bool *alone, int num_layers,
                            size_t bucket_bytes, bool parallel, bucket_span *spans);
 
 #endif

@@ -406,8 +406,9 @@ static int test_exchange_costs(pcnn_perfmodel *m)
 
 /* The FC gradient a sample-parallel network takes for a dense layer where
  * eq. 4.8 prefers it (finalize's heuristics) is priced on the path that
- * splits no layer only; with a link where gradients dominate, it makes
- * sample parallelism beat a split that would otherwise save compute. */
+ * splits no layer only; on a split path with one sample group the dense
+ * layer runs on each rank's box and its weights go by columns, which
+ * moves less still. */
 static int test_sample_path_fc(pcnn_perfmodel *m)
 {
     const perf_link saved = m->link;
@@ -432,8 +433,15 @@ static int test_sample_path_fc(pcnn_perfmodel *m)
     plan_record *r = NULL;
     CHECK(plan_compute(&env, true, &r, "test"));
     const int *conv = chosen(r, 1);
-    expect(r->predicted == r->sample_only && conv[0] == 2 && r->uniform_total[1] > r->predicted,
-           "sample parallelism with the FC gradient is planned over a split saving compute");
+    /* The split's dense layer runs on each rank's box and gathers only its
+     * columns of W: the FC gradient's all-gather without its activations,
+     * and less compute. */
+    const double folded = plan_box_dense_saving(&env, dense, 1);
+    expect(r->predicted < r->sample_only && conv[0] == 1 && conv[2] * conv[3] == 2 &&
+               folded > a2a - perf_coll_time(&m->link, PCNN_COLL_ALLGATHER, 2,
+                                             4.0 * 4 * 2048, 0, -1),
+           "a split whose dense layer gathers its columns is planned over sample parallelism "
+           "with the FC gradient");
     plan_record_free(r);
     pcnn_net_destroy(&net);
     m->link = saved;

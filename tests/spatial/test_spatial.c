@@ -29,7 +29,10 @@
  *   9. A layer too small for its group fails finalize with SHAPE naming it;
  *      bad parts are refused; the box and group queries answer.
  *  10. The halo overlap forced on, off, and chosen by its trials train
- *      alike on odd sizes. */
+ *      alike on odd sizes.
+ *  11. A dense layer on each rank's box exchanges its weights by columns:
+ *      equal to one rank after training, parameters set between steps and
+ *      a checkpoint resumed on one rank; the bytes it sends. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdbool.h>
@@ -75,6 +78,8 @@ static int conv_algorithm;   /* PCNN_OPT_CONV_ALGORITHM */
 static int phased_seen;      /* layers exchanging their halo dimension by dimension */
 static int regions_seen;     /* overlapped layers of the spatial networks built */
 static int in_place_seen;    /* convolutions run on their input's block in place */
+static int overlap;          /* PCNN_OPT_OVERLAP */
+static pcnn_exchange exchange_kind = PCNN_EXCHANGE_ALLREDUCE; /* grads: the global sum */
 static float frand(void)
 {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
@@ -91,8 +96,8 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
     if (comm) CK(pcnn_net_set_comm(net, comm));
     CK(pcnn_net_set_option(net, PCNN_OPT_SEED, 7));
     CK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, lr));
-    CK(pcnn_net_set_option(net, PCNN_OPT_OVERLAP, 0));
-    CK(pcnn_net_set_exchange(net, PCNN_EXCHANGE_ALLREDUCE)); /* grads: the global sum */
+    CK(pcnn_net_set_option(net, PCNN_OPT_OVERLAP, overlap));
+    CK(pcnn_net_set_exchange(net, exchange_kind));
     CK(pcnn_net_set_optimizer(net, optimizer));
     CK(pcnn_net_set_option(net, PCNN_OPT_SYNC_BATCHNORM, sync_bn));
     CK(pcnn_net_set_option(net, PCNN_OPT_HALO_OVERLAP, halo_overlap));
@@ -603,6 +608,100 @@ static void test_checkpoint(const int *parts)
     pcnn_net_destroy(&one.net);
 }
 
+/* A dense layer on each rank's box (one sample group) exchanges its
+ * weights by columns: each rank updates its own, one all-gather brings the
+ * others', copied into the parameters when something reads them.  Against
+ * one rank, with overlap and all-to-all + all-gather (the defaults):
+ * training, parameters set between steps (the others' columns of the last
+ * step must not come back over them), and a checkpoint's optimizer state
+ * continuing on one rank. */
+static void test_columns(const int *parts)
+{
+    const layer_spec spec[] = {{CONV, 3, 3, 1, 1}, {RELU, 0, 0, 0, 0}, {FLATTEN, 0, 0, 0, 0},
+                               {DENSE, 4, 0, 0, 0}, {RELU, 0, 0, 0, 0}, {DENSE, 3, 0, 0, 0},
+                               {END, 0, 0, 0, 0}};
+    enum { C = 2, H = 11, W = 9, N = 3 };
+    overlap = 1;
+    exchange_kind = PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
+    const outcome trained = compare(spec, C, H, W, parts, N, 4, PCNN_OPTIMIZER_ADAM);
+    model sp, one, again;
+    CK(build(&sp, comm_world, parts, spec, C, H, W, N, PCNN_OPTIMIZER_MOMENTUM, 0.05));
+    CK(build(&one, NULL, NULL, spec, C, H, W, N, PCNN_OPTIMIZER_MOMENTUM, 0.05));
+    CK(build(&again, NULL, NULL, spec, C, H, W, N, PCNN_OPTIMIZER_MOMENTUM, 0.05));
+    static char summary[1 << 14];
+    CK(pcnn_net_summary(sp.net, summary, sizeof summary, NULL));
+    uint64_t bytes_sp;
+    CK(pcnn_net_exchange_bytes(sp.net, &bytes_sp));
+    /* Sent: the convolution's and the last dense layer's all-to-all +
+     * all-gather (n - n_r + n_r (P - 1) floats), this rank's columns of
+     * the first dense layer's weights to the P - 1 others, its 4 biases
+     * allreduced. */
+    int start[3], count[3];
+    CK(pcnn_layer_local_box(sp.first, start, count));
+    const uint64_t P = (uint64_t)ranks, columns = 4 * 3 * (uint64_t)(count[1] * count[2]);
+    uint64_t expected = 4 * columns * (P - 1) + 2 * 4 * 4 * (P - 1) / P;
+    const uint64_t others[2] = {2 * 3 * 9 + 3, 4 * 3 + 3};
+    for (int k = 0; k < 2; k++) {
+        const uint64_t own = others[k] / P + ((uint64_t)rank < others[k] % P);
+        expected += 4 * (others[k] - own + own * (P - 1));
+    }
+    size_t np;
+    CK(pcnn_net_num_params(sp.net, &np));
+    float *a = malloc(np * sizeof(float)), *b = malloc(np * sizeof(float));
+    float x[N * C * H * W], t[N * 3];
+    int pid = (int)getpid();
+    MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/pcnn_columns_%d.ckpt", pid);
+    float loss;
+    bool kept_set = false;
+    for (int step = 0; step < 4; step++) {
+        rng_state = 900 + (uint64_t)step;
+        for (int i = 0; i < N * C * H * W; i++) x[i] = frand();
+        for (int i = 0; i < N * 3; i++) t[i] = frand();
+        if (step == 1) { /* new parameters on every net, after a step */
+            for (size_t i = 0; i < np; i++) a[i] = 0.2f * sinf(0.37f * (float)i);
+            CK(pcnn_net_set_params(sp.net, a, np));
+            CK(pcnn_net_set_params(one.net, a, np));
+            CK(pcnn_net_get_params(sp.net, b, np)); /* what was set, not older columns */
+            kept_set = memcmp(a, b, np * sizeof(float)) == 0;
+        }
+        if (step == 3) { /* the spatial net's checkpoint continues on one rank */
+            CK(pcnn_net_save(sp.net, path));
+            MPI_Barrier(MPI_COMM_WORLD);
+            CK(pcnn_net_load(again.net, path));
+            CK(pcnn_net_train_step(again.net, N, x, NULL, t, &loss));
+        }
+        CK(pcnn_net_train_step(sp.net, N, x, NULL, t, &loss));
+        CK(pcnn_net_train_step(one.net, N, x, NULL, t, &loss));
+    }
+    CK(pcnn_net_get_params(sp.net, a, np));
+    CK(pcnn_net_get_params(one.net, b, np));
+    const double after_set = rel_diff(a, b, np);
+    CK(pcnn_net_get_params(again.net, a, np));
+    const double resumed = rel_diff(a, b, np);
+    char what[400];
+    snprintf(what, sizeof what, "the dense layer on each rank's box exchanges by columns "
+             "(%llu bytes a step, %llu expected): 4 Adam steps with overlap %.2g; "
+             "parameters set between steps (read back %s) %.2g; its checkpoint resumed on one "
+             "rank %.2g",
+             (unsigned long long)bytes_sp, (unsigned long long)expected, trained.params,
+             kept_set ? "bit for bit" : "CHANGED", after_set, resumed);
+    expect(strstr(summary, "exchange all-gather of each rank's columns") != NULL &&
+               bytes_sp == expected && trained.params <= 1e-5 &&
+               trained.loss <= 1e-5 && kept_set && after_set <= 1e-5 && resumed <= 1e-5,
+           what);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) remove(path);
+    free(a);
+    free(b);
+    pcnn_net_destroy(&sp.net);
+    pcnn_net_destroy(&one.net);
+    pcnn_net_destroy(&again.net);
+    overlap = 0;
+    exchange_kind = PCNN_EXCHANGE_ALLREDUCE;
+}
+
 static void test_refusals_and_queries(void)
 {
     const layer_spec spec[] = {{CONV, 2, 3, 2, 0}, {FLATTEN, 0, 0, 0, 0}, {END, 0, 0, 0, 0}};
@@ -933,6 +1032,8 @@ int main(int argc, char **argv)
     test_predict(ranks == 4 ? hybrid : splits[0]);
     test_epoch(ranks == 4 ? hybrid : splits[0]);
     test_refusals_and_queries();
+    if (ranks > 1) test_columns(splits[0]);
+    if (ranks > 1) test_columns(splits[1]);
     const int overlap_split[4] = {1, 1, ranks == 4 ? 2 : ranks, ranks == 4 ? 2 : 1};
     test_overlap_paths(overlap_split);
 

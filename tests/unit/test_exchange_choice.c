@@ -188,6 +188,18 @@ static bool same_spans(const bucket_span *a, int na, const old_bucket *b, int nb
     return true;
 }
 
+
+static void expect_spans(const bucket_span *spans, int got, const bucket_span *want, int n,
+                         const char *what)
+{
+    EXPECT(got == n, "%s: %d buckets, expected %d", what, got, n);
+    for (int i = 0; i < got && i < n; i++)
+        EXPECT(spans[i].first_layer == want[i].first_layer &&
+                   spans[i].last_layer == want[i].last_layer &&
+                   spans[i].count == want[i].count && spans[i].kind == want[i].kind,
+               "%s, bucket %d: layers %d..%d, %zu floats, kind %d", what, i,
+               spans[i].first_layer, spans[i].last_layer, spans[i].count, spans[i].kind);
+}
 static void bucket_rule(void)
 {
     enum { MAX_LAYERS = 40 };
@@ -209,7 +221,7 @@ static void bucket_rule(void)
         }
         const size_t bytes = bucket_bytes[next(sizeof bucket_bytes / sizeof *bucket_bytes)];
         const bool parallel = next(4) != 0;
-        const int now = exchange_group_buckets(params, kinds, n, bytes, parallel, spans);
+        const int now = exchange_group_buckets(params, kinds, NULL, n, bytes, parallel, spans);
         const int was = old_buckets(params, kinds, n, bytes, parallel, old);
         EXPECT(same_spans(spans, now, old, was),
                "trial %d (%d layers, %zu bytes, parallel %d): %d buckets, was %d", trial, n,
@@ -223,16 +235,17 @@ static void bucket_rule(void)
     const size_t p6[] = {0, 100, 200, 0, 300, 50, 60, 70};
     const pcnn_exchange k6[] = {0, 1, 1, 1, 1, 2, 1, 1};
     const bucket_span want[] = {{1, 2, 300, 1}, {4, 4, 300, 1}, {5, 5, 50, 2}, {6, 7, 130, 1}};
-    const int got = exchange_group_buckets(p6, k6, 8, 1200, true, spans);
-    EXPECT(got == 4, "%d buckets, expected 4", got);
-    for (int i = 0; i < got && i < 4; i++)
-        EXPECT(spans[i].first_layer == want[i].first_layer &&
-                   spans[i].last_layer == want[i].last_layer &&
-                   spans[i].count == want[i].count && spans[i].kind == want[i].kind,
-               "bucket %d: layers %d..%d, %zu floats, kind %d", i, spans[i].first_layer,
-               spans[i].last_layer, spans[i].count, spans[i].kind);
-    /* One rank: one all-reduce bucket whatever the size and kinds. */
-    EXPECT(exchange_group_buckets(p6, k6, 8, 4, false, spans) == 1 && spans[0].count == 780 &&
+    expect_spans(spans, exchange_group_buckets(p6, k6, NULL, 8, 1200, true, spans), want, 4,
+                 "by kind");
+    /* A layer exchanged by columns is alone in its bucket, like an FC one. */
+    const bool alone[] = {false, false, false, false, false, false, true, false};
+    const bucket_span apart[] = {{1, 2, 300, 1}, {4, 4, 300, 1}, {5, 5, 50, 2}, {6, 6, 60, 1},
+                                 {7, 7, 70, 1}};
+    expect_spans(spans, exchange_group_buckets(p6, k6, alone, 8, 1200, true, spans), apart, 5,
+                 "a layer alone");
+    /* One rank: one all-reduce bucket whatever the size, kinds and columns. */
+    EXPECT(exchange_group_buckets(p6, k6, alone, 8, 4, false, spans) == 1 &&
+               spans[0].count == 780 &&
                spans[0].kind == PCNN_EXCHANGE_ALLREDUCE && spans[0].first_layer == 1 &&
                spans[0].last_layer == 7,
            "one rank: %d..%d, %zu floats", spans[0].first_layer, spans[0].last_layer,
