@@ -1913,15 +1913,17 @@ PCNN_API pcnn_status pcnn_net_plan_report(const pcnn_net *net, char *buf, size_t
  * allreduce, all-to-all + all-gather, or (dense layers of a network
  * without spatial distributions) the FC gradient, each costed as its
  * collectives plus the optimizer update it implies (the heuristic's choice
- * wins ties).  Every rank must attach the same model (its contents are
- * compared; one rank without a model, or with another, is a MISMATCH on
- * every rank); rank 0's choice is broadcast.  Without a model: the
- * heuristics of PCNN_EXCHANGE_ALLTOALL_ALLGATHER (eq. 4.8 for dense
- * layers).  The choices and their costs: pcnn_net_plan_report, each
- * layer's line of pcnn_net_summary, the log callback (PCNN_LOG_INFO), and
- * pcnn_layer_get_exchange.  Under pcnn_net_plan_distribution the gradient
- * term of a candidate is then the cheaper of allreduce and all-to-all +
- * all-gather. */
+ * wins ties); a dense layer on each rank's box of a split input (section 9)
+ * keeps all-to-all + all-gather, which for it is one all-gather of each
+ * rank's columns, less than either.  Every rank must attach the same
+ * model (its contents are compared; one rank without a model, or with
+ * another, is a MISMATCH on every rank); rank 0's choice is broadcast.
+ * Without a model: the heuristics of PCNN_EXCHANGE_ALLTOALL_ALLGATHER
+ * (eq. 4.8 for dense layers).  The choices and their costs:
+ * pcnn_net_plan_report, each layer's line of pcnn_net_summary, the log
+ * callback (PCNN_LOG_INFO), and pcnn_layer_get_exchange.  Under
+ * pcnn_net_plan_distribution the gradient term of a candidate is then the
+ * cheaper of allreduce and all-to-all + all-gather. */
 #define PCNN_EXCHANGE_AUTO ((pcnn_exchange)3)
 
 /* Attach a performance model to the network (NULL detaches it), used by

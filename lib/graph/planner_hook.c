@@ -55,6 +55,11 @@ pcnn_status net_plan_exchanges(pcnn_net *net, const char *func)
             allowed[i] = 1u << l->exchange;
             continue;
         }
+        if (l->exchange_by_columns) { /* its columns' all-gather: less than either */
+            kinds[i] = PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
+            allowed[i] = 1u << kinds[i];
+            continue;
+        }
         allowed[i] = (1u << PCNN_EXCHANGE_ALLREDUCE) | (1u << PCNN_EXCHANGE_ALLTOALL_ALLGATHER);
         if (layer_is_dense(l) && !net_is_spatial(net))
             allowed[i] |= 1u << PCNN_EXCHANGE_FC_GRADIENT;

@@ -428,6 +428,35 @@ static void test_switch_cycle(pcnn_optimizer optimizer, int engine)
  * dense layer on each rank's box): its layers switch between allreduce and
  * all-to-all + all-gather (the FC gradient is not for spatial networks)
  * and it trains as one rank. */
+/* A dense layer on each rank's box (spatial, one sample group) keeps
+ * all-to-all + all-gather under the model, even where allreduce is
+ * cheapest: its weights then go as one all-gather of each rank's columns,
+ * less than either. */
+static void test_auto_columns(void)
+{
+    pcnn_perfmodel *m;
+    CK(pcnn_perfmodel_create(&m));
+    set_links(m, true);
+    pcnn_layer *conv, *dense;
+    pcnn_net *net = build(world, PCNN_EXCHANGE_AUTO, &conv, &dense);
+    const int split[4] = {1, 1, ranks, 1};
+    CK(pcnn_net_set_distribution(net, split));
+    CK(pcnn_net_set_perfmodel(net, m));
+    CK(pcnn_net_finalize(net, 2));
+    pcnn_exchange c, d;
+    get_exchanges(conv, dense, &c, &d);
+    static char summary[8192];
+    CK(pcnn_net_summary(net, summary, sizeof summary, NULL));
+    char what[200];
+    snprintf(what, sizeof what, "auto on a split where allreduce is cheapest: conv %d, the "
+             "dense layer on each rank's box %d (its columns' all-gather)", (int)c, (int)d);
+    expect(c == PCNN_EXCHANGE_ALLREDUCE && d == PCNN_EXCHANGE_ALLTOALL_ALLGATHER &&
+               strstr(summary, "all-gather of each rank's columns") != NULL,
+           what);
+    pcnn_net_destroy(&net);
+    pcnn_perfmodel_destroy(&m);
+}
+
 static void test_switch_spatial(void)
 {
     static const pcnn_exchange cycle[][2] = {
@@ -519,6 +548,7 @@ int main(int argc, char **argv)
     test_switch_cycle(PCNN_OPTIMIZER_MOMENTUM, 2);
     test_switch_failures();
     test_switch_spatial();
+    test_auto_columns();
     test_switch_cycle(PCNN_OPTIMIZER_ADAM, 1); /* the communication thread restarts */
     test_replan(PCNN_OPTIMIZER_MOMENTUM);
     test_replan(PCNN_OPTIMIZER_ADAM);
