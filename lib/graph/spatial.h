@@ -50,7 +50,12 @@ typedef struct spatial_layer {
     pcnn_layer *twin;
     bool moves[2];          /* input j arrives through a box move */
     float *in_y[2];         /* staging of a moved input, laid over need[j][rank]:
-                               the shared in_y_shared[j] */
+                               the shared in_y_shared[j], or its own */
+    size_t staged_floats[2]; /* of that staging */
+    /* Its own staging, kept from its forward pass to its backward (no
+     * second copy and halo exchange there): where all staged layers' own
+     * take at most a KEEP_SHARE of this rank's activations. */
+    bool keeps_input;
     float *in_dy[2];        /* its gradient: the shared dy_scratch[j] */
     /* PCNN_OPT_HALO_SCHEDULE 0: the halo of input 0 in phases, one per
      * split windowed dimension, with that dimension's neighbours only; the
@@ -80,6 +85,10 @@ typedef struct spatial {
     bool net_set;            /* net_parts set by the user (else {P, 1, 1, 1} at finalize) */
     int (*layer_parts)[LAYOUT_DIMS];
     int layer_cap;
+    /* Staged layers keep their inputs for backward (spatial_layer.keeps_input):
+     * 0 where they fit KEEP_SHARE (spatial_plan.c), 1 always, -1 never; the
+     * tests set it to run both ways. */
+    int keep_inputs;
 
     /* After finalize. */
     bool active;
@@ -190,6 +199,9 @@ pcnn_status spatial_move_back(pcnn_net *net, int i, int j);
 /* A halo exchange of layer i in flight over [t0, t1], `exposed` seconds
  * of it waited for: timed and traced as such; returns exposed. */
 double spatial_timed_halo(pcnn_net *net, int i, double t0, double t1, double exposed);
+/* Input j of layer i was staged (st: or failed): the shared staging
+ * now holds it, unless the layer keeps its own. */
+void spatial_note_staged(spatial *sp, int i, int j, pcnn_status st);
 /* Padding values where input j's box of layer i leaves the sample. */
 void spatial_fill_padding(pcnn_net *net, int i, int j);
 /* A border cell of layer i: forward, over the layer's output (halo_only:

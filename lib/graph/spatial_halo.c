@@ -121,6 +121,11 @@ void spatial_fill_padding(pcnn_net *net, int i, int j)
     }
 }
 
+void spatial_note_staged(spatial *sp, int i, int j, pcnn_status st)
+{
+    if (!sp->layers[i].keeps_input) sp->in_y_owner[j] = st == PCNN_OK ? i : -1;
+}
+
 /* Input j of layer i in its box, halo included: padding first where the
  * box leaves the sample, then the points of every rank that holds them. */
 pcnn_status spatial_move_in(pcnn_net *net, int i, int j)
@@ -140,7 +145,7 @@ pcnn_status spatial_move_in(pcnn_net *net, int i, int j)
                       sl->need[j], in->y, sl->in_y[j], false, net->threads);
     }
     timed_move(net, i, j, t0, clock_now());
-    sp->in_y_owner[j] = st == PCNN_OK ? i : -1;
+    spatial_note_staged(sp, i, j, st);
     return st;
 }
 
@@ -175,7 +180,7 @@ pcnn_status spatial_restage(pcnn_net *net, int i, int j)
         timing_layer(&net->profile, i, TIMING_SHUFFLE, t3 - t0);
         trace_span(&net->profile, i, TRACE_SHUFFLE, t0, t3);
     }
-    sp->in_y_owner[j] = st == PCNN_OK ? i : -1;
+    spatial_note_staged(sp, i, j, st);
     return st;
 }
 
@@ -296,7 +301,7 @@ pcnn_status spatial_overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx,
     if (st == PCNN_OK && sl->num_phases > 0) st = phases_rest(net, i, false);
     const double t3 = clock_now();
     *exposed = spatial_timed_halo(net, i, t0, t3, (t1 - t0) + (t3 - t2));
-    sp->in_y_owner[0] = st == PCNN_OK ? i : -1;
+    spatial_note_staged(sp, i, 0, st);
     TRY(st);
     for (int r = 0; r < sl->num_regions && ctx->n > 0; r++)
         spatial_cell_forward(net, i, &sl->regions[r], ctx, false);

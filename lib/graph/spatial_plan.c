@@ -502,9 +502,9 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
             t->accumulate_dx[j] = l->accumulate_dx[j];
             if (!sl->moves[j]) continue;
         }
-        /* The shared staging of input slot j (spatial_plan points it there). */
+        /* Its staging of input slot j (plan_staging allocates it). */
         const size_t floats = (size_t)tp.max_batch * need_vol[j];
-        if (floats > sp->in_y_floats[j]) sp->in_y_floats[j] = floats;
+        sl->staged_floats[j] = floats;
         /* An input layer's gradient is never computed. */
         if (!layer_is_input(producer) && floats > sp->dy_scratch_floats[j])
             sp->dy_scratch_floats[j] = floats;
@@ -599,6 +599,68 @@ static pcnn_status plan_gather(pcnn_net *net)
     return PCNN_OK;
 }
 
+/* A buffer for staged inputs, zeroed: points that no move writes (a stride
+ * may skip them) stay finite. */
+static float *staging(spatial *sp, size_t floats)
+{
+    float *y = mem_alloc_floats(floats ? floats : 1);
+    if (y) memset(y, 0, floats * sizeof(float));
+    if (y) sp->bytes[PCNN_MEMORY_COMMUNICATION] += floats * sizeof(float);
+    return y;
+}
+
+/* Moved inputs: where all staged layers' own inputs together take at most
+ * a KEEP_SHARE of this rank's activations, each layer keeps its own from
+ * its forward pass to its backward (CosmoFlow: 3.7 of 42 MB); otherwise,
+ * and for layers in place (their halo alone), one buffer per input slot
+ * serves all: a layer's only during its forward, and again during its
+ * backward (moved in again first, spatial_backward), so staging costs the
+ * largest input box, not a second copy of every windowed layer's input. */
+enum { KEEP_SHARE = 8 }; /* 1/8 */
+
+static pcnn_status plan_staging(pcnn_net *net)
+{
+    spatial *sp = net->spatial;
+    size_t own = 0;
+    for (int i = 1; i < sp->count; i++)
+        for (int j = 0; j < 2; j++)
+            if (sp->layers[i].moves[j] && !sp->layers[i].in_place)
+                own += sp->layers[i].staged_floats[j];
+    const bool keep =
+        sp->keep_inputs > 0 ||
+        (sp->keep_inputs == 0 &&
+         own * sizeof(float) <= net->memory_part[PCNN_MEMORY_ACTIVATIONS] / KEEP_SHARE);
+    for (int i = 1; i < sp->count; i++) {
+        spatial_layer *sl = &sp->layers[i];
+        sl->keeps_input = keep && !sl->in_place && (sl->moves[0] || sl->moves[1]);
+        for (int j = 0; j < 2 && !sl->keeps_input; j++)
+            if (sl->moves[j] && sl->staged_floats[j] > sp->in_y_floats[j])
+                sp->in_y_floats[j] = sl->staged_floats[j];
+    }
+    for (int j = 0; j < 2; j++) {
+        sp->in_y_shared[j] = staging(sp, sp->in_y_floats[j]);
+        if (!sp->in_y_shared[j])
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "halo buffers of %zu floats",
+                             sp->in_y_floats[j]);
+        sp->in_y_owner[j] = -1;
+    }
+    for (int i = 1; i < sp->count; i++)
+        for (int j = 0; j < 2; j++) {
+            spatial_layer *sl = &sp->layers[i];
+            if (!sl->moves[j]) continue;
+            sl->in_dy[j] = sp->dy_scratch[j];
+            sl->in_y[j] = sl->keeps_input ? staging(sp, sl->staged_floats[j])
+                                          : sp->in_y_shared[j];
+            if (!sl->in_y[j])
+                return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "staging of %zu floats",
+                                 sl->staged_floats[j]);
+            if (sl->in_place) continue; /* the twin reads the producer's */
+            sl->twin->inputs[j]->dy = sp->dy_scratch[j];
+            sl->twin->inputs[j]->y = sl->in_y[j];
+        }
+    return PCNN_OK;
+}
+
 /* What this rank plans alone (buffers, twins: failures of one rank);
  * *bn_doubles: the largest group reduction of a batch norm. */
 static pcnn_status plan_local(pcnn_net *net, const plan_ctx *p, size_t *bn_doubles)
@@ -644,29 +706,7 @@ static pcnn_status plan_local(pcnn_net *net, const plan_ctx *p, size_t *bn_doubl
                              sp->dy_scratch_floats[j]);
         sp->bytes[PCNN_MEMORY_COMMUNICATION] += sp->dy_scratch_floats[j] * sizeof(float);
     }
-    /* Moved inputs live in one buffer per input slot: each layer's only
-     * during its forward, and again during its backward (moved in again
-     * first, spatial_backward), so staging costs the largest input box,
-     * not a second copy of every windowed layer's input. */
-    for (int j = 0; j < 2; j++) {
-        sp->in_y_shared[j] = mem_alloc_floats(sp->in_y_floats[j]);
-        if (!sp->in_y_shared[j])
-            return error_set(PCNN_ERR_OUT_OF_MEMORY, FINALIZE, "halo buffers of %zu floats",
-                             sp->in_y_floats[j]);
-        /* Points that no move writes (a stride may skip them) stay finite. */
-        memset(sp->in_y_shared[j], 0, sp->in_y_floats[j] * sizeof(float));
-        sp->bytes[PCNN_MEMORY_COMMUNICATION] += sp->in_y_floats[j] * sizeof(float);
-        sp->in_y_owner[j] = -1;
-    }
-    for (int i = 1; i < sp->count; i++)
-        for (int j = 0; j < 2; j++)
-            if (sp->layers[i].moves[j]) {
-                sp->layers[i].in_dy[j] = sp->dy_scratch[j];
-                sp->layers[i].in_y[j] = sp->in_y_shared[j];
-                if (sp->layers[i].in_place) continue; /* the twin reads the producer's */
-                sp->layers[i].twin->inputs[j]->dy = sp->dy_scratch[j];
-                sp->layers[i].twin->inputs[j]->y = sp->in_y_shared[j];
-            }
+    TRY(plan_staging(net));
     sp->region_x = mem_alloc_floats(sp->region_in_floats);
     sp->region_dx = mem_alloc_floats(sp->region_in_floats);
     sp->region_y = mem_alloc_floats(sp->region_out_floats);
@@ -765,7 +805,10 @@ void spatial_release(pcnn_net *net)
             mem_free(sl->regions[r].grads);
         }
         mem_free(sl->regions);
-        for (int j = 0; j < 2; j++) mem_free(sl->need[j]);
+        for (int j = 0; j < 2; j++) {
+            mem_free(sl->need[j]);
+            if (sl->keeps_input) mem_free(sl->in_y[j]);
+        }
         mem_free(sl->have);
     }
     mem_free(sp->layers);

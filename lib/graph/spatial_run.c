@@ -359,9 +359,10 @@ pcnn_status spatial_backward(pcnn_net *net, const run_reduce *global)
         exchange_before_backward(net->exchange, i);
         const double start = clock_now();
         /* The shared staging holds a later layer's input by now (in
-         * place: its halo alone, staged again there). */
+         * place: its halo alone, staged again there); a kept one does not. */
         for (int j = 0; j < l->num_inputs && st == PCNN_OK && !sl->in_place; j++)
-            if (sl->moves[j] && sp->in_y_owner[j] != i) st = spatial_restage(net, i, j);
+            if (sl->moves[j] && !sl->keeps_input && sp->in_y_owner[j] != i)
+                st = spatial_restage(net, i, j);
         if (sl->overlap_on || sl->in_place) {
             double exposed = 0.0;
             const double t0 = clock_now();

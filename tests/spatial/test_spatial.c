@@ -32,7 +32,9 @@
  *      alike on odd sizes.
  *  11. A dense layer on each rank's box exchanges its weights by columns:
  *      equal to one rank after training, parameters set between steps and
- *      a checkpoint resumed on one rank; the bytes it sends. */
+ *      a checkpoint resumed on one rank; the bytes it sends.
+ *  12. Staged inputs kept from forward to backward, or shared and staged
+ *      again, train alike. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdbool.h>
@@ -78,6 +80,8 @@ static int conv_algorithm;   /* PCNN_OPT_CONV_ALGORITHM */
 static int phased_seen;      /* layers exchanging their halo dimension by dimension */
 static int regions_seen;     /* overlapped layers of the spatial networks built */
 static int in_place_seen;    /* convolutions run on their input's block in place */
+static int kept_seen, shared_seen; /* staged layers keeping their input, or sharing */
+static int keep_inputs;      /* spatial.keep_inputs of the networks built */
 static int overlap;          /* PCNN_OPT_OVERLAP */
 static pcnn_exchange exchange_kind = PCNN_EXCHANGE_ALLREDUCE; /* grads: the global sum */
 static float frand(void)
@@ -133,17 +137,22 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
     }
     CK(pcnn_net_set_loss(net, l, PCNN_LOSS_MSE));
     if (parts) CK(pcnn_net_set_distribution(net, parts));
+    if (parts) net->spatial->keep_inputs = keep_inputs;
     m->net = net;
     m->out = l;
     int oc, od, oh, ow;
     CK(pcnn_layer_output_shape3d(l, &oc, &od, &oh, &ow));
     m->out_size = oc * od * oh * ow;
     const pcnn_status st = pcnn_net_finalize(net, max_batch);
-    if (st == PCNN_OK && net->spatial && net->spatial->active)
-        for (int i = 0; i < net->spatial->count; i++)
-            regions_seen += net->spatial->layers[i].overlap,
-            phased_seen += net->spatial->layers[i].num_phases > 1,
-            in_place_seen += net->spatial->layers[i].in_place;
+    for (int i = 0; st == PCNN_OK && net->spatial && net->spatial->active &&
+                    i < net->spatial->count; i++) {
+        const spatial_layer *sl = &net->spatial->layers[i];
+        regions_seen += sl->overlap;
+        phased_seen += sl->num_phases > 1;
+        in_place_seen += sl->in_place;
+        kept_seen += sl->keeps_input;
+        shared_seen += (sl->moves[0] || sl->moves[1]) && !sl->keeps_input && !sl->in_place;
+    }
     return st;
 }
 
@@ -982,6 +991,27 @@ static void test_overlap_paths(const int *parts)
     }
 }
 
+/* Staged layers keeping their inputs from forward to backward, and sharing
+ * one staging that backward fills again: training, 3D layers and the halo
+ * overlap's paths equal one rank both ways. */
+static void test_kept_inputs(const int *parts, const int (*volume_splits)[4],
+                             const int *overlap_split)
+{
+    const int failed = failures;
+    kept_seen = shared_seen = 0;
+    keep_inputs = 1;
+    test_training(parts);
+    test_volumes(volume_splits, 2);
+    test_overlap_paths(overlap_split);
+    const int kept = kept_seen, shared = shared_seen;
+    keep_inputs = -1;
+    test_volumes(volume_splits, 2);
+    expect(kept > 0 && shared == 0 && shared_seen > 0 && kept_seen == kept &&
+               failures == failed,
+           "staged inputs kept for backward (training, 3D, overlap) and shared, staged again");
+    keep_inputs = 0;
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -1036,6 +1066,8 @@ int main(int argc, char **argv)
     if (ranks > 1) test_columns(splits[1]);
     const int overlap_split[4] = {1, 1, ranks == 4 ? 2 : ranks, ranks == 4 ? 2 : 1};
     test_overlap_paths(overlap_split);
+    if (ranks > 1) test_kept_inputs(ranks == 4 ? hybrid : splits[0],
+                                    (const int(*)[4])volume_splits, overlap_split);
 
     CK(pcnn_comm_destroy(&comm_world));
     if (rank == 0) printf("%d of %d checks passed\n", checks - failures, checks);
