@@ -303,19 +303,22 @@ static const pcnn_layer *folding_dense(const plan_env *env, const pcnn_layer *l,
 }
 
 /* A box dense layer's weights go by columns where its gradient would take
- * all-to-all + all-gather (parallel/exchange_columns.c): each rank's
- * columns all-gathered, the biases allreduced, no all-to-all nor sum. */
+ * all-to-all + all-gather, which PCNN_EXCHANGE_AUTO keeps for it
+ * (parallel/exchange_columns.c): each rank's columns all-gathered, the
+ * biases allreduced, no all-to-all nor sum. */
 static double columns_saving(const plan_env *env, const pcnn_layer *l)
 {
     const pcnn_exchange kind = l->exchange_chosen ? l->exchange : env->exchange;
-    if (kind != PCNN_EXCHANGE_ALLTOALL_ALLGATHER || env->ranks <= 1) return 0;
+    if ((kind != PCNN_EXCHANGE_ALLTOALL_ALLGATHER && kind != PCNN_EXCHANGE_AUTO) ||
+        env->ranks <= 1)
+        return 0;
     const dense_shape d = dense_get_shape(l);
     const int P = env->ranks;
     const double K = d.out, F = d.features, biases = d.bias ? K : 0;
     const double columns = coll(env, PCNN_COLL_ALLGATHER, P, 4.0 * K * F) +
                            update_seconds(env, K * ceil(F / P) + biases) +
                            (biases > 0 ? coll(env, PCNN_COLL_ALLREDUCE, P, 4.0 * biases) : 0);
-    return nonneg(plan_exchange_cost(env, l, kind) - columns);
+    return nonneg(gradient_seconds(env, l) - columns);
 }
 
 double plan_box_dense_saving(const plan_env *env, const pcnn_layer *l, int groups)

@@ -98,10 +98,11 @@ double plan_shuffle_cost(const plan_env *env, const pcnn_layer *l, const int *a,
  * no shuffle).  Its candidates are priced folded, at its compute on 1/P of
  * W for the whole batch, its weights exchanged by columns where the
  * all-to-all would take them; plan_box_dense_saving is what that takes off
- * the head's compute and exchange (0 where it cannot fold).  plan_edge_cost, from layer
- * `parent` under parts a into `child` under b: the shuffle of parent's
- * output; into a flatten that folds, its two sums over the ranks, and
- * where it would fold but its input is not split, the saving back. */
+ * the head's compute and exchange (0 where it cannot fold).
+ * plan_edge_cost, from layer `parent` under parts a into `child` under b:
+ * the shuffle of parent's output; into a flatten that folds, its two sums
+ * over the ranks, and where it would fold but its input is not split, the
+ * saving back. */
 double plan_box_dense_saving(const plan_env *env, const pcnn_layer *l, int groups);
 double plan_edge_cost(const plan_env *env, const pcnn_layer *parent, const pcnn_layer *child,
                       const int *a, const int *b, int groups);
