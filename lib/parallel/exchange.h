@@ -46,9 +46,9 @@ typedef struct exchange_layer {
     size_t param_offset, num_params;
     pcnn_exchange kind;       /* decided before planning (strategy room) */
     const pcnn_layer *layer;  /* the dense layer, for PCNN_EXCHANGE_FC_GRADIENT */
-    /* Set for a layer whose weight gradient is split by columns (then its
-     * own bucket, exchanged by exchange_columns.c whatever its kind; the
-     * exchange copies the tables); NULL otherwise. */
+    /* Set for a layer whose weight gradient is split by columns and whose
+     * kind is all-to-all + all-gather (then its own bucket, exchanged by
+     * exchange_columns.c; the exchange copies the tables); NULL otherwise. */
     const exchange_columns *columns;
 } exchange_layer;
 
