@@ -785,7 +785,9 @@ PCNN_API pcnn_status pcnn_net_time(const pcnn_net *net, int layer, pcnn_time wha
  * before any communication (e.g. on one rank). */
 PCNN_API pcnn_status pcnn_net_overlap_ratio(const pcnn_net *net, double *percent);
 
-/* Forget the accumulated timings (e.g. after warm-up steps). */
+/* Forget the accumulated timings (e.g. after warm-up steps); a collective
+ * still in flight (an all-gather left for the next step's forward pass)
+ * counts from the reset. */
 PCNN_API pcnn_status pcnn_net_reset_timing(pcnn_net *net);
 
 /* A printable per-layer table of the timings (ms per step) with totals,
@@ -1770,8 +1772,11 @@ PCNN_API pcnn_status pcnn_perfmodel_calibrate_comm(pcnn_perfmodel *model, pcnn_c
  * batch the network last trained on (some kernels' speed depends on the
  * values), so calibrating after a few training steps matches training best.  Replaces the model's compute table.  Local:
  * makes no collective call; the parameters and optimizer state are not
- * changed (the gradients are).  Errors: INVALID_ARGUMENT, INVALID_STATE
- * (not finalized), OUT_OF_MEMORY. */
+ * changed (the gradients are).  A network with a spatial distribution
+ * runs its layers on boxes, not whole samples: calibrate a twin of it
+ * (the same layers without a distribution, e.g. on one rank), then
+ * predict the spatial network with that model.  Errors: INVALID_ARGUMENT,
+ * INVALID_STATE (not finalized, or spatially distributed), OUT_OF_MEMORY. */
 PCNN_API pcnn_status pcnn_perfmodel_calibrate_compute(pcnn_perfmodel *model, pcnn_net *net,
                                                       double budget_seconds);
 
@@ -1805,15 +1810,36 @@ PCNN_API pcnn_status pcnn_perfmodel_collective_time(const pcnn_perfmodel *model,
  * ceil(global_batch / ranks) from the compute table (which must come from
  * this network: same layers and shapes) or the regressors.  The prediction
  * is kept for pcnn_perfmodel_layer_time and pcnn_perfmodel_validate.
+ *
+ * A network finalized with a spatial distribution (seeds 002, 003) is
+ * predicted as it runs: each layer's computation at its box (the table's
+ * whole-sample timings scaled to the box), its halo exchanges (both faces
+ * of each split dimension, forward and backward), hidden behind the
+ * interior (or the whole block in place) and the weight gradient where the
+ * layer overlaps them, the staging copies (and, where a layer does not
+ * keep its staged input, the copy and halo again before backward), batch
+ * norm's reductions over the group, the shuffles between distributions
+ * and a box dense head (the whole batch on 1/P of its columns, its two
+ * sums, its columns exchange).  On another number of ranks (what-if) its
+ * spatial groups stay and its sample groups scale: `ranks` must be a
+ * multiple of the network's spatial group size, and global_batch at least
+ * the number of sample groups.  The halo, exposed halo and shuffle times
+ * are PCNN_TIME_HALO, PCNN_TIME_HALO_EXPOSED and PCNN_TIME_SHUFFLE of
+ * pcnn_perfmodel_layer_time (forward and backward exclude them, as
+ * pcnn_net_time does).
+ *
  * Errors: INVALID_ARGUMENT (NULL, global_batch < 1, ranks < 1, overlap not
- * 0 or 1), INVALID_STATE (net not finalized, or no compute calibration for
- * its layers), MISMATCH (the compute table is of another network). */
+ * 0 or 1, a spatial network's groups that do not divide ranks or outnumber
+ * the samples), INVALID_STATE (net not finalized, or no compute calibration
+ * for its layers), MISMATCH (the compute table is of another network),
+ * SHAPE (a layer too small for its box on that many ranks). */
 PCNN_API pcnn_status pcnn_perfmodel_predict(pcnn_perfmodel *model, const pcnn_net *net,
                                             int global_batch, int ranks, int overlap,
                                             double *step_seconds);
 
-/* Seconds of `what` (PCNN_TIME_FORWARD .. PCNN_TIME_STEP, as pcnn_net_time)
- * in the last prediction, for one layer or all (-1).  Errors:
+/* Seconds of `what` (PCNN_TIME_FORWARD .. PCNN_TIME_SHUFFLE, as
+ * pcnn_net_time; the halo and shuffle categories 0 without a spatial
+ * distribution) in the last prediction, for one layer or all (-1).  Errors:
  * INVALID_ARGUMENT, INVALID_STATE (no prediction yet). */
 PCNN_API pcnn_status pcnn_perfmodel_layer_time(const pcnn_perfmodel *model, int layer,
                                                pcnn_time what, double *seconds);
@@ -1823,7 +1849,8 @@ PCNN_API pcnn_status pcnn_perfmodel_layer_time(const pcnn_perfmodel *model, int 
  * measured step time, wre[0..2] (3 doubles) = seed 004's WRE^T of forward, backward and
  * update over the layers (eq. 3: mean |predicted - measured| / mean
  * measured).  buf (size bytes, snprintf-style; may be NULL with size 0)
- * receives the table, per layer predicted and measured side by side;
+ * receives the table, per layer predicted and measured side by side (on a
+ * spatial network with its halo, exposed halo and shuffle columns);
  * *needed its full length.  Any output may be NULL.  Errors:
  * INVALID_ARGUMENT, INVALID_STATE (no prediction, no step measured),
  * MISMATCH (the prediction was for another network). */

@@ -44,9 +44,10 @@ asan)
       run_tests build-asan --suite fortran
     # Spatial parallelism on two ranks (three and four oversubscribe the
     # cores: minutes under ASan), the exchanges a re-plan switches, and the
-    # link calibration (its broadcast buffer once overflowed unseen).
+    # link calibration (its broadcast buffer once overflowed unseen), the
+    # model of a spatial network.
     run_tests build-asan spatial_np2 spatial_data_np2 spatial_strided_np2 exchange_auto_np2 \
-      perf_calibration_np2
+      perf_calibration_np2 perf_split_np2
   fi
   ;;
 tsan)

@@ -98,6 +98,24 @@ int net_threads(const pcnn_net *net);                    /* resolved at finalize
 pcnn_status net_time_layers(pcnn_net *net, int n, int reps, double *samples, double *overhead,
                             void (*after_pass)(void *arg, int rep), void *arg);
 
+/* How layer i of a finalized spatial network runs (graph/spatial.h), as
+ * the performance model prices it; false (all zero) on a network that is
+ * not spatial. */
+typedef struct net_layer_split {
+    int parts[4];          /* its distribution, N D H W */
+    int input_parts[2][4]; /* its inputs' (a shuffle where one differs) */
+    int groups;            /* the input's sample groups */
+    bool windowed;         /* convolution or pooling */
+    bool in_place;         /* on its input's block, border cells again */
+    bool overlap;          /* its halo overlapped with its interior (as the trials decided) */
+    bool staged;           /* its input copied into a halo-extended box */
+    bool keeps_input;      /* that box kept from forward to backward */
+    bool box_dense;        /* a dense layer on each rank's box of a split input */
+    bool folded;           /* that dense layer's flatten: neither moves nor runs */
+    bool group_bn;         /* batch norm reducing over the sample group */
+} net_layer_split;
+bool net_layer_split_of(const pcnn_net *net, int i, net_layer_split *out);
+
 /* What the strategy planner (plan room) reads and keeps: the network's
  * options of section 9, and its record of the last plan, which the
  * network releases (with `release`) when it is destroyed or a new record

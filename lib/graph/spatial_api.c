@@ -179,3 +179,29 @@ pcnn_status spatial_refuse(const pcnn_net *net, const char *func)
                      "(pcnn_net_set_distribution): a rank holds only its box of each "
                      "sample, so inference is collective: pcnn_net_predict_parallel");
 }
+
+bool net_layer_split_of(const pcnn_net *net, int i, net_layer_split *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!net_is_spatial(net) || i < 0 || i >= net->spatial->count) return false;
+    const spatial *sp = net->spatial;
+    const spatial_layer *sl = &sp->layers[i];
+    const pcnn_layer *l = net->layers.items[i];
+    memcpy(out->parts, sl->parts, sizeof out->parts);
+    for (int j = 0; j < l->num_inputs && j < 2; j++)
+        memcpy(out->input_parts[j], sp->layers[l->inputs[j]->index].parts,
+               sizeof out->input_parts[j]);
+    out->groups = sp->groups;
+    out->windowed = sl->windowed;
+    out->in_place = sl->in_place;
+    /* In place, the halo travels while the whole block computes wherever
+     * the option asks (spatial_in_place.c); else as the trials decided. */
+    out->overlap = sl->in_place ? net->opt.halo_overlap
+                   : sp->overlap_decided ? sl->overlap_on : sl->overlap;
+    out->staged = sl->windowed && sl->moves[0] && !sl->in_place;
+    out->keeps_input = sl->keeps_input;
+    out->box_dense = sl->box_dense;
+    out->folded = sl->folded;
+    out->group_bn = sl->group_bn;
+    return true;
+}

@@ -287,8 +287,12 @@ size_t exchange_state_count_of(const exchange *x, int rank)
 
 static void account(exchange *x, const bucket *b, const request *r)
 {
+    /* A collective in flight across a timing reset (an all-gather left for
+     * the next step) counts from the reset. */
+    const double start = r->t_start > x->setup.profile->since ? r->t_start
+                                                                : x->setup.profile->since;
     timing_range(x->setup.profile, b->first_layer, b->last_layer, TIMING_COMM,
-                  r->t_end - r->t_start);
+                 r->t_end > start ? r->t_end - start : 0);
     trace_span(x->setup.profile, b->first_layer,
                r->kind == REQ_ALLREDUCE   ? TRACE_ALLREDUCE
                : r->kind == REQ_ALLTOALLV ? TRACE_ALLTOALL

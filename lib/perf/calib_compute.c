@@ -287,6 +287,12 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
                                    const char *func)
 {
     TRY(net_check_ready(net, func));
+    net_layer_split split;
+    if (net_layer_split_of(net, 0, &split))
+        return error_set(PCNN_ERR_INVALID_STATE, func,
+                         "the network is spatially distributed: its layers run on boxes, not "
+                         "whole samples; calibrate a twin of it without a distribution (same "
+                         "layers, one rank), then predict this one with that model");
     TRY(net_settle(net)); /* parameters in flight land before they are copied */
     const double start = clock_now();
     const layer_list *ll = net_layer_list(net);

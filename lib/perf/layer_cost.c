@@ -1,8 +1,8 @@
 /* From a network to the simulator's tables (spec C.7): each layer's
  * compute at the local batch, the exchange's buckets as the strategy room
  * groups them, and each bucket's collectives and update by its strategy.
- * Spatial parallelism adds its halo terms to sim_layer.halo_fwd/halo_bwd
- * here, per layer, from the halo bytes of its decomposition. */
+ * A spatial network's layers (their boxes, halo exchanges and shuffles)
+ * come from split_sim.c. */
 #include <math.h>
 #include <string.h>
 
@@ -77,6 +77,7 @@ typedef struct costing {
     bool table; /* the compute table is this network's */
     int P;
     double link_beta, alpha;
+    const bool *columns; /* per layer: its weights exchanged by columns (box dense) */
 } costing;
 
 static double coll(const costing *c, pcnn_collective k, double bytes)
@@ -116,6 +117,16 @@ static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_spa
         b->update = update_time(c, sp, count);
         break;
     case PCNN_EXCHANGE_ALLTOALL_ALLGATHER: {
+        if (c->columns[sp->first_layer]) {
+            /* Each rank's own columns updated and all-gathered, the
+             * biases allreduced (parallel/exchange_columns.c). */
+            const dense_shape d = dense_get_shape(net_layer_list(net)->items[sp->first_layer]);
+            const double K = d.out, biases = d.bias ? K : 0;
+            b->reduce_comm = biases > 0 ? coll(c, PCNN_COLL_ALLREDUCE, 4.0 * biases) : 0;
+            b->update = update_time(c, sp, K * ceil((double)d.features / P) + biases);
+            b->gather_comm = coll(c, PCNN_COLL_ALLGATHER, 4.0 * K * d.features);
+            break;
+        }
         const double own = ceil(count / P);
         b->reduce_comm = coll(c, PCNN_COLL_ALLTOALL, bytes);
         /* The sum of the P pieces received: at the rate timed on this
@@ -179,25 +190,39 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
     size_t *counts = mem_calloc((size_t)L, sizeof *counts);
     pcnn_exchange *kinds = mem_calloc((size_t)L, sizeof *kinds);
     double(*comp)[3] = mem_calloc((size_t)L, sizeof *comp);
+    bool *columns = mem_calloc((size_t)L, sizeof *columns);
     pcnn_status st = PCNN_OK;
-    if (!layers || !buckets || !spans || !counts || !kinds || !comp)
+    if (!layers || !buckets || !spans || !counts || !kinds || !comp || !columns)
         st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "simulation tables");
+    bool spatial = false;
+    double input_samples = n; /* the input copy's share of the step's overhead */
+    if (st == PCNN_OK)
+        st = perf_split_layers(m, net, table, global_batch, ranks, layers, columns,
+                               &input_samples, &spatial, func);
     for (int i = 1; st == PCNN_OK && i < L; i++) {
         const pcnn_layer *l = ll->items[i];
+        counts[i] = l->num_params;
+        kinds[i] = layer_exchange(m, net, l, global_batch, ranks);
+        if (spatial) {
+            /* A spatial network cannot take the FC gradient (graph/plan.c). */
+            if (kinds[i] == PCNN_EXCHANGE_FC_GRADIENT) kinds[i] = PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
+            columns[i] = columns[i] && kinds[i] == PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
+            continue;
+        }
         st = perf_layer_compute(m, l, table, n, comp[i], func);
         layers[i].fwd = comp[i][0];
         layers[i].bwd = comp[i][1] + comp[i][2];
         layers[i].weight = (double)l->num_params;
-        counts[i] = l->num_params;
-        kinds[i] = layer_exchange(m, net, l, global_batch, ranks);
     }
     int B = 0;
     if (st == PCNN_OK) {
         const costing c = {
             .m = m, .table = matches, .P = ranks, .alpha = m->knobs.alpha,
             .link_beta = m->knobs.beta > 0 ? m->knobs.beta
-                         : m->knobs.link_gbits > 0 ? 8e-9 / m->knobs.link_gbits : 0};
-        B = exchange_group_buckets(counts, kinds, NULL, L, net_bucket_bytes(net), ranks > 1, spans);
+                         : m->knobs.link_gbits > 0 ? 8e-9 / m->knobs.link_gbits : 0,
+            .columns = columns};
+        B = exchange_group_buckets(counts, kinds, columns, L, net_bucket_bytes(net), ranks > 1,
+                                   spans);
         for (int k = 0; k < B; k++)
             bucket_costs(&c, net, &spans[k], (const double(*)[3])comp, n, global_batch,
                          &buckets[k], layers);
@@ -213,7 +238,9 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
                            * link's; another link (what-if) moves data beside it. */
                           .poll_cpu = engine == 1 || c.link_beta > 0 ? 0 : m->link.poll_cpu,
                           .pre = agree,
-                          .mid = (matches ? nonneg(perf_line(m->compute.overhead, n)) : 0) +
+                          .mid = (matches ? nonneg(perf_line(m->compute.overhead,
+                                                             input_samples))
+                                          : 0) +
                                  agree,
                           .post = agree};
     }
@@ -221,6 +248,7 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
     mem_free(counts);
     mem_free(kinds);
     mem_free(comp);
+    mem_free(columns);
     if (st != PCNN_OK) {
         mem_free(layers);
         mem_free(buckets);

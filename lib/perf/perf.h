@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../graph/graph.h"
+#include "../parallel/layout.h"
 #include "collectives.h"
 #include "sim.h"
 
@@ -84,6 +85,58 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
  * used (else the regressors alone).  INVALID_STATE when no source knows l. */
 pcnn_status perf_layer_compute(pcnn_perfmodel *m, const pcnn_layer *l, bool table, int n,
                                double t[3], const char *func);
+
+/* A layer under a distribution (perf/split_cost.c; spec A.10, C.7). */
+#define PERF_MAX_GROUPS 4096 /* sample groups a shuffle's cost is counted for */
+
+/* A layer's box on the rank holding the most under a distribution. */
+typedef struct perf_geometry {
+    int n;                    /* samples */
+    int out[3], in[3];        /* largest output and input blocks over D, H, W */
+    int halo_fwd[3], halo_bwd[3]; /* widest forward (x) and backward (dL/dy) halos, both sides */
+    double interior;          /* share of the outputs whose windows read no halo */
+    double in_floats;         /* the halo-extended input box */
+    double bytes;             /* activations, gradients (halo included), parameter state */
+} perf_geometry;
+
+/* l's geometry under parts for `batch` samples; false when a split
+ * dimension has an empty block or a halo wider than the neighbour's block
+ * (spec A.3). */
+bool perf_split_geometry(const pcnn_layer *l, const int *parts, int batch, perf_geometry *g);
+/* The box's share of each sample's outputs. */
+double perf_box_share(const pcnn_layer *l, const perf_geometry *g);
+/* Modelled seconds of a collective with the model's knobs (link speed,
+ * alpha) applied. */
+double perf_coll(const pcnn_perfmodel *m, pcnn_collective c, int ranks, double bytes);
+/* Layer l's forward, weight-gradient and input-gradient seconds for n
+ * samples scaled to a share `frac` of each: the compute table's lines at
+ * n frac (table), else the regressors at n times frac; INVALID_STATE
+ * (message only with func) when neither knows l. */
+pcnn_status perf_box_compute(pcnn_perfmodel *m, const pcnn_layer *l, bool table, int n,
+                             double frac, double t[3], const char *func);
+/* One dimension's halo after another (PCNN_OPT_HALO_SCHEDULE 0): two
+ * messages per split dimension, each a face of the box; forward the
+ * input's (channels of the input), backward the output gradient's. */
+double perf_halo_seconds(const pcnn_perfmodel *m, const perf_geometry *g, bool backward,
+                         int channels);
+/* One way of the shuffle of l's output from distribution a to b on
+ * `groups` sample groups of `batch` samples over `ranks` ranks: the
+ * all-to-all of the rank that moves most; 0 when a equals b. */
+double perf_shuffle_seconds(const pcnn_perfmodel *m, const pcnn_layer *l, const int *a,
+                            const int *b, int batch, int groups, int ranks);
+
+/* A spatial network's layers on `ranks` ranks (perf/split_sim.c): each
+ * layer's computation at its box and its halo and shuffle terms into
+ * layers[i] (1..L-1), whether its weights go by columns into columns[i],
+ * the samples' worth of input a rank copies in (its box of its group's)
+ * into *input_samples.  *spatial false: the network is not spatial,
+ * nothing written.
+ * INVALID_ARGUMENT where its spatial groups do not divide `ranks` or
+ * there are fewer samples than sample groups; SHAPE where a layer's box
+ * would not fit; INVALID_STATE where no compute source knows a layer. */
+pcnn_status perf_split_layers(pcnn_perfmodel *m, const pcnn_net *net, bool table, int batch,
+                              int ranks, sim_layer *layers, bool *columns, double *input_samples,
+                              bool *spatial, const char *func);
 
 /* Compute calibration and the regressors' bridge (perf/calib_compute.c,
  * perf/regressor_source.c). */

@@ -225,7 +225,7 @@ PCNN_API pcnn_status pcnn_perfmodel_layer_time(const pcnn_perfmodel *model, int 
     REQUIRE(model->last, PCNN_ERR_INVALID_STATE, "no prediction yet: call pcnn_perfmodel_predict");
     REQUIRE(layer >= -1 && layer < model->last_layers, PCNN_ERR_INVALID_ARGUMENT,
             "layer %d: must be -1 (all) or in [0, %d)", layer, model->last_layers);
-    REQUIRE(what >= PCNN_TIME_FORWARD && what <= PCNN_TIME_STEP, PCNN_ERR_INVALID_ARGUMENT,
+    REQUIRE(what >= PCNN_TIME_FORWARD && what <= PCNN_TIME_SHUFFLE, PCNN_ERR_INVALID_ARGUMENT,
             "unknown timing %d", (int)what);
     if (what == PCNN_TIME_STEP) {
         *seconds = model->last_step;

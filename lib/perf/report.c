@@ -96,26 +96,44 @@ pcnn_status perf_validate(const pcnn_perfmodel *m, const pcnn_net *net, double *
         return error_set(PCNN_ERR_INVALID_STATE, func,
                          "the network has no measured training step (train, then validate)");
     const int L = ll->count;
+    /* A spatial network's halo exchanges and shuffles have columns too. */
+    net_layer_split split;
+    const bool spatial = net_layer_split_of(net, 0, &split);
+    const int columns = spatial ? 8 : 5;
+    static const pcnn_time shown[8] = {PCNN_TIME_FORWARD, PCNN_TIME_BACKWARD, PCNN_TIME_UPDATE,
+                                       PCNN_TIME_COMM, PCNN_TIME_EXPOSED, PCNN_TIME_HALO,
+                                       PCNN_TIME_HALO_EXPOSED, PCNN_TIME_SHUFFLE};
+    /* The calling thread's time: computation and waiting. */
+    static const pcnn_time on_thread[6] = {PCNN_TIME_FORWARD, PCNN_TIME_BACKWARD,
+                                           PCNN_TIME_UPDATE, PCNN_TIME_EXPOSED,
+                                           PCNN_TIME_HALO_EXPOSED, PCNN_TIME_SHUFFLE};
     double err[3] = {0}, sum[3] = {0}, covered[2] = {0}; /* predicted, measured */
+    double halo[2] = {0}, shuffle[2] = {0};
     text t = text_start(buf, size);
-    text_put(&t, "%5s %-16s %17s %17s %17s %17s %17s   ms/step predicted|measured\n", "layer",
-             "kind", "forward", "backward", "update", "comm", "exposed");
+    text_put(&t, "%5s %-16s %17s %17s %17s %17s %17s", "layer", "kind", "forward", "backward",
+             "update", "comm", "exposed");
+    if (spatial) text_put(&t, " %17s %17s %17s", "halo", "halo exposed", "shuffle");
+    text_put(&t, "   ms/step predicted|measured\n");
     for (int l = 1; l < L; l++) {
-        double meas[5];
-        for (int w = 0; w < 5; w++) TRY(pcnn_net_time(net, l, (pcnn_time)w, &meas[w]));
-        static const pcnn_time on_thread[4] = {PCNN_TIME_FORWARD, PCNN_TIME_BACKWARD,
-                                               PCNN_TIME_UPDATE, PCNN_TIME_EXPOSED};
-        for (int w = 0; w < 4; w++) {
+        double meas[PCNN_TIME_SHUFFLE + 1] = {0};
+        for (int w = 0; w < columns; w++)
+            TRY(pcnn_net_time(net, l, shown[w], &meas[shown[w]]));
+        for (int w = 0; w < 6; w++) {
             covered[0] += m->last[l][on_thread[w]];
             covered[1] += meas[on_thread[w]];
         }
+        halo[0] += m->last[l][PCNN_TIME_HALO_EXPOSED];
+        halo[1] += meas[PCNN_TIME_HALO_EXPOSED];
+        shuffle[0] += m->last[l][PCNN_TIME_SHUFFLE];
+        shuffle[1] += meas[PCNN_TIME_SHUFFLE];
         for (int s = 0; s < 3; s++) {
             if (s == 2 && ll->items[l]->num_params == 0) continue;
             err[s] += fabs(m->last[l][stage_time[s]] - meas[stage_time[s]]);
             sum[s] += meas[stage_time[s]];
         }
         text_put(&t, "%5d %-16s", l, ll->items[l]->ops->kind);
-        for (int w = 0; w < 5; w++) text_put(&t, " %8.3f|%-8.3f", 1e3 * m->last[l][w], 1e3 * meas[w]);
+        for (int w = 0; w < columns; w++)
+            text_put(&t, " %8.3f|%-8.3f", 1e3 * m->last[l][shown[w]], 1e3 * meas[shown[w]]);
         text_put(&t, "\n");
     }
     const double re = (m->last_step - step) / step;
@@ -126,6 +144,10 @@ pcnn_status perf_validate(const pcnn_perfmodel *m, const pcnn_net *net, double *
     /* What no layer's columns hold: input copy, loss, agreements, launching. */
     text_put(&t, "other (input, loss, agreement): predicted %.3f ms, measured %.3f ms\n",
              1e3 * (m->last_step - covered[0]), 1e3 * (step - covered[1]));
+    if (spatial)
+        text_put(&t, "exposed halo: predicted %.3f ms, measured %.3f ms; shuffles: predicted "
+                     "%.3f ms, measured %.3f ms\n", 1e3 * halo[0], 1e3 * halo[1],
+                 1e3 * shuffle[0], 1e3 * shuffle[1]);
     text_put(&t, "WRE^T: forward %.1f %%, backward %.1f %%, update %.1f %%\n", 100 * w3[0],
              100 * w3[1], 100 * w3[2]);
     if (step_re) *step_re = re;

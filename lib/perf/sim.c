@@ -141,9 +141,14 @@ static void one_step(sim *s, step_state *st, double (*acc)[SIM_KINDS])
         const int k = st->bucket_of[l];
         if (k >= 0 && in->parallel)
             spread(in, &in->buckets[k], SIM_EXPOSED, wait(s, &st->prev[k][IT_GATHER]), acc);
-        const double f = in->layers[l].fwd + in->layers[l].halo_fwd;
-        compute(s, f);
-        if (acc) acc[l][SIM_FWD] += f;
+        const sim_layer *y = &in->layers[l];
+        compute(s, y->fwd + y->halo_fwd + y->shuffle_fwd);
+        if (acc) {
+            acc[l][SIM_FWD] += y->fwd;
+            acc[l][SIM_HALO_EXPOSED] += y->halo_fwd;
+            acc[l][SIM_SHUFFLE] += y->shuffle_fwd;
+            acc[l][SIM_HALO] += y->halo;
+        }
         if (k >= 0 && ov) post(s, &st->items[k][IT_FWD], in->buckets[k].fwd_comm);
         if (ov) poll_link(s);
     }
@@ -151,9 +156,13 @@ static void one_step(sim *s, step_state *st, double (*acc)[SIM_KINDS])
     for (int l = in->num_layers - 1; l >= 1; l--) {
         const int k = st->bucket_of[l];
         if (k >= 0 && ov) post(s, &st->items[k][IT_BWD], in->buckets[k].bwd_comm);
-        const double b = in->layers[l].bwd + in->layers[l].halo_bwd;
-        compute(s, b);
-        if (acc) acc[l][SIM_BWD] += b;
+        const sim_layer *y = &in->layers[l];
+        compute(s, y->bwd + y->halo_bwd + y->shuffle_bwd);
+        if (acc) {
+            acc[l][SIM_BWD] += y->bwd;
+            acc[l][SIM_HALO_EXPOSED] += y->halo_bwd;
+            acc[l][SIM_SHUFFLE] += y->shuffle_bwd;
+        }
         if (k >= 0 && ov) {
             post(s, &st->items[k][IT_REDUCE], in->buckets[k].reduce_comm);
             st->posted[k] = true;

@@ -19,14 +19,16 @@
 
 /* One layer's cost at its local shape, seconds on the calling thread.  The
  * halo terms are where spatial parallelism plugs in (seed 002, spec A.10,
- * C.7): the exposed part of the layer's halo exchange (after whatever
- * overlap with interior compute its strategy gets), plus a redistribution
- * (Shuffle, A.8) or spatial batch-norm reduction belonging to the layer's
- * pass; layer_cost.c fills them from the layer's decomposition.  0 for
- * data parallelism. */
+ * C.7; split_sim.c fills them from the layer's distribution, 0 for data
+ * parallelism): the calling thread's time in the layer's halo exchanges
+ * (what overlap with interior compute leaves of them, and the staging
+ * copies) and in the shuffles (A.8) into it, per pass; and, for the
+ * report, the exchanges' whole duration. */
 typedef struct sim_layer {
     double fwd, bwd;
     double halo_fwd, halo_bwd;
+    double shuffle_fwd, shuffle_bwd;
+    double halo;       /* the halo exchanges' duration, both passes */
     double weight;     /* share of its bucket's update/comm/exposed (its parameters) */
 } sim_layer;
 
@@ -59,8 +61,12 @@ typedef struct sim_input {
     double post;              /* after the end of the exchange: end agreement */
 } sim_input;
 
-/* Categories per layer, as pcnn_time: forward, backward, update, comm, exposed. */
-enum { SIM_FWD, SIM_BWD, SIM_UPDATE, SIM_COMM, SIM_EXPOSED, SIM_KINDS };
+/* Categories per layer, indexed as pcnn_time: forward, backward, update,
+ * comm, exposed, (the step's index, unused), halo, exposed halo, shuffle. */
+enum {
+    SIM_FWD, SIM_BWD, SIM_UPDATE, SIM_COMM, SIM_EXPOSED, SIM_STEP_UNUSED,
+    SIM_HALO, SIM_HALO_EXPOSED, SIM_SHUFFLE, SIM_KINDS
+};
 
 /* Simulate; per_layer (num_layers rows, may be NULL) receives the steady
  * step's seconds per category; returns the step's wall time. */

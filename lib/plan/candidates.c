@@ -52,8 +52,8 @@ static bool fits(const plan_env *env, const pcnn_layer *l, int groups, const int
         for (int k = 1; k < LAYOUT_DIMS; k++)
             if (parts[k] > 1 && !(env->dims & (1 << (k - 1)))) return false;
     }
-    plan_geometry g;
-    if (!plan_local_geometry(env, l, parts, &g)) return false; /* blocks below the halo */
+    perf_geometry g;
+    if (!perf_split_geometry(l, parts, env->batch, &g)) return false; /* blocks below the halo */
     return env->memory_cap <= 0 || g.bytes <= env->memory_cap;
 }
 

@@ -13,7 +13,6 @@
 #include "../parallel/layout.h"
 #include "../perf/perf.h"
 
-#define PLAN_MAX_GROUPS 4096 /* sample groups a shuffle's cost is counted for */
 #define PLAN_MAX_UNIFORM 256 /* factorisations of the ranks considered */
 
 /* One candidate distribution of a layer and its modelled seconds per
@@ -68,20 +67,6 @@ int plan_layer_candidates(const plan_env *env, const pcnn_layer *l, int groups,
 /* Every factorisation of P into 4 parts (in the order candidates take
  * them); returns the count, at most max. */
 int plan_factorisations(int P, int (*parts)[LAYOUT_DIMS], int max);
-
-/* A layer's box on the rank holding the most under a distribution. */
-typedef struct plan_geometry {
-    int n;                    /* samples */
-    int out[3], in[3];        /* largest output and input blocks over D, H, W */
-    int halo_fwd[3], halo_bwd[3]; /* widest forward (x) and backward (dL/dy) halos, both sides */
-    double interior;          /* share of the outputs whose windows read no halo */
-    double bytes;             /* activations, gradients (halo included), parameter state */
-} plan_geometry;
-
-/* false when a split dimension has an empty block or a halo wider than
- * the neighbour's block (spec A.3). */
-bool plan_local_geometry(const plan_env *env, const pcnn_layer *l, const int *parts,
-                         plan_geometry *g);
 
 /* Fill a candidate's costs and bytes (costs.c).  INVALID_STATE when the
  * model has no compute estimate for the layer. */

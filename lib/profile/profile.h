@@ -76,6 +76,8 @@ typedef struct profile {
     int num_layers;
     long steps;                    /* training steps since the last reset */
     double step_seconds;           /* their wall time */
+    double since;                  /* clock_now() at the last reset: a span begun
+                                      before it counts from it */
     trace_event *events;           /* ring of the most recent spans */
     size_t capacity, next;
     bool wrapped;

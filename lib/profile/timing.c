@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/clock.h"
 #include "../core/error.h"
 #include "../core/text.h"
 #include "../core/memory.h"
@@ -38,6 +39,7 @@ void profile_reset(profile *p)
     memset(p->layer, 0, (size_t)p->num_layers * sizeof *p->layer);
     p->steps = 0;
     p->step_seconds = 0.0;
+    p->since = clock_now();
     p->next = 0;
     p->wrapped = false;
 }

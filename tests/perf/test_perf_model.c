@@ -98,7 +98,8 @@ static void test_curve_and_fit(void)
 }
 
 /* Two layers after the input: forward 1 and 2, backward 3 and 4. */
-static sim_layer L3[3] = {{0}, {1, 3, 0, 0, 1}, {2, 4, 0, 0, 1}};
+static sim_layer L3[3] = {{0}, {.fwd = 1, .bwd = 3, .weight = 1},
+                          {.fwd = 2, .bwd = 4, .weight = 1}};
 
 /* The contention factor by update size: log-linear between the sizes
  * calibrated (2^18, 2^20, 2^21, 2^22 parameters), the nearest beyond. */

@@ -22,7 +22,8 @@ from .enums import Collective, Exchange, PerfParam, Time, coerce
 from .errors import InvalidArgumentError
 
 # The categories of a prediction, as pcnn_net_time names them.
-CATEGORIES = (Time.FORWARD, Time.BACKWARD, Time.UPDATE, Time.COMM, Time.EXPOSED)
+CATEGORIES = (Time.FORWARD, Time.BACKWARD, Time.UPDATE, Time.COMM, Time.EXPOSED, Time.HALO,
+              Time.HALO_EXPOSED, Time.SHUFFLE)
 # Knobs predict() takes for one prediction only: their get_param returns
 # exactly what was set, so the previous value can be put back.
 _TEMPORARY = {"strategy": PerfParam.STRATEGY, "link_gbits": PerfParam.LINK_GBITS,
@@ -181,8 +182,10 @@ class PerfModel(Handle):
         this prediction only: strategy (a pcnn.Exchange or its name, None:
         the network's), link_gbits (0: calibrated), engine ("net", "thread",
         "nonblocking"), compute_source ("best", "timings", "regressors"),
-        nonblocking_progress; None leaves a knob as set_param set it.  Returns {"forward", "backward", "update",
-        "comm", "exposed", "step"} in seconds; per layer: layer_time()."""
+        nonblocking_progress; None leaves a knob as set_param set it.  Returns
+        {"forward", "backward", "update", "comm", "exposed", "halo",
+        "halo_exposed", "shuffle", "step"} in seconds (the last three 0
+        without a spatial distribution); per layer: layer_time()."""
         net = _net_of(net, "PerfModel.predict")
         unknown = sorted(set(knobs) - set(_TEMPORARY))
         if unknown:
@@ -225,8 +228,8 @@ class PerfModel(Handle):
         return v.value
 
     def layer_times(self, layer):
-        """{"forward", "backward", "update", "comm", "exposed"} of one layer
-        in the last prediction."""
+        """{"forward", "backward", "update", "comm", "exposed", "halo",
+        "halo_exposed", "shuffle"} of one layer in the last prediction."""
         return {t.name.lower(): self.layer_time(layer, t) for t in CATEGORIES}
 
     def validate(self, net):

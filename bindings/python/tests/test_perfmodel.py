@@ -43,7 +43,9 @@ def test_collective_formulas_through_the_binding():
 def test_predict_what_if_1024_ranks_without_communicator(lenet):
     net, model = lenet
     one = model.predict(net, ranks=1, global_batch=32)
-    assert set(one) == {"forward", "backward", "update", "comm", "exposed", "step"}
+    assert set(one) == {"forward", "backward", "update", "comm", "exposed", "halo",
+                        "halo_exposed", "shuffle", "step"}
+    assert one["halo"] == one["halo_exposed"] == one["shuffle"] == 0  # no distribution
     assert one["forward"] > 0 and one["backward"] > 0 and one["update"] > 0
     assert one["comm"] == 0 and one["exposed"] == 0  # one rank: no collectives
     assert one["step"] >= one["forward"] + one["backward"]
