@@ -2,7 +2,10 @@
  * and 004): calibrate this machine's links and each network's layers,
  * then predict a training step and the weak-scaling efficiency for 1 to
  * 4096 ranks on 1, 10 and 100 Gbit/s links, for ResNet-20, VGG-11 and
- * CosmoFlow (bench/models.c), every exchange strategy, with overlap.
+ * CosmoFlow (bench/models.c), every exchange strategy, with overlap; and,
+ * on 2 ranks, the hybrid "spatial2": each sample split over a group of 2
+ * ranks (along D in 3D, H in 2D: a network finalized with that
+ * distribution here), the groups data-parallel, at the same global batch.
  *
  *   mpiexec.mpich -n 2 ./build/examples/whatif [--models resnet20,vgg11,cosmoflow]
  *       [--batch-per-rank B] [--max-ranks 4096] [--links 1,10,100]
@@ -17,7 +20,8 @@
  * calibrated one of this machine's all-reduce, all-to-all and all-gather.
  * Rank 0 writes the CSV: model, strategy, link, ranks, global batch,
  * predicted step, compute, communication, exposed communication,
- * weak-scaling efficiency T(1) / T(P). */
+ * weak-scaling efficiency T(1) / T(P) (for spatial2, T(1) of one rank
+ * without a split). */
 #define PCNN_EXPERIMENTAL /* the performance model: pcnn.h section 9 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +31,7 @@
 #include "pcnn.h"
 
 static const char *strategy_name[3] = {"allreduce", "alltoall_allgather", "fc_gradient"};
+#define MAX_LINKS 32
 
 static void usage(FILE *to)
 {
@@ -75,19 +80,29 @@ static int parse(int argc, char **argv, options *o)
     return o->max_ranks >= 1 && o->budget > 0 && o->batch >= 0 && o->warmup >= 0 ? 0 : -1;
 }
 
-static pcnn_net *build(const model *md, int batch)
+/* The model's network; with comm and parts, distributed so (collective;
+ * NULL where finalize refuses the split, e.g. a layer too small for it). */
+static pcnn_net *build_on(const model *md, int batch, pcnn_comm *comm, const int *parts)
 {
     builder b = {0};
     pcnn_layer *x;
     CHECK(pcnn_net_create(&b.net));
+    if (comm) CHECK(pcnn_net_set_comm(b.net, comm));
     if (md->d > 1) CHECK(pcnn_net_input3d(b.net, md->c, md->d, md->h, md->w, &x));
     else CHECK(pcnn_net_input(b.net, md->c, md->h, md->w, &x));
     pcnn_layer *out = md->build(&b, x);
     CHECK(pcnn_net_set_loss(b.net, out, md->loss));
     CHECK(pcnn_net_set_optimizer(b.net, PCNN_OPTIMIZER_MOMENTUM));
-    CHECK(pcnn_net_finalize(b.net, batch));
+    if (parts) CHECK(pcnn_net_set_distribution(b.net, parts));
+    if (pcnn_net_finalize(b.net, batch) != PCNN_OK) {
+        if (!parts) CHECK(PCNN_ERR_INTERNAL);
+        fprintf(stderr, "whatif: %s not split: %s\n", md->name, pcnn_last_error());
+        CHECK(pcnn_net_destroy(&b.net));
+    }
     return b.net;
 }
+
+static pcnn_net *build(const model *md, int batch) { return build_on(md, batch, NULL, NULL); }
 
 /* A few training steps on synthetic data before the layers are timed:
  * some kernels' speed follows the training state (max pooling runs
@@ -116,19 +131,23 @@ static void warm_up(pcnn_net *net, const model *md, int batch, int steps)
     free(labels);
 }
 
-/* Predict every (strategy, link, ranks) point of one model into the CSV. */
+/* Predict every (strategy, link, ranks) point of one model into the CSV:
+ * strategies first..last (-1: the network's own, named "spatial2", from 2
+ * ranks up, its efficiency against one[link], the single rank's step of
+ * the first strategy, which the others record there). */
 static void sweep(pcnn_perfmodel *m, pcnn_net *net, const char *name, int batch,
-                  const options *o, FILE *csv)
+                  const options *o, FILE *csv, int first, int last, double *one)
 {
     char links[128];
-    for (int s = 0; s < 3; s++) {
+    for (int s = first; s <= last; s++) {
         CHECK(pcnn_perfmodel_set_param(m, PCNN_PERF_STRATEGY, s));
+        int link = 0;
         snprintf(links, sizeof links, "%s", o->links);
         for (char *tok = strtok(links, ","); tok; tok = strtok(NULL, ",")) {
             const double gbits = atof(tok);
             CHECK(pcnn_perfmodel_set_param(m, PCNN_PERF_LINK_GBITS, gbits));
-            double t1 = 0;
-            for (int P = 1; P <= o->max_ranks; P *= 2) {
+            double t1 = s < 0 ? one[link] : 0;
+            for (int P = s < 0 ? 2 : 1; P <= o->max_ranks; P *= 2) {
                 double step, f, b, u, c, e;
                 CHECK(pcnn_perfmodel_predict(m, net, batch * P, P, 1, &step));
                 CHECK(pcnn_perfmodel_layer_time(m, -1, PCNN_TIME_FORWARD, &f));
@@ -137,14 +156,16 @@ static void sweep(pcnn_perfmodel *m, pcnn_net *net, const char *name, int batch,
                 CHECK(pcnn_perfmodel_layer_time(m, -1, PCNN_TIME_COMM, &c));
                 CHECK(pcnn_perfmodel_layer_time(m, -1, PCNN_TIME_EXPOSED, &e));
                 if (P == 1) t1 = step;
-                fprintf(csv, "%s,%s,%g,%d,%d,%.6g,%.6g,%.6g,%.6g,%.4f\n", name,
-                        strategy_name[s], gbits, P, batch * P, step, f + b + u, c, e, t1 / step);
+                if (P == 1 && s == 0 && link < MAX_LINKS) one[link] = step;
+                const char *strategy = s < 0 ? "spatial2" : strategy_name[s];
+                fprintf(csv, "%s,%s,%g,%d,%d,%.6g,%.6g,%.6g,%.6g,%.4f\n", name, strategy,
+                        gbits, P, batch * P, step, f + b + u, c, e, t1 / step);
                 if (P == o->max_ranks || P == 1 || P == 64)
                     printf("  %-9s %-19s %6g Gbit/s  P=%-5d step %9.2f ms  exposed %8.2f ms  "
                            "efficiency %5.1f %%\n",
-                           name, strategy_name[s], gbits, P, 1e3 * step, 1e3 * e,
-                           100 * t1 / step);
+                           name, strategy, gbits, P, 1e3 * step, 1e3 * e, 100 * t1 / step);
             }
+            link++;
         }
     }
     CHECK(pcnn_perfmodel_set_param(m, PCNN_PERF_STRATEGY, -1));
@@ -168,31 +189,48 @@ int main(int argc, char **argv)
     CHECK(pcnn_perfmodel_create(&m));
     CHECK(pcnn_perfmodel_calibrate_comm(m, comm, o.budget));
     if (o.alpha_us >= 0) CHECK(pcnn_perfmodel_set_param(m, PCNN_PERF_ALPHA_S, 1e-6 * o.alpha_us));
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    FILE *csv = NULL;
     if (rank == 0) {
-        FILE *csv = fopen(o.csv, "w");
+        csv = fopen(o.csv, "w");
         if (!csv) {
             fprintf(stderr, "whatif: cannot write %s\n", o.csv);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         fprintf(csv, "model,strategy,link_gbits,ranks,global_batch,step_s,compute_s,comm_s,"
                      "exposed_s,efficiency\n");
-        char models[256];
-        snprintf(models, sizeof models, "%s", o.models);
-        char *save = NULL;
-        for (char *name = strtok_r(models, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-            const model *md = model_find(name);
-            if (!md) {
-                fprintf(stderr, "whatif: unknown model %s\n", name);
-                continue;
-            }
-            const int batch = o.batch ? o.batch : md->default_batch;
+    }
+    char models[256];
+    snprintf(models, sizeof models, "%s", o.models);
+    char *save = NULL;
+    for (char *name = strtok_r(models, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        const model *md = model_find(name);
+        if (!md) {
+            if (rank == 0) fprintf(stderr, "whatif: unknown model %s\n", name);
+            continue;
+        }
+        const int batch = o.batch ? o.batch : md->default_batch;
+        double one[MAX_LINKS] = {0};
+        if (rank == 0) {
             pcnn_net *net = build(md, batch);
             warm_up(net, md, batch, o.warmup);
             CHECK(pcnn_perfmodel_calibrate_compute(m, net, o.budget));
             printf("%s, %d samples per rank:\n", name, batch);
-            sweep(m, net, name, batch, &o, csv);
+            sweep(m, net, name, batch, &o, csv, 0, 2, one);
             CHECK(pcnn_net_destroy(&net));
         }
+        if (size != 2) continue;
+        /* The same layers split over the two ranks here (the model's
+         * compute table, just calibrated, is theirs), predicted on rank 0
+         * for every even number of ranks. */
+        MPI_Barrier(MPI_COMM_WORLD);
+        const int parts[4] = {1, md->d > 1 ? 2 : 1, md->d > 1 ? 1 : 2, 1};
+        pcnn_net *split = build_on(md, 2 * batch, comm, parts);
+        if (split && rank == 0) sweep(m, split, name, batch, &o, csv, -1, -1, one);
+        if (split) CHECK(pcnn_net_destroy(&split));
+    }
+    if (rank == 0) {
         fclose(csv);
         static char report[1 << 16];
         CHECK(pcnn_perfmodel_report(m, report, sizeof report, NULL));
