@@ -3,6 +3,7 @@
  *   mpiexec.mpich -n R spatial_bench MODEL [ITERS] [--threads T] [--split h|w|d|hw|dh]
  *                                           [--batch N] [--size S] [--warmup W]
  *                                           [--report] [--no-overlap] [--trace FILE]
+ *                                           [--predict]
  *
  * MODEL: "plane", seed 002's mesh-like large-plane 2D network scaled down
  * (18 channels at S x S, S = 1024 by default: four 3x3 convolutions with
@@ -25,6 +26,13 @@
  *   mpiexec.mpich -n 1 $B plane 5 --threads 2         # 1 rank x 2 threads
  *   $E mpiexec.mpich -n 2 $B plane 5 --threads 1      # 2 ranks x 1 thread, spatial
  *   (the same with cosmo)
+ *
+ * --predict: after the warm-up, the performance model calibrates the link
+ * and the layers (on a twin of the network without a distribution, on
+ * each rank at once, rank 0's shared), then predicts the spatial step
+ * (pcnn_perfmodel_predict) and, after the timed steps, compares it with
+ * the measurement: "predicted_s" and "step_re" in the JSON line, rank 0's
+ * per-layer table on stderr (pcnn_perfmodel_validate).
  */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
@@ -103,6 +111,44 @@ static pcnn_layer *build_cosmo(pcnn_net *net, int s)
     return l;
 }
 
+/* The network of MODEL: with a communicator and a distribution it is the
+ * spatial one, without them its twin for calibration. */
+static pcnn_net *build_net(bool cosmo, int size, int threads, pcnn_comm *comm, const int *parts,
+                           int overlap, bool log)
+{
+    pcnn_net *net;
+    CHECK(pcnn_net_create(&net));
+    if (comm) CHECK(pcnn_net_set_comm(net, comm));
+    CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
+    if (log) CHECK(pcnn_net_set_log_callback(net, log_line, NULL));
+    CHECK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_MOMENTUM));
+    /* Timing only: a small step keeps the loss finite on random data. */
+    CHECK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, 1e-6));
+    pcnn_layer *out = cosmo ? build_cosmo(net, size) : build_plane(net, size);
+    CHECK(pcnn_net_set_loss(net, out, PCNN_LOSS_MSE));
+    if (parts) {
+        CHECK(pcnn_net_set_distribution(net, parts));
+        CHECK(pcnn_net_set_option(net, PCNN_OPT_HALO_OVERLAP, overlap));
+    }
+    return net;
+}
+
+/* The model for --predict: the link, then the layers timed on a twin. */
+static pcnn_perfmodel *calibrate(bool cosmo, int size, int threads, int batch, pcnn_comm *comm,
+                                 const float *x, const float *t)
+{
+    pcnn_perfmodel *m;
+    CHECK(pcnn_perfmodel_create(&m));
+    if (comm) CHECK(pcnn_perfmodel_calibrate_comm(m, comm, 2.0));
+    pcnn_net *twin = build_net(cosmo, size, threads, NULL, NULL, 1, false);
+    CHECK(pcnn_net_finalize(twin, batch));
+    for (int s = 0; s < 2; s++) CHECK(pcnn_net_train_step(twin, batch, x, NULL, t, NULL));
+    CHECK(pcnn_perfmodel_calibrate_compute(m, twin, 3.0));
+    CHECK(pcnn_net_destroy(&twin));
+    if (comm) CHECK(pcnn_perfmodel_share(m, comm, 0));
+    return m;
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -112,6 +158,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     const char *model = NULL, *split = NULL, *trace = NULL;
     int iters = 5, threads = 1, batch = 1, size = 0, npos = 0, report = 0, overlap = 1;
+    bool predict = false;
     int warmup = 6; /* past the halo overlap's trial steps (graph/spatial_run.c) */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
@@ -120,6 +167,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--report")) report = 1;
         else if (!strcmp(argv[i], "--no-overlap")) overlap = 0;
+        else if (!strcmp(argv[i], "--predict")) predict = true;
         else if (!strcmp(argv[i], "--trace") && i + 1 < argc) trace = argv[++i];
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
         else if (npos == 0) model = argv[i], npos++;
@@ -130,7 +178,7 @@ int main(int argc, char **argv)
         if (rank == 0)
             fprintf(stderr, "usage: spatial_bench plane|cosmo [ITERS] [--threads T] "
                             "[--split h|w|d|hw|dh] [--batch N] [--size S] [--report] "
-                            "[--no-overlap] [--warmup W]\n");
+                            "[--no-overlap] [--warmup W] [--predict]\n");
         MPI_Finalize();
         return 2;
     }
@@ -138,19 +186,7 @@ int main(int argc, char **argv)
     if (!split) split = cosmo ? "d" : "h";
 
     pcnn_comm *comm = NULL;
-    pcnn_net *net;
-    CHECK(pcnn_net_create(&net));
-    if (ranks > 1) {
-        CHECK(pcnn_comm_create(MPI_COMM_WORLD, &comm));
-        CHECK(pcnn_net_set_comm(net, comm));
-    }
-    CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
-    if (report && rank == 0) CHECK(pcnn_net_set_log_callback(net, log_line, NULL));
-    CHECK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_MOMENTUM));
-    /* Timing only: a small step keeps the loss finite on random data. */
-    CHECK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, 1e-6));
-    pcnn_layer *out = cosmo ? build_cosmo(net, size) : build_plane(net, size);
-    CHECK(pcnn_net_set_loss(net, out, PCNN_LOSS_MSE));
+    if (ranks > 1) CHECK(pcnn_comm_create(MPI_COMM_WORLD, &comm));
     int parts[4] = {1, 1, 1, 1};
     if (ranks > 1) {
         int a = 1;
@@ -162,9 +198,9 @@ int main(int argc, char **argv)
         else if (!strcmp(split, "d")) parts[1] = ranks;
         else if (!strcmp(split, "hw")) parts[2] = two[0], parts[3] = two[1];
         else if (!strcmp(split, "dh")) parts[1] = two[0], parts[2] = two[1];
-        CHECK(pcnn_net_set_distribution(net, parts));
-        CHECK(pcnn_net_set_option(net, PCNN_OPT_HALO_OVERLAP, overlap));
     }
+    pcnn_net *net = build_net(cosmo, size, threads, comm, ranks > 1 ? parts : NULL, overlap,
+                              report && rank == 0);
     if (trace) CHECK(pcnn_net_set_option(net, PCNN_OPT_TRACE_EVENTS, 65536));
     CHECK(pcnn_net_finalize(net, batch));
 
@@ -183,8 +219,13 @@ int main(int argc, char **argv)
      * out of the timed step.  Each rank's median, the slowest of them, and
      * the wall time per step. */
     double *times = malloc(sizeof(double) * (size_t)iters);
-    double wall0 = 0;
+    double wall0 = 0, predicted = 0, step_re = 0;
+    pcnn_perfmodel *m = NULL;
     for (int it = -warmup; it < iters; it++) {
+        if (it == 0 && predict) {
+            m = calibrate(cosmo, size, threads, batch, comm, x, t);
+            CHECK(pcnn_perfmodel_predict(m, net, batch, ranks, 1, &predicted));
+        }
         if (it == 0) {
             CHECK(pcnn_net_reset_timing(net));
             MPI_Barrier(MPI_COMM_WORLD);
@@ -207,6 +248,12 @@ int main(int argc, char **argv)
     CHECK(pcnn_net_time(net, -1, PCNN_TIME_BACKWARD, &bwd));
     CHECK(pcnn_net_time(net, -1, PCNN_TIME_COMM, &comm_s));
     CHECK(pcnn_net_time(net, -1, PCNN_TIME_EXPOSED, &exposed));
+    if (m) {
+        static char table[1 << 15];
+        CHECK(pcnn_perfmodel_validate(m, net, &step_re, NULL, table, sizeof table, NULL));
+        if (rank == 0) fputs(table, stderr);
+        CHECK(pcnn_perfmodel_destroy(&m));
+    }
     size_t bytes, activations;
     CHECK(pcnn_net_memory_bytes(net, &bytes));
     CHECK(pcnn_net_memory_part(net, PCNN_MEMORY_ACTIVATIONS, &activations));
@@ -217,10 +264,10 @@ int main(int argc, char **argv)
                "\"forward_s\": %.6f, \"backward_s\": %.6f, \"comm_s\": %.6f, "
                "\"exposed_s\": %.6f, \"halo_s\": %.6f, \"halo_exposed_s\": %.6f, "
                "\"shuffle_s\": %.6f, \"memory_bytes_rank0\": %zu, "
-               "\"activation_bytes_rank0\": %zu}\n",
+               "\"activation_bytes_rank0\": %zu, \"predicted_s\": %.6f, \"step_re\": %.4f}\n",
                model, size, batch, ranks, threads, parts[0], parts[1], parts[2], parts[3],
                times[iters / 2], times[0], mean, fwd, bwd, comm_s, exposed, halo, halo_exposed,
-               shuffle, bytes, activations);
+               shuffle, bytes, activations, predicted, step_re);
     /* Each rank's per-layer breakdown in turn (imbalance shows as one
      * rank's "other": waiting in the step's agreement), then rank 0's
      * summary of each layer's algorithms. */
