@@ -60,7 +60,10 @@ static bool kind_of(const pcnn_layer *l, int n, int pass, bool dx, perf_kind *ki
         *kind = (perf_kind)(PERF_DENSE_FWD + b);
         return true;
     }
-    if (!strcmp(k, "relu")) {
+    /* Leaky ReLU, flatten and pixel shuffle read and write each value
+     * once per pass, as ReLU does: its regressor prices them. */
+    if (!strcmp(k, "relu") || !strcmp(k, "leaky_relu") || !strcmp(k, "flatten") ||
+        !strcmp(k, "pixel_shuffle")) {
         *kind = pass ? PERF_RELU_BWD : PERF_RELU_FWD;
         return true;
     }

@@ -162,6 +162,20 @@ int main(void)
                strstr(pcnn_last_error(), "no regressor") != NULL,
            "no source: %s", pcnn_last_error());
 
+    /* Copies priced as ReLU's one read and one write per value: leaky
+     * ReLU and flatten (whose shape is its input's). */
+    fit_kind(&set, PERF_RELU_FWD, false, false, 8);
+    fit_kind(&set, PERF_RELU_BWD, false, false, 9);
+    pcnn_layer *lk, *fl;
+    CK(pcnn_leaky_relu(net4, in4, 0.1f, &lk));
+    CK(pcnn_flatten(net4, lk, &fl));
+    const perf_shape copy_shape = {.batch = 2, .cin = 3, .cout = 3, .d = 1, .h = 4, .w = 4};
+    const perf_shape flat_shape = {.batch = 2, .cin = 3, .cout = 48, .d = 1, .h = 4, .w = 4};
+    EXPECT(perf_regressor_time(m, lk, 2, 0, true) == predict_kind(set, PERF_RELU_FWD, copy_shape) &&
+               perf_regressor_time(m, fl, 2, 1, true) ==
+                   predict_kind(set, PERF_RELU_BWD, flat_shape),
+           "leaky ReLU and flatten: ReLU's regressor at their shapes");
+
     pcnn_net_destroy(&net2);
     pcnn_net_destroy(&net3);
     pcnn_net_destroy(&net4);
