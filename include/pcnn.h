@@ -510,7 +510,8 @@ PCNN_API pcnn_status pcnn_layer_set_params(pcnn_layer *layer, const float *buf, 
 
 /* The gradient of the loss with respect to the input x of the last
  * pcnn_net_compute_gradients or train step (n x C x H x W floats; count
- * must be at least that). */
+ * must be at least that).  UNSUPPORTED on a spatially distributed network
+ * (each rank holds only its box of it). */
 PCNN_API pcnn_status pcnn_net_get_input_grad(const pcnn_net *net, float *buf, size_t count);
 
 /* A printable summary: one line per layer (index, kind, output shape,

@@ -6,6 +6,7 @@
 #include "../kernels/kernels.h"
 #include "../layers/batchnorm.h"
 #include "net.h"
+#include "spatial.h"
 
 PCNN_API pcnn_status pcnn_net_num_params(const pcnn_net *net, size_t *count)
 {
@@ -117,6 +118,9 @@ PCNN_API pcnn_status pcnn_net_get_input_grad(const pcnn_net *net, float *buf, si
     API_ENTRY();
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(buf);
+    REQUIRE(!net_is_spatial(net), PCNN_ERR_UNSUPPORTED,
+            "the network is spatially distributed (pcnn_net_set_distribution): each rank "
+            "holds only its box of the input gradient, not whole samples");
     REQUIRE(net->last_backward_n > 0, PCNN_ERR_INVALID_STATE,
             "no input gradient: call pcnn_net_compute_gradients first");
     const shape s = net->layers.items[0]->out;
