@@ -87,7 +87,6 @@ pcnn_status perf_layer_compute(pcnn_perfmodel *m, const pcnn_layer *l, bool tabl
                                double t[3], const char *func);
 
 /* A layer under a distribution (perf/split_cost.c; spec A.10, C.7). */
-#define PERF_MAX_GROUPS 4096 /* sample groups a shuffle's cost is counted for */
 
 /* A layer's box on the rank holding the most under a distribution. */
 typedef struct perf_geometry {
@@ -121,7 +120,8 @@ double perf_halo_seconds(const pcnn_perfmodel *m, const perf_geometry *g, bool b
                          int channels);
 /* One way of the shuffle of l's output from distribution a to b on
  * `groups` sample groups of `batch` samples over `ranks` ranks: the
- * all-to-all of the rank that moves most; 0 when a equals b. */
+ * all-to-all, among a sample group's ranks, of the rank that moves most;
+ * 0 when a equals b. */
 double perf_shuffle_seconds(const pcnn_perfmodel *m, const pcnn_layer *l, const int *a,
                             const int *b, int batch, int groups, int ranks);
 

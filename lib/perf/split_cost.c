@@ -132,17 +132,15 @@ double perf_shuffle_seconds(const pcnn_perfmodel *m, const pcnn_layer *l, const 
                             const int *b, int batch, int groups, int ranks)
 {
     if (memcmp(a, b, LAYOUT_DIMS * sizeof(int)) == 0) return 0;
-    int start[PERF_MAX_GROUPS], count[PERF_MAX_GROUPS];
-    if (groups > PERF_MAX_GROUPS) return INFINITY;
-    for (int q = 0; q < groups; q++) {
-        int lo, hi;
-        layout_block(batch, groups, q, &lo, &hi);
-        start[q] = lo;
-        count[q] = hi - lo;
-    }
-    const sample_split split = {.groups = groups, .start = start, .count = count};
+    /* Every sample group lays its ranks out alike, the first (its ranks
+     * first: N is the outermost coordinate) with the most samples: the
+     * rank that moves most is among its ranks, which read only its block. */
+    int lo, hi;
+    layout_block(batch, groups, 0, &lo, &hi);
+    const int start = lo, count = hi - lo;
+    const sample_split split = {.groups = groups, .start = &start, .count = &count};
     double worst = 0;
-    for (int r = 0; r < ranks; r++) {
+    for (int r = 0; r < ranks / groups; r++) {
         const box x = layout_box(a, r, &split, l->out.d, l->out.h, l->out.w);
         const box y = layout_box(b, r, &split, l->out.d, l->out.h, l->out.w);
         box both;
@@ -151,6 +149,8 @@ double perf_shuffle_seconds(const pcnn_perfmodel *m, const pcnn_layer *l, const 
         if (sent > worst) worst = sent;
         if (got > worst) worst = got;
     }
-    /* One way: the output forward or its gradient backward. */
-    return perf_coll(m, PCNN_COLL_ALLTOALL, ranks, 4.0 * l->out.c * worst);
+    /* One way: the output forward or its gradient backward, point to point
+     * within the sample group (parallel/box_move.c), as an all-to-all of
+     * its ranks. */
+    return perf_coll(m, PCNN_COLL_ALLTOALL, ranks / groups, 4.0 * l->out.c * worst);
 }

@@ -9,8 +9,8 @@
  *      element-wise layers, the box dense head the whole batch on half its
  *      columns with its two sums as shuffles and its columns exchange;
  *   3. the halo overlap option off exposes at least as much;
- *   4. what-if: 4 ranks keep the spatial groups and split the samples;
- *      3 ranks, or fewer samples than groups, are refused;
+ *   4. what-if: 4 ranks keep the spatial groups and split the samples,
+ *      65536 ranks too; 3 ranks, or fewer samples than groups, are refused;
  *   5. the all-along-N distribution predicts what data parallelism does,
  *      bit for bit;
  *   6. validation prints the halo columns beside the measurement;
@@ -149,6 +149,15 @@ static void test_split_costs(pcnn_comm *comm, pcnn_perfmodel *m)
     CK(pcnn_perfmodel_predict(m, net, BATCH, 4, 1, &step));
     expect(close_to(layer_time(m, 1, PCNN_TIME_FORWARD), w1 / 2),
            "4 ranks: two sample groups of 2, one sample each, half of it");
+    /* Two groups of one sample: the flatten (not folded: several groups)
+     * gathers it from the two halves onto one rank of the group, 4 x 8 x
+     * 16 floats each way, among the group's 2 ranks. */
+    expect(close_to(layer_time(m, 4, PCNN_TIME_SHUFFLE),
+                    2 * coll(m, PCNN_COLL_ALLTOALL, 2, 4.0 * 4 * 8 * 16)),
+           "4 ranks: the flatten's shuffle within each sample group of 2");
+    CK(pcnn_perfmodel_predict(m, net, 1 << 16, 1 << 16, 1, &step));
+    expect(isfinite(step) && step > 0 && isfinite(layer_time(m, -1, PCNN_TIME_SHUFFLE)),
+           "65536 ranks in 32768 sample groups: a finite step");
     expect(pcnn_perfmodel_predict(m, net, BATCH, 3, 1, &step) == PCNN_ERR_INVALID_ARGUMENT &&
                strstr(pcnn_last_error(), "must divide"),
            "3 ranks: the groups of 2 do not divide them, refused");
