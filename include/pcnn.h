@@ -1854,7 +1854,8 @@ PCNN_API pcnn_status pcnn_perfmodel_layer_time(const pcnn_perfmodel *model, int 
  * spatial network with its halo, exposed halo and shuffle columns);
  * *needed its full length.  Any output may be NULL.  Errors:
  * INVALID_ARGUMENT, INVALID_STATE (no prediction, no step measured),
- * MISMATCH (the prediction was for another network). */
+ * MISMATCH (the prediction was for another network, or for another number
+ * of ranks than the network's communicator has). */
 PCNN_API pcnn_status pcnn_perfmodel_validate(const pcnn_perfmodel *model, const pcnn_net *net,
                                              double *step_re, double *wre, char *buf,
                                              size_t size, size_t *needed);

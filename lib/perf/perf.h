@@ -66,6 +66,7 @@ struct pcnn_perfmodel {
     double (*last)[SIM_KINDS];
     double last_step;
     uint64_t last_fingerprint;
+    int last_ranks;     /* the ranks it was for */
 };
 
 /* A hash of the network's layer kinds and shapes: a compute table and a

@@ -212,6 +212,7 @@ PCNN_API pcnn_status pcnn_perfmodel_predict(pcnn_perfmodel *model, const pcnn_ne
     model->last_layers = L;
     model->last_step = step;
     model->last_fingerprint = perf_fingerprint(net_layer_list(net));
+    model->last_ranks = ranks;
     if (step_seconds) *step_seconds = step;
     return PCNN_OK;
 }

@@ -90,6 +90,12 @@ pcnn_status perf_validate(const pcnn_perfmodel *m, const pcnn_net *net, double *
         return error_set(PCNN_ERR_INVALID_STATE, func, "no prediction yet: call pcnn_perfmodel_predict");
     if (m->last_layers != ll->count || m->last_fingerprint != perf_fingerprint(ll))
         return error_set(PCNN_ERR_MISMATCH, func, "the last prediction was for another network");
+    const pcnn_comm *comm = net_comm(net);
+    const int ranks = comm ? comm->size : 1;
+    if (m->last_ranks != ranks)
+        return error_set(PCNN_ERR_MISMATCH, func,
+                         "the last prediction was for %d ranks; the network runs on %d: predict "
+                         "it on %d to compare with its measurement", m->last_ranks, ranks, ranks);
     double step = 0;
     TRY(pcnn_net_time(net, -1, PCNN_TIME_STEP, &step));
     if (!(step > 0))

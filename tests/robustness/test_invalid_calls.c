@@ -994,6 +994,10 @@ static void perfmodel_calls(void)
     OK(pcnn_net_train_step(f.net, MAXB, g_x, NULL, g_t, NULL));
     CASE(PCNN_ERR_MISMATCH, "another network", pcnn_perfmodel_validate, m, other.net, &o_dbl,
          wre, text, 64, &o_size);
+    OK(pcnn_perfmodel_predict(m, f.net, 4 * MAXB, 4, 1, NULL));
+    CASE(PCNN_ERR_MISMATCH, "was for 4 ranks; the network runs on 1", pcnn_perfmodel_validate,
+         m, f.net, &o_dbl, wre, text, 64, &o_size);
+    OK(pcnn_perfmodel_predict(m, f.net, MAXB, 1, 1, NULL));
     CASE(E_ARG, "model is NULL", pcnn_perfmodel_report, NULL, text, 64, &o_size);
     CASE(E_ARG, "buf is NULL but size is 8", pcnn_perfmodel_report, m, NULL, 8, &o_size);
     /* Attaching a model (PCNN_EXCHANGE_AUTO, the scheduler's re-plan), and
