@@ -233,9 +233,9 @@ static pcnn_status numeric_check(const pcnn_net *net, const char *func, double l
 
 /* Local (one-rank) runs: compute_loss, compute_gradients, and train steps
  * of a network without a communicator. */
-static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int n,
-                             const float *x, const int32_t *labels, const float *targets,
-                             float *loss_out)
+static pcnn_status run_local_counted(pcnn_net *net, const char *func, run_mode mode, int n,
+                                     const float *x, const int32_t *labels,
+                                     const float *targets, float *loss_out)
 {
     if (net && net_is_spatial(net) && mode != RUN_TRAIN) /* collective */
         return spatial_compute(net, func, mode == RUN_GRADIENTS, n, x, labels, targets, loss_out);
@@ -287,9 +287,10 @@ static pcnn_status agree_unless_failed(pcnn_net *net, agree_stage stage, pcnn_st
  * update: a step returns PCNN_OK on a rank only if every rank applied the
  * whole update (a rank that gave up on a reduction fails the step
  * everywhere). */
-static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const float *x,
-                                const int32_t *labels, const float *targets, float *loss_out,
-                                double *stop, bool box_input)
+static pcnn_status run_parallel_counted(pcnn_net *net, const char *func, int n,
+                                        const float *x, const int32_t *labels,
+                                        const float *targets, float *loss_out, double *stop,
+                                        bool box_input)
 {
     TRY(net_check_alive(net, func)); /* n == 0 skips the batch check */
     const double t0 = clock_now();
@@ -394,6 +395,33 @@ static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const fl
     }
     blas_threads_leave(saved);
     if (st == PCNN_OK && loss_out) *loss_out = (float)loss;
+    return st;
+}
+
+/* The timings of a call that counts no training step (compute_loss,
+ * compute_gradients, a step that fails or that a callback stops) are
+ * forgotten: pcnn_net_time reports the steps counted. */
+static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int n,
+                             const float *x, const int32_t *labels, const float *targets,
+                             float *loss_out)
+{
+    if (!net) return run_local_counted(net, func, mode, n, x, labels, targets, loss_out);
+    const long steps = net->profile.steps;
+    profile_mark(&net->profile);
+    const pcnn_status st = run_local_counted(net, func, mode, n, x, labels, targets, loss_out);
+    if (net->profile.steps == steps) profile_rewind(&net->profile);
+    return st;
+}
+
+static pcnn_status run_parallel(pcnn_net *net, const char *func, int n, const float *x,
+                                const int32_t *labels, const float *targets, float *loss_out,
+                                double *stop, bool box_input)
+{
+    const long steps = net->profile.steps;
+    profile_mark(&net->profile);
+    const pcnn_status st =
+        run_parallel_counted(net, func, n, x, labels, targets, loss_out, stop, box_input);
+    if (net->profile.steps == steps) profile_rewind(&net->profile);
     return st;
 }
 

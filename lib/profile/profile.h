@@ -72,6 +72,7 @@ typedef struct clock_ping {
 
 typedef struct profile {
     double (*layer)[TIMING_KINDS]; /* accumulated seconds per layer */
+    double (*mark)[TIMING_KINDS];  /* layer as profile_mark left it */
     size_t *layer_params;          /* parameters per layer: splits a range's time */
     int num_layers;
     long steps;                    /* training steps since the last reset */
@@ -89,6 +90,12 @@ typedef struct profile {
 pcnn_status profile_alloc(profile *p, const layer_list *layers, size_t trace_events);
 void profile_free(profile *p);
 void profile_reset(profile *p);
+/* Remember the per-layer seconds before a call that may not count as a
+ * training step (compute_loss, compute_gradients, a step that fails or
+ * does not go ahead), and forget what it added: per-step figures stay
+ * those of the steps counted. */
+void profile_mark(profile *p);
+void profile_rewind(profile *p);
 
 /* Record seconds of `kind` for one layer, or for the layers first..last
  * (split in proportion to their parameters). */

@@ -14,10 +14,11 @@ pcnn_status profile_alloc(profile *p, const layer_list *layers, size_t trace_eve
     const int num_layers = layers->count;
     *p = (profile){0};
     p->layer = mem_calloc((size_t)num_layers, sizeof *p->layer);
+    p->mark = mem_calloc((size_t)num_layers, sizeof *p->mark);
     p->layer_params = mem_calloc((size_t)num_layers, sizeof *p->layer_params);
     p->num_layers = num_layers;
     if (trace_events) p->events = mem_calloc(trace_events, sizeof *p->events);
-    if (!p->layer || !p->layer_params || (trace_events && !p->events)) {
+    if (!p->layer || !p->mark || !p->layer_params || (trace_events && !p->events)) {
         profile_free(p);
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "timing tables (%zu trace events)", trace_events);
     }
@@ -29,6 +30,7 @@ pcnn_status profile_alloc(profile *p, const layer_list *layers, size_t trace_eve
 void profile_free(profile *p)
 {
     mem_free(p->layer);
+    mem_free(p->mark);
     mem_free(p->layer_params);
     mem_free(p->events);
     *p = (profile){0};
@@ -42,6 +44,16 @@ void profile_reset(profile *p)
     p->since = clock_now();
     p->next = 0;
     p->wrapped = false;
+}
+
+void profile_mark(profile *p)
+{
+    if (p->layer) memcpy(p->mark, p->layer, (size_t)p->num_layers * sizeof *p->layer);
+}
+
+void profile_rewind(profile *p)
+{
+    if (p->layer) memcpy(p->layer, p->mark, (size_t)p->num_layers * sizeof *p->layer);
 }
 
 void timing_layer(profile *p, int layer, timing_kind kind, double seconds)
