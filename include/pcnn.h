@@ -757,9 +757,10 @@ PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *byte
 /* ------------------------------------------------------------------------ */
 
 /* What pcnn_net_time measures, accumulated over the training steps since
- * finalize or pcnn_net_reset_timing, and reported per step (calls that
- * count no step add nothing: pcnn_net_compute_loss, _compute_gradients, a
- * step that fails or that a step callback stops). */
+ * finalize or pcnn_net_reset_timing, and reported per step (a step that
+ * fails or that a step callback stops adds nothing; the passes of
+ * pcnn_net_compute_loss and _compute_gradients are added, without counting
+ * a step, so that a host's own training loop sees their breakdown). */
 typedef enum pcnn_time {
     PCNN_TIME_FORWARD = 0,  /* forward computation */
     PCNN_TIME_BACKWARD = 1, /* backward computation */

@@ -398,9 +398,10 @@ static pcnn_status run_parallel_counted(pcnn_net *net, const char *func, int n,
     return st;
 }
 
-/* The timings of a call that counts no training step (compute_loss,
- * compute_gradients, a step that fails or that a callback stops) are
- * forgotten: pcnn_net_time reports the steps counted. */
+/* The timings of a training step that fails, or that a callback stops,
+ * are forgotten: pcnn_net_time reports the steps counted.  compute_loss
+ * and compute_gradients keep theirs (a host's own loop reads its breakdown
+ * there; so does perf/kernel_timing.c). */
 static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int n,
                              const float *x, const int32_t *labels, const float *targets,
                              float *loss_out)
@@ -409,7 +410,7 @@ static pcnn_status run_local(pcnn_net *net, const char *func, run_mode mode, int
     const long steps = net->profile.steps;
     profile_mark(&net->profile);
     const pcnn_status st = run_local_counted(net, func, mode, n, x, labels, targets, loss_out);
-    if (net->profile.steps == steps) profile_rewind(&net->profile);
+    if (mode == RUN_TRAIN && net->profile.steps == steps) profile_rewind(&net->profile);
     return st;
 }
 

@@ -90,10 +90,9 @@ typedef struct profile {
 pcnn_status profile_alloc(profile *p, const layer_list *layers, size_t trace_events);
 void profile_free(profile *p);
 void profile_reset(profile *p);
-/* Remember the per-layer seconds before a call that may not count as a
- * training step (compute_loss, compute_gradients, a step that fails or
- * does not go ahead), and forget what it added: per-step figures stay
- * those of the steps counted. */
+/* Remember the per-layer seconds before a training step, and forget what
+ * it added if it fails or does not go ahead: per-step figures stay those
+ * of the steps counted. */
 void profile_mark(profile *p);
 void profile_rewind(profile *p);
 
