@@ -218,8 +218,7 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
     if (st == PCNN_OK) {
         const costing c = {
             .m = m, .table = matches, .P = ranks, .alpha = m->knobs.alpha,
-            .link_beta = m->knobs.beta > 0 ? m->knobs.beta
-                         : m->knobs.link_gbits > 0 ? 8e-9 / m->knobs.link_gbits : 0,
+            .link_beta = perf_link_beta(m),
             .columns = columns};
         B = exchange_group_buckets(counts, kinds, columns, L, net_bucket_bytes(net), ranks > 1,
                                    spans);

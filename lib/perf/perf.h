@@ -105,8 +105,10 @@ typedef struct perf_geometry {
 bool perf_split_geometry(const pcnn_layer *l, const int *parts, int batch, perf_geometry *g);
 /* The box's share of each sample's outputs. */
 double perf_box_share(const pcnn_layer *l, const perf_geometry *g);
-/* Modelled seconds of a collective with the model's knobs (link speed,
+/* The what-if link's seconds per byte the knobs set (0: the calibrated
+ * one), and modelled seconds of a collective with the knobs (link speed,
  * alpha) applied. */
+double perf_link_beta(const pcnn_perfmodel *m);
 double perf_coll(const pcnn_perfmodel *m, pcnn_collective c, int ranks, double bytes);
 /* Layer l's forward, weight-gradient and input-gradient seconds for n
  * samples scaled to a share `frac` of each: the compute table's lines at
@@ -119,6 +121,21 @@ pcnn_status perf_box_compute(pcnn_perfmodel *m, const pcnn_layer *l, bool table,
  * input's (channels of the input), backward the output gradient's. */
 double perf_halo_seconds(const pcnn_perfmodel *m, const perf_geometry *g, bool backward,
                          int channels);
+/* How a split windowed layer (interior < 1 on a spatial group) runs its
+ * halo, and what that costs on the calling thread given its box compute
+ * t[3] (forward, weight gradient, input gradient): per pass the exposed
+ * exchange plus the staging copies (fwd, bwd), the border cells computed
+ * again in place (border_*, computation), and the exchanges' whole
+ * duration. */
+typedef struct perf_halo_how {
+    bool overlap, in_place, staged, keeps_input;
+} perf_halo_how;
+typedef struct perf_halo {
+    double fwd, bwd, border_fwd, border_bwd, duration;
+} perf_halo;
+perf_halo perf_halo_terms(const pcnn_perfmodel *m, const pcnn_layer *l, const perf_geometry *g,
+                          const double t[3], const perf_halo_how *how);
+
 /* One way of the shuffle of l's output from distribution a to b on
  * `groups` sample groups of `batch` samples over `ranks` ranks: the
  * all-to-all, among a sample group's ranks, of the rank that moves most;

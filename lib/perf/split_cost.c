@@ -75,12 +75,16 @@ double perf_box_share(const pcnn_layer *l, const perf_geometry *g)
     return (double)g->out[0] / out.d * g->out[1] / out.h * g->out[2] / out.w;
 }
 
+double perf_link_beta(const pcnn_perfmodel *m)
+{
+    return m->knobs.beta > 0         ? m->knobs.beta
+           : m->knobs.link_gbits > 0 ? 8e-9 / m->knobs.link_gbits
+                                     : 0;
+}
+
 double perf_coll(const pcnn_perfmodel *m, pcnn_collective c, int ranks, double bytes)
 {
-    const double beta = m->knobs.beta > 0         ? m->knobs.beta
-                        : m->knobs.link_gbits > 0 ? 8e-9 / m->knobs.link_gbits
-                                                  : 0;
-    return perf_coll_time(&m->link, c, ranks, bytes, beta, m->knobs.alpha);
+    return perf_coll_time(&m->link, c, ranks, bytes, perf_link_beta(m), m->knobs.alpha);
 }
 
 pcnn_status perf_box_compute(pcnn_perfmodel *m, const pcnn_layer *l, bool table, int n,
@@ -153,4 +157,35 @@ double perf_shuffle_seconds(const pcnn_perfmodel *m, const pcnn_layer *l, const 
      * within the sample group (parallel/box_move.c), as an all-to-all of
      * its ranks. */
     return perf_coll(m, PCNN_COLL_ALLTOALL, ranks / groups, 4.0 * l->out.c * worst);
+}
+
+perf_halo perf_halo_terms(const pcnn_perfmodel *m, const pcnn_layer *l, const perf_geometry *g,
+                          const double t[3], const perf_halo_how *how)
+{
+    perf_halo h = {0};
+    const double hf = perf_halo_seconds(m, g, false, l->inputs[0]->out.c);
+    const double hb = perf_halo_seconds(m, g, true, l->out.c);
+    /* Seed 002's overlap (spec A.10): the forward halo hides behind the
+     * interior (in place: the whole block), the backward one behind the
+     * weight gradient. */
+    const double hidden = how->in_place ? t[0] : g->interior * t[0];
+    h.fwd = how->overlap ? nonneg(hf - hidden) : hf;
+    h.bwd = how->overlap ? nonneg(hb - t[1]) : hb;
+    h.duration = hf + hb;
+    if (how->in_place) { /* no copy: the border cells are computed again, on the halo */
+        h.border_fwd = (1 - g->interior) * t[0];
+        h.border_bwd = (1 - g->interior) * (t[1] + t[2]);
+    } else if (how->staged) {
+        /* The halo-extended input box copied in, its gradient back, at about
+         * the summation's speed; where the box is not kept, copied and its
+         * halo exchanged again before backward. */
+        const double copy = m->link.gamma * 4.0 * g->in_floats;
+        h.fwd += copy;
+        h.bwd += copy;
+        if (!how->keeps_input) {
+            h.bwd += copy + hf;
+            h.duration += hf;
+        }
+    }
+    return h;
 }

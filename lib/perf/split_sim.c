@@ -11,8 +11,6 @@
 #include "../layers/dense.h"
 #include "perf.h"
 
-static double nonneg(double x) { return x > 0 ? x : 0; }
-
 /* A distribution of the network's ranks on `ranks`: its spatial group
  * kept, P_N scaled; false where the group does not divide them. */
 static bool scaled(const int *parts, int net_ranks, int ranks, int *out)
@@ -48,36 +46,6 @@ static pcnn_status box_dense(const split_env *e, const pcnn_layer *l, sim_layer 
     return PCNN_OK;
 }
 
-/* A windowed layer's halo exchanges under its split (g): overlapped with
- * the interior forward and the weight gradient backward where it runs
- * that way; the staging copies of its input box (forward), of its
- * gradient back, and, where the box is not kept, the box again with its
- * halo before backward. */
-static void halo_terms(const split_env *e, const pcnn_layer *l, const net_layer_split *s,
-                       const perf_geometry *g, const double t[3], sim_layer *y)
-{
-    const shape in = l->inputs[0]->out;
-    const double hf = perf_halo_seconds(e->m, g, false, in.c);
-    const double hb = perf_halo_seconds(e->m, g, true, l->out.c);
-    const bool overlap = s->overlap && e->halo_overlap;
-    const double hidden = s->in_place ? t[0] : g->interior * t[0];
-    y->halo_fwd = overlap ? nonneg(hf - hidden) : hf;
-    y->halo_bwd = overlap ? nonneg(hb - t[1]) : hb;
-    y->halo = hf + hb;
-    if (s->in_place) { /* the border cells again, on the halo */
-        y->fwd += (1 - g->interior) * t[0];
-        y->bwd += (1 - g->interior) * (t[1] + t[2]);
-    } else if (s->staged) {
-        const double copy = e->m->link.gamma * 4.0 * g->in_floats;
-        y->halo_fwd += copy;
-        y->halo_bwd += copy;
-        if (!s->keeps_input) {
-            y->halo_bwd += copy + hf;
-            y->halo += hf;
-        }
-    }
-}
-
 static pcnn_status split_layer(const split_env *e, const pcnn_layer *l, sim_layer *y,
                                bool *columns)
 {
@@ -111,7 +79,17 @@ static pcnn_status split_layer(const split_env *e, const pcnn_layer *l, sim_laye
     y->fwd = t[0];
     y->bwd = t[1] + t[2];
     const int group = parts[LAYOUT_D] * parts[LAYOUT_H] * parts[LAYOUT_W];
-    if (s.windowed && group > 1 && g.interior < 1) halo_terms(e, l, &s, &g, t, y);
+    if (s.windowed && group > 1 && g.interior < 1) {
+        const perf_halo_how how = {.overlap = s.overlap && e->halo_overlap,
+                                   .in_place = s.in_place, .staged = s.staged,
+                                   .keeps_input = s.keeps_input};
+        const perf_halo h = perf_halo_terms(e->m, l, &g, t, &how);
+        y->fwd += h.border_fwd;
+        y->bwd += h.border_bwd;
+        y->halo_fwd = h.fwd;
+        y->halo_bwd = h.bwd;
+        y->halo = h.duration;
+    }
     if (s.group_bn && group > 1) { /* statistics over the sample group, both passes */
         const double r = perf_coll(e->m, PCNN_COLL_ALLREDUCE, group, 16.0 * l->out.c);
         y->fwd += r;

@@ -86,26 +86,17 @@ pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_
     c->bytes = g.bytes;
     if (l->index == 0) return PCNN_OK; /* the input: its copy is in the step's overhead */
     const shape out = l->out;
-    const shape in = l->num_inputs ? l->inputs[0]->out : l->out;
     double t[3] = {0, 0, 0};
     TRY(compute_times(env, l, g.n, perf_box_share(l, &g), t, func));
     c->compute = t[0] + t[1] + t[2];
-    const double hf = perf_halo_seconds(env->model, &g, false, in.c);
-    const double hb = perf_halo_seconds(env->model, &g, true, out.c);
     const int group = c->parts[1] * c->parts[2] * c->parts[3];
-    const bool in_place = runs_in_place(l, &g, group);
-    /* Seed 002's overlap (spec A.10): the forward halo hides behind the
-     * interior (in place: the whole block), the backward one behind the
-     * weight gradient. */
-    const double hidden = in_place ? t[0] : g.interior * t[0];
-    c->halo = env->halo_overlap ? nonneg(hf - hidden) + nonneg(hb - t[1]) : hf + hb;
-    if (in_place) {
-        /* No copy: the border cells are computed again, on the halo. */
-        c->halo += (1 - g.interior) * (t[0] + t[1] + t[2]);
-    } else if (group > 1 && g.interior < 1) {
-        /* A split windowed layer stages its halo-extended input box, and
-         * its gradient back: copies at about the summation's speed. */
-        c->halo += 2 * env->model->link.gamma * 4.0 * g.in_floats;
+    if (l->num_inputs && group > 1 && g.interior < 1) {
+        /* Staged unless in place; the plan prices the staging kept. */
+        const bool in_place = runs_in_place(l, &g, group);
+        const perf_halo_how how = {.overlap = env->halo_overlap, .in_place = in_place,
+                                   .staged = !in_place, .keeps_input = true};
+        const perf_halo h = perf_halo_terms(env->model, l, &g, t, &how);
+        c->halo = h.fwd + h.bwd + h.border_fwd + h.border_bwd;
     }
     if (layer_is_batchnorm(l) && group > 1) /* statistics over the sample group, both passes */
         c->halo += 2 * coll(env, PCNN_COLL_ALLREDUCE, group, 16.0 * out.c);
