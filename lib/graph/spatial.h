@@ -40,6 +40,8 @@ typedef struct spatial_layer {
     bool box_dropout;       /* a split dropout: the original runs on the box */
     bool box_dense;         /* a dense layer multiplying each rank's box of the
                                flatten's input (spatial_dense.c) */
+    bool others_zero;       /* its weight gradient holds zeros outside this rank's
+                               columns (no backward has to write them again) */
     bool folded;            /* that flatten: it neither moves nor runs */
     /* A convolution run on its input's block in place (spatial_in_place.c):
      * its twin keeps the padding and reads the producer's buffer, zeros
@@ -185,6 +187,9 @@ pcnn_status spatial_box_dense_columns(const pcnn_net *net, int i, exchange_colum
                                       int **tables);
 pcnn_status spatial_box_dense_forward(pcnn_net *net, int i, bool train, bool failed);
 pcnn_status spatial_box_dense_backward(pcnn_net *net, int i, bool failed);
+/* The gradients were written whole (summed over the ranks): box dense
+ * layers zero the others' columns again at their next backward. */
+void spatial_box_dense_grads_written(pcnn_net *net);
 /* After an inference forward: the group's n outputs, NCHW, into out. */
 pcnn_status spatial_gather_output(pcnn_net *net, int n, float *out);
 double spatial_loss(pcnn_net *net, const int32_t *labels, const float *targets);

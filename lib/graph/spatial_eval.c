@@ -81,6 +81,7 @@ pcnn_status spatial_compute(pcnn_net *net, const char *func, bool gradients, int
     if (st == PCNN_OK && gradients) {
         st = spatial_checked(net, net_sync_checked(net, spatial_backward(net, reduce)));
         if (st == PCNN_OK) st = sum_gradients(net, func);
+        spatial_box_dense_grads_written(net); /* every rank's columns, summed */
         if (net_async_status(net) == PCNN_OK)
             st = net_agree_sum(net, AGREE_STEP_END, st, NULL, 0, func);
     }

@@ -128,6 +128,9 @@ bool exchange_thread_pauses(const exchange *x);
 int exchange_num_buckets(const exchange *x);
 /* The exchange PCNN_EXCHANGE_* a layer's bucket uses, or -1 without parameters. */
 int exchange_kind_of_layer(const exchange *x, int layer);
+/* Is the layer's gradient exchanged by columns (exchange_columns), which
+ * reads only this rank's columns of it and writes none? */
+bool exchange_layer_by_columns(const exchange *x, int layer);
 /* Visit rank's owned runs, bucket by bucket (state order).  Runs of
  * different ranks may overlap where the state is replicated. */
 void exchange_owned_runs(const exchange *x, int rank, owned_run_fn fn, void *arg);

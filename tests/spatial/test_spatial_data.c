@@ -134,6 +134,16 @@ static void test_compute(const int *parts)
              fabs((double)l2_one - l2_sp) / fabs((double)l2_one), dg);
     expect(dl <= 1e-5 && fabs((double)l2_one - l2_sp) <= 1e-5 * fabs((double)l2_one) &&
                dg <= 1e-5 && gmax > 0.0, what);
+    /* Again: the summed gradients of the first call (every rank's columns
+     * of a box dense layer) must not enter the second's sum. */
+    CK(pcnn_net_compute_gradients(one, B, x, NULL, t, &l2_one));
+    CK(pcnn_net_compute_gradients(sp, gn, x + (size_t)g0 * S, NULL, t + g0 * OUT, &l2_sp));
+    CK(pcnn_net_get_grads(one, ga, np));
+    CK(pcnn_net_get_grads(sp, gb, np));
+    const double dg2 = rel_diff(gb, ga, np);
+    snprintf(what, sizeof what, "compute_gradients twice in a row: the second equals one rank's "
+             "too (gradients %.2g)", dg2);
+    expect(dg2 <= 1e-5, what);
 
     float *after = params_of(sp, &np);
     CK(pcnn_net_get_option(sp, PCNN_OPT_STEP, &step_after));
