@@ -124,6 +124,11 @@ void vol_direct_pack(const float *w, int cout, int cin, int k, float *packed);
 void vol_direct_forward(const float *x, const vol_shape *g, const float *packed, int cout,
                         const float *bias, float *xp, float *y, int threads);
 
+/* dst[i] = pieces[i] + pieces[n + i] + ... over `count` pieces of n floats,
+ * added in piece order (the same bits as one float accumulated that way),
+ * split over threads (pieces.c).  count 1 copies. */
+void sum_pieces(const float *pieces, size_t n, int count, float *dst, int threads);
+
 /* Per-row sums and fills of a rows x n row-major matrix (a convolution's
  * bias gradient and bias), rows split over threads.  row_sums sums each
  * row in an order fixed by n alone (8 float lanes over blocks of 1024, the

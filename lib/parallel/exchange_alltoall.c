@@ -78,31 +78,11 @@ static void alltoall_prepare(exchange *x, bucket *b)
 
 static void alltoall_post(exchange *x, bucket *b) { engine_post(x->engine, &b->reduce[0]); }
 
-typedef struct sum_args {
-    const alltoall *a;
-    int P;
-    float *dst;
-} sum_args;
-
-VECTOR_CLONES static void sum_range(void *arg, size_t lo, size_t hi)
-{
-    const sum_args *s = arg;
-    const size_t n = s->a->owned_count;
-    const float *recv = s->a->recv;
-    for (size_t i = lo; i < hi; i++) {
-        float sum = recv[i];
-        for (int p = 1; p < s->P; p++) sum += recv[(size_t)p * n + i];
-        s->dst[i] = sum;
-    }
-}
-
 static void alltoall_update(exchange *x, bucket *b)
 {
     const alltoall *a = b->impl;
     const size_t at = b->lo + a->owned_lo;
-    sum_args s = {a, x->ranks, x->setup.grads + at};
-    parallel_for(a->owned_count, 16, a->owned_count * (size_t)x->ranks, x->setup.threads,
-                 sum_range, &s);
+    sum_pieces(a->recv, a->owned_count, x->ranks, x->setup.grads + at, x->setup.threads);
     exchange_apply_update(x, b, x->setup.params + at, x->setup.grads + at, 0, a->owned_count);
 }
 

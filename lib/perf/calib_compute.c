@@ -70,6 +70,7 @@ typedef struct update_bench {
     int threads;
     float *backup, *m, *v; /* all of the network's parameters; v for Adam only */
     float *sum_dst;        /* half as many: where the sums go, cold as a step's gradients */
+    float *recv;           /* the largest bucket: its pieces as an all-to-all received them */
     bucket_span *spans;    /* the buckets an exchange on several ranks makes */
     int num_spans;
     perf_compute calls;    /* the cost of a call (update, update_team, threads) */
@@ -107,6 +108,11 @@ static pcnn_status update_bench_open(update_bench *u, const pcnn_net *net)
     if (st == PCNN_OK)
         u->num_spans = exchange_group_buckets(counts, kinds, NULL, L, net_bucket_bytes(net), true,
                                               u->spans);
+    size_t largest = 0;
+    for (int k = 0; st == PCNN_OK && k < u->num_spans; k++)
+        if (u->spans[k].count > largest) largest = u->spans[k].count;
+    if (st == PCNN_OK && !(u->recv = mem_calloc(largest + 1, sizeof *u->recv))) /* touched */
+        st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "a receive buffer of %zu floats", largest);
     mem_free(counts);
     mem_free(kinds);
     return st;
@@ -118,21 +124,8 @@ static void update_bench_close(update_bench *u)
     mem_free(u->m);
     mem_free(u->v);
     mem_free(u->sum_dst);
+    mem_free(u->recv);
     mem_free(u->spans);
-}
-
-typedef struct sum2 {
-    const float *pieces; /* two pieces of n floats */
-    float *dst;
-    size_t n;
-} sum2;
-
-/* The all-to-all strategy's sum of the pieces received (parallel/
- * exchange_alltoall.c), for two pieces. */
-static void sum2_range(void *arg, size_t lo, size_t hi)
-{
-    const sum2 *s = arg;
-    for (size_t i = lo; i < hi; i++) s->dst[i] = s->pieces[i] + s->pieces[s->n + i];
 }
 
 /* The optimizer as a step calls it, in the step's cache state: right after
@@ -163,20 +156,18 @@ static void time_updates(const update_bench *u, pcnn_net *net, double *seconds,
         for (int i = sp->first_layer; i <= sp->last_layer; i++)
             seconds[i] = work * (double)ll->items[i]->num_params / (double)sp->count;
     }
-    /* The all-to-all strategy's sum on two ranks, after every call (not
-     * between two, whose timings its traffic would disturb), its pieces
-     * and its destination as cold as a step finds them (the sum measured
-     * 1.6 times the optimizer's time on its slice; into the gradients the
-     * optimizer had just read, half what it costs in a step): the two
-     * halves of each bucket's parameter copy into a buffer that no pass
-     * touches. */
+    /* The all-to-all strategy's sum (its kernel, sum_pieces) on two ranks,
+     * after every call (not between two, whose timings its traffic would
+     * disturb), as a step meets it: its two pieces just written by the
+     * receive (here a copy of the two halves of the bucket's parameters),
+     * its destination cold (a buffer no pass touches). */
     for (int k = 0; k < u->num_spans; k++) {
         const bucket_span *sp = &u->spans[k];
         const size_t at = ll->items[sp->first_layer]->param_offset, half = sp->count / 2;
         if (half < 16) continue;
-        sum2 s2 = {u->backup + at, u->sum_dst + at / 2, half};
+        memcpy(u->recv, u->backup + at, 2 * half * sizeof *u->recv);
         const double t1 = clock_now();
-        parallel_for(half, 16, 2 * half, u->threads, sum2_range, &s2);
+        sum_pieces(u->recv, half, 2, u->sum_dst + at / 2, u->threads);
         *sum_seconds += clock_now() - t1;
         *sum_count += (double)half;
     }
@@ -252,11 +243,10 @@ static double time_call(const update_bench *u, float *buf, size_t count, int thr
  * after two warm-up runs). */
 static double time_sum(float *buf, size_t n, int threads)
 {
-    sum2 s = {buf, buf + 2 * n, n};
     double t[15];
     for (int r = -2; r < 15; r++) {
         const double t0 = clock_now();
-        parallel_for(n, 16, 2 * n, threads, sum2_range, &s);
+        sum_pieces(buf, n, 2, buf + 2 * n, threads);
         if (r >= 0) t[r] = clock_now() - t0;
     }
     return median(t, 15) / (4.0 * (double)n);
@@ -353,7 +343,7 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
         c->spread = fmax(spread_hi, spread_lo);
         c->update[0] = u.calls.update[0];
         c->update_team = u.calls.update_team;
-        /* The sum as a step meets it (cold pieces) where the network has
+        /* The sum as a step meets it (time_updates) where the network has
          * buckets to time it on, else on small pieces in cache. */
         c->sum_gamma = cold_sum > 0 ? cold_sum : u.calls.sum_gamma;
         /* For other networks: this one's mean cost per parameter. */

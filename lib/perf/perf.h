@@ -39,9 +39,10 @@ typedef struct perf_compute {
     double update[2];   /* optimizer: seconds per call (inline) + per parameter (the
                            network's mean, for networks without this table) */
     double update_team; /* seconds per call that opens a thread team (parallel_for) */
-    double sum_gamma;   /* all-to-all's sum of the received pieces: seconds per byte of
-                           each piece beyond the first, with the threads, the pieces out
-                           of cache as received (small ones in cache: no buckets) */
+    double sum_gamma;   /* all-to-all's sum of the received pieces (sum_pieces): seconds
+                           per byte of each piece beyond the first, with the threads, the
+                           pieces as just received, the destination cold (small pieces
+                           in cache: no buckets) */
     double overhead[2]; /* input copy and loss: a + b n */
     double spread;      /* median relative spread of the repetitions (timing noise) */
 } perf_compute;

@@ -1,6 +1,7 @@
 /* Unit tests of the compute kernels (lib/kernels): im2col/col2im against
  * naive references and against each other (adjointness), the layout
- * conversions, copy_or_add, and gemm() against a naive triple loop.
+ * conversions, copy_or_add, gemm() against a naive triple loop, and the
+ * all-to-all's sum of pieces against one float accumulated in order.
  * Prints every failure and returns nonzero if there was one. */
 #include <math.h>
 #include <stdio.h>
@@ -319,12 +320,45 @@ static void test_gemm(void)
                                    beta ? 0.5f : 1.0f, (float)beta, threads);
 }
 
+/* sum_pieces: bit for bit one float per element accumulated over the
+ * pieces in order, for counts 1..5, sizes around its block (2048) and
+ * thread teams (16384 elements touched open one), 1 and 2 threads; dst
+ * outside [0, n) untouched. */
+static void test_sum_pieces(void)
+{
+    static const size_t sizes[] = {1, 17, 2047, 2049, 9000, 40001};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int count = 1; count <= 5; count++)
+            for (int threads = 1; threads <= 2; threads++) {
+                const size_t n = sizes[s];
+                float *pieces = malloc(sizeof(float) * n * (size_t)count);
+                float *dst = malloc(sizeof(float) * (n + 1));
+                for (size_t i = 0; i < n * (size_t)count; i++)
+                    pieces[i] = (float)((i * 7919) % 1013) * 0.37f - 150.0f + 1e-3f * (float)i;
+                dst[n] = 42.0f;
+                sum_pieces(pieces, n, count, dst, threads);
+                size_t wrong = 0;
+                for (size_t i = 0; i < n; i++) {
+                    float want = pieces[i];
+                    for (int p = 1; p < count; p++) want += pieces[(size_t)p * n + i];
+                    wrong += memcmp(&want, &dst[i], sizeof want) != 0;
+                }
+                EXPECT(wrong == 0 && dst[n] == 42.0f,
+                       "sum_pieces n=%zu count=%d threads=%d: %zu element(s) differ from the "
+                       "ordered sum%s", n, count, threads, wrong,
+                       dst[n] == 42.0f ? "" : ", wrote past n");
+                free(pieces);
+                free(dst);
+            }
+}
+
 int main(void)
 {
     int saved = blas_threads_enter();
     test_im2col();
     test_layout();
     test_gemm();
+    test_sum_pieces();
     blas_threads_leave(saved);
     if (failures) {
         printf("%d check(s) failed\n", failures);
