@@ -1,7 +1,8 @@
-/* The optimizer on short runs at a stride (optim_update_strided, as the
- * box dense layer's columns exchange calls it: CosmoFlow's 8192 runs of
- * 256 parameters at a stride of 512 per rank) against one contiguous call
- * on as many parameters; every rank at once, median of 21 calls.
+/* The optimizer on short runs of gradients at a stride (optim_update_strided,
+ * as the box dense layer's columns exchange calls it: CosmoFlow's 8192 runs
+ * of 256 parameters at a stride of 512 per rank, the parameters packed)
+ * against one contiguous call on as many parameters; every rank at once,
+ * median of 21 calls.
  *
  *   E="env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"
  *   $E mpiexec.mpich -n 1 build/bench/strided_update [LEN [RUNS]]
@@ -28,16 +29,14 @@ int main(int argc, char **argv)
     const size_t len = argc > 1 ? (size_t)atol(argv[1]) : 256;
     const size_t runs = argc > 2 ? (size_t)atol(argv[2]) : 8192;
     const size_t stride = 2 * len, own = len * runs, span = stride * runs;
-    float *p = malloc(span * sizeof *p), *g = malloc(span * sizeof *g);
+    float *p = malloc(own * sizeof *p), *g = malloc(span * sizeof *g);
     float *m = calloc(own, sizeof *m);
     if (!p || !g || !m || len == 0 || runs == 0) {
         fprintf(stderr, "strided_update: bad sizes or out of memory\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    for (size_t i = 0; i < span; i++) {
-        p[i] = 1e-3f * (float)(i % 7);
-        g[i] = 1e-4f * (float)(i % 5);
-    }
+    for (size_t i = 0; i < span; i++) g[i] = 1e-4f * (float)(i % 5);
+    for (size_t i = 0; i < own; i++) p[i] = 1e-3f * (float)(i % 7);
     const optim_hyper h = {.momentum = 0.9};
     enum { REPS = 21 };
     double t[2][REPS];

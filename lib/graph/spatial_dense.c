@@ -171,13 +171,24 @@ static pcnn_status sum_over_ranks(pcnn_net *net, float *values, size_t count)
 }
 
 /* One pass of box dense layer i: its shape, its input's box and runs,
- * and this rank's rows of the head (samples first .. first + rows). */
+ * this rank's rows of the head (samples first .. first + rows), and where
+ * its columns of W are: packed by the columns exchange (run k of row o at
+ * o ld + k len), else in the weights (at o features + the run's first
+ * feature). */
 typedef struct pass {
     pcnn_layer *l;
     dense_shape s;
     runs r;
     int first, rows;
+    const float *own;
+    int ld;
 } pass;
+
+/* Run k's columns of W, the first of feature f: rows p->ld apart. */
+static const float *columns_at(const pass *p, size_t k, size_t f)
+{
+    return p->own ? p->own + k * (size_t)p->r.len : p->l->params + f;
+}
 
 /* The pass, or false when this rank's step already failed: it then joins
  * the sums with zeros, as split batch norms join theirs, so that no rank
@@ -191,6 +202,8 @@ static bool pass_of(pcnn_net *net, int i, bool failed, pass *p)
     p->r = runs_of(net, i);
     p->first = mine->lo[LAYOUT_N];
     p->rows = box_extent(mine, LAYOUT_N);
+    p->own = failed ? NULL : exchange_own_columns(net->exchange, i);
+    p->ld = p->own ? (int)(run_count(&p->r) * (size_t)p->r.len) : p->s.features;
     if (!failed) return true;
     const size_t count = (size_t)p->s.out * (size_t)p->r.n;
     memset(sp->box_dense_rows, 0, count * sizeof(float));
@@ -213,7 +226,7 @@ pcnn_status spatial_box_dense_forward(pcnn_net *net, int i, bool train, bool fai
         size_t f, off;
         int ch;
         run_at(&r, k, &f, &off, &ch);
-        gemm(false, true, K, r.n, r.len, 1.0f, l->params + f, p.s.features,
+        gemm(false, true, K, r.n, r.len, 1.0f, columns_at(&p, k, f), p.ld,
              r.x + (size_t)ch * r.n * r.vol + off, (int)r.vol, 1.0f, part, r.n, net->threads);
     }
     const double t1 = clock_now();
@@ -279,7 +292,7 @@ pcnn_status spatial_box_dense_backward(pcnn_net *net, int i, bool failed)
         const float *x = r.x + (size_t)ch * r.n * r.vol + off;
         gemm(false, false, K, r.len, r.n, 1.0f, dy, r.n, x, (int)r.vol, 0.0f, dw + f, p.s.features,
              net->threads);
-        gemm(true, false, r.n, r.len, K, 1.0f, dy, r.n, l->params + f, p.s.features,
+        gemm(true, false, r.n, r.len, K, 1.0f, dy, r.n, columns_at(&p, k, f), p.ld,
              add_dx ? 1.0f : 0.0f, r.dx + (size_t)ch * r.n * r.vol + off, (int)r.vol,
              net->threads);
     }

@@ -34,10 +34,11 @@ void optim_update(pcnn_optimizer kind, const optim_hyper *h, double lr, double w
                   uint64_t t, float *params, const float *grads, float *m, float *v,
                   size_t count, int threads);
 
-/* The same on `runs` runs of len parameters, run j at params and grads +
- * j * stride and its state packed at m and v + j * len: one call for many
- * short runs (a layer's weights split by columns), the same bits as one
- * optim_update per run. */
+/* The same on `runs` runs of len parameters, run j's gradients at grads +
+ * j * stride and its parameters and state packed at params, m and v + j *
+ * len: one call for many short runs (a layer's weights split by columns,
+ * updated in a packed copy of them), the same bits as one optim_update per
+ * run. */
 void optim_update_strided(pcnn_optimizer kind, const optim_hyper *h, double lr,
                           double weight_decay, uint64_t t, float *params, const float *grads,
                           float *m, float *v, size_t len, size_t stride, size_t runs, int threads);

@@ -253,6 +253,12 @@ bool exchange_layer_by_columns(const exchange *x, int layer)
     return k >= 0 && x->buckets[k].ops == &exchange_columns_ops;
 }
 
+const float *exchange_own_columns(exchange *x, int layer)
+{
+    if (!exchange_layer_by_columns(x, layer)) return NULL;
+    return exchange_columns_own(x, &x->buckets[x->bucket_of_layer[layer]]);
+}
+
 static void count_run(void *arg, owned_run run) { *(size_t *)arg += run.count; }
 
 typedef struct shifted_runs {

@@ -65,8 +65,9 @@ typedef void (*owned_run_fn)(void *arg, owned_run run);
  * strategy's own buffer (a summed slice, a packed FC slice). */
 typedef void (*exchange_update_fn)(void *arg, float *params, const float *grads,
                                    size_t state_offset, size_t count);
-/* The same on `runs` runs of len parameters, run j at params and grads +
- * j * stride, its state at state_offset + j * len (columns of a matrix). */
+/* The same on `runs` runs of len parameters, run j's gradients at grads +
+ * j * stride, its parameters packed at params + j * len and its state at
+ * state_offset + j * len (columns of a matrix). */
 typedef void (*exchange_update_strided_fn)(void *arg, float *params, const float *grads,
                                            size_t state_offset, size_t len, size_t stride,
                                            size_t runs);
@@ -131,6 +132,11 @@ int exchange_kind_of_layer(const exchange *x, int layer);
 /* Is the layer's gradient exchanged by columns (exchange_columns), which
  * reads only this rank's columns of it and writes none? */
 bool exchange_layer_by_columns(const exchange *x, int layer);
+/* A layer exchanged by columns: this rank's columns of its weights, which
+ * it updates packed, K rows of its columns' runs one after the other (the
+ * tables' order); current for the passes of a step (packed again from the
+ * parameters after exchange_flush).  NULL for any other layer. */
+const float *exchange_own_columns(exchange *x, int layer);
 /* Visit rank's owned runs, bucket by bucket (state order).  Runs of
  * different ranks may overlap where the state is replicated. */
 void exchange_owned_runs(const exchange *x, int rank, owned_run_fn fn, void *arg);

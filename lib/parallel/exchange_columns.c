@@ -11,8 +11,14 @@
  * The rank's own forward and backward passes read only its own columns,
  * so the all-gather is lazy: waited for before the next update, and the
  * others' columns are copied into the parameters only when something
- * else reads them (exchange_flush).  The arithmetic is the all-to-all's:
- * its sum of a gradient with P - 1 zeros is that gradient. */
+ * else reads them (exchange_flush).  The own columns live packed in the
+ * stage during training (exchange_own_columns): the passes multiply them
+ * there, the update streams them (and their state) instead of short runs
+ * of the weights, and they are the all-gather's contribution as they
+ * stand; a flush copies them into the parameters, and the next pass packs
+ * them again from there (whatever wrote the parameters meanwhile).  The
+ * arithmetic is the all-to-all's: its sum of a gradient with P - 1 zeros
+ * is that gradient. */
 #include <string.h>
 
 #include "../core/error.h"
@@ -26,6 +32,8 @@ typedef struct columns {
     int *counts, *displs;      /* rank p's packed columns in stage: K x F_p */
     float *stage;              /* [p][K][F_p] */
     bool stale;                /* stage holds others' columns newer than params */
+    bool own_packed;           /* the stage holds this rank's columns, current */
+    bool own_newer;            /* ... updated since params had them */
 } columns;
 
 static size_t columns_of(const columns *c, int p)
@@ -149,12 +157,9 @@ static void flush_group(run_group *g)
 {
     if (g->runs == 0) return;
     exchange *x = g->a.x;
-    float *params = x->setup.params + g->a.b->lo + g->weight;
-    exchange_apply_update_strided(x, g->a.b, params, x->setup.grads + g->a.b->lo + g->weight,
-                                  g->packed, g->len, g->stride, g->runs);
-    for (size_t j = 0; j < g->runs; j++)
-        memcpy(g->a.block + g->packed + j * g->len, params + j * g->stride,
-               g->len * sizeof(float));
+    exchange_apply_update_strided(x, g->a.b, g->a.block + g->packed,
+                                  x->setup.grads + g->a.b->lo + g->weight, g->packed, g->len,
+                                  g->stride, g->runs);
     g->runs = 0;
 }
 
@@ -173,12 +178,28 @@ static void update_run(void *arg, size_t weight, size_t packed, size_t len)
                      .runs = 1};
 }
 
+static void pack_run(void *arg, size_t weight, size_t packed, size_t len)
+{
+    const run_args *a = arg;
+    memcpy(a->block + packed, a->x->setup.params + a->b->lo + weight, len * sizeof(float));
+}
+
+float *exchange_columns_own(exchange *x, bucket *b)
+{
+    columns *c = b->impl;
+    run_args a = {x, b, c->stage + c->displs[x->rank]};
+    if (!c->own_packed) visit_runs(c, x->rank, pack_run, &a);
+    c->own_packed = true;
+    return a.block;
+}
+
 static void columns_update(exchange *x, bucket *b)
 {
     columns *c = b->impl;
-    run_group g = {.a = {x, b, c->stage + c->displs[x->rank]}};
+    run_group g = {.a = {x, b, exchange_columns_own(x, b)}};
     visit_runs(c, x->rank, update_run, &g);
     flush_group(&g);
+    c->own_newer = true;
     if (c->bias) {
         const size_t at = b->lo + bias_at(c);
         exchange_apply_update(x, b, x->setup.params + at, x->setup.grads + at,
@@ -200,16 +221,18 @@ static void unpack_run(void *arg, size_t weight, size_t packed, size_t len)
     memcpy(a->x->setup.params + a->b->lo + weight, a->block + packed, len * sizeof(float));
 }
 
+/* The parameters current for whatever reads or writes them next: the
+ * others' columns if they arrived, this rank's if it updated them (packed
+ * again from the parameters at the next pass). */
 static void columns_settle(exchange *x, bucket *b)
 {
     columns *c = b->impl;
-    if (!c->stale) return;
     for (int p = 0; p < c->ranks; p++) {
-        if (p == x->rank) continue;
+        if (p == x->rank ? !c->own_newer : !c->stale) continue;
         run_args a = {x, b, c->stage + c->displs[p]};
         visit_runs(c, p, unpack_run, &a);
     }
-    c->stale = false;
+    c->stale = c->own_newer = c->own_packed = false;
 }
 
 typedef struct owned_args {

@@ -103,5 +103,7 @@ void exchange_apply_update(exchange *x, const bucket *b, float *params, const fl
 void exchange_apply_update_strided(exchange *x, const bucket *b, float *params,
                                    const float *grads, size_t state_offset, size_t len,
                                    size_t stride, size_t runs);
+/* A columns bucket's own columns, packed (exchange_columns.c). */
+float *exchange_columns_own(exchange *x, bucket *b);
 
 #endif
