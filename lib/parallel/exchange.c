@@ -395,7 +395,7 @@ static pcnn_status finish_gather(exchange *x, bucket *b)
     return PCNN_OK;
 }
 
-/* Is a lazy all-gather of the last step still in flight (no blocking)?
+/* Is the last step's all-gather still in flight (no blocking)?
  * The bucket's update waits for it: it rewrites what the gather sends. */
 static bool gather_in_flight(exchange *x, bucket *b)
 {
@@ -459,7 +459,7 @@ pcnn_status exchange_end_step(exchange *x)
         if (!b->updated) {
             for (int q = 0; q < b->num_reduce && st == PCNN_OK; q++)
                 st = wait_for(x, b, &b->reduce[q]);
-            if (st == PCNN_OK) st = finish_gather(x, b); /* lazy: the last step's */
+            if (st == PCNN_OK) st = finish_gather(x, b); /* the last step's, if no pass waited */
             if (st != PCNN_OK) break;
             update_bucket(x, b);
         }
@@ -476,8 +476,7 @@ pcnn_status exchange_before_forward(exchange *x, int layer)
 {
     if (!x->engine) return PCNN_OK;
     const int k = x->bucket_of_layer[layer];
-    if (k < 0 || x->buckets[k].ops->lazy_gather) return PCNN_OK;
-    return finish_gather(x, &x->buckets[k]);
+    return k < 0 ? PCNN_OK : finish_gather(x, &x->buckets[k]);
 }
 
 pcnn_status exchange_flush(exchange *x)

@@ -8,17 +8,17 @@
  * everywhere.  Sent per step: K F_r (P - 1) floats of columns instead of
  * twice K F (P - 1) / P.
  *
- * The rank's own forward and backward passes read only its own columns,
- * so the all-gather is lazy: waited for before the next update, and the
- * others' columns are copied into the parameters only when something
- * else reads them (exchange_flush).  The own columns live packed in the
- * stage during training (exchange_own_columns): the passes multiply them
- * there, the update streams them (and their state) instead of short runs
- * of the weights, and they are the all-gather's contribution as they
- * stand; a flush copies them into the parameters, and the next pass packs
- * them again from there (whatever wrote the parameters meanwhile).  The
- * arithmetic is the all-to-all's: its sum of a gradient with P - 1 zeros
- * is that gradient. */
+ * The own columns live packed in the stage during training
+ * (exchange_own_columns): the passes multiply them there, the update
+ * streams them (and their state) instead of short runs of the weights,
+ * and they are the all-gather's contribution as they stand (so the layer's
+ * forward pass waits for the all-gather, which has long arrived by then:
+ * MPI may rewrite a contribution in place).  The rank's passes read only
+ * its own columns, so the others' are copied into the parameters only
+ * when something else reads them (exchange_flush), which copies the own
+ * ones back too; the next pass packs them again from the parameters
+ * (whatever wrote them meanwhile).  The arithmetic is the all-to-all's:
+ * its sum of a gradient with P - 1 zeros is that gradient. */
 #include <string.h>
 
 #include "../core/error.h"
@@ -144,9 +144,7 @@ typedef struct run_args {
 } run_args;
 
 /* Runs of equal length at a fixed stride, updated in one call (a split
- * along D, H or W makes every rank's runs one such sequence), at most
- * GROUP_FLOATS at a time so that packing them reads the cache. */
-enum { GROUP_FLOATS = 16384 };
+ * along D, H or W makes every rank's runs one such sequence). */
 
 typedef struct run_group {
     run_args a;
@@ -166,7 +164,7 @@ static void flush_group(run_group *g)
 static void update_run(void *arg, size_t weight, size_t packed, size_t len)
 {
     run_group *g = arg;
-    if (g->runs > 0 && len == g->len && (g->runs + 1) * len <= GROUP_FLOATS) {
+    if (g->runs > 0 && len == g->len) {
         if (g->runs == 1 && weight >= g->weight + len) g->stride = weight - g->weight;
         if (weight == g->weight + g->runs * g->stride) {
             g->runs++;
@@ -266,7 +264,6 @@ const exchange_ops exchange_columns_ops = {
     .update = columns_update,
     .post_gather = columns_post_gather,
     .unpack = columns_arrived,
-    .lazy_gather = true,
     .settle = columns_settle,
     .owned_runs = columns_runs,
 };

@@ -37,10 +37,6 @@ typedef struct exchange_ops {
     void (*post_gather)(exchange *x, bucket *b);
     /* The all-gather arrived; NULL: nothing to unpack. */
     void (*unpack)(exchange *x, bucket *b);
-    /* The forward pass does not read what the all-gather brings: it is
-     * waited for before the bucket's next update (or a flush), not before
-     * the layer's forward pass. */
-    bool lazy_gather;
     /* Before anything else reads the parameters (exchange_flush), after
      * the all-gather arrived; NULL: nothing to do. */
     void (*settle)(exchange *x, bucket *b);
