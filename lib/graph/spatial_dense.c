@@ -277,7 +277,7 @@ pcnn_status spatial_box_dense_backward(pcnn_net *net, int i, bool failed)
      * columns only, so the zeros stay until the gradients are summed whole
      * (saves an 8 MB memset per step for CosmoFlow's head on two ranks). */
     spatial_layer *sl = &net->spatial->layers[i];
-    const bool by_columns = exchange_layer_by_columns(net->exchange, i);
+    const bool by_columns = p.own != NULL; /* the columns exchange's packed block */
     const bool zero_others = !sl->others_zero || !by_columns;
     const size_t count = run_count(&r);
     size_t next = 0; /* the first feature after the last run written */

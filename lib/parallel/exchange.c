@@ -247,16 +247,11 @@ int exchange_kind_of_layer(const exchange *x, int layer)
     return k < 0 ? -1 : (int)x->buckets[k].kind;
 }
 
-bool exchange_layer_by_columns(const exchange *x, int layer)
-{
-    const int k = x && layer >= 0 && layer < x->setup.num_layers ? x->bucket_of_layer[layer] : -1;
-    return k >= 0 && x->buckets[k].ops == &exchange_columns_ops;
-}
-
 const float *exchange_own_columns(exchange *x, int layer)
 {
-    if (!exchange_layer_by_columns(x, layer)) return NULL;
-    return exchange_columns_own(x, &x->buckets[x->bucket_of_layer[layer]]);
+    const int k = x && layer >= 0 && layer < x->setup.num_layers ? x->bucket_of_layer[layer] : -1;
+    if (k < 0 || x->buckets[k].ops != &exchange_columns_ops) return NULL;
+    return exchange_columns_own(x, &x->buckets[k]);
 }
 
 static void count_run(void *arg, owned_run run) { *(size_t *)arg += run.count; }

@@ -129,13 +129,12 @@ bool exchange_thread_pauses(const exchange *x);
 int exchange_num_buckets(const exchange *x);
 /* The exchange PCNN_EXCHANGE_* a layer's bucket uses, or -1 without parameters. */
 int exchange_kind_of_layer(const exchange *x, int layer);
-/* Is the layer's gradient exchanged by columns (exchange_columns), which
- * reads only this rank's columns of it and writes none? */
-bool exchange_layer_by_columns(const exchange *x, int layer);
-/* A layer exchanged by columns: this rank's columns of its weights, which
- * it updates packed, K rows of its columns' runs one after the other (the
- * tables' order); current for the passes of a step (packed again from the
- * parameters after exchange_flush).  NULL for any other layer. */
+/* A layer exchanged by columns (exchange_columns, which reads only this
+ * rank's columns of its gradient and writes none): this rank's columns of
+ * its weights, which it updates packed, K rows of its columns' runs one
+ * after the other (the tables' order); current for the passes of a step
+ * (packed again from the parameters after exchange_flush).  NULL for any
+ * other layer. */
 const float *exchange_own_columns(exchange *x, int layer);
 /* Visit rank's owned runs, bucket by bucket (state order).  Runs of
  * different ranks may overlap where the state is replicated. */
