@@ -322,14 +322,20 @@ static pcnn_status wait_for(exchange *x, bucket *b, request *r)
     return PCNN_OK;
 }
 
-static void update_bucket(exchange *x, bucket *b)
+/* Run one of the bucket's update hooks, timed as its update. */
+static void timed_update(exchange *x, bucket *b, void (*hook)(exchange *, bucket *))
 {
     const double t0 = clock_now();
-    b->ops->update(x, b);
-    b->updated = true;
+    hook(x, b);
     const double t1 = clock_now();
     timing_range(x->setup.profile, b->first_layer, b->last_layer, TIMING_UPDATE, t1 - t0);
     trace_span(x->setup.profile, b->first_layer, TRACE_UPDATE, t0, t1);
+}
+
+static void update_bucket(exchange *x, bucket *b)
+{
+    timed_update(x, b, b->ops->update);
+    b->updated = true;
 }
 
 void exchange_begin_step(exchange *x)
@@ -378,6 +384,9 @@ void exchange_after_backward(exchange *x, int layer)
     if (!b || !x->setup.overlap || b->first_layer != layer) return;
     b->ops->post_reduce(x, b);
     b->reduce_posted = true;
+    /* Not while the last step's all-gather may still read what the
+     * update rewrites: update then does it all. */
+    if (b->ops->update_local && !b->gather_pending) timed_update(x, b, b->ops->update_local);
 }
 
 /* The bucket's all-gather arrived: count it and unpack.  Blocking. */
@@ -432,6 +441,7 @@ static pcnn_status end_step(exchange *x, pcnn_status st)
     for (int k = 0; k < x->num_buckets; k++) {
         x->buckets[k].reduce_posted = false;
         x->buckets[k].updated = false;
+        x->buckets[k].local_updated = false;
     }
     x->step_active = false;
     return st;

@@ -2,10 +2,11 @@
  * exchange_columns): each rank's weight gradient is complete on its own
  * columns and zero elsewhere, so the all-to-all of all-to-all + all-gather
  * would carry only zeros to sum.  Each rank instead updates its own
- * columns with the gradient it has (optimizer state for them alone), and
- * one all-gather of the packed columns brings every rank the others'.
- * The K biases, a partial sum on every rank, are allreduced and updated
- * everywhere.  Sent per step: K F_r (P - 1) floats of columns instead of
+ * columns with the gradient it has (optimizer state for them alone), as
+ * soon as the backward pass is done with them (update_local), and one
+ * all-gather of the packed columns brings every rank the others'.  The K
+ * biases, a partial sum on every rank, are allreduced and updated
+ * everywhere once that arrives.  Sent per step: K F_r (P - 1) floats of columns instead of
  * twice K F (P - 1) / P.
  *
  * The own columns live packed in the stage during training
@@ -191,13 +192,23 @@ float *exchange_columns_own(exchange *x, bucket *b)
     return a.block;
 }
 
-static void columns_update(exchange *x, bucket *b)
+/* The own columns: their gradient is complete on this rank. */
+static void columns_update_own(exchange *x, bucket *b)
 {
     columns *c = b->impl;
     run_group g = {.a = {x, b, exchange_columns_own(x, b)}};
     visit_runs(c, x->rank, update_run, &g);
     flush_group(&g);
     c->own_newer = true;
+    b->local_updated = true;
+}
+
+/* The biases once their all-reduce arrived (and the columns, unless the
+ * backward pass already updated them). */
+static void columns_update(exchange *x, bucket *b)
+{
+    columns *c = b->impl;
+    if (!b->local_updated) columns_update_own(x, b);
     if (c->bias) {
         const size_t at = b->lo + bias_at(c);
         exchange_apply_update(x, b, x->setup.params + at, x->setup.grads + at,
@@ -261,6 +272,7 @@ const exchange_ops exchange_columns_ops = {
     .free = columns_free,
     .prepare = columns_prepare,
     .post_reduce = columns_post,
+    .update_local = columns_update_own,
     .update = columns_update,
     .post_gather = columns_post_gather,
     .unpack = columns_arrived,

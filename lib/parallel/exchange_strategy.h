@@ -30,8 +30,16 @@ typedef struct exchange_ops {
     void (*before_backward)(exchange *x, bucket *b);
     /* Post the reductions not yet posted this step. */
     void (*post_reduce)(exchange *x, bucket *b);
+    /* Optional: the part of the update that waits for no reduction (a
+     * rank's own complete gradient), run once the bucket's gradient is
+     * complete and its reductions posted, at the same point of every
+     * rank's step; sets b->local_updated.  A large update left for
+     * whenever the reductions arrive lands at different points on
+     * different ranks, and every rank then waits for the others' at the
+     * next halo exchange. */
+    void (*update_local)(exchange *x, bucket *b);
     /* The reductions arrived: update this rank's runs (through the
-     * setup's update hook). */
+     * setup's update hook), those of update_local too unless it ran. */
     void (*update)(exchange *x, bucket *b);
     /* Post the all-gather of the updated parameters; NULL: none needed. */
     void (*post_gather)(exchange *x, bucket *b);
@@ -65,7 +73,7 @@ struct bucket {
     int num_reduce;
     request gather;
     /* Schedule state of the current step. */
-    bool reduce_posted, updated, gather_pending;
+    bool reduce_posted, updated, gather_pending, local_updated;
 
     void *impl;                /* the strategy's own state */
 };
