@@ -672,8 +672,10 @@ PCNN_API pcnn_status pcnn_comm_info(const pcnn_comm *comm, int *rank, int *size,
  *     exchange, parameter count, which is the output), the loss, the
  *     optimizer and its hyper-parameters, the learning rate and its
  *     schedule, PCNN_OPT_STEP, PCNN_OPT_SEED, PCNN_OPT_CHECK_NUMERICS,
- *     max_batch, PCNN_OPT_OVERLAP, PCNN_OPT_BUCKET_BYTES, PCNN_OPT_ENGINE
- *     and the network's exchange.  Not compared, because they change
+ *     max_batch, PCNN_OPT_OVERLAP, PCNN_OPT_BUCKET_BYTES, PCNN_OPT_ENGINE,
+ *     the network's exchange and, for a spatial network, the layers'
+ *     distributions, PCNN_OPT_HALO_OVERLAP, PCNN_OPT_HALO_SCHEDULE and
+ *     PCNN_OPT_SPATIAL_FALLBACK.  Not compared, because they change
  *     neither the communication nor the agreement of the replicas:
  *     PCNN_OPT_THREADS and the convolution algorithm (only the summation
  *     order of a rank's own gradient), KEEP_IM2COL, COMM_CORE, TIMEOUT_MS,

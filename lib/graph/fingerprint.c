@@ -6,7 +6,7 @@
  * same way (optimizer, its hyper-parameters, the learning-rate schedule,
  * the step counter, the seed, the loss, numeric checks) or the pattern of
  * communication (overlap, engine request, bucket bytes, the network's
- * exchange, the global batch).  Left out, because they change neither the
+ * exchange, the global batch, a spatial network's halo options).  Left out, because they change neither the
  * replicas' agreement nor the collectives: PCNN_OPT_THREADS and the
  * convolution algorithm (only the summation order of a rank's own
  * gradient, which the exchange then sums identically everywhere),
@@ -41,7 +41,7 @@ static uint64_t bits_of(double v)
 
 static uint64_t hash_text(uint64_t h, const char *s) { return hash_fnv1a(h, s, strlen(s) + 1); }
 
-enum { SETTINGS = 19 };
+enum { SETTINGS = 22 };
 
 static const word_name setting_names[SETTINGS] = {
     {"the number of layers", WORD_INT},
@@ -63,11 +63,15 @@ static const word_name setting_names[SETTINGS] = {
     {"PCNN_OPT_ADAM_EPSILON", WORD_DOUBLE},
     {"PCNN_OPT_WARMUP_STEPS and PCNN_OPT_DECAY_EVERY_STEPS", WORD_HASH},
     {"PCNN_OPT_DECAY_FACTOR", WORD_DOUBLE},
+    {"PCNN_OPT_HALO_OVERLAP", WORD_INT},
+    {"PCNN_OPT_HALO_SCHEDULE", WORD_INT},
+    {"PCNN_OPT_SPATIAL_FALLBACK", WORD_INT},
 };
 
 static void settings_of(const pcnn_net *net, uint64_t *w)
 {
     const net_options *o = &net->opt;
+    const bool spatial = net_is_spatial(net);
     const uint64_t words[SETTINGS] = {
         (uint64_t)net->layers.count, (uint64_t)net->loss, (uint64_t)net->optimizer,
         (uint64_t)net->global_max_batch, o->seed, (uint64_t)o->bucket_bytes,
@@ -77,7 +81,11 @@ static void settings_of(const pcnn_net *net, uint64_t *w)
         bits_of(o->hyper.beta2), bits_of(o->hyper.epsilon),
         hash_fnv1a_u64(hash_fnv1a_u64(HASH_FNV1A_BASIS, (uint64_t)o->warmup_steps),
                        (uint64_t)o->decay_every_steps),
-        bits_of(o->decay_factor)};
+        bits_of(o->decay_factor),
+        /* The halo's messages (its regions and phases) and the layers'
+         * distributions: a spatial network's only, the others ignore them. */
+        spatial ? (uint64_t)o->halo_overlap : 0, spatial ? (uint64_t)o->halo_schedule : 0,
+        spatial ? (uint64_t)o->spatial_fallback : 0};
     memcpy(w, words, sizeof words);
 }
 

@@ -49,6 +49,7 @@ static float g_x[4 * PER_RANK * SAMPLE];
 static int32_t g_lab[4 * PER_RANK];
 static int g_engine;
 static bool g_last; /* this rank plays the one that disagrees */
+static bool g_spatial; /* build splits each sample's H across the ranks */
 
 static double now(void)
 {
@@ -85,6 +86,7 @@ static pcnn_status build(pcnn_comm *comm, int width, tweak_fn tweak, pcnn_net **
     CK(pcnn_net_set_option(net, PCNN_OPT_ENGINE, g_engine));
     CK(pcnn_net_set_option(net, PCNN_OPT_TIMEOUT_MS, TIMEOUT_MS));
     CK(pcnn_net_set_comm(net, comm));
+    if (g_spatial) CK(pcnn_net_set_distribution(net, (const int[4]){1, 1, ranks, 1}));
     if (g_last && tweak) tweak(net);
     *out = net;
     return pcnn_net_finalize(net, PER_RANK * ranks);
@@ -173,6 +175,8 @@ static void other_rate(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_LEARNIN
 static void other_step(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_STEP, 7)); }
 static void other_bucket(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_BUCKET_BYTES, 512)); }
 static void other_engine(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_ENGINE, 3 - g_engine)); }
+static void no_halo_overlap(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_HALO_OVERLAP, 0)); }
+static void other_schedule(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_HALO_SCHEDULE, 1)); }
 
 static void finalize_mismatch(pcnn_comm *comm, const char *name, int width, tweak_fn tweak,
                               const char *first, const char *other)
@@ -207,6 +211,12 @@ static void settings(void)
     finalize_mismatch(comm, "PCNN_OPT_STEP", 5, other_step, "0 on rank 0", "7");
     finalize_mismatch(comm, "PCNN_OPT_BUCKET_BYTES", 5, other_bucket, "256 on rank 0", "512");
     finalize_mismatch(comm, "PCNN_OPT_ENGINE", 5, other_engine, "on rank 0", other_engine_text);
+    /* A spatial network's halo messages follow these two: a difference
+     * hung the first step's halo exchange. */
+    g_spatial = true;
+    finalize_mismatch(comm, "PCNN_OPT_HALO_OVERLAP", 5, no_halo_overlap, "1 on rank 0", "0");
+    finalize_mismatch(comm, "PCNN_OPT_HALO_SCHEDULE", 5, other_schedule, "0 on rank 0", "1");
+    g_spatial = false;
     /* A layer: the last rank's first dense layer is wider. */
     pcnn_net *net;
     pcnn_status st = build(comm, g_last ? 6 : 5, NULL, &net);
