@@ -157,7 +157,10 @@ pcnn_status spatial_resolve(pcnn_net *net, int max_batch, int *local)
         const pcnn_layer *l = net->layers.items[i];
         sl->windowed = clone_window(l, &sl->k, &sl->s, &sl->p, &sl->volume);
         sl->pad = clone_pad_value(l);
-        sl->direct = i > 0 && !is_split(sl->parts);
+        /* A batch norm reduces over a sample group of several ranks even
+         * where it holds whole samples (plan_twin): its twin does that. */
+        sl->direct = i > 0 && !is_split(sl->parts) &&
+                     !(layer_is_batchnorm(l) && sp->group_size > 1);
         for (int j = 0; j < l->num_inputs; j++)
             sl->direct &= same_parts(sl->parts, sp->layers[l->inputs[j]->index].parts);
     }
@@ -465,10 +468,10 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     if (layer_is_batchnorm(l)) {
         const bool global = batchnorm_synchronised(l) && net->comm;
         /* Over the sample group: its ranks together hold each point of its
-         * samples once (sub-groups of a fallback included); a layer of
-         * whole samples on every rank keeps per-rank statistics. */
-        sl->group_bn = !global && net->opt.bn_scope && sp->group_size > 1 &&
-                       sl->parts[LAYOUT_N] != sp->ranks;
+         * samples once, whatever the layer's distribution (sub-groups of a
+         * fallback, or whole samples shared among the group's ranks), so
+         * the statistics are those of the group's samples as on one rank. */
+        sl->group_bn = !global && net->opt.bn_scope && sp->group_size > 1;
         TRY(batchnorm_set_sync(t, global || sl->group_bn, FINALIZE));
     }
     plan_ctx tp = *p;

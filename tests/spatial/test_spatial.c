@@ -115,7 +115,10 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
         case CONV: CK(pcnn_conv2d(net, l, s->a, s->k, s->s, s->p, 1, &l)); break;
         case MAXPOOL: CK(pcnn_maxpool2d(net, l, s->k, s->s, s->p, &l)); break;
         case AVGPOOL: CK(pcnn_avgpool2d(net, l, s->k, s->s, s->p, &l)); break;
-        case BN: CK(pcnn_batchnorm(net, l, 1e-5f, 0.1f, &l)); break;
+        case BN: /* a = 1: on whole samples, shared among the ranks */
+            CK(pcnn_batchnorm(net, l, 1e-5f, 0.1f, &l));
+            if (s->a && parts) CK(pcnn_layer_set_distribution(l, (const int[4]){ranks, 1, 1, 1}));
+            break;
         case RELU: CK(pcnn_relu(net, l, &l)); break;
         case FLATTEN: CK(pcnn_flatten(net, l, &l)); break;
         case DENSE: CK(pcnn_dense(net, l, s->a, 1, &l)); break;
@@ -470,9 +473,12 @@ static void test_data_parallel_unchanged(void)
  * samples with the rest; training still equals one rank. */
 static void test_fallback(void)
 {
+    /* The batch norm after the last conv falls back with it (wholly at
+     * np 3, where it once kept per-rank statistics). */
     const layer_spec spec[] = {{CONV, 3, 3, 2, 1}, {RELU, 0, 0, 0, 0}, {CONV, 3, 3, 2, 1},
                                {BN, 0, 0, 0, 0}, {MAXPOOL, 0, 3, 2, 1}, {CONV, 2, 3, 1, 1},
-                               {FLATTEN, 0, 0, 0, 0}, {DENSE, 2, 0, 0, 0}, {END, 0, 0, 0, 0}};
+                               {BN, 0, 0, 0, 0}, {FLATTEN, 0, 0, 0, 0}, {DENSE, 2, 0, 0, 0},
+                               {END, 0, 0, 0, 0}};
     const int parts[4] = {1, 1, ranks, 1};
     fallback = 1;
     const outcome a = compare(spec, 2, 9, 7, parts, 3, 2, PCNN_OPTIMIZER_MOMENTUM);
@@ -491,6 +497,16 @@ static void test_fallback(void)
              fmax(fmax(a.loss, a.grads), a.params), fmax(fmax(b.loss, b.grads), b.params));
     expect(fell && fmax(fmax(a.loss, a.grads), a.params) <= 1e-5 &&
                fmax(fmax(b.loss, b.grads), b.params) <= 1e-5, what);
+    /* A batch norm set to whole samples inside a split network still
+     * normalises over the group's samples. */
+    const layer_spec whole[] = {{CONV, 3, 3, 1, 1}, {BN, 1, 0, 0, 0}, {RELU, 0, 0, 0, 0},
+                                {CONV, 2, 3, 1, 1}, {FLATTEN, 0, 0, 0, 0}, {DENSE, 2, 0, 0, 0},
+                                {END, 0, 0, 0, 0}};
+    const outcome c = compare(whole, 2, 9, 7, parts, 4, 2, PCNN_OPTIMIZER_MOMENTUM);
+    snprintf(what, sizeof what, "a batch norm on whole samples {%d,1,1,1} between split "
+             "convolutions: batch 4 equals one rank (%.2g)", ranks,
+             fmax(fmax(c.loss, c.grads), c.params));
+    expect(fmax(fmax(c.loss, c.grads), c.params) <= 1e-5, what);
 }
 
 /* Inference under the distribution equals one rank's pcnn_net_predict
