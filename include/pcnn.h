@@ -1215,8 +1215,15 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * the halos travel, and the bands along the block's borders after they
  * arrived; in backward the bands first, so that the halo's gradients
  * travel back while the interior computes.  0 exchanges first and computes
- * the whole box after.  The same values up to float summation order.  No
- * effect without a spatial split.  Before finalize. */
+ * the whole box after.  The same values up to float summation order.
+ * Under 1, a layer that stages its halo-extended input runs its first
+ * five training steps both ways in turn and keeps the overlap only if
+ * its steps were faster with it, summed over the ranks (all ranks take
+ * the same choice; logged, and shown in pcnn_net_summary as "halo
+ * overlap on|off (with vs without ms)"): where the halo is small against
+ * the layer, cutting the box into interior and border costs more than
+ * the exchange it hides.  Layers computed in place overlap without
+ * trials.  No effect without a spatial split.  Before finalize. */
 #define PCNN_OPT_HALO_OVERLAP PCNN_OPT_EXPERIMENTAL_7
 
 /* A layer whose output is smaller than its parts along a split dimension
@@ -1764,8 +1771,11 @@ PCNN_API pcnn_status pcnn_perfmodel_destroy(pcnn_perfmodel **model);
  * own at once (PCNN_PERF_MEMORY_CONTENTION, by size; about 0.5 s more, 48
  * MiB of scratch per rank).  Rank 0's result is broadcast: every rank
  * holds the same model.
- * Collective over comm; on one rank only gamma is measured.  Errors:
- * INVALID_ARGUMENT, OUT_OF_MEMORY, MPI, TIMEOUT. */
+ * Collective over comm, every rank with the same budget; on one rank only
+ * gamma is measured.  A bad argument on any rank fails the call on every
+ * rank (REMOTE on the others) before anything is measured.  Errors:
+ * INVALID_ARGUMENT, MISMATCH (budgets differ), REMOTE, OUT_OF_MEMORY, MPI,
+ * TIMEOUT. */
 PCNN_API pcnn_status pcnn_perfmodel_calibrate_comm(pcnn_perfmodel *model, pcnn_comm *comm,
                                                    double budget_seconds);
 
@@ -1872,9 +1882,12 @@ PCNN_API pcnn_status pcnn_perfmodel_report(const pcnn_perfmodel *model, char *bu
                                            size_t *needed);
 
 /* Save atomically (as checkpoints) in a versioned little-endian format
- * with a checksum; load creates a new model.  Errors: INVALID_ARGUMENT,
- * IO, OUT_OF_MEMORY, CORRUPT (not a model file, truncated, checksum),
- * UNSUPPORTED (a format version this library does not read). */
+ * with a checksum; load creates a new model from a regular file (a FIFO,
+ * device or directory is refused at once), every value held to the range
+ * pcnn_perfmodel_set_param and the calibrations produce.  Errors:
+ * INVALID_ARGUMENT, IO, OUT_OF_MEMORY, CORRUPT (not a model file,
+ * truncated, checksum, a value out of range), UNSUPPORTED (a format
+ * version this library does not read). */
 PCNN_API pcnn_status pcnn_perfmodel_save(const pcnn_perfmodel *model, const char *path);
 PCNN_API pcnn_status pcnn_perfmodel_load(const char *path, pcnn_perfmodel **out);
 
@@ -1885,9 +1898,10 @@ PCNN_API pcnn_status pcnn_perfmodel_load(const char *path, pcnn_perfmodel **out)
  * everywhere — calibrate compute on one rank, then share, without a file
  * system every rank sees.  Collective over comm, every rank with the same
  * root (MISMATCH otherwise); a failure on any rank (OUT_OF_MEMORY, CORRUPT)
- * leaves every model as it was.  Errors: INVALID_ARGUMENT (NULL, root
- * outside the communicator), MISMATCH, OUT_OF_MEMORY, CORRUPT, MPI,
- * TIMEOUT. */
+ * leaves every model as it was; a NULL model on any rank fails the call
+ * on every rank (REMOTE on the others).  Errors: INVALID_ARGUMENT (NULL,
+ * root outside the communicator), MISMATCH, REMOTE, OUT_OF_MEMORY,
+ * CORRUPT, MPI, TIMEOUT. */
 PCNN_API pcnn_status pcnn_perfmodel_share(pcnn_perfmodel *model, pcnn_comm *comm, int root);
 
 /*

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -203,4 +204,46 @@ pcnn_status atomic_file_cleanup(const char *path, int *removed)
     }
     closedir(d);
     return st;
+}
+
+pcnn_status file_read_whole(const char *path, size_t max_size, unsigned char **out, size_t *len,
+                            const char *func)
+{
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return error_set(PCNN_ERR_IO, func, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return error_set(PCNN_ERR_IO, func, "'%s' is not a regular file (a directory, FIFO or "
+                         "device)", path);
+    }
+    const int flags = fcntl(fd, F_GETFL);
+    FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        const int err = errno;
+        close(fd);
+        return error_set(PCNN_ERR_IO, func, "cannot open '%s': %s", path, strerror(err));
+    }
+    if ((uint64_t)sb.st_size > (uint64_t)max_size) {
+        fclose(f);
+        return error_set(PCNN_ERR_IO, func, "'%s' is too large (%lld bytes, at most %zu)", path,
+                         (long long)sb.st_size, max_size);
+    }
+    const size_t size = (size_t)sb.st_size;
+    unsigned char *buf = mem_calloc(size ? size : 1, 1);
+    if (!buf) {
+        fclose(f);
+        return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "%zu bytes for '%s'", size, path);
+    }
+    size_t got = fread(buf, 1, size, f);
+    const bool failed = ferror(f) != 0;
+    fclose(f);
+    if (failed) {
+        mem_free(buf);
+        return error_set(PCNN_ERR_IO, func, "cannot read '%s'", path);
+    }
+    *out = buf;
+    *len = got; /* shorter than st_size if the file shrank: then it is truncated */
+    return PCNN_OK;
 }

@@ -11,6 +11,7 @@
 #ifndef PCNN_CORE_ATOMIC_FILE_H
 #define PCNN_CORE_ATOMIC_FILE_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "pcnn.h"
@@ -41,5 +42,15 @@ void atomic_file_abort(atomic_file *f);
  * removed.  Errors: INVALID_ARGUMENT (empty path, or one ending in '/'),
  * IO (the directory cannot be read, or a stale file cannot be removed). */
 pcnn_status atomic_file_cleanup(const char *path, int *removed);
+
+/* The whole regular file at `path`, in a buffer of exactly its size
+ * (mem_free it): however large the length fields inside claim to be,
+ * nothing beyond it is ever allocated.  Errors: IO (cannot open or read;
+ * a directory, FIFO or device, refused without waiting for a writer;
+ * larger than max_size bytes), OUT_OF_MEMORY.  *len is shorter than the
+ * size if the file shrank meanwhile (the caller's checks find it
+ * truncated). */
+pcnn_status file_read_whole(const char *path, size_t max_size, unsigned char **out, size_t *len,
+                            const char *func);
 
 #endif

@@ -275,50 +275,6 @@ pcnn_status checkpoint_save(pcnn_net *net, const char *path, const void *extra,
 /* Loading                                                              */
 /* ------------------------------------------------------------------ */
 
-/* The whole file, in a buffer of exactly its size: however large the
- * length fields inside claim to be, nothing beyond it is ever allocated. */
-static pcnn_status read_file(const char *path, unsigned char **out, size_t *len,
-                             const char *func)
-{
-    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
-    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return error_set(PCNN_ERR_IO, func, "cannot open '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return error_set(PCNN_ERR_IO, func, "'%s' is not a regular file (a directory, FIFO or "
-                         "device)", path);
-    }
-    const int flags = fcntl(fd, F_GETFL);
-    FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
-    if (!f) {
-        const int err = errno;
-        close(fd);
-        return error_set(PCNN_ERR_IO, func, "cannot open '%s': %s", path, strerror(err));
-    }
-    if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX / 2) {
-        fclose(f);
-        return error_set(PCNN_ERR_IO, func, "'%s' is too large (%lld bytes)", path,
-                         (long long)sb.st_size);
-    }
-    const size_t size = (size_t)sb.st_size;
-    unsigned char *buf = mem_calloc(size ? size : 1, 1);
-    if (!buf) {
-        fclose(f);
-        return error_set(PCNN_ERR_OUT_OF_MEMORY, func, "%zu bytes for '%s'", size, path);
-    }
-    size_t got = fread(buf, 1, size, f);
-    const bool failed = ferror(f) != 0;
-    fclose(f);
-    if (failed) {
-        mem_free(buf);
-        return error_set(PCNN_ERR_IO, func, "cannot read '%s'", path);
-    }
-    *out = buf;
-    *len = got; /* shorter than st_size if the file shrank: then it is truncated */
-    return PCNN_OK;
-}
-
 /* Take everything from a verified file.  Cannot fail. */
 static void apply(pcnn_net *net, const ckpt_view *v)
 {
@@ -371,7 +327,7 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
     size_t len = 0;
     ckpt_view view = {0};
     if (root) {
-        st = read_file(path, &buf, &len, func);
+        st = file_read_whole(path, (size_t)SIZE_MAX / 2, &buf, &len, func);
         if (st == PCNN_OK) st = ckpt_parse(buf, len, func, &view);
         if (st == PCNN_OK) st = verify_file(net, &view, &e, func);
     }

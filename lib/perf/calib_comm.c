@@ -347,9 +347,28 @@ static size_t pack(perf_link *k, double *v, bool out)
     return fields;
 }
 
-pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, const char *func)
+/* Every rank's verdict on its arguments, and the same budget everywhere:
+ * sweeps cut to different budgets would post different collectives. */
+static pcnn_status agree_budget(pcnn_comm *comm, double budget, pcnn_status local,
+                                const char *func)
+{
+    uint64_t word;
+    memcpy(&word, &budget, sizeof word);
+    word_difference d;
+    const pcnn_status st = agree_words(comm, local, &word, 1, TIMEOUT_MS, func, &d);
+    if (st != PCNN_ERR_MISMATCH) return st;
+    double first, other;
+    memcpy(&first, &d.first, sizeof first);
+    memcpy(&other, &d.other, sizeof other);
+    return error_set(PCNN_ERR_MISMATCH, func, "ranks passed different budgets: %g s on rank 0, "
+                     "%g s on rank %d", first, other, d.rank);
+}
+
+pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, pcnn_status local,
+                                const char *func)
 {
     TRY(comm_check_usable(comm, func));
+    TRY(agree_budget(comm, budget, local, func));
     perf_link fresh;
     perf_link_defaults(&fresh);
     fresh.ranks = comm->size;

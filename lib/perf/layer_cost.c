@@ -169,10 +169,12 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
                            sim_bucket **buckets_out, const char *func)
 {
     const layer_list *ll = net_layer_list(net);
-    const int L = ll->count, n = (global_batch + ranks - 1) / ranks;
+    /* ceil(global_batch / ranks), without overflowing near INT_MAX. */
+    const int L = ll->count, n = (int)(((long long)global_batch + ranks - 1) / ranks);
     /* The table where it is this network's, else the regressors. */
     const bool have_table = m->compute.num_layers > 0;
-    const bool matches = have_table && m->compute.fingerprint == perf_fingerprint(ll);
+    const bool matches = have_table && m->compute.num_layers == L &&
+                         m->compute.fingerprint == perf_fingerprint(ll);
     const bool table = matches && m->knobs.source != 2;
     if (!table && (m->knobs.source == 1 || !m->regressors)) {
         if (have_table && !matches)

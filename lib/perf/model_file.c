@@ -2,6 +2,7 @@
  * link, knobs, compute table and regressors in little-endian fields, then
  * the FNV-1a hash of every byte before it (u64).  Written atomically, as
  * checkpoints are. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -185,6 +186,48 @@ static pcnn_status corrupt(const char *func, const char *path, const char *why)
     return error_set(PCNN_ERR_CORRUPT, func, "%s: %s", path, why);
 }
 
+static bool finite_at_least(double v, double lo) { return isfinite(v) && v >= lo; }
+
+/* A checksum guards against damage, not against a file written to fit
+ * one: every value is held to what pcnn_perfmodel_set_param and the
+ * calibrations can produce (NULL: plausible; else the reason). */
+static const char *implausible(const pcnn_perfmodel *m)
+{
+    const perf_link *k = &m->link;
+    if (k->ranks < 0 || !finite_at_least(k->gamma, 0) || !finite_at_least(k->poll_work, 0) ||
+        !finite_at_least(k->poll_cpu, 0))
+        return "a link calibration out of range";
+    for (int c = 0; c < PERF_COLLECTIVES; c++) {
+        if (!finite_at_least(k->alpha[c], 0) || !finite_at_least(k->beta[c], 0))
+            return "a collective's latency or time per byte out of range";
+        for (int i = 0; i < k->curve[c].count; i++)
+            if (!finite_at_least(k->curve[c].bytes[i], 1) ||
+                !finite_at_least(k->curve[c].seconds[i], 0) ||
+                (i > 0 && !(k->curve[c].bytes[i] > k->curve[c].bytes[i - 1])))
+                return "a collective's measured curve out of range";
+    }
+    const perf_knobs *o = &m->knobs;
+    if (!(o->alpha == -1 || finite_at_least(o->alpha, 0)) || !finite_at_least(o->beta, 0) ||
+        !finite_at_least(o->link_gbits, 0) || o->strategy < -1 ||
+        o->strategy > PCNN_EXCHANGE_FC_GRADIENT || o->engine < 0 || o->engine > 2 ||
+        !(o->nb_progress >= 0 && o->nb_progress <= 1) || o->source < 0 || o->source > 2)
+        return "a parameter (pcnn_perfmodel_set_param) out of range";
+    const perf_compute *c = &m->compute;
+    bool ok = c->threads >= 0 && c->batch_lo >= 0 && c->batch_hi >= c->batch_lo &&
+              finite_at_least(c->update_team, 0) && finite_at_least(c->sum_gamma, 0) &&
+              isfinite(c->spread);
+    for (int i = 0; i < 2; i++)
+        ok = ok && isfinite(c->update[i]) && isfinite(c->overhead[i]);
+    for (int l = 0; l < c->num_layers && ok; l++) {
+        const perf_layer *p = &c->layers[l];
+        for (int i = 0; i < 2; i++)
+            ok = ok && isfinite(p->fwd[i]) && isfinite(p->bwd_w[i]) && isfinite(p->bwd_x[i]);
+        /* reg_*: NaN where no regressor priced the layer. */
+        ok = ok && !isinf(p->reg_fwd) && !isinf(p->reg_bwd) && finite_at_least(p->update, 0);
+    }
+    return ok ? NULL : "a compute timing out of range";
+}
+
 static pcnn_status read_model(reader *r, pcnn_perfmodel *m, const char *path, const char *func)
 {
     perf_link *k = &m->link;
@@ -238,47 +281,14 @@ static pcnn_status read_model(reader *r, pcnn_perfmodel *m, const char *path, co
         p->reg_fwd = get_f64(r), p->reg_bwd = get_f64(r);
         p->update = get_f64(r);
     }
+    if (r->short_read) return corrupt(func, path, "truncated");
+    const char *why = implausible(m);
+    if (why) return corrupt(func, path, why);
     const uint64_t reg = get_u64(r);
     if (reg > r->left) return corrupt(func, path, "truncated (regressors)");
     const unsigned char *bytes = take(r, (size_t)reg);
     if (r->short_read) return corrupt(func, path, "truncated");
     return perf_regressors_read(m, bytes, (size_t)reg);
-}
-
-static pcnn_status read_file(const char *path, unsigned char **out, size_t *size, const char *func)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return error_set(PCNN_ERR_IO, func, "cannot open %s", path);
-    unsigned char *buf = NULL;
-    size_t len = 0, cap = 0;
-    pcnn_status st = PCNN_OK;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 65536;
-            if (cap > MAX_FILE) {
-                st = corrupt(func, path, "larger than 1 GiB: not a model file");
-                break;
-            }
-            unsigned char *grown = mem_realloc(buf, cap);
-            if (!grown) {
-                st = error_set(PCNN_ERR_OUT_OF_MEMORY, func, "reading %s", path);
-                break;
-            }
-            buf = grown;
-        }
-        const size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    if (st == PCNN_OK && ferror(f)) st = error_set(PCNN_ERR_IO, func, "reading %s failed", path);
-    fclose(f);
-    if (st != PCNN_OK) {
-        mem_free(buf);
-        return st;
-    }
-    *out = buf;
-    *size = len;
-    return PCNN_OK;
 }
 
 pcnn_status perf_decode(const unsigned char *buf, size_t size, pcnn_perfmodel *m,
@@ -308,7 +318,7 @@ pcnn_status perf_load(const char *path, pcnn_perfmodel *m, const char *func)
 {
     unsigned char *buf = NULL;
     size_t size = 0;
-    TRY(read_file(path, &buf, &size, func));
+    TRY(file_read_whole(path, MAX_FILE, &buf, &size, func));
     const pcnn_status st = perf_decode(buf, size, m, path, func);
     mem_free(buf);
     return st;

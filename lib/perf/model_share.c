@@ -15,11 +15,11 @@
 #define SHARE_TIMEOUT_MS 120000L
 #define CHUNK ((size_t)1 << 30)
 
-static pcnn_status agree_root(pcnn_comm *comm, int root, const char *func)
+static pcnn_status agree_root(pcnn_comm *comm, int root, pcnn_status local, const char *func)
 {
     const uint64_t word = (uint64_t)(int64_t)root;
     word_difference d;
-    const pcnn_status st = agree_words(comm, PCNN_OK, &word, 1, SHARE_TIMEOUT_MS, func, &d);
+    const pcnn_status st = agree_words(comm, local, &word, 1, SHARE_TIMEOUT_MS, func, &d);
     if (st != PCNN_ERR_MISMATCH) return st;
     return error_set(PCNN_ERR_MISMATCH, func, "rank %d shares from root %lld, rank 0 from %lld",
                      d.rank, (long long)(int64_t)d.other, (long long)(int64_t)d.first);
@@ -37,10 +37,11 @@ static pcnn_status broadcast(pcnn_comm *comm, unsigned char *buf, size_t len, in
     return PCNN_OK;
 }
 
-pcnn_status perf_share(pcnn_perfmodel *m, pcnn_comm *comm, int root, const char *func)
+pcnn_status perf_share(pcnn_perfmodel *m, pcnn_comm *comm, int root, pcnn_status local,
+                       const char *func)
 {
     TRY(comm_check_usable(comm, func));
-    TRY(agree_root(comm, root, func));
+    TRY(agree_root(comm, root, local, func));
     if (root < 0 || root >= comm->size)
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "root %d is not a rank of the "
                          "communicator (0..%d)", root, comm->size - 1);

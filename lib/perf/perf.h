@@ -176,8 +176,11 @@ pcnn_status perf_fit_regressors(pcnn_perfmodel *m, int threads, double budget, u
 /* Text about the regressors for the report. */
 size_t perf_regressors_describe(const pcnn_perfmodel *m, char *buf, size_t size);
 
-/* Link calibration (perf/calib_comm.c); collective. */
-pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, const char *func);
+/* Link calibration (perf/calib_comm.c); collective.  `local` is this
+ * rank's verdict on its arguments: every rank learns of a bad one, and of
+ * budgets that differ, before any sweep (k is then not touched). */
+pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, pcnn_status local,
+                                const char *func);
 
 /* The model file (perf/model_file.c): perf_encode writes its bytes to a
  * new buffer (*out, mem_free it), perf_decode reads them into a model that
@@ -189,8 +192,10 @@ pcnn_status perf_decode(const unsigned char *buf, size_t size, pcnn_perfmodel *m
 pcnn_status perf_save(const pcnn_perfmodel *m, const char *path, const char *func);
 pcnn_status perf_load(const char *path, pcnn_perfmodel *m, const char *func);
 
-/* Root's model on every rank of comm (perf/model_share.c); collective. */
-pcnn_status perf_share(pcnn_perfmodel *m, pcnn_comm *comm, int root, const char *func);
+/* Root's model on every rank of comm (perf/model_share.c); collective.
+ * `local` as for perf_calibrate_link (m may be NULL if it is not OK). */
+pcnn_status perf_share(pcnn_perfmodel *m, pcnn_comm *comm, int root, pcnn_status local,
+                       const char *func);
 /* A model's defaults, and freeing what it holds (perf/perfmodel_api.c). */
 void perf_model_defaults(pcnn_perfmodel *m);
 void perf_model_release(pcnn_perfmodel *m);

@@ -51,10 +51,12 @@ PCNN_API pcnn_status pcnn_perfmodel_calibrate_comm(pcnn_perfmodel *model, pcnn_c
                                                    double budget_seconds)
 {
     API_ENTRY();
-    REQUIRE_PTR(model);
+    if (!comm) REQUIRE_PTR(model); /* nothing to agree over: NULL model named first */
     REQUIRE_PTR(comm);
-    TRY(check_budget(budget_seconds));
-    return perf_calibrate_link(&model->link, comm, budget_seconds, __func__);
+    /* Collective: a bad argument fails on every rank, not on its own. */
+    const pcnn_status st = model ? check_budget(budget_seconds)
+                                 : FAIL(PCNN_ERR_INVALID_ARGUMENT, "model is NULL");
+    return perf_calibrate_link(model ? &model->link : NULL, comm, budget_seconds, st, __func__);
 }
 
 PCNN_API pcnn_status pcnn_perfmodel_calibrate_compute(pcnn_perfmodel *model, pcnn_net *net,
@@ -271,9 +273,11 @@ PCNN_API pcnn_status pcnn_perfmodel_save(const pcnn_perfmodel *model, const char
 PCNN_API pcnn_status pcnn_perfmodel_share(pcnn_perfmodel *model, pcnn_comm *comm, int root)
 {
     API_ENTRY();
-    REQUIRE_PTR(model);
+    if (!comm) REQUIRE_PTR(model); /* nothing to agree over: NULL model named first */
     REQUIRE_PTR(comm);
-    return perf_share(model, comm, root, __func__);
+    /* Collective: a NULL model fails on every rank, not on its own. */
+    const pcnn_status st = model ? PCNN_OK : FAIL(PCNN_ERR_INVALID_ARGUMENT, "model is NULL");
+    return perf_share(model, comm, root, st, __func__);
 }
 
 PCNN_API pcnn_status pcnn_perfmodel_load(const char *path, pcnn_perfmodel **out)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../common/expect.h"
 #include "pcnn.h"
@@ -334,6 +335,35 @@ int main(void)
     set_contention(path, 0.5);
     EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT,
                "a memory contention factor below 1");
+    /* A file written to fit its checksum is held to what set_param and the
+     * calibrations produce: a knob out of range, a NaN link time. */
+    double progress;
+    CK(pcnn_perfmodel_get_param(m, PCNN_PERF_NONBLOCKING_PROGRESS, &progress));
+    CK(pcnn_perfmodel_set_param(m, PCNN_PERF_NONBLOCKING_PROGRESS, 0.3125));
+    CK(pcnn_perfmodel_save(m, path));
+    CK(pcnn_perfmodel_set_param(m, PCNN_PERF_NONBLOCKING_PROGRESS, progress));
+    static unsigned char crafted[1 << 16];
+    const size_t len = read_model_file(path, crafted, sizeof crafted);
+    const double mark = 0.3125, seven = 7.0, nan_value = NAN;
+    size_t at = 16;
+    while (at + 8 <= len && memcmp(crafted + at, &mark, 8) != 0) at++;
+    EXPECT(at + 8 <= len, "the knob's value found in the file");
+    if (at + 8 <= len) {
+        memcpy(crafted + at, &seven, 8);
+        write_model_file(path, crafted, len);
+        EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT,
+                   "a parameter (pcnn_perfmodel_set_param) out of range");
+        memcpy(crafted + at, &mark, 8);
+    }
+    memcpy(crafted + 20, &nan_value, 8); /* the link's gamma: header 16, ranks 4 */
+    write_model_file(path, crafted, len);
+    EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT,
+               "a link calibration out of range");
+    /* A FIFO is refused at once (reading it would wait for a writer). */
+    remove(path);
+    if (mkfifo(path, 0600) == 0)
+        EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_IO, "not a regular file");
+    remove(path);
     FILE *f = fopen(path, "wb");
     fputs("not a model at all, just text", f);
     fclose(f);

@@ -113,6 +113,19 @@ int main(int argc, char **argv)
     bad = pcnn_perfmodel_share(m, comm, rank == 0 ? 0 : root);
     expect(ranks < 2 || (bad == PCNN_ERR_MISMATCH && strstr(pcnn_last_error(), "root")),
            "share: ranks naming different roots get a MISMATCH, no hang");
+    /* A NULL model on one rank fails share on every rank, at once. */
+    bad = pcnn_perfmodel_share(rank == root ? NULL : m, comm, root);
+    expect(ranks < 2 || (rank == root ? bad == PCNN_ERR_INVALID_ARGUMENT
+                                      : bad == PCNN_ERR_REMOTE),
+           "share: a NULL model on one rank fails on every rank, no hang");
+    /* Budgets that differ would cut the sweeps differently: refused. */
+    bad = pcnn_perfmodel_calibrate_comm(m, comm, rank == root ? 0.3 : 0.2);
+    expect(ranks < 2 || (bad == PCNN_ERR_MISMATCH && strstr(pcnn_last_error(), "budgets")),
+           "calibrate_comm: ranks passing different budgets get a MISMATCH, no hang");
+    bad = pcnn_perfmodel_calibrate_comm(m, comm, rank == root ? -1.0 : 0.2);
+    expect(ranks < 2 || (rank == root ? bad == PCNN_ERR_INVALID_ARGUMENT
+                                      : bad == PCNN_ERR_REMOTE),
+           "calibrate_comm: a bad budget on one rank fails on every rank, no hang");
     CK(pcnn_perfmodel_share(m, comm, root));
     double gbits;
     CK(pcnn_perfmodel_get_param(m, PCNN_PERF_LINK_GBITS, &gbits));
