@@ -1848,7 +1848,8 @@ PCNN_API pcnn_status pcnn_perfmodel_collective_time(const pcnn_perfmodel *model,
  * 0 or 1, a spatial network's groups that do not divide ranks or outnumber
  * the samples), INVALID_STATE (net not finalized, or no compute calibration
  * for its layers), MISMATCH (the compute table is of another network),
- * SHAPE (a layer too small for its box on that many ranks). */
+ * SHAPE (a layer too small for its box on that many ranks), NUMERIC (the
+ * prediction overflows: a parameter beyond any machine's range). */
 PCNN_API pcnn_status pcnn_perfmodel_predict(pcnn_perfmodel *model, const pcnn_net *net,
                                             int global_batch, int ranks, int overlap,
                                             double *step_seconds);

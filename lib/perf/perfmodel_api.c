@@ -209,6 +209,14 @@ PCNN_API pcnn_status pcnn_perfmodel_predict(pcnn_perfmodel *model, const pcnn_ne
         mem_free(per);
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "simulation of %d layers", L);
     }
+    bool finite = isfinite(step);
+    for (int l = 0; l < L && finite; l++)
+        for (int k = 0; k < SIM_KINDS; k++) finite = finite && isfinite(per[l][k]);
+    if (!finite) { /* set_param's ranges are open-ended: 1e300 s/byte is one */
+        mem_free(per);
+        return FAIL(PCNN_ERR_NUMERIC, "the prediction overflows (%g s): a parameter "
+                    "(pcnn_perfmodel_set_param) is beyond any machine's range", step);
+    }
     mem_free(model->last);
     model->last = per;
     model->last_layers = L;

@@ -4,6 +4,7 @@
  * network's own measurements, the model file (round trip, damage, another
  * version), and bad inputs with clear errors. */
 #define PCNN_EXPERIMENTAL
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -173,6 +174,15 @@ int main(void)
                "ranks 0");
     EXPECT_ERR(pcnn_perfmodel_predict(m, net, 16, 1, 2, &v), PCNN_ERR_INVALID_ARGUMENT,
                "overlap 2");
+    /* A knob beyond any machine: an error, not an infinite step. */
+    CK(pcnn_perfmodel_set_param(m, PCNN_PERF_BETA_S_PER_BYTE, 1e300));
+    EXPECT_ERR(pcnn_perfmodel_predict(m, net, 64, 4, 1, &v), PCNN_ERR_NUMERIC, "overflows");
+    CK(pcnn_perfmodel_set_param(m, PCNN_PERF_BETA_S_PER_BYTE, 0));
+    /* ceil(global_batch / ranks) near INT_MAX: one sample per rank. */
+    double one_each, tiny;
+    CK(pcnn_perfmodel_predict(m, net, 2, INT_MAX, 0, &one_each));
+    CK(pcnn_perfmodel_layer_time(m, -1, PCNN_TIME_FORWARD, &tiny));
+    EXPECT(isfinite(one_each) && tiny > 0, "2 samples on INT_MAX ranks: forward %g s", tiny);
     EXPECT_ERR(pcnn_perfmodel_calibrate_compute(m, net, NAN), PCNN_ERR_INVALID_ARGUMENT,
                "budget_seconds nan");
     EXPECT_ERR(pcnn_perfmodel_set_param(m, PCNN_PERF_STRATEGY, 7), PCNN_ERR_INVALID_ARGUMENT,
