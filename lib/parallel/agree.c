@@ -82,7 +82,10 @@ static const char *const collective_calls[] = {
     "pcnn_net_save", "pcnn_net_load", "pcnn_net_save_extra", "pcnn_net_load_extra",
     "pcnn_scheduler_create", "pcnn_scheduler_begin_epoch", "pcnn_scheduler_end_epoch",
     "pcnn_scheduler_train_epoch", "pcnn_scheduler_save_state", "pcnn_scheduler_load_state",
-    "pcnn_net_write_trace_merged"};
+    "pcnn_net_write_trace_merged", "pcnn_net_predict_parallel", "pcnn_net_compute_loss",
+    "pcnn_net_compute_gradients", "pcnn_net_train_step_local", "pcnn_net_plan_distribution",
+    "pcnn_net_set_exchange", "pcnn_layer_set_exchange", "pcnn_perfmodel_calibrate_comm",
+    "pcnn_perfmodel_share"};
 
 static const char *const stage_names[] = {"", " (batch agreement)", " (loss agreement)",
                                           " (end of step)", " (a later agreement)"};
