@@ -6,8 +6,9 @@
  * same way (optimizer, its hyper-parameters, the learning-rate schedule,
  * the step counter, the seed, the loss, numeric checks) or the pattern of
  * communication (overlap, engine request, bucket bytes, the network's
- * exchange, the global batch, a spatial network's halo options).  Left out, because they change neither the
- * replicas' agreement nor the collectives: PCNN_OPT_THREADS and the
+ * exchange, the global batch, a spatial network's halo options).  Left
+ * out, because they change neither the replicas' agreement nor the
+ * collectives: PCNN_OPT_THREADS and the
  * convolution algorithm (only the summation order of a rank's own
  * gradient, which the exchange then sums identically everywhere),
  * KEEP_IM2COL, COMM_CORE, TIMEOUT_MS and TRACE_EVENTS.

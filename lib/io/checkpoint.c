@@ -8,14 +8,10 @@
  * the current number of ranks.  Rank 0's outcome (status and message) is
  * broadcast, so a bad file or a failed write fails on every rank alike.
  * A load changes the network only after everything has been verified. */
-#define _POSIX_C_SOURCE 200809L /* open, fdopen, fcntl */
 #include "checkpoint.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "../core/atomic_file.h"
 #include "../core/error.h"
