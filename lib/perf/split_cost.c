@@ -182,9 +182,10 @@ perf_halo perf_halo_terms(const pcnn_perfmodel *m, const pcnn_layer *l, const pe
         const double copy = m->link.gamma * 4.0 * g->in_floats;
         h.fwd += copy;
         h.bwd += copy;
+        h.duration += 2 * copy; /* timed as the halo's, as the move makes them */
         if (!how->keeps_input) {
             h.bwd += copy + hf;
-            h.duration += hf;
+            h.duration += copy + hf;
         }
     }
     return h;
