@@ -2,6 +2,7 @@
 #include "collectives.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 /* MPICH's default thresholds (MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE,
  * MPIR_CVAR_ALLGATHER_LONG_MSG_SIZE). */
@@ -69,18 +70,28 @@ void perf_coll_terms(pcnn_collective c, int P, double n, double t[3])
  * enough for an alpha + beta n, and convex where a size leaves a cache);
  * past the last point, a straight line with its segment's slope (bandwidth
  * bound there). */
+/* The largest measured time up to point i: a noisy point below an earlier
+ * one would make a larger message cheaper. */
+static double rising(const perf_curve *cv, int i)
+{
+    double t = cv->seconds[0];
+    for (int j = 1; j <= i; j++) t = fmax(t, cv->seconds[j]);
+    return t;
+}
+
 static double curve_at(const perf_curve *cv, double n)
 {
     const int last = cv->count - 1;
     if (n > cv->bytes[last]) {
         const double dx = cv->bytes[last] - cv->bytes[last - 1];
-        const double slope = dx > 0 ? (cv->seconds[last] - cv->seconds[last - 1]) / dx : 0;
-        return cv->seconds[last] + (n - cv->bytes[last]) * fmax(0, slope);
+        const double top = rising(cv, last);
+        const double slope = dx > 0 ? (top - rising(cv, last - 1)) / dx : 0;
+        return top + (n - cv->bytes[last]) * fmax(0, slope);
     }
     int i = 1;
     while (i < last && cv->bytes[i] < n) i++;
     const double x0 = log(cv->bytes[i - 1]), x1 = log(cv->bytes[i]);
-    const double y0 = log(cv->seconds[i - 1]), y1 = log(cv->seconds[i]);
+    const double y0 = log(rising(cv, i - 1)), y1 = log(rising(cv, i));
     const double u = x1 > x0 ? (log(n) - x0) / (x1 - x0) : 0;
     return exp(y0 + u * (y1 - y0));
 }
@@ -90,14 +101,22 @@ double perf_coll_time(const perf_link *k, pcnn_collective c, int P, double n, do
 {
     if (P <= 1 || !(n > 0) || c < 0 || c >= PERF_COLLECTIVES) return 0;
     const perf_curve *cv = &k->curve[c];
-    if (link_beta <= 0 && alpha_override < 0 && P == k->ranks && cv->count >= 2 &&
-        n >= cv->bytes[0])
-        return curve_at(cv, n);
-    double t[3];
-    perf_coll_terms(c, P, n, t);
+    const bool measured =
+        link_beta <= 0 && alpha_override < 0 && P == k->ranks && cv->count >= 2;
+    if (measured && n >= cv->bytes[0]) return curve_at(cv, n);
     const double alpha = alpha_override >= 0 ? alpha_override : k->alpha[c];
     const double beta = link_beta > 0 ? link_beta : k->beta[c];
-    return t[0] * alpha + t[1] * beta + t[2] * k->gamma;
+    double t[3];
+    perf_coll_terms(c, P, n, t);
+    double seconds = t[0] * alpha + t[1] * beta + t[2] * k->gamma;
+    /* Past MPICH's switch to Rabenseifner a message is cheaper per byte
+     * but never cheaper than the largest one before it. */
+    if (c == PCNN_COLL_ALLREDUCE && n > ALLREDUCE_SHORT) {
+        perf_coll_terms(c, P, ALLREDUCE_SHORT, t);
+        seconds = fmax(seconds, t[0] * alpha + t[1] * beta + t[2] * k->gamma);
+    }
+    /* Below the first measured size: never above what that size costs. */
+    return measured ? fmin(seconds, cv->seconds[0]) : seconds;
 }
 
 void perf_coll_fit(perf_link *k, pcnn_collective c)

@@ -54,6 +54,15 @@ static void test_units(void)
             }
             EXPECT(ok, "collective %d on %d ranks is monotone in bytes", c, Ps[p]);
         }
+    /* Without latency the switch to Rabenseifner past 2 KiB once made a
+     * larger all-reduce cheaper (P = 64: 2042 B 128 us, 2063 B 92 us). */
+    k.alpha[PCNN_COLL_ALLREDUCE] = 0;
+    for (int p = 0; p < 7; p++) {
+        const double below = perf_coll_time(&k, PCNN_COLL_ALLREDUCE, Ps[p], 2040, 0, -1);
+        const double above = perf_coll_time(&k, PCNN_COLL_ALLREDUCE, Ps[p], 2070, 0, -1);
+        EXPECT(above >= below, "all-reduce on %d ranks, no latency: 2070 B %g s >= 2040 B %g s",
+               Ps[p], above, below);
+    }
 }
 
 static void test_curve_and_fit(void)
@@ -87,6 +96,19 @@ static void test_curve_and_fit(void)
     const double mid = perf_coll_time(&k, PCNN_COLL_ALLREDUCE, 4, 2 * cv->bytes[5], 0, -1);
     EXPECT(mid > fmin(cv->seconds[5], cv->seconds[6]) && mid < fmax(cv->seconds[5], cv->seconds[6]),
            "interpolated between points: %g", mid);
+    /* A noisy point below an earlier one, and sizes below the first: a
+     * larger message never costs less. */
+    const double kept = cv->seconds[3];
+    cv->seconds[3] = 0.5 * cv->seconds[2];
+    int rises = 1;
+    double prev = 0;
+    for (double b = 1; b < cv->bytes[9]; b *= 1.05) {
+        const double t = perf_coll_time(&k, PCNN_COLL_ALLREDUCE, 4, b, 0, -1);
+        rises = rises && t >= prev;
+        prev = t;
+    }
+    EXPECT(rises, "the measured curve, a dip and below its first size: monotone in bytes");
+    cv->seconds[3] = kept;
     /* Past the last point (a slow link's sweep stops early): the last
      * segment's straight line, not the fit over every point. */
     cv->seconds[9] *= 2;
