@@ -1,6 +1,7 @@
 /* Spatial and hybrid parallelism: the passes of a training step on this
  * rank's boxes (spatial.h).  run.c's data-parallel step calls these
  * between its agreements, so failing together works as there. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -144,9 +145,10 @@ bool spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input, bo
     const int bd = box_extent(b, LAYOUT_D), bh = box_extent(b, LAYOUT_H),
               bw = box_extent(b, LAYOUT_W);
     const long rows = (long)n * c * bd * bh;
-    int finite = 1;
-#pragma omp parallel for num_threads(net->threads) if (rows * bw > 32768) schedule(static) \
-    reduction(&& : finite)
+    /* An atomic flag, not a reduction clause: clang lowers that through a
+     * lock it exports from the library. */
+    atomic_int finite = 1;
+#pragma omp parallel for num_threads(net->threads) if (rows * bw > 32768) schedule(static)
     for (long r = 0; r < rows; r++) {
         long t = r;
         const int h = (int)(t % bh);
@@ -161,9 +163,11 @@ bool spatial_load_input(pcnn_net *net, int n, const float *x, bool box_input, bo
         float *dst = in->y + ((((size_t)ch * (size_t)n + (size_t)i) * (size_t)bd + (size_t)d) *
                                   (size_t)bh + (size_t)h) * (size_t)bw;
         memcpy(dst, src, (size_t)bw * sizeof(float));
-        if (check) finite = finite && floats_finite(dst, (size_t)bw);
+        if (check && atomic_load_explicit(&finite, memory_order_relaxed) &&
+            !floats_finite(dst, (size_t)bw))
+            atomic_store_explicit(&finite, 0, memory_order_relaxed);
     }
-    return finite;
+    return atomic_load(&finite);
 }
 
 /* Group reductions of a split batch norm (layers/layer.h run_reduce). */
