@@ -6,8 +6,8 @@
  * soon as the backward pass is done with them (update_local), and one
  * all-gather of the packed columns brings every rank the others'.  The K
  * biases, a partial sum on every rank, are allreduced and updated
- * everywhere once that arrives.  Sent per step: K F_r (P - 1) floats of columns instead of
- * twice K F (P - 1) / P.
+ * everywhere once that arrives.  Sent per step: K F_r (P - 1) floats of
+ * columns instead of twice K F (P - 1) / P.
  *
  * The own columns live packed in the stage during training
  * (exchange_own_columns): the passes multiply them there, the update
