@@ -27,11 +27,11 @@ static void regressor_parts(pcnn_perfmodel *m, const pcnn_layer *l, int n, bool 
     r[2] = perf_regressor_time(m, l, n, 1, dx);
 }
 
-static void table_parts(const perf_layer *p, double n, double t[3])
+static void table_parts(const perf_compute *c, const perf_layer *p, double n, double t[3])
 {
-    t[0] = nonneg(perf_line(p->fwd, n));
-    t[1] = nonneg(perf_line(p->bwd_w, n));
-    t[2] = t[1] + nonneg(perf_line(p->bwd_x, n));
+    t[0] = perf_line_at(p->fwd, n, c->batch_lo);
+    t[1] = perf_line_at(p->bwd_w, n, c->batch_lo);
+    t[2] = t[1] + perf_line_at(p->bwd_x, n, c->batch_lo);
 }
 
 static bool usable(double x) { return isfinite(x) && x > 0; }
@@ -44,11 +44,11 @@ pcnn_status perf_layer_compute(pcnn_perfmodel *m, const pcnn_layer *l, bool tabl
     if (table) {
         const perf_compute *c = &m->compute;
         const perf_layer *p = &c->layers[l->index];
-        table_parts(p, n, parts);
+        table_parts(c, p, n, parts);
         const int anchor = n > c->batch_hi ? c->batch_hi : n < c->batch_lo ? c->batch_lo : n;
         if (m->knobs.source == 0 && anchor != n && m->regressors) {
             double at[3], r_n[3], r_a[3];
-            table_parts(p, anchor, at);
+            table_parts(c, p, anchor, at);
             regressor_parts(m, l, n, dx, r_n);
             regressor_parts(m, l, anchor, dx, r_a);
             for (int k = 0; k < 3; k++)

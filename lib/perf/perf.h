@@ -219,4 +219,15 @@ double perf_update_call(const perf_compute *c, double own);
 /* a + b n */
 static inline double perf_line(const double c[2], double n) { return c[0] + c[1] * n; }
 
+/* A timed line read at n samples: never negative, and below the smallest
+ * timed batch lo never under its proportional share of the time there (a
+ * fixed cost only adds to a smaller batch's time), so two noisy timings
+ * whose line crosses zero do not price a batch of one at nothing. */
+static inline double perf_line_at(const double c[2], double n, double lo)
+{
+    const double t = perf_line(c, n);
+    const double floor = n < lo ? perf_line(c, lo) * n / lo : 0;
+    return t > floor ? t : floor > 0 ? floor : 0;
+}
+
 #endif

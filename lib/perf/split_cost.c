@@ -93,9 +93,10 @@ pcnn_status perf_box_compute(pcnn_perfmodel *m, const pcnn_layer *l, bool table,
     if (table) {
         const perf_layer *p = &m->compute.layers[l->index];
         const double x = n * frac;
-        t[0] = nonneg(perf_line(p->fwd, x));
-        t[1] = nonneg(perf_line(p->bwd_w, x));
-        t[2] = nonneg(perf_line(p->bwd_x, x));
+        const double lo = m->compute.batch_lo;
+        t[0] = perf_line_at(p->fwd, x, lo);
+        t[1] = perf_line_at(p->bwd_w, x, lo);
+        t[2] = perf_line_at(p->bwd_x, x, lo);
         return PCNN_OK;
     }
     const bool dx = l->num_inputs && !layer_is_input(l->inputs[0]);

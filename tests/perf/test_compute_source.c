@@ -149,6 +149,15 @@ int main(void)
     m->knobs.source = 1;
     CK(perf_layer_compute(m, mp, true, 2, t, "test"));
     EXPECT(close_rel(t[0], 1e-3 + 2e-4, 1e-12), "timings only: the line (%g)", t[0]);
+    /* Noisy timings whose line crosses zero above one sample (1 ms at 8,
+     * 2.5 ms at 16): a batch of one costs its share of the time at 8. */
+    const double saved[2] = {rows[mp->index].fwd[0], rows[mp->index].fwd[1]};
+    rows[mp->index].fwd[0] = -0.5e-3, rows[mp->index].fwd[1] = 0.1875e-3;
+    CK(perf_layer_compute(m, mp, true, 1, t, "test"));
+    EXPECT(close_rel(t[0], 1e-3 / 8, 1e-12), "a line through zero: 1/8 of 1 ms (%g)", t[0]);
+    CK(perf_layer_compute(m, mp, true, 12, t, "test"));
+    EXPECT(close_rel(t[0], -0.5e-3 + 12 * 0.1875e-3, 1e-12), "and the line inside (%g)", t[0]);
+    rows[mp->index].fwd[0] = saved[0], rows[mp->index].fwd[1] = saved[1];
     m->knobs.source = 0;
     CK(perf_layer_compute(m, mp, false, 2, t, "test"));
     EXPECT(t[0] == r2, "regressors alone: their estimate (%g vs %g)", t[0], r2);
