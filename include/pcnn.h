@@ -1741,7 +1741,7 @@ typedef enum pcnn_perf_param {
                                          no regressor knows the kind); the regressors
                                          for a network not calibrated; 1: timings only
                                          (their line); 2: regressors only */
-    PCNN_PERF_MEMORY_CONTENTION = 8   /* >= 1: how many times as long the optimizer's
+    PCNN_PERF_MEMORY_CONTENTION = 8,  /* >= 1: how many times as long the optimizer's
                                          update (and the all-to-all's summation) takes
                                          when every rank runs its own at once, as ranks
                                          of one step do, as on one rank alone (ranks on a
@@ -1749,6 +1749,16 @@ typedef enum pcnn_perf_param {
                                          pcnn_perfmodel_calibrate_comm, 1 before it and
                                          on one rank; applies to predictions of more
                                          than one rank (as many per node as calibrated) */
+    PCNN_PERF_RANK_PACE = 9           /* >= 1: how many times as long the slowest rank
+                                         computes a step as this model's compute table
+                                         says (a synchronous step waits for it at every
+                                         collective; a shared machine's cores differ);
+                                         measured by pcnn_perfmodel_calibrate_pace, 1
+                                         before it and after each compute calibration;
+                                         predictions of more than one rank run the step
+                                         at that pace, this rank's layers keep their own
+                                         times and wait the difference as exposed
+                                         communication */
 } pcnn_perf_param;
 
 
@@ -1784,9 +1794,11 @@ PCNN_API pcnn_status pcnn_perfmodel_calibrate_comm(pcnn_perfmodel *model, pcnn_c
  * finalize): forward, backward with and without the input gradient, and
  * the optimizer's calls as a step makes them (per bucket, right after the
  * backward), with the cost of a call apart, repeated within about
- * budget_seconds (> 0), median of the repetitions.  The layers run on the
- * batch the network last trained on (some kernels' speed depends on the
- * values), so calibrating after a few training steps matches training best.  Replaces the model's compute table.  Local:
+ * budget_seconds (> 0), mean of the repetitions (a step's measured
+ * timing is a mean over steps too).  The layers run on the batch the
+ * network last trained on (some kernels' speed depends on the values), so
+ * calibrating after a few training steps matches training best.  Replaces
+ * the model's compute table (and resets PCNN_PERF_RANK_PACE to 1).  Local:
  * makes no collective call; the parameters and optimizer state are not
  * changed (the gradients are).  A network with a spatial distribution
  * runs its layers on boxes, not whole samples: calibrate a twin of it
@@ -1795,6 +1807,18 @@ PCNN_API pcnn_status pcnn_perfmodel_calibrate_comm(pcnn_perfmodel *model, pcnn_c
  * INVALID_STATE (not finalized, or spatially distributed), OUT_OF_MEMORY. */
 PCNN_API pcnn_status pcnn_perfmodel_calibrate_compute(pcnn_perfmodel *model, pcnn_net *net,
                                                       double budget_seconds);
+
+/* Compare every rank's compute calibration (pcnn_perfmodel_calibrate_compute
+ * of the same network on each rank, at once, as pcnn_net's steps run): sets
+ * PCNN_PERF_RANK_PACE to the slowest rank's whole step of computation over
+ * this rank's, so that a prediction of this rank's step includes waiting
+ * for the slowest (shared machines: one core 10-30 % slower than another
+ * for minutes at a time).  Call it before pcnn_perfmodel_share to give
+ * every rank the root's table with the pace relative to it.  Collective
+ * over comm.  Errors: INVALID_ARGUMENT (NULL), INVALID_STATE (a rank
+ * without a compute calibration; REMOTE on the others), MISMATCH (ranks
+ * calibrated different networks), MPI, TIMEOUT. */
+PCNN_API pcnn_status pcnn_perfmodel_calibrate_pace(pcnn_perfmodel *model, pcnn_comm *comm);
 
 /* Fit seed 004's per-kernel regressors (small MLPs on log-normalised
  * shapes, trained with this library's own dense layers and Adam; every

@@ -145,6 +145,7 @@ module pcnn
   integer(c_int), parameter :: PCNN_PERF_NONBLOCKING_PROGRESS = 6
   integer(c_int), parameter :: PCNN_PERF_COMPUTE_SOURCE = 7
   integer(c_int), parameter :: PCNN_PERF_MEMORY_CONTENTION = 8
+  integer(c_int), parameter :: PCNN_PERF_RANK_PACE = 9
 
   ! #defines
   integer(c_int), parameter :: PCNN_VERSION_MAJOR = 0
@@ -1073,6 +1074,13 @@ module pcnn
       real(c_double), value :: budget_seconds
       integer(c_int) :: pcnn_perfmodel_calibrate_compute
     end function pcnn_perfmodel_calibrate_compute
+    function pcnn_perfmodel_calibrate_pace(model, comm) bind(c, &
+        name='pcnn_perfmodel_calibrate_pace')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: model
+      type(c_ptr), value :: comm
+      integer(c_int) :: pcnn_perfmodel_calibrate_pace
+    end function pcnn_perfmodel_calibrate_pace
     function pcnn_perfmodel_fit_regressors(model, threads, budget_seconds, seed) bind(c, &
         name='pcnn_perfmodel_fit_regressors')
       import :: c_double, c_int, c_int64_t, c_ptr

@@ -1,6 +1,6 @@
 /* Compute calibration (spec C.5, seed 002 section V-A): every layer of a
  * finalized network timed at its local shapes, with the algorithms chosen
- * at finalize, at two batch sizes, median of repetitions; and the
+ * at finalize, at two batch sizes, mean of repetitions; and the
  * optimizer's calls where a step makes them, right after each pass at the
  * larger batch, with a call's own overhead timed apart. */
 #include <math.h>
@@ -40,9 +40,18 @@ static void fit_line(double out[2], int n0, double t0, int n1, double t1)
     out[0] = t0 - out[1] * n0;
 }
 
-/* Median per (layer, pass) over reps, into med[l * 3 + pass]; the median
- * relative spread (max - min over median) of the forward timings. */
-static double medians(const double *samples, int reps, int L, double *med, double *scratch)
+static double mean(const double *v, int n)
+{
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += v[i];
+    return sum / n;
+}
+
+/* Mean per (layer, pass) over reps, into med[l * 3 + pass]: a step's
+ * timing is a mean over steps, preempted ones included, which a median of
+ * repetitions underestimates (by about 5 % on a shared 2-core VM); and the
+ * median relative spread (max - min over median) of the forward timings. */
+static double means(const double *samples, int reps, int L, double *med, double *scratch)
 {
     int counted = 0;
     double *spreads = scratch + reps;
@@ -54,8 +63,9 @@ static double medians(const double *samples, int reps, int L, double *med, doubl
                 lo = fmin(lo, scratch[r]);
                 hi = fmax(hi, scratch[r]);
             }
-            med[l * 3 + p] = median(scratch, reps);
-            if (p == 0 && med[l * 3] > 1e-5) spreads[counted++] = (hi - lo) / med[l * 3];
+            med[l * 3 + p] = mean(scratch, reps);
+            const double mid = median(scratch, reps);
+            if (p == 0 && mid > 1e-5) spreads[counted++] = (hi - lo) / mid;
         }
     return counted ? median(spreads, counted) : 0;
 }
@@ -190,7 +200,7 @@ static void after_pass(void *arg, int rep)
 }
 
 /* Time one batch size: reps passes (the caller warmed up); with `u`, after
- * each pass the optimizer's calls (median per layer into upd). */
+ * each pass the optimizer's calls (mean per layer into upd). */
 static pcnn_status time_batch(pcnn_net *net, int n, int reps, int L, double *med, double *spread,
                               double *overhead, const update_bench *u, double *upd,
                               double *sum_gamma)
@@ -208,11 +218,11 @@ static pcnn_status time_batch(pcnn_net *net, int n, int reps, int L, double *med
     if (st == PCNN_OK)
         st = net_time_layers(net, n, reps, samples, over, u ? after_pass : NULL, &run);
     if (st == PCNN_OK) {
-        *spread = medians(samples, reps, L, med, scratch);
+        *spread = means(samples, reps, L, med, scratch);
         *overhead = median(over, reps);
         for (int l = 0; u && l < L; l++) {
             for (int r = 0; r < reps; r++) scratch[r] = ups[(size_t)r * L + l];
-            upd[l] = median(scratch, reps);
+            upd[l] = mean(scratch, reps);
         }
         if (u) *sum_gamma = median(sums, reps);
     }
@@ -341,6 +351,7 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
         c->optimizer = (int)net_optimizer(net);
         fit_line(c->overhead, lo, lo != hi ? over_lo : over_hi, hi, over_hi);
         c->spread = fmax(spread_hi, spread_lo);
+        c->pace = 1; /* relative to the table it replaces */
         c->update[0] = u.calls.update[0];
         c->update_team = u.calls.update_team;
         /* The sum as a step meets it (time_updates) where the network has

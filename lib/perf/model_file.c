@@ -145,6 +145,7 @@ static void write_model(writer *w, const pcnn_perfmodel *m)
     put_u64(w, reg);
     unsigned char *p = room(w, reg);
     if (p) perf_regressors_write(m, p, reg);
+    put_f64(w, c->pace);
     put_u64(w, w->failed ? 0 : hash_fnv1a(HASH_FNV1A_BASIS, w->buf, w->len));
 }
 
@@ -287,7 +288,10 @@ static pcnn_status read_model(reader *r, pcnn_perfmodel *m, const char *path, co
     const uint64_t reg = get_u64(r);
     if (reg > r->left) return corrupt(func, path, "truncated (regressors)");
     const unsigned char *bytes = take(r, (size_t)reg);
+    c->pace = r->version >= 5 ? get_f64(r) : 1;
     if (r->short_read) return corrupt(func, path, "truncated");
+    if (!(c->pace == 0 || (c->pace >= 1 && c->pace < 1e3)))
+        return corrupt(func, path, "the ranks' pace out of range");
     return perf_regressors_read(m, bytes, (size_t)reg);
 }
 

@@ -12,9 +12,9 @@
 #include "collectives.h"
 #include "sim.h"
 
-#define PERF_FORMAT_VERSION 4u /* 2: per-layer update timings; 3: the link's poll_cpu;
-                                  4: its mem_contention by size */
-#define PERF_FORMAT_OLDEST 2u  /* read too (poll_cpu 0, mem_contention 1) */
+#define PERF_FORMAT_VERSION 5u /* 2: per-layer update timings; 3: the link's poll_cpu;
+                                  4: its mem_contention by size; 5: the ranks' pace */
+#define PERF_FORMAT_OLDEST 2u  /* read too (poll_cpu 0, mem_contention 1, pace 1) */
 #define PERF_KIND_LEN 24
 
 /* One layer's measured costs, each a + b n over the local batch n, fitted
@@ -45,6 +45,9 @@ typedef struct perf_compute {
                            in cache: no buckets) */
     double overhead[2]; /* input copy and loss: a + b n */
     double spread;      /* median relative spread of the repetitions (timing noise) */
+    double pace;        /* >= 1: the slowest rank's computation over this table's (a
+                           synchronous step waits for it at every collective); 0 or 1:
+                           this table's pace */
 } perf_compute;
 
 typedef struct perf_knobs {
@@ -215,6 +218,17 @@ double perf_update_time(const pcnn_perfmodel *m, bool table, int first, int last
 /* The overhead of one optimizer call on `own` parameters with the table's
  * threads: with a thread team where parallel_for opens one. */
 double perf_update_call(const perf_compute *c, double own);
+
+/* The compute table's whole step on one rank at batch_hi: every layer's
+ * forward, backward and update (the ranks' pace compares these). */
+double perf_compute_total(const perf_compute *c);
+/* Compare every rank's compute total: c->pace = the slowest's over this
+ * rank's (perf/calib_pace.c).  Collective over comm; local: this rank's
+ * failure so far (m may then be NULL), agreed before anything else. */
+pcnn_status perf_calibrate_pace(pcnn_perfmodel *m, pcnn_comm *comm, pcnn_status local,
+                                const char *func);
+/* The pace predictions of several ranks run at (>= 1). */
+double perf_pace(const pcnn_perfmodel *m);
 
 /* a + b n */
 static inline double perf_line(const double c[2], double n) { return c[0] + c[1] * n; }

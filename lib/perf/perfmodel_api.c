@@ -68,6 +68,16 @@ PCNN_API pcnn_status pcnn_perfmodel_calibrate_compute(pcnn_perfmodel *model, pcn
     return perf_calibrate_compute(model, net, budget_seconds, __func__);
 }
 
+PCNN_API pcnn_status pcnn_perfmodel_calibrate_pace(pcnn_perfmodel *model, pcnn_comm *comm)
+{
+    API_ENTRY();
+    if (!comm) REQUIRE_PTR(model); /* nothing to agree over: NULL model named first */
+    REQUIRE_PTR(comm);
+    /* Collective: a NULL model fails on every rank, not on its own. */
+    const pcnn_status st = model ? PCNN_OK : FAIL(PCNN_ERR_INVALID_ARGUMENT, "model is NULL");
+    return perf_calibrate_pace(model, comm, st, __func__);
+}
+
 PCNN_API pcnn_status pcnn_perfmodel_fit_regressors(pcnn_perfmodel *model, int threads,
                                                    double budget_seconds, uint64_t seed)
 {
@@ -132,6 +142,11 @@ PCNN_API pcnn_status pcnn_perfmodel_set_param(pcnn_perfmodel *model, pcnn_perf_p
                 "memory contention %g: must be >= 1 (and < 1000)", value);
         for (int i = 0; i < PERF_CONTENTION_SIZES; i++) model->link.mem_contention[i] = value;
         return PCNN_OK;
+    case PCNN_PERF_RANK_PACE:
+        REQUIRE(value >= 1 && value < 1e3, PCNN_ERR_INVALID_ARGUMENT,
+                "rank pace %g: must be >= 1 (and < 1000)", value);
+        model->compute.pace = value;
+        return PCNN_OK;
     }
     return FAIL(PCNN_ERR_INVALID_ARGUMENT, "unknown parameter %d", (int)param);
 }
@@ -161,6 +176,7 @@ PCNN_API pcnn_status pcnn_perfmodel_get_param(const pcnn_perfmodel *model,
     case PCNN_PERF_MEMORY_CONTENTION:
         *value = model->link.mem_contention[PERF_CONTENTION_SIZES - 1];
         return PCNN_OK;
+    case PCNN_PERF_RANK_PACE: *value = perf_pace(model); return PCNN_OK;
     }
     return FAIL(PCNN_ERR_INVALID_ARGUMENT, "unknown parameter %d", (int)param);
 }
@@ -183,6 +199,44 @@ PCNN_API pcnn_status pcnn_perfmodel_collective_time(const pcnn_perfmodel *model,
     return PCNN_OK;
 }
 
+double perf_pace(const pcnn_perfmodel *m) { return m->compute.pace > 1 ? m->compute.pace : 1; }
+
+/* The step at the slowest rank's pace (every rank's computation `pace`
+ * times this table's): every rank's step, since each collective waits for
+ * that rank.  This rank's layers keep their own times (per); what it waits
+ * beyond its own step is exposed communication, shared among the layers as
+ * their collectives are (NAN when out of memory). */
+static double paced_step(const sim_input *in, sim_layer *layers, sim_bucket *buckets, double pace,
+                         double own, double (*per)[SIM_KINDS])
+{
+    const int L = in->num_layers, B = in->num_buckets;
+    sim_layer *slow = mem_calloc((size_t)L, sizeof *slow);
+    sim_bucket *slow_b = mem_calloc((size_t)(B ? B : 1), sizeof *slow_b);
+    double step = NAN;
+    if (slow && slow_b) {
+        for (int l = 0; l < L; l++) {
+            slow[l] = layers[l];
+            slow[l].fwd *= pace, slow[l].bwd *= pace;
+        }
+        for (int b = 0; b < B; b++) {
+            slow_b[b] = buckets[b];
+            slow_b[b].update *= pace;
+        }
+        sim_input paced = *in;
+        paced.layers = slow, paced.buckets = slow_b;
+        step = sim_step(&paced, NULL);
+    }
+    mem_free(slow);
+    mem_free(slow_b);
+    if (!(step > own)) return isnan(step) ? NAN : own;
+    double comm = 0;
+    for (int l = 0; l < L; l++) comm += per[l][SIM_COMM];
+    for (int l = 0; l < L; l++)
+        per[l][SIM_EXPOSED] += comm > 0 ? (step - own) * per[l][SIM_COMM] / comm
+                                        : l == L - 1 ? step - own : 0;
+    return step;
+}
+
 PCNN_API pcnn_status pcnn_perfmodel_predict(pcnn_perfmodel *model, const pcnn_net *net,
                                             int global_batch, int ranks, int overlap,
                                             double *step_seconds)
@@ -203,6 +257,8 @@ PCNN_API pcnn_status pcnn_perfmodel_predict(pcnn_perfmodel *model, const pcnn_ne
     const int L = in.num_layers;
     double(*per)[SIM_KINDS] = mem_calloc((size_t)L, sizeof *per);
     double step = per ? sim_step(&in, per) : NAN;
+    if (per && ranks > 1 && perf_pace(model) > 1)
+        step = paced_step(&in, layers, buckets, perf_pace(model), step, per);
     mem_free(layers);
     mem_free(buckets);
     if (!per || isnan(step)) {

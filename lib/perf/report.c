@@ -50,8 +50,10 @@ size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size)
     if (!c->num_layers) {
         text_put(&t, "compute: not calibrated\n");
     } else {
-        text_put(&t, "compute: %d layers, %d threads, batches %d and %d, repetition spread %.1f %%\n",
-                 c->num_layers, c->threads, c->batch_lo, c->batch_hi, 100 * c->spread);
+        text_put(&t, "compute: %d layers, %d threads, batches %d and %d, repetition spread %.1f %%, "
+                     "slowest rank's pace %.3f\n",
+                 c->num_layers, c->threads, c->batch_lo, c->batch_hi, 100 * c->spread,
+                 perf_pace(m));
         text_put(&t, "  update %.3g s per call (%.3g s with a thread team) + %.3g s/param on "
                      "average; sum of received pieces %.3g s/B; input copy + loss %.3g s + "
                      "%.3g s/sample\n",

@@ -101,25 +101,34 @@ static void write_model_file(const char *path, unsigned char *buf, size_t len)
 /* Rewrite the model file as an older format version wrote it: the link's
  * fields after poll_work (at byte 36: header 16, ranks 4, gamma 8,
  * poll_work 8) are poll_cpu (8 bytes, from version 3) and the memory
- * contention by size (4 doubles, from version 4). */
+ * contention by size (4 doubles, from version 4); the ranks' pace is the
+ * double before the checksum (from version 5). */
 static void as_version(const char *path, int version)
 {
     unsigned char buf[1 << 16];
-    const size_t n = read_model_file(path, buf, sizeof buf);
-    const size_t from = version == 2 ? 36 : 44, to = 76;
-    memmove(buf + from, buf + to, n - to);
+    size_t n = read_model_file(path, buf, sizeof buf);
+    memmove(buf + n - 16, buf + n - 8, 8);
+    n -= 8;
+    if (version < 4) {
+        const size_t from = version == 2 ? 36 : 44, to = 76;
+        memmove(buf + from, buf + to, n - to);
+        n -= to - from;
+    }
     buf[8] = (unsigned char)version;
-    write_model_file(path, buf, n - (to - from));
+    write_model_file(path, buf, n);
 }
 
-/* The first memory contention factor (byte 44) set to v. */
-static void set_contention(const char *path, double v)
+/* The double at byte `at` of the model file set to v (at < 0: from the
+ * end).  The first memory contention factor is at byte 44, the ranks'
+ * pace is the double before the checksum (-16). */
+static void set_double(const char *path, long at, double v)
 {
     unsigned char buf[1 << 16];
     const size_t n = read_model_file(path, buf, sizeof buf);
+    const size_t where = at < 0 ? n - (size_t)-at : (size_t)at;
     uint64_t bits;
     memcpy(&bits, &v, 8);
-    for (int i = 0; i < 8; i++) buf[44 + i] = (unsigned char)(bits >> (8 * i));
+    for (int i = 0; i < 8; i++) buf[where + i] = (unsigned char)(bits >> (8 * i));
     write_model_file(path, buf, n);
 }
 
@@ -315,11 +324,11 @@ int main(void)
     CK(pcnn_perfmodel_save(m, path));
     flip_byte(path, 8, 1); /* format version 1: before the per-layer update timings */
     EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_UNSUPPORTED,
-               "version 1; this library reads versions 2 to 4 (calibrate again");
+               "version 1; this library reads versions 2 to 5 (calibrate again");
     /* Versions 2 (no poll_cpu) and 3 (no memory contention) still load:
      * the same predictions (this model's poll_cpu is 0 and its contention
      * 1, a one-rank calibration's). */
-    for (int version = 2; version <= 3; version++) {
+    for (int version = 2; version <= 4; version++) {
         CK(pcnn_perfmodel_save(m, path));
         as_version(path, version);
         CK(pcnn_perfmodel_load(path, &back));
@@ -332,7 +341,7 @@ int main(void)
      * all below it: 1.5 makes a 64-rank prediction's update 1.5 times);
      * one below 1 is no model of a machine. */
     CK(pcnn_perfmodel_save(m, path));
-    set_contention(path, 1.5);
+    set_double(path, 44, 1.5); /* the first memory contention factor */
     CK(pcnn_perfmodel_load(path, &back));
     double upd_file, upd_model;
     CK(pcnn_perfmodel_predict(back, net, 16 * 64, 64, 1, &again));
@@ -342,9 +351,57 @@ int main(void)
     EXPECT(fabs(upd_file - 1.5 * upd_model) <= 1e-12 * upd_file,
            "contention 1.5 read from the file: update %g vs %g", upd_file, upd_model);
     CK(pcnn_perfmodel_destroy(&back));
-    set_contention(path, 0.5);
+    set_double(path, 44, 0.5);
     EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT,
                "a memory contention factor below 1");
+
+    /* The ranks' pace: several ranks' step runs at the slowest rank's, its
+     * layers' computation pace times this table's.  Without overlap the
+     * step is one sequence, so it grows by (pace - 1) x the computation
+     * exactly, waited as exposed communication; the layers keep their own
+     * times; one rank waits for nobody. */
+    double pace;
+    CK(pcnn_perfmodel_get_param(m, PCNN_PERF_RANK_PACE, &pace));
+    EXPECT(pace == 1, "pace 1 by default (%g)", pace);
+    EXPECT_ERR(pcnn_perfmodel_set_param(m, PCNN_PERF_RANK_PACE, 0.5), PCNN_ERR_INVALID_ARGUMENT,
+               "rank pace 0.5");
+    double t1[4], t2[4], s1, s2, one1, one2;
+    const pcnn_time kinds[4] = {PCNN_TIME_FORWARD, PCNN_TIME_BACKWARD, PCNN_TIME_UPDATE,
+                                PCNN_TIME_EXPOSED};
+    CK(pcnn_perfmodel_predict(m, net, 16, 1, 0, &one1));
+    CK(pcnn_perfmodel_predict(m, net, 16 * 4, 4, 0, &s1));
+    for (int k = 0; k < 4; k++) CK(pcnn_perfmodel_layer_time(m, -1, kinds[k], &t1[k]));
+    CK(pcnn_perfmodel_set_param(m, PCNN_PERF_RANK_PACE, 1.25));
+    CK(pcnn_perfmodel_predict(m, net, 16, 1, 0, &one2));
+    CK(pcnn_perfmodel_predict(m, net, 16 * 4, 4, 0, &s2));
+    for (int k = 0; k < 4; k++) CK(pcnn_perfmodel_layer_time(m, -1, kinds[k], &t2[k]));
+    const double computed = t1[0] + t1[1] + t1[2];
+    EXPECT(one1 == one2, "one rank: no pace (%g vs %g)", one2, one1);
+    EXPECT(fabs(s2 - s1 - 0.25 * computed) <= 1e-9 * s2,
+           "pace 1.25: the step grows by a quarter of its computation (%g -> %g, %g)", s1, s2,
+           computed);
+    EXPECT(t2[0] == t1[0] && t2[1] == t1[1] && t2[2] == t1[2] &&
+               fabs(t2[3] - t1[3] - (s2 - s1)) <= 1e-9 * s2,
+           "the layers keep their times; the wait is exposed (%g -> %g)", t1[3], t2[3]);
+    /* Saved and read back; older files and a new compute table: pace 1. */
+    CK(pcnn_perfmodel_save(m, path));
+    CK(pcnn_perfmodel_load(path, &back));
+    CK(pcnn_perfmodel_get_param(back, PCNN_PERF_RANK_PACE, &pace));
+    CK(pcnn_perfmodel_predict(back, net, 16 * 4, 4, 0, &again));
+    EXPECT(pace == 1.25 && again == s2, "pace %g from the file predicts %g vs %g", pace, again,
+           s2);
+    CK(pcnn_perfmodel_destroy(&back));
+    set_double(path, -16, 0.5); /* the ranks' pace */
+    EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT, "pace out of range");
+    CK(pcnn_perfmodel_save(m, path));
+    as_version(path, 4);
+    CK(pcnn_perfmodel_load(path, &back));
+    CK(pcnn_perfmodel_get_param(back, PCNN_PERF_RANK_PACE, &pace));
+    EXPECT(pace == 1, "a version 4 file: pace 1 (%g)", pace);
+    CK(pcnn_perfmodel_destroy(&back));
+    CK(pcnn_perfmodel_calibrate_compute(m, net, 0.2));
+    CK(pcnn_perfmodel_get_param(m, PCNN_PERF_RANK_PACE, &pace));
+    EXPECT(pace == 1, "a new compute table: pace 1 again (%g)", pace);
     /* A file written to fit its checksum is held to what set_param and the
      * calibrations produce: a knob out of range, a NaN link time. */
     double progress;

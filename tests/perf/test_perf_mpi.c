@@ -102,12 +102,52 @@ int main(int argc, char **argv)
     CK(pcnn_net_finalize(net, 16));
     CK(pcnn_perfmodel_calibrate_compute(m, net, 0.5));
 
-    /* Sharing: the last rank's model (a knob of its own) on every rank. */
     const int root = ranks - 1;
+    /* The ranks' pace: the slowest rank's compute over this one's, so at
+     * least 1 everywhere and exactly 1 on the slowest; on every rank the
+     * same slowest total (this rank's total times its pace). */
+    double pace, step_own, step_paced;
+    CK(pcnn_perfmodel_get_param(m, PCNN_PERF_RANK_PACE, &pace));
+    expect(pace == 1, "pace 1 before it is calibrated");
+    CK(pcnn_perfmodel_predict(m, net, 16, 1, 0, &step_own));
+    CK(pcnn_perfmodel_calibrate_pace(m, comm));
+    CK(pcnn_perfmodel_get_param(m, PCNN_PERF_RANK_PACE, &pace));
+    double lowest = pace;
+    MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    printf("rank %d: pace %.4f\n", rank, pace);
+    expect(pace >= 1 && lowest == 1, "pace >= 1 on every rank, the slowest rank's 1");
+    /* One rank's step waits for nobody: not paced. */
+    CK(pcnn_perfmodel_predict(m, net, 16, 1, 0, &step_paced));
+    expect(step_paced == step_own, "one rank: no pace");
+    /* A network other ranks did not calibrate, or no calibration at all:
+     * an error on every rank, no hang. */
+    pcnn_perfmodel *fresh;
+    CK(pcnn_perfmodel_create(&fresh));
+    pcnn_status bad = pcnn_perfmodel_calibrate_pace(rank == root ? fresh : m, comm);
+    expect(ranks < 2 || (rank == root ? bad == PCNN_ERR_INVALID_STATE : bad == PCNN_ERR_REMOTE),
+           "calibrate_pace: a rank without a compute table fails every rank");
+    pcnn_net *other;
+    pcnn_layer *ol;
+    CK(pcnn_net_create(&other));
+    CK(pcnn_net_input(other, 3, 8, 8, &ol));
+    CK(pcnn_dense(other, ol, 4, 1, &ol));
+    CK(pcnn_net_set_loss(other, ol, PCNN_LOSS_MSE));
+    CK(pcnn_net_finalize(other, 4));
+    CK(pcnn_perfmodel_calibrate_compute(fresh, other, 0.1));
+    bad = pcnn_perfmodel_calibrate_pace(rank == root ? fresh : m, comm);
+    expect(ranks < 2 || (bad == PCNN_ERR_MISMATCH && strstr(pcnn_last_error(), "another network")),
+           "calibrate_pace: ranks with different networks get a MISMATCH");
+    bad = pcnn_perfmodel_calibrate_pace(rank == root ? NULL : m, comm);
+    expect(ranks < 2 || (rank == root ? bad == PCNN_ERR_INVALID_ARGUMENT : bad == PCNN_ERR_REMOTE),
+           "calibrate_pace: a NULL model on one rank fails every rank, no hang");
+    CK(pcnn_net_destroy(&other));
+    CK(pcnn_perfmodel_destroy(&fresh));
+
+    /* Sharing: the last rank's model (a knob of its own) on every rank. */
     CK(pcnn_perfmodel_set_param(m, PCNN_PERF_LINK_GBITS, rank == root ? 3.0 : 7.0));
     CK(pcnn_perfmodel_report(m, report, sizeof report, NULL));
     const int differed = !same_everywhere(fnv(report, strlen(report)));
-    pcnn_status bad = pcnn_perfmodel_share(m, comm, ranks);
+    bad = pcnn_perfmodel_share(m, comm, ranks);
     expect(bad == PCNN_ERR_INVALID_ARGUMENT, "share: a root outside the communicator is refused "
            "on every rank");
     bad = pcnn_perfmodel_share(m, comm, rank == 0 ? 0 : root);

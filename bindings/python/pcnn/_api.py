@@ -161,6 +161,7 @@ PROTOTYPES = [
     ("pcnn_perfmodel_destroy", STATUS, (HH,)),
     ("pcnn_perfmodel_calibrate_comm", STATUS, (H, H, D)),
     ("pcnn_perfmodel_calibrate_compute", STATUS, (H, H, D)),
+    ("pcnn_perfmodel_calibrate_pace", STATUS, (H, H)),
     ("pcnn_perfmodel_fit_regressors", STATUS, (H, I, D, U64)),
     ("pcnn_perfmodel_set_param", STATUS, (H, E, D)),
     ("pcnn_perfmodel_get_param", STATUS, (H, E, pD)),

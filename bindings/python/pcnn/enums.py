@@ -158,6 +158,7 @@ class PerfParam(enum.IntEnum):
     NONBLOCKING_PROGRESS = 6
     COMPUTE_SOURCE = 7
     MEMORY_CONTENTION = 8
+    RANK_PACE = 9
 
 
 # Header prefix of each enum's members, for the consistency test.

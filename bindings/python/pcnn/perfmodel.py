@@ -78,8 +78,8 @@ class PerfModel(Handle):
     collective and the measured curves), the compute table of one network
     (each layer timed at its local shapes) and, optionally, the per-kernel
     regressors that estimate shapes never timed.  Local to the process;
-    only calibrate_comm and share are collective.  PerfModel.load(path)
-    reads a saved model."""
+    only calibrate_comm, calibrate_pace and share are collective.
+    PerfModel.load(path) reads a saved model."""
 
     _kind = "perfmodel"
     _destroy = "pcnn_perfmodel_destroy"
@@ -137,6 +137,16 @@ class PerfModel(Handle):
         budget = _budget(budget, "PerfModel.calibrate_compute")
         with net._using() as h:
             self._lib.pcnn_perfmodel_calibrate_compute(self._handle(), h, budget)
+
+    def calibrate_pace(self, comm):
+        """Compare every rank's compute calibration (of the same network):
+        the slowest rank's step over this one's becomes PerfParam.RANK_PACE,
+        at which predictions of several ranks run.  Collective over `comm`
+        (a pcnn.Comm)."""
+        if not isinstance(comm, Comm):
+            raise TypeError("PerfModel.calibrate_pace: expected a pcnn.Comm, got %r" % (comm,))
+        with comm._using() as c:
+            self._lib.pcnn_perfmodel_calibrate_pace(self._handle(), c)
 
     def fit_regressors(self, threads=1, budget=30.0, seed=0):
         """Fit the per-kernel regressors (small MLPs on log-normalised

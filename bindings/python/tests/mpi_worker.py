@@ -142,6 +142,11 @@ def main(out, xfile, lfile):
         m.set_param("link_gbits", 3 if comm.rank == 1 else 7)
         m.share(comm, root=1)
         info["shared_gbits"] = m.get_param("link_gbits")
+        # the ranks' pace: every rank's compute calibration compared
+        with models.build("tiny", 4, comm) as net:
+            m.calibrate_compute(net, budget=0.2)
+            m.calibrate_pace(comm)
+            info["pace"] = m.get_param("rank_pace")
 
     # 9. left open on purpose: freed at exit (network, then communicators,
     # then MPI_Finalize by the communicator that initialised MPI)

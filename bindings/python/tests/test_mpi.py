@@ -98,6 +98,8 @@ def test_spatial_split_over_two_ranks(worker):
 
 def test_perfmodel_shared_from_one_rank(worker):
     assert [info["shared_gbits"] for _, info in worker[3]] == [3.0, 3.0]
+    paces = [info["pace"] for _, info in worker[3]]
+    assert min(paces) == 1.0 and max(paces) >= 1.0  # the slowest rank's is 1
 
 
 def test_mpi4py_style_communicator(worker):

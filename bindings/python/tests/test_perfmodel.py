@@ -116,6 +116,11 @@ def test_bad_inputs_raise_the_librarys_errors(lenet, tmp_path):
         assert m.get_param("memory_contention") == 1.0  # uncalibrated: none
         m.set_param("memory_contention", 1.5)
         assert m.get_param(pcnn.PerfParam.MEMORY_CONTENTION) == 1.5
+        assert m.get_param("rank_pace") == 1.0
+        with pytest.raises(pcnn.InvalidArgumentError, match="rank pace 0.5"):
+            m.set_param("rank_pace", 0.5)
+        m.set_param(pcnn.PerfParam.RANK_PACE, 1.25)
+        assert m.get_param("rank_pace") == 1.25
         with pytest.raises(pcnn.InvalidArgumentError, match="bytes -8"):
             m.collective_time("allreduce", 4, -8)
         with pytest.raises(pcnn.InvalidArgumentError, match="ranks 0"):
@@ -149,7 +154,7 @@ def test_bad_inputs_raise_the_librarys_errors(lenet, tmp_path):
     raw[8] = 1  # the format version (u32 after the 8-byte magic): an older one
     path.write_bytes(bytes(raw))
     with pytest.raises(pcnn.UnsupportedError,
-                       match="version 1; this library reads versions 2 to 4"):
+                       match="version 1; this library reads versions 2 to 5"):
         pcnn.PerfModel.load(path)
     with pytest.raises(pcnn.FileError):
         pcnn.PerfModel.load(os.path.join(str(tmp_path), "missing", "m.pcnnperf"))
