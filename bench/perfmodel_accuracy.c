@@ -9,6 +9,7 @@
  *     mpiexec.mpich -n 2 ./build/bench/perfmodel_accuracy --threads 1   # 2 ranks x 1 thread
  *   options: [--models lenet,resnet20,vgg11,edsr,cosmoflow] [--iters 20]
  *            [--warmup 10] [--budget-comm 2] [--budget-compute 5] [--verbose]
+ *            [--repeat] [--calibrate-once]
  *
  * One JSON line per case from rank 0, then a JSON summary and the same as
  * a readable table with the targets beside each number, overall and per
@@ -17,11 +18,21 @@
  * median wall time of a step ("re_median", robust to preempted steps);
  * median, largest and mean WRE^T of FP, BP and WU (target 5 %); and
  * the seconds the link and compute calibration took per model (target for
- * ResNet-20 on 2 ranks: under 10 s together).  Each model's layers are
- * timed once, on its first network halfway through the measured steps
- * (its training state: how many ReLUs are dead changes some kernels'
- * speed).  On one rank the strategies
- * are all the same (no exchange): only overlap on and off are run. */
+ * ResNet-20 on 2 ranks: under 10 s together).  Each case's layers are
+ * timed halfway through its measured steps (its training state: how many
+ * ReLUs are dead changes some kernels' speed), then, on several ranks,
+ * the ranks' pace is compared: every case calibrates the network it
+ * predicts, as a user would.  On a shared machine whose speed drifts by
+ * tens of percent within minutes, one calibration for a model's six cases
+ * measured the drift more than the model (--calibrate-once: the first
+ * case's for all six, as this benchmark did before).
+ * On one rank the strategies are all the same (no exchange): only overlap
+ * on and off are run.
+ *
+ * --repeat measures each case twice (two windows of --iters steps on the
+ * same network) and reports the second window against the first by the
+ * same metrics: the measurement's own repeatability, the floor under any
+ * model's error on this machine.  The model is validated on the second. */
 #define PCNN_EXPERIMENTAL /* the performance model: pcnn.h section 9 */
 #include <math.h>
 #include <stdbool.h>
@@ -85,8 +96,46 @@ static void median_max(const double *v, int n, double *median, double *max)
  * a preempted step on a shared machine pulls up). */
 static int warmup = 10; /* steps before the measured ones (--warmup) */
 
+/* A measured window: per layer forward, backward and update, and the step. */
+enum { MAX_LAYERS = 1024 };
+typedef struct window {
+    int layers;
+    double t[MAX_LAYERS][3];
+    double step;
+} window;
+
+static void read_window(const pcnn_net *net, window *w)
+{
+    static const pcnn_time stage[3] = {PCNN_TIME_FORWARD, PCNN_TIME_BACKWARD, PCNN_TIME_UPDATE};
+    CHECK(pcnn_net_time(net, -1, PCNN_TIME_STEP, &w->step));
+    w->layers = 0;
+    /* Layer 0 is the input; the first index past the last is an error. */
+    for (int l = 1; l < MAX_LAYERS; l++) {
+        double v[3];
+        bool ok = true;
+        for (int s = 0; s < 3 && ok; s++) ok = pcnn_net_time(net, l, stage[s], &v[s]) == PCNN_OK;
+        if (!ok) break;
+        memcpy(w->t[w->layers++], v, sizeof v);
+    }
+}
+
+/* Window b against window a as validate compares a prediction with a
+ * measurement: step RE and WRE^T of each stage. */
+static void compare_windows(const window *a, const window *b, double *re, double wre[3])
+{
+    *re = (b->step - a->step) / a->step;
+    for (int s = 0; s < 3; s++) {
+        double err = 0, sum = 0;
+        for (int l = 0; l < a->layers && l < b->layers; l++) {
+            err += fabs(b->t[l][s] - a->t[l][s]);
+            sum += a->t[l][s];
+        }
+        wre[s] = sum > 0 ? err / sum : 0;
+    }
+}
+
 static double train(pcnn_net *net, const model *md, int batch, int iters, pcnn_perfmodel *m,
-                    double budget, double comm_seconds, const char *name)
+                    pcnn_comm *comm, double budget, double comm_seconds, const char *name)
 {
     double *wall = malloc(sizeof(double) * (size_t)iters);
     const int mine = batch / ranks + (rank < batch % ranks);
@@ -108,6 +157,7 @@ static double train(pcnn_net *net, const model *md, int batch, int iters, pcnn_p
         if (i == warmup + iters / 2 && m) {
             const double c0 = MPI_Wtime();
             CHECK(pcnn_perfmodel_calibrate_compute(m, net, budget));
+            if (comm) CHECK(pcnn_perfmodel_calibrate_pace(m, comm));
             double spent = MPI_Wtime() - c0;
             MPI_Allreduce(MPI_IN_PLACE, &spent, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
             if (rank == 0)
@@ -138,7 +188,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     char models[256] = "lenet,resnet20,vgg11,edsr,cosmoflow";
-    int threads = 1, iters = 20, verbose = 0;
+    int threads = 1, iters = 20, verbose = 0, repeat = 0, once = 0;
     double budget_comm = 2, budget_compute = 5;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
@@ -146,11 +196,13 @@ int main(int argc, char **argv)
             if (rank == 0)
                 printf("usage: mpiexec.mpich -n 1|2 perfmodel_accuracy [--threads T] [--iters N]\n"
                        "  [--warmup N] [--models a,b] [--budget-comm S] [--budget-compute S]\n"
-                       "  [--verbose]\n");
+                       "  [--verbose] [--repeat] [--calibrate-once]\n");
             MPI_Finalize();
             return 0;
         }
         if (!strcmp(argv[i], "--verbose")) { verbose = 1; continue; }
+        if (!strcmp(argv[i], "--repeat")) { repeat = 1; continue; }
+        if (!strcmp(argv[i], "--calibrate-once")) { once = 1; continue; }
         if (!strcmp(argv[i], "--models")) snprintf(models, sizeof models, "%s", v);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(v);
         else if (!strcmp(argv[i], "--iters")) iters = atoi(v);
@@ -170,6 +222,8 @@ int main(int argc, char **argv)
                           comm_seconds, ranks, threads);
 
     double res[128], res_med[128], wres[3][128], exposed_re[128];
+    double floor_re[128], floor_wre[3][128]; /* --repeat: window against window */
+    static window first, second;
     int exposed_cases = 0;
     const char *case_model[128];
     int cases = 0;
@@ -185,9 +239,17 @@ int main(int argc, char **argv)
         for (int s = 0; s < (ranks > 1 ? 3 : 1); s++)
             for (int overlap = 0; overlap <= 1; overlap++) {
                 pcnn_net *net = build(md, comm, s, overlap, threads, batch);
-                const double median_step = train(net, md, batch, iters, calibrated ? NULL : m,
-                                                 budget_compute, comm_seconds, name);
+                pcnn_perfmodel *timer = calibrated && once ? NULL : m;
+                double median_step =
+                    train(net, md, batch, iters, timer, comm, budget_compute, comm_seconds, name);
                 calibrated = true;
+                double rep_re = 0, rep_wre[3] = {0};
+                if (repeat) {
+                    read_window(net, &first);
+                    median_step = train(net, md, batch, iters, NULL, NULL, 0, 0, name);
+                    read_window(net, &second);
+                    compare_windows(&first, &second, &rep_re, rep_wre);
+                }
                 double step, re, wre[3];
                 CHECK(pcnn_perfmodel_predict(m, net, batch, ranks, overlap, &step));
                 static char table[1 << 16];
@@ -206,6 +268,10 @@ int main(int argc, char **argv)
                            name, ranks > 1 ? strategy_name[s] : "none", overlap, 1e3 * measured,
                            1e3 * median_step, 1e3 * step, re, (step - median_step) / median_step,
                            wre[0], wre[1], wre[2], 1e3 * exposed, 1e3 * exposed_predicted);
+                    if (repeat)
+                        printf("{\"model\": \"%s\", \"repeat\": true, \"re\": %.4f, "
+                               "\"wre_fp\": %.4f, \"wre_bp\": %.4f, \"wre_wu\": %.4f}\n",
+                               name, rep_re, rep_wre[0], rep_wre[1], rep_wre[2]);
                     fflush(stdout);
                 }
                 /* Exposed communication where it is a part of the step
@@ -215,7 +281,11 @@ int main(int argc, char **argv)
                 if (cases < 128) {
                     res[cases] = fabs(re);
                     res_med[cases] = fabs((step - median_step) / median_step);
-                    for (int k = 0; k < 3; k++) wres[k][cases] = wre[k];
+                    floor_re[cases] = fabs(rep_re);
+                    for (int k = 0; k < 3; k++) {
+                        wres[k][cases] = wre[k];
+                        floor_wre[k][cases] = rep_wre[k];
+                    }
                     case_model[cases] = md->name;
                     cases++;
                 }
@@ -258,6 +328,18 @@ int main(int argc, char **argv)
         for (int k = 0; k < 3; k++)
             printf("  WRE^T %s                 median %5.1f %%  max %5.1f %%  mean %5.1f %%  "
                    "(target 5 %%)\n", pass[k], 100 * wmed[k], 100 * wmax[k], 100 * mean[k]);
+        if (repeat) {
+            double fm, fx;
+            median_max(floor_re, cases, &fm, &fx);
+            printf("  repeatability (a second window against the first, same metrics):\n"
+                   "  step |RE|                median %5.1f %%  max %5.1f %%\n", 100 * fm,
+                   100 * fx);
+            for (int k = 0; k < 3; k++) {
+                median_max(floor_wre[k], cases, &fm, &fx);
+                printf("  WRE^T %s                 median %5.1f %%  max %5.1f %%\n", pass[k],
+                       100 * fm, 100 * fx);
+            }
+        }
         for (int i = 0; i < cases; i++) {
             bool first = true;
             for (int j = 0; j < i; j++) first = first && strcmp(case_model[j], case_model[i]);
