@@ -1541,9 +1541,12 @@ PCNN_API pcnn_status pcnn_net_train_step_local(pcnn_net *net, int n, const float
 /* Inference under the distribution: every rank of a sample group passes
  * the group's n whole samples (as pcnn_net_train_step) and receives their
  * n outputs (NCHW) in out, batch norms using their running statistics and
- * dropout off.  Collective.  On a network without a spatial distribution
- * it is pcnn_net_predict (local, each rank its own samples).  Errors as
- * pcnn_net_predict; INVALID_ARGUMENT when ranks of a group disagree on n. */
+ * dropout off.  n may exceed max_batch (run in chunks of it, each
+ * collective) and may be 0 on the ranks of a group with nothing to predict
+ * (x and out may then be NULL).  Collective.  On a network without a
+ * spatial distribution it is pcnn_net_predict (local, each rank its own
+ * samples, n >= 1).  Errors as pcnn_net_predict; INVALID_ARGUMENT when
+ * ranks of a group disagree on n, or no rank passed any sample. */
 PCNN_API pcnn_status pcnn_net_predict_parallel(pcnn_net *net, int n, const float *x, float *out,
                                                size_t out_count);
 
@@ -1778,9 +1781,10 @@ PCNN_API pcnn_status pcnn_perfmodel_destroy(pcnn_perfmodel **model);
  * summation; alpha and beta fitted per collective, the curves kept; how
  * much a nonblocking all-reduce advances per MPI_Test between layers; and
  * how much longer the optimizer's update takes with every rank running its
- * own at once (PCNN_PERF_MEMORY_CONTENTION, by size; about 0.5 s more, 48
- * MiB of scratch per rank).  Rank 0's result is broadcast: every rank
- * holds the same model.
+ * own at once (PCNN_PERF_MEMORY_CONTENTION, by size; 48 MiB of scratch
+ * per rank).  That measurement and the buffers' setup come first and cost
+ * about 0.3 s however small the budget; the sweeps share what is left.
+ * Rank 0's result is broadcast: every rank holds the same model.
  * Collective over comm, every rank with the same budget; on one rank only
  * gamma is measured.  A bad argument on any rank fails the call on every
  * rank (REMOTE on the others) before anything is measured.  Errors:
@@ -1824,8 +1828,11 @@ PCNN_API pcnn_status pcnn_perfmodel_calibrate_pace(pcnn_perfmodel *model, pcnn_c
  * shapes, trained with this library's own dense layers and Adam; every
  * layer kind: convolutions 2D and 3D, dense, pooling, element-wise) for
  * `threads` compute threads within about budget_seconds: estimates for
- * shapes never timed, reported beside the timings.  Local.  Errors:
- * INVALID_ARGUMENT, UNSUPPORTED (a build without them), OUT_OF_MEMORY. */
+ * shapes never timed, reported beside the timings.  A kind left with too
+ * few timed shapes when the budget runs out gets no regressor (the report
+ * lists those fitted).  Local.  Errors: INVALID_ARGUMENT, TIMEOUT (a budget
+ * too small to fit any kind; the model keeps what it had), UNSUPPORTED (a
+ * build without them), OUT_OF_MEMORY. */
 PCNN_API pcnn_status pcnn_perfmodel_fit_regressors(pcnn_perfmodel *model, int threads,
                                                    double budget_seconds, uint64_t seed);
 

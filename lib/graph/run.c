@@ -519,25 +519,43 @@ PCNN_API pcnn_status pcnn_net_predict(pcnn_net *net, int n, const float *x, floa
     return PCNN_OK;
 }
 
+/* Chunks of max_batch samples, each collective: every rank runs every
+ * chunk (one whose samples ran out passes none) until no rank has any
+ * left, as spatial_evaluate does. */
 PCNN_API pcnn_status pcnn_net_predict_parallel(pcnn_net *net, int n, const float *x, float *out,
                                                size_t out_count)
 {
     API_ENTRY();
     TRY(net_check_ready(net, __func__));
     if (!net_is_spatial(net)) return pcnn_net_predict(net, n, x, out, out_count);
-    pcnn_status st = net_check_batch(net, __func__, n, x, NULL, NULL, false);
-    if (st == PCNN_OK && !out) st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "out is NULL");
-    if (st == PCNN_OK && out_count < (size_t)n * shape_size(net->output->out))
+    const size_t in = shape_size(net->layers.items[0]->out), o = shape_size(net->output->out);
+    pcnn_status st = PCNN_OK;
+    if (n < 0) st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "n = %d must be >= 0", n);
+    else if (n > 0 && !x) st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "x is NULL");
+    else if (n > 0 && !out) st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "out is NULL");
+    else if (out_count < (size_t)n * o)
         st = FAIL(PCNN_ERR_SHAPE, "out holds %zu floats; %d samples need %zu", out_count, n,
-                  (size_t)n * shape_size(net->output->out));
+                  (size_t)n * o);
+    else if (net->opt.check_numerics && !floats_finite(x, (size_t)n * in)) /* before any output */
+        st = FAIL(PCNN_ERR_NUMERIC, "the input batch contains NaN or Inf");
     if (st == PCNN_OK) st = exchange_flush(net->exchange);
-    double sizes[3] = {st == PCNN_OK ? n : 0, 0, 0};
-    TRY(net_agree_batch(net, st, sizes, net_effective_lr(net), __func__));
-    TRY(spatial_begin_step(net, __func__));
-    int saved = blas_threads_enter();
-    spatial_load_input(net, n, x, false, false);
-    st = spatial_forward(net, NULL, false);
-    if (st == PCNN_OK) st = spatial_gather_output(net, n, out);
+    const int saved = blas_threads_enter();
+    for (int start = 0;; start += net->max_batch) {
+        const int left = st == PCNN_OK && n > start ? n - start : 0;
+        const int count = left < net->max_batch ? left : net->max_batch;
+        double sizes[3] = {count, 0, 0};
+        st = net_agree_batch(net, st, sizes, net_effective_lr(net), __func__);
+        if (st == PCNN_OK && start == 0 && sizes[0] == 0)
+            st = FAIL(PCNN_ERR_INVALID_ARGUMENT, "no rank passed any sample");
+        if (st != PCNN_OK || sizes[0] == 0) break;
+        st = spatial_begin_step(net, __func__);
+        if (st != PCNN_OK) break;
+        if (count > 0) spatial_load_input(net, count, x + (size_t)start * in, false, false);
+        st = spatial_forward(net, NULL, false);
+        if (st == PCNN_OK)
+            st = spatial_gather_output(net, count, count ? out + (size_t)start * o : out);
+        if (st != PCNN_OK) break;
+    }
     blas_threads_leave(saved);
     return st;
 }

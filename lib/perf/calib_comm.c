@@ -84,11 +84,14 @@ static double median_of(double *t, int n)
 }
 
 /* Median seconds of `reps` runs after a warm-up (a run preempted by another
- * process on a shared machine does not count), the maximum over ranks. */
+ * process on a shared machine does not count), the maximum over ranks;
+ * *elapsed the wall time of it all, warm-up included (its first touch of
+ * the buffers' pages may cost more than the runs), the maximum too. */
 #define MAX_REPS 20
 static pcnn_status measure(bench *b, pcnn_collective k, double bytes, int reps, double *seconds,
-                           double *actual)
+                           double *actual, double *elapsed)
 {
+    const double start = clock_now();
     TRY(run_once(b, k, bytes, actual));
     MPI_Request req;
     TRY(complete(b, MPI_Ibarrier(b->c->comm, &req), &req, "MPI_Ibarrier (calibration)"));
@@ -100,9 +103,12 @@ static pcnn_status measure(bench *b, pcnn_collective k, double bytes, int reps, 
         t[i] = clock_now() - t0;
         if (k == PCNN_COLL_SENDRECV) t[i] /= 2; /* one way of the round trip */
     }
-    double mine = median_of(t, reps);
-    return complete(b, MPI_Iallreduce(&mine, seconds, 1, MPI_DOUBLE, MPI_MAX, b->c->comm, &req),
-                    &req, "MPI_Iallreduce (calibration times)");
+    double mine[2] = {median_of(t, reps), clock_now() - start}, most[2];
+    TRY(complete(b, MPI_Iallreduce(mine, most, 2, MPI_DOUBLE, MPI_MAX, b->c->comm, &req), &req,
+                 "MPI_Iallreduce (calibration times)"));
+    *seconds = most[0];
+    *elapsed = most[1];
+    return PCNN_OK;
 }
 
 /* Sweep one collective within `share` seconds, from the smallest size up
@@ -111,7 +117,8 @@ static pcnn_status measure(bench *b, pcnn_collective k, double bytes, int reps, 
  * are far apart models the sizes between them badly).  Each size's
  * estimate extends the last two points' slope (at least 1 ns per byte);
  * the sweep stops at the first size it cannot afford twice.  Decisions use
- * agreed times only, so every rank posts the same collectives. */
+ * agreed times only (the time used is the measured wall time, not the
+ * estimate), so every rank posts the same collectives. */
 static pcnn_status sweep(bench *b, perf_link *k, pcnn_collective c, double share)
 {
     perf_curve *cv = &k->curve[c];
@@ -136,9 +143,9 @@ static pcnn_status sweep(bench *b, perf_link *k, pcnn_collective c, double share
         /* Small ones (the first, 8 B, too) get enough runs for a median. */
         reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
         if ((i == 0 || estimate < 1e-3) && reps < 7) reps = 7;
-        double t = 0, actual = 0;
-        TRY(measure(b, c, n, reps, &t, &actual));
-        used += t * (reps + 1) * (c == PCNN_COLL_SENDRECV ? 2 : 1);
+        double t = 0, actual = 0, elapsed = 0;
+        TRY(measure(b, c, n, reps, &t, &actual, &elapsed));
+        used += elapsed;
         if (t > 0 && (!cv->count || actual > cv->bytes[cv->count - 1])) {
             cv->bytes[cv->count] = actual;
             cv->seconds[cv->count] = t;
@@ -176,8 +183,8 @@ static pcnn_status measure_polling(bench *b, const perf_link *k, double *poll_wo
     const perf_curve *cv = &k->curve[PCNN_COLL_ALLREDUCE];
     double bytes = 8 << 20;
     if (cv->count && cv->bytes[cv->count - 1] < bytes) bytes = cv->bytes[cv->count - 1];
-    double alone = 0, actual = 0;
-    TRY(measure(b, PCNN_COLL_ALLREDUCE, bytes, 2, &alone, &actual));
+    double alone = 0, actual = 0, elapsed = 0;
+    TRY(measure(b, PCNN_COLL_ALLREDUCE, bytes, 2, &alone, &actual, &elapsed));
     MPI_Request req;
     TRY(complete(b, MPI_Ibarrier(b->c->comm, &req), &req, "MPI_Ibarrier (calibration)"));
     const int count = (int)(bytes / 4);
@@ -364,9 +371,22 @@ static pcnn_status agree_budget(pcnn_comm *comm, double budget, pcnn_status loca
                      "%g s on rank %d", first, other, d.rank);
 }
 
+/* *left: what the budget leaves after `start`, by the slowest rank's clock
+ * (an agreed value: the sweeps decide from it). */
+static pcnn_status budget_left(bench *b, double start, double budget, double *left)
+{
+    double used = clock_now() - start, most = used;
+    MPI_Request req;
+    TRY(complete(b, MPI_Iallreduce(&used, &most, 1, MPI_DOUBLE, MPI_MAX, b->c->comm, &req), &req,
+                 "MPI_Iallreduce (calibration budget)"));
+    *left = budget - most;
+    return PCNN_OK;
+}
+
 pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, pcnn_status local,
                                 const char *func)
 {
+    const double start = clock_now();
     TRY(comm_check_usable(comm, func));
     TRY(agree_budget(comm, budget, local, func));
     perf_link fresh;
@@ -382,12 +402,16 @@ pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, pc
     pcnn_status st = b.send && b.recv ? PCNN_OK
                                       : FAIL(PCNN_ERR_OUT_OF_MEMORY, "calibration buffers");
     st = agree(comm, st, TIMEOUT_MS, func);
+    /* The fixed costs first (the contention's sizes do not depend on the
+     * budget), so that the sweeps take what is left of it. */
+    if (st == PCNN_OK) st = measure_contention(&b, fresh.mem_contention);
+    double left = 0;
+    if (st == PCNN_OK) st = budget_left(&b, start, budget, &left);
     const pcnn_collective order[4] = {PCNN_COLL_ALLREDUCE, PCNN_COLL_ALLTOALL,
                                       PCNN_COLL_ALLGATHER, PCNN_COLL_SENDRECV};
-    const double share[4] = {0.27, 0.27, 0.22, 0.14}; /* the rest: polling */
-    for (int i = 0; i < 4 && st == PCNN_OK; i++) st = sweep(&b, &fresh, order[i], budget * share[i]);
+    const double share[4] = {0.3, 0.3, 0.24, 0.16};
+    for (int i = 0; i < 4 && st == PCNN_OK; i++) st = sweep(&b, &fresh, order[i], left * share[i]);
     if (st == PCNN_OK) st = measure_polling(&b, &fresh, &fresh.poll_work, &fresh.poll_cpu);
-    if (st == PCNN_OK) st = measure_contention(&b, fresh.mem_contention);
     double packed[PACKED];
     if (st == PCNN_OK) {
         for (int c = 0; c < PERF_COLLECTIVES; c++) perf_coll_fit(&fresh, (pcnn_collective)c);

@@ -164,6 +164,15 @@ pcnn_status perf_fit_regressors(pcnn_perfmodel *m, int threads, double budget, u
     c.kinds = perf_kinds_all(); /* pooling, 3D and dropout layers too, not only ResNet's */
     perf_regressors *set = NULL;
     TRY(perf_regressors_calibrate(&c, &set));
+    int fitted = 0;
+    for (int k = 0; k < PERF_KIND_COUNT; k++) fitted += perf_regressor_has(set, (perf_kind)k);
+    if (fitted == 0) { /* the model keeps the regressors it had */
+        perf_regressors_destroy(&set);
+        return FAIL(PCNN_ERR_TIMEOUT,
+                    "budget %g s: no layer kind reached %d timed shapes, nothing fitted "
+                    "(a few seconds fit every kind)",
+                    budget, c.min_points);
+    }
     perf_regressors_free(m);
     m->regressors = set;
     return PCNN_OK;

@@ -439,6 +439,14 @@ int main(void)
     EXPECT(back == NULL, "failed loads leave *out alone");
     remove(path);
 
+    /* A budget too small to time any kind's shapes fits nothing: an
+     * error, and the model keeps what it had. */
+    char before[16384], after[16384];
+    CK(pcnn_perfmodel_report(m, before, sizeof before, NULL));
+    EXPECT_ERR(pcnn_perfmodel_fit_regressors(m, 1, 1e-6, 7), PCNN_ERR_TIMEOUT, "nothing fitted");
+    CK(pcnn_perfmodel_report(m, after, sizeof after, NULL));
+    EXPECT(strcmp(before, after) == 0, "a fit that timed out leaves the model as it was");
+
     CK(pcnn_net_destroy(&other));
     CK(pcnn_net_destroy(&net));
     CK(pcnn_perfmodel_destroy(&m));

@@ -541,6 +541,23 @@ static void test_predict(const int *parts)
     snprintf(what, sizeof what, "predict_parallel after 2 steps equals one rank's predict for "
              "the group's samples (%.2g)", d);
     expect(d <= 1e-5, what);
+    /* More samples than max_batch (run in chunks, each collective),
+     * shared unevenly: with several groups the last has none (NULL x and
+     * out) and waits out the others' chunks. */
+    enum { M = 3 * B + 1 };
+    static float xm[M * C * H * W], za[M * 3], zb[M * 3];
+    for (int i = 0; i < M * C * H * W; i++) xm[i] = frand();
+    CK(pcnn_net_predict(one.net, M, xm, za, M * 3));
+    const int busy = groups > 1 ? groups - 1 : 1;
+    const int m0 = g >= busy ? 0 : g * (M / busy) + (g < M % busy ? g : M % busy);
+    const int mn = g >= busy ? 0 : M / busy + (g < M % busy);
+    for (int i = 0; i < M * 3; i++) zb[i] = NAN;
+    CK(pcnn_net_predict_parallel(sp.net, mn, mn ? xm + (size_t)m0 * C * H * W : NULL,
+                                 mn ? zb : NULL, (size_t)mn * 3));
+    const double dm = mn ? rel_diff(zb, za + m0 * 3, (size_t)mn * 3) : 0;
+    snprintf(what, sizeof what, "predict_parallel of %d samples (a network finalized for %d) on group %d of "
+             "%d equals one rank's predict (%.2g)", mn, B, g, groups, dm);
+    expect(dm <= 1e-5, what);
     pcnn_net_destroy(&sp.net);
     pcnn_net_destroy(&one.net);
 }
