@@ -544,8 +544,10 @@ class Net(Handle):
 
     def predict_parallel(self, x, out=None):
         """predict under the distribution (experimental): every rank of a
-        sample group passes the group's samples and receives their outputs.
-        Collective; predict itself on a network without a spatial split."""
+        sample group passes the group's samples (any number, run in chunks
+        of max_batch; none, an empty array, on a group with nothing to
+        predict) and receives their outputs.  Collective; predict itself on
+        a network without a spatial split."""
         h = self._handle()
         if self._output_size is None:
             raise InvalidStateError("Net.predict_parallel: finalize the network first")
