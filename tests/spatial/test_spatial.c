@@ -555,8 +555,8 @@ static void test_predict(const int *parts)
     CK(pcnn_net_predict_parallel(sp.net, mn, mn ? xm + (size_t)m0 * C * H * W : NULL,
                                  mn ? zb : NULL, (size_t)mn * 3));
     const double dm = mn ? rel_diff(zb, za + m0 * 3, (size_t)mn * 3) : 0;
-    snprintf(what, sizeof what, "predict_parallel of %d samples (a network finalized for %d) on group %d of "
-             "%d equals one rank's predict (%.2g)", mn, B, g, groups, dm);
+    snprintf(what, sizeof what, "predict_parallel of %d samples (a network finalized for %d) "
+             "on group %d of %d equals one rank's predict (%.2g)", mn, B, g, groups, dm);
     expect(dm <= 1e-5, what);
     pcnn_net_destroy(&sp.net);
     pcnn_net_destroy(&one.net);
