@@ -79,7 +79,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define PCNN_VERSION_MAJOR 0
-#define PCNN_VERSION_MINOR 1
+#define PCNN_VERSION_MINOR 2
 #define PCNN_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH: compare against pcnn_version_number(). */
 #define PCNN_VERSION_NUMBER \

@@ -14,6 +14,7 @@ set -euo pipefail
 packages=(gcc g++ gfortran libc6-dev libopenblas-dev libmpich-dev mpich meson ninja-build pkg-config
           zlib1g-dev python3 python3-numpy python3-pytest dataset-fashion-mnist
           cmake python3-pip                                   # the 'install' suite
+          abigail-tools clang                                 # the ABI check, hosts built by clang
           python3-matplotlib                                  # the examples' plots
           iproute2 iputils-ping procps openssh-client)        # the cluster suite
                                                               # (hydra's ssh launcher, scripts/cluster.sh)

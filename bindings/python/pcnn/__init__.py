@@ -31,7 +31,7 @@ from .torch_io import from_torch_state_dict, to_torch_state_dict
 from .scheduler import Scheduler
 from .volumes import VolumeDataset, batch_box, open_volumes, write_volume_manifest
 
-__version__ = "0.1.0"  # the binding's own version; the library's: library_version()
+__version__ = "0.2.0"  # the binding's own version; the library's: library_version()
 
 
 def load_library(path=None):
