@@ -7,10 +7,13 @@
  *   3. networks         build by calls, finalize, train, infer, parameters
  *   4. datasets         IDX (MNIST / Fashion-MNIST) and in-memory datasets
  *   5. parallel         communicators and data-parallel training over MPI
- *   6. timing           per-layer timing breakdown, overlap ratio, Chrome trace
+ *   6. timing           per-layer timing breakdown, overlap ratio, Chrome traces,
+ *                       step and log callbacks
  *   7. checkpoints      atomic, checksummed save and restore
  *   8. scheduler        the adaptive batch-size scheduler
- *   9. experimental     tuning knobs, only with PCNN_EXPERIMENTAL defined
+ *   9. experimental     only with PCNN_EXPERIMENTAL defined:
+ *                       9.1 tuning knobs, 9.2 spatial and hybrid parallelism,
+ *                       9.3 performance model, 9.4 automatic parallel strategy
  *
  * Sections 1-8 are the stable API: within a major version, names, values
  * and behaviour only grow.  Section 9 may change in any minor version.
@@ -254,7 +257,28 @@ typedef enum pcnn_option {
      * rank's clock offset to rank 0 (a few pings). */
     PCNN_OPT_TRACE_EVENTS = 21,
     PCNN_OPT_EXPERIMENTAL_5 = 22, /* section 9 */
-    PCNN_OPT_EXPERIMENTAL_6 = 23, /* section 9 */
+    /* Synchronised batch normalisation (PyTorch's SyncBatchNorm).  1: in
+     * every training step (pcnn_net_train_step, pcnn_net_train_epoch, the
+     * scheduler's steps) of a network with a communicator, each batch norm normalises with the
+     * statistics of the whole global batch instead of this rank's share: each
+     * rank's per-channel count, mean and sum of squared deviations are
+     * gathered and combined (Chan et al.'s pairwise formula, in rank order:
+     * the same bits on every rank), and backward sums the two per-channel
+     * gradient sums over the ranks.  Training then equals one rank training
+     * on the whole batch (up to float summation order) with any split of the
+     * batch, ranks without samples included, and the running statistics
+     * (updated with the global mean and unbiased global variance) are
+     * identical on every rank.  Costs one small collective per batch norm in
+     * forward and one in backward, on the network's own duplicate
+     * communicator, which a timeout (PCNN_OPT_TIMEOUT_MS) aborts like the
+     * exchange's.  pcnn_net_compute_gradients and pcnn_net_compute_loss stay
+     * local (this rank's statistics), inference uses the running statistics,
+     * and a network without a communicator is unaffected.  The default of the
+     * network's batch norms; pcnn_batchnorm_set_sync overrides it per layer.
+     * Ranks must agree (finalize fails with PCNN_ERR_MISMATCH naming the
+     * layer otherwise).  Checkpoints do not depend on it.  Before finalize.
+     * Default 0. */
+    PCNN_OPT_SYNC_BATCHNORM = 23,
     PCNN_OPT_EXPERIMENTAL_7 = 24, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_8 = 25, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_9 = 26, /* section 9 */
@@ -299,7 +323,7 @@ PCNN_API pcnn_status pcnn_net_input(pcnn_net *net, int channels, int height, int
  * kernel tap; algorithms differ in float rounding only.  Output
  * (out_channels, (H+2p-k)/s+1, (W+2p-k)/s+1).  Any padding >= 0, as in
  * PyTorch (a window entirely in the padding gives the bias).  2D inputs
- * only (a volume needs pcnn_conv3d, section 9). */
+ * only (a volume needs pcnn_conv3d, below). */
 PCNN_API pcnn_status pcnn_conv2d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
                                  int stride, int padding, int bias, pcnn_layer **out);
 
@@ -340,9 +364,15 @@ PCNN_API pcnn_status pcnn_leaky_relu(pcnn_net *net, pcnn_layer *in, float slope,
  * inference (predict, evaluate) uses the running statistics.  PyTorch's
  * defaults are eps 1e-5, momentum 0.1.  With several ranks, statistics are
  * per rank (as in the peers), unless synchronised across ranks
- * (PCNN_OPT_SYNC_BATCHNORM, pcnn_batchnorm_set_sync: section 9). */
+ * (PCNN_OPT_SYNC_BATCHNORM, pcnn_batchnorm_set_sync). */
 PCNN_API pcnn_status pcnn_batchnorm(pcnn_net *net, pcnn_layer *in, float eps, float momentum,
                                     pcnn_layer **out);
+
+/* Synchronise this batch-norm layer's statistics across ranks (1), keep
+ * them per rank (0), or follow PCNN_OPT_SYNC_BATCHNORM (-1, the default).
+ * Before finalize.  Errors: INVALID_ARGUMENT (layer NULL or not a batch
+ * norm, sync not -1, 0 or 1), INVALID_STATE (finalized). */
+PCNN_API pcnn_status pcnn_batchnorm_set_sync(pcnn_layer *layer, int sync);
 
 /* Inverted dropout with drop probability p in [0, 1): during training each
  * element is zeroed with probability p and the rest scaled by 1/(1-p);
@@ -364,6 +394,56 @@ PCNN_API pcnn_status pcnn_add_scaled(pcnn_net *net, pcnn_layer *a, pcnn_layer *b
 PCNN_API pcnn_status pcnn_pixel_shuffle(pcnn_net *net, pcnn_layer *in, int upscale,
                                         pcnn_layer **out);
 
+/*
+ * 3D networks (volumes such as CosmoFlow's 4 x 128^3 dark-matter cubes,
+ * seed 003).  A sample is (C, D, H, W), stored NCDHW (W fastest) in every
+ * buffer the host passes (inputs, outputs, gradients), as PyTorch.  These
+ * layers accept depth as well as the 2D ones: ReLU, leaky ReLU, batch norm
+ * (statistics per channel over N, D, H, W), dropout, add / add_scaled,
+ * global average pooling ((C, D, H, W) -> (C, 1, 1)), flatten and dense
+ * (features in PyTorch's flatten order C, D, H, W).  conv2d and the 2D
+ * pools refuse volumes (SHAPE), pixel shuffle too (UNSUPPORTED).  Losses,
+ * training, evaluation, checkpoints and data parallelism work unchanged.
+ * Errors as for the 2D calls.
+ */
+
+/* The network's input: samples of channels x depth x height x width.  Must
+ * be the first layer added, exactly once (instead of pcnn_net_input).
+ * depth 1 gives the same network as pcnn_net_input. */
+PCNN_API pcnn_status pcnn_net_input3d(pcnn_net *net, int channels, int depth, int height,
+                                      int width, pcnn_layer **out);
+
+/* 3D convolution as torch.nn.Conv3d: out_channels filters of kernel^3,
+ * the same stride and zero padding (any padding >= 0) along D, H and W;
+ * bias != 0 adds a per-channel bias.  Output (out_channels, (D+2p-k)/s+1,
+ * (H+2p-k)/s+1, (W+2p-k)/s+1).  Weights [Cout][Cin][k][k][k] then the bias,
+ * as PyTorch.  Computed as vol2col + GEMM over the whole local batch (three
+ * GEMMs per step, seed 001 section 3.1); the vol2col matrix is kept for
+ * backward under PCNN_OPT_KEEP_IM2COL.  Where that matrix would exceed
+ * 64 MiB (CosmoFlow's conv1 at 128^3: 0.9 GB per sample) each sample runs
+ * in bands of output planes instead, nothing kept.  With AVX-512, the
+ * forward pass of a stride-1 convolution with few input channels (C k^3
+ * <= 256, output rows >= 16) is computed directly, without the matrix;
+ * PCNN_OPT_CONV_ALGORITHM 1 keeps vol2col + GEMM everywhere, 2 uses the
+ * direct forward wherever it applies (stride 1, k <= 5, rows >= 8). */
+PCNN_API pcnn_status pcnn_conv3d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
+                                 int stride, int padding, int bias, pcnn_layer **out);
+
+/* Max and average pooling over kernel^3 windows with the same stride and
+ * padding along each axis, as torch.nn.functional.max_pool3d /
+ * avg_pool3d (floor mode; padding counts as -infinity for max, as zeros in
+ * the average, count_include_pad=True); 0 <= padding <= kernel/2.  Output
+ * (C, floor((D+2p-k)/s)+1, floor((H+2p-k)/s)+1, floor((W+2p-k)/s)+1). */
+PCNN_API pcnn_status pcnn_maxpool3d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
+                                    int padding, pcnn_layer **out);
+PCNN_API pcnn_status pcnn_avgpool3d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
+                                    int padding, pcnn_layer **out);
+
+/* The shape of one sample of the layer's output, depth included (1 for
+ * 2D layers).  Any pointer may be NULL. */
+PCNN_API pcnn_status pcnn_layer_output_shape3d(const pcnn_layer *layer, int *channels,
+                                               int *depth, int *height, int *width);
+
 /* Choose the weight initialisation of a conv2d or dense layer (default
  * PCNN_INIT_HE_NORMAL).  Before finalize.  Errors: INVALID_ARGUMENT (layer
  * has no weights, unknown init), INVALID_STATE. */
@@ -371,7 +451,7 @@ PCNN_API pcnn_status pcnn_layer_set_init(pcnn_layer *layer, pcnn_init init);
 
 /* The shape of one sample of the layer's output.  Any pointer may be NULL.
  * Valid as soon as the layer is added.  SHAPE for a 3D output (depth > 1):
- * use pcnn_layer_output_shape3d (section 9). */
+ * use pcnn_layer_output_shape3d (below). */
 PCNN_API pcnn_status pcnn_layer_output_shape(const pcnn_layer *layer, int *channels,
                                              int *height, int *width);
 
@@ -396,6 +476,20 @@ PCNN_API pcnn_status pcnn_net_set_optimizer(pcnn_net *net, pcnn_optimizer optimi
 PCNN_API pcnn_status pcnn_net_set_option(pcnn_net *net, pcnn_option option, double value);
 PCNN_API pcnn_status pcnn_net_get_option(const pcnn_net *net, pcnn_option option,
                                          double *value);
+
+/* Describe an option of this library, without a network.  *min and *max
+ * receive the smallest and largest values pcnn_net_set_option accepts, both
+ * inclusive: an open bound (momentum's 1, the learning rate's 0) is given
+ * as the nearest double inside it, an unbounded one as DBL_MAX; for a
+ * read-only option, the range of the values it takes.  *is_integer
+ * receives 1 when values must be integral (flags are integers in [0, 1]),
+ * else 0.  *name receives the option's name, the enum member's without
+ * PCNN_OPT_ in lower case ("learning_rate"), a static string.  Any output
+ * may be NULL.  Options are numbered from 0 without gaps, so calling this
+ * with 0, 1, 2, ... until it fails lists every option the library knows.
+ * Errors: INVALID_ARGUMENT (unknown option). */
+PCNN_API pcnn_status pcnn_net_option_info(pcnn_option option, double *min, double *max,
+                                          int *is_integer, const char **name);
 
 /* Plan and allocate everything: shapes, parameters (initialised from the
  * seed), gradients, activations, convolution workspaces and optimizer state, for
@@ -508,6 +602,17 @@ PCNN_API pcnn_status pcnn_net_get_grads(const pcnn_net *net, float *buf, size_t 
 PCNN_API pcnn_status pcnn_layer_get_params(const pcnn_layer *layer, float *buf, size_t count);
 PCNN_API pcnn_status pcnn_layer_set_params(pcnn_layer *layer, const float *buf, size_t count);
 
+/* A layer's non-trainable state, as flat floats: for a batch norm its
+ * running mean[C] then running (unbiased) variance[C], PyTorch's
+ * running_mean and running_var; other layers have none (count 0).  After
+ * finalize; each rank holds its own (sync batch norm keeps them equal).
+ * set checks every value (finite, variances >= 0) before changing any.
+ * Errors: INVALID_ARGUMENT (NULL, bad values), INVALID_STATE (before
+ * finalize), SHAPE (count differs from pcnn_layer_num_buffers). */
+PCNN_API pcnn_status pcnn_layer_num_buffers(const pcnn_layer *layer, size_t *count);
+PCNN_API pcnn_status pcnn_layer_get_buffers(const pcnn_layer *layer, float *buf, size_t count);
+PCNN_API pcnn_status pcnn_layer_set_buffers(pcnn_layer *layer, const float *buf, size_t count);
+
 /* The gradient of the loss with respect to the input x of the last
  * pcnn_net_compute_gradients or train step (n x C x H x W floats; count
  * must be at least that).  UNSUPPORTED on a spatially distributed network
@@ -551,7 +656,7 @@ PCNN_API pcnn_status pcnn_dataset_create(int n, int channels, int height, int wi
 PCNN_API pcnn_status pcnn_dataset_destroy(pcnn_dataset **data);
 
 /* Number of samples, and the shape of one sample (any pointer may be NULL).
- * SHAPE for volumes (depth > 1): use pcnn_dataset_info3d (section 9). */
+ * SHAPE for volumes (depth > 1): use pcnn_dataset_info3d (below). */
 PCNN_API pcnn_status pcnn_dataset_info(const pcnn_dataset *data, int *n, int *channels,
                                        int *height, int *width);
 
@@ -564,6 +669,81 @@ PCNN_API pcnn_status pcnn_dataset_shuffle(pcnn_dataset *data, uint64_t seed, uin
  * (count x C x H x W) and labels or targets (either may be NULL). */
 PCNN_API pcnn_status pcnn_dataset_batch(const pcnn_dataset *data, int start, int count,
                                         float *x, int32_t *labels, float *targets);
+
+/* An in-memory dataset of n volumes of (channels, depth, height, width)
+ * copied from x (NCDHW), with int32 labels or target_count float targets
+ * per sample (regression: MSE, L1), as pcnn_dataset_create.  Shuffle,
+ * batch, train_epoch and evaluate take it as any dataset. */
+PCNN_API pcnn_status pcnn_dataset_create3d(int n, int channels, int depth, int height,
+                                           int width, const float *x, const int32_t *labels,
+                                           const float *targets, int target_count,
+                                           pcnn_dataset **out);
+
+/* Number of samples and the shape of one, depth included (1 for images).
+ * Any pointer may be NULL. */
+PCNN_API pcnn_status pcnn_dataset_info3d(const pcnn_dataset *data, int *n, int *channels,
+                                         int *depth, int *height, int *width);
+
+/*
+ * File-backed volumes (seed 003 section 4.4: I/O is on the critical path).
+ * A dataset opened from a manifest keeps its samples in files and reads
+ * them batch by batch (pcnn_dataset_batch, pcnn_dataset_batch_box,
+ * pcnn_net_train_epoch, pcnn_net_evaluate), never all at once.
+ */
+
+/* Element type of raw volume files. */
+typedef enum pcnn_dtype { PCNN_DTYPE_F32 = 0, PCNN_DTYPE_F64 = 1 } pcnn_dtype;
+
+/* Open a dataset of n volumes of (channels, depth, height, width) listed
+ * by the text file `manifest`, one sample per line:
+ *     <path> <t_1> ... <t_target_count>
+ * (fields separated by spaces or tabs; blank lines and lines starting with
+ * '#' are skipped; relative paths are relative to the manifest's
+ * directory; a path may not contain spaces).  Each file holds one sample
+ * as a C-order [C][D][H][W] array of `dtype`, little-endian: raw (exactly
+ * C*D*H*W elements, nothing else), or a .npy file (name ending in .npy,
+ * header parsed: descr '<f4' / '<f8' matching dtype, fortran_order False,
+ * shape (C, D, H, W), or (D, H, W) when C is 1).  float64 is converted to
+ * float32 on reading.  Only the manifest and each file's header and size
+ * are read here.  The samples carry the float targets of their line
+ * (regression: MSE, L1); shuffle, info3d, batch, batch_box, train_epoch
+ * and evaluate take the dataset as any other; free it with
+ * pcnn_dataset_destroy.  Errors: INVALID_ARGUMENT (NULL, shape < 1 or
+ * over INT_MAX floats, dtype, target_count < 1, a .npy of the other
+ * dtype), IO (a file cannot be opened or read, or is not a regular file:
+ * a FIFO, directory or device is refused, not waited on; the message
+ * names it), CORRUPT (a manifest line
+ * that is malformed, named by its line number; a file whose size or
+ * header is wrong, named with the offset), SHAPE (a .npy of another
+ * shape), OUT_OF_MEMORY. */
+PCNN_API pcnn_status pcnn_dataset_open_volumes(const char *manifest, int channels, int depth,
+                                               int height, int width, pcnn_dtype dtype,
+                                               int target_count, pcnn_dataset **out);
+
+/* As pcnn_dataset_batch, restricted to a box of each sample: depth,
+ * height and width [box_start[k], box_start[k] + box_count[k]) for k = 0,
+ * 1, 2.  x receives count samples of (C, box_count[0], box_count[1],
+ * box_count[2]) floats, C-order.  For file-backed volumes only the box
+ * is read (pread of contiguous runs: whole planes when the box spans H
+ * and W); in-memory datasets are sliced.  box_start and box_count both
+ * NULL mean the whole sample.  Errors: INVALID_ARGUMENT (NULL x or data,
+ * box not within the sample or a count < 1, start/count, labels of a
+ * regression dataset or targets of a labelled one), IO, CORRUPT (a file
+ * shorter than at open: names the file and offset), OUT_OF_MEMORY. */
+PCNN_API pcnn_status pcnn_dataset_batch_box(const pcnn_dataset *data, int start, int count,
+                                            const int *box_start, const int *box_count,
+                                            float *x, int32_t *labels, float *targets);
+
+/* Read up to `batches` (0..64) batches ahead on a helper thread: after each
+ * batch read of a file-backed dataset, the next ones (same count and box,
+ * start advancing by the distance between the last two reads, so each
+ * rank's share of a data-parallel epoch is predicted) are read while the
+ * caller computes.  0 stops the thread.  A failure of the helper thread
+ * is returned by the next read of the dataset.  Uses batches x count x box
+ * floats of memory.  A no-op for in-memory datasets.  The dataset must not
+ * be read from two threads at once.  Errors: INVALID_ARGUMENT (NULL,
+ * batches outside [0, 64]), OUT_OF_MEMORY, INTERNAL (no thread). */
+PCNN_API pcnn_status pcnn_dataset_set_prefetch(pcnn_dataset *data, int batches);
 
 /* ------------------------------------------------------------------------ */
 /* 5. Parallel training over MPI                                             */
@@ -597,7 +777,7 @@ PCNN_API pcnn_status pcnn_dataset_batch(const pcnn_dataset *data, int start, int
  *
  * Batch normalisation uses each rank's local batch statistics, as the peers
  * (Horovod, DDP) do, unless synchronised (PyTorch's SyncBatchNorm:
- * PCNN_OPT_SYNC_BATCHNORM, section 9).  Dropout masks depend on the global
+ * PCNN_OPT_SYNC_BATCHNORM).  Dropout masks depend on the global
  * sample index, so they do not depend on P.
  */
 
@@ -660,6 +840,18 @@ PCNN_API pcnn_status pcnn_comm_destroy(pcnn_comm **comm);
 PCNN_API pcnn_status pcnn_comm_info(const pcnn_comm *comm, int *rank, int *size,
                                     int *thread_level);
 
+/* The MPI behind this libpcnn.  family: PCNN_MPI_FAMILY_MPICH (MPICH and
+ * its ABI derivatives) or PCNN_MPI_FAMILY_OPENMPI, as built (PCNN_MPI_FAMILY
+ * of pcnn_config.h); built_with: a static "MPICH 4.0.2"-style string of the
+ * mpi.h it was compiled with; library: MPI_Get_library_version of the MPI
+ * library the process runs (callable before MPI_Init and after
+ * MPI_Finalize), truncated to size - 1 bytes and NUL-terminated (size 0:
+ * not written; MPI_MAX_LIBRARY_VERSION_STRING holds all of it).  Any pointer
+ * may be NULL.  Errors: INVALID_ARGUMENT (library non-NULL with size 0),
+ * MPI (MPI_Get_library_version failed). */
+PCNN_API pcnn_status pcnn_mpi_info(int *family, const char **built_with, char *library,
+                                   size_t size);
+
 /* Train the network over the ranks of `comm`.  Before finalize; the
  * communicator must outlive the network.  Once set:
  *   - pcnn_net_finalize is collective: max_batch is the largest GLOBAL
@@ -711,7 +903,7 @@ PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange ex
  * a dense layer with PCNN_EXCHANGE_FC_GRADIENT eqs. 4.2-4.4 for a full local
  * batch: activations (F - F/P) * b, errors K * b * (P-1), weights
  * K * F/P * (P-1), b = max_batch / P; a dense layer on each rank's box of
- * a split input (section 9) sends its K x F_r columns to the P-1 others and
+ * a split input (section 9.2) sends its K x F_r columns to the P-1 others and
  * allreduces its biases.  After finalize; 0 on a single rank. */
 PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *bytes_per_step);
 
@@ -750,12 +942,32 @@ PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *byte
  * scheduler call its own buffers.  Nothing leaks when nothing was in
  * flight.  With MPICH over UCX, MPI_Finalize may then warn on stderr about
  * unmatched messages.
- * pcnn_net_abort and pcnn_net_async_error are new in this release: section 9.
+ * pcnn_net_abort and pcnn_net_async_error (below) stop a network for good.
  */
+
+/* Abandon the network's collectives in flight and stop its progress
+ * engine.  Local, never blocks, idempotent; also valid before finalize.
+ * Afterwards every call on the network except pcnn_net_destroy,
+ * pcnn_net_abort and pcnn_net_async_error returns PCNN_ERR_INVALID_STATE;
+ * destroy then waits for nothing (and leaks as said above if collectives
+ * were in flight).  Use it on a rank that will not take part in the
+ * network's collectives any more, or when pcnn_net_async_error reports a
+ * failure.  The other ranks are not told: their next collective on the
+ * network times out (with PCNN_OPT_TIMEOUT_MS) or waits.  Call it from
+ * the thread that uses the network.  Errors: INVALID_ARGUMENT (net NULL). */
+PCNN_API pcnn_status pcnn_net_abort(pcnn_net *net);
+
+/* *status receives PCNN_OK, or the status of the first collective of this
+ * network, or agreement on its communicator, that failed or timed out
+ * (PCNN_ERR_TIMEOUT, PCNN_ERR_MPI); the network is then aborted.  An
+ * explicit pcnn_net_abort alone leaves it PCNN_OK.  Local, never blocks,
+ * valid in every state, also after pcnn_net_abort.  Errors:
+ * INVALID_ARGUMENT (net or status NULL). */
+PCNN_API pcnn_status pcnn_net_async_error(const pcnn_net *net, pcnn_status *status);
 
 
 /* ------------------------------------------------------------------------ */
-/* 6. Timing breakdown                                                       */
+/* 6. Timing, traces and callbacks                                           */
 /* ------------------------------------------------------------------------ */
 
 /* What pcnn_net_time measures, accumulated over the training steps since
@@ -771,7 +983,7 @@ typedef enum pcnn_time {
     PCNN_TIME_EXPOSED = 4,  /* time the caller's thread was blocked waiting
                                for them: the communication not hidden */
     PCNN_TIME_STEP = 5,     /* wall time of a whole training step (network only) */
-    /* A spatial distribution (section 9): halo exchanges of the layers'
+    /* A spatial distribution (section 9.2): halo exchanges of the layers'
      * inputs, forward and backward, the part of them the caller's thread
      * waited for (all of it unless overlapped), and the moves between
      * layers distributed differently (shuffles). */
@@ -807,9 +1019,98 @@ PCNN_API pcnn_status pcnn_net_timing_report(const pcnn_net *net, char *buf, size
  * process per rank (pid: its rank in MPI_COMM_WORLD).  With a
  * communicator, times are on rank 0's clock (measured at finalize), so the
  * ranks' files merge into one trace (scripts/pcnn_merge_traces.py, or
- * pcnn_net_write_trace_merged in section 9).  Written atomically.
+ * pcnn_net_write_trace_merged below).  Written atomically.
  * Errors: INVALID_STATE (tracing off), IO. */
 PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path);
+
+/* Write ONE Chrome-trace file of every rank's recent spans
+ * (PCNN_OPT_TRACE_EVENTS) to `path` on rank 0, for chrome://tracing and
+ * ui.perfetto.dev.  Collective over the network's communicator (a local
+ * call without one, as pcnn_net_write_trace).  Every rank's timestamps are
+ * on rank 0's clock: finalize measured each rank's clock offset to rank 0
+ * with a few pings on the communicator (the shortest round trip wins), and
+ * this call measures it again; when the two offsets differ by more than
+ * their error bounds (half those round trips), the drift between the
+ * clocks is corrected linearly, else the more precise offset holds.  Each
+ * rank's "clock sync" event gives its offset, error bound and drift.
+ * Time 0 is rank 0's clock at finalize's measurement.
+ * pcnn_net_write_trace's per-rank files use the same clock,
+ * so scripts/pcnn_merge_traces.py (installed as pcnn_merge_traces) merges
+ * them into the same file.  Each rank is one process whose pid is its rank
+ * in MPI_COMM_WORLD (read through MPI's groups, never communicated on),
+ * named "rank N", with three tracks: compute, communication, and steps,
+ * which holds one span per training step named "step S" (args.step = S,
+ * the step counter when it began).  rank 0 gathers the parts and writes
+ * the file atomically; `path` matters on rank 0 only but must not be NULL
+ * anywhere.  Errors: INVALID_ARGUMENT (path NULL), INVALID_STATE (tracing
+ * off), OUT_OF_MEMORY, UNSUPPORTED (a part over 2 GiB), IO (on rank 0;
+ * REMOTE on the others), TIMEOUT. */
+PCNN_API pcnn_status pcnn_net_write_trace_merged(pcnn_net *net, const char *path);
+
+/*
+ * Callbacks and merged traces.
+ *
+ * A step callback sees each training step of pcnn_net_train_epoch (and of
+ * pcnn_scheduler_train_epoch, which trains through the same loop) and may
+ * stop the epoch early; a log callback receives the library's rare
+ * diagnostics, which the library otherwise keeps to itself (it never
+ * prints).  Both are per network: no global state.  They run on the
+ * thread that called into the network, inside that call: a callback must
+ * not call functions on the same network (other networks, and any host
+ * code, are fine).
+ */
+
+/* Called on every rank after each completed step of an epoch: `step` is
+ * the step counter when the step began (0 for a network's first step;
+ * PCNN_OPT_STEP is step + 1 afterwards), `batch` the index of the step in
+ * the epoch (0 .. batches - 1), `loss` the step's global mean loss (equal
+ * on every rank).  Return 0 to go on, nonzero to stop the epoch early.
+ * Ranks agree on stopping without any collective of their own: the votes
+ * travel with the next step's first agreement, and if any rank voted, no
+ * rank trains that step and pcnn_net_train_epoch returns PCNN_OK on every
+ * rank, *mean_loss being the mean over the samples trained; a vote after
+ * the epoch's last step stops nothing.  So one rank may decide alone (say
+ * on a wall-clock budget) and no rank deadlocks. */
+typedef int (*pcnn_step_callback)(void *user, int64_t step, int batch, int batches,
+                                  double loss);
+
+/* Install (or, with callback NULL, remove) the step callback; `user` is
+ * passed back to it.  Local; any time after pcnn_net_create.  Errors:
+ * INVALID_ARGUMENT (net NULL). */
+PCNN_API pcnn_status pcnn_net_set_step_callback(pcnn_net *net, pcnn_step_callback callback,
+                                                void *user);
+
+/* *stopped receives 1 when the last pcnn_net_train_epoch (or scheduler
+ * epoch) ended before its last batch because a step callback on some rank
+ * asked, else 0: the same on every rank.  Errors: INVALID_ARGUMENT (net or
+ * stopped NULL). */
+PCNN_API pcnn_status pcnn_net_stopped_early(const pcnn_net *net, int *stopped);
+
+/* How much a diagnostic matters. */
+typedef enum pcnn_log_level {
+    PCNN_LOG_INFO = 0,    /* a choice the host may want to know of */
+    PCNN_LOG_WARNING = 1  /* something fell back or failed: worth a look */
+} pcnn_log_level;
+
+/* Receives a diagnostic: one line without a newline, valid during the call
+ * only.  Today's messages, all rare (at most a few per network):
+ *   - at finalize, INFO: the progress engine chosen automatically when it
+ *     is not the communication thread, with the reason;
+ *   - at finalize, WARNING: a convolution algorithm asked for with
+ *     PCNN_OPT_CONV_ALGORITHM that does not apply to a layer, and what
+ *     the layer computes with instead;
+ *   - once, WARNING: the network failed because one of its collectives
+ *     timed out or failed, here or on another rank (the call that noticed
+ *     also returns the error).
+ * The texts may change; the levels say how much they matter. */
+typedef void (*pcnn_log_callback)(void *user, pcnn_log_level level, const char *message);
+
+/* Install (or, with callback NULL, remove) the log callback; `user` is
+ * passed back to it.  Local; any time after pcnn_net_create (set it before
+ * finalize to hear finalize's messages).  Errors: INVALID_ARGUMENT (net
+ * NULL). */
+PCNN_API pcnn_status pcnn_net_set_log_callback(pcnn_net *net, pcnn_log_callback callback,
+                                               void *user);
 
 /* ------------------------------------------------------------------------ */
 /* 7. Checkpoints                                                            */
@@ -850,7 +1151,7 @@ PCNN_API pcnn_status pcnn_net_write_trace(const pcnn_net *net, const char *path)
  * only once the new one is complete).  After finalize, between steps.
  * Collective with a communicator.  Before writing, removes the
  * temporaries that saves to the same path killed earlier left behind (see
- * pcnn_checkpoint_cleanup in section 9).  Errors: INVALID_ARGUMENT (NULL
+ * pcnn_checkpoint_cleanup below).  Errors: INVALID_ARGUMENT (NULL
  * net or path, empty path), INVALID_STATE (not finalized), IO (cannot
  * create, write, sync or rename: the previous file, if any, is intact),
  * OUT_OF_MEMORY, MPI, REMOTE. */
@@ -887,6 +1188,25 @@ PCNN_API pcnn_status pcnn_net_save_extra(pcnn_net *net, const char *path, const 
  * larger buffer.  With a communicator every rank receives them. */
 PCNN_API pcnn_status pcnn_net_load_extra(pcnn_net *net, const char *path, void *extra,
                                          size_t size, size_t *extra_bytes);
+
+/* Remove what interrupted saves to `path` left behind.  pcnn_net_save
+ * (and pcnn_net_write_trace) write a temporary file next to `path`, named
+ * `<path>.pcnn-tmp.<host>.<pid>.<n>`, and rename it over `path` once it is
+ * complete; a process killed meanwhile (kill -9, power loss) leaves it.
+ * Each save to `path` first removes such temporaries itself; this call
+ * does only that, e.g. at start-up or for a path no longer saved to.  It
+ * removes exactly the regular files owned by this user in path's directory
+ * named `<file name of path>.pcnn-tmp.<this host>.<pid>.<n>` (host: this
+ * host's name, characters other than letters, digits, '-' and '_' as '_',
+ * at most 32; pid and n decimal) whose pid is not a running process of this
+ * host; never `path` itself, the temporaries of this process or of any
+ * running process, nor those written by other hosts into a shared
+ * directory.  *removed (may be NULL) receives the number of files removed.
+ * Local: no communicator is involved.  Errors: INVALID_ARGUMENT (NULL or
+ * empty path, or one ending in '/'), IO (the directory cannot be read, or
+ * a stale temporary cannot be removed; the others are removed all the
+ * same). */
+PCNN_API pcnn_status pcnn_checkpoint_cleanup(const char *path, int *removed);
 
 /* ------------------------------------------------------------------------ */
 /* 8. Adaptive batch scheduler                                               */
@@ -934,7 +1254,7 @@ PCNN_API pcnn_status pcnn_net_load_extra(pcnn_net *net, const char *path, void *
  * whole batch (up to float summation order; batch normalisation uses each
  * computing rank's local statistics, as everywhere, and an idle rank's
  * running statistics wait until it computes; synchronised batch norms,
- * section 9, use the whole batch's on every rank, idle ones included).
+ * PCNN_OPT_SYNC_BATCHNORM, use the whole batch's on every rank, idle ones included).
  * Memory is planned once: finalize the network with max_batch >= B_m, large enough also for
  * the largest share the rule gives one rank (checked by
  * pcnn_scheduler_begin_epoch, whose error names the max_batch needed);
@@ -1103,7 +1423,150 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
 }
 #endif
 
+/* Section 9's names seen without PCNN_EXPERIMENTAL: each says to define it. */
+/* BEGIN section 9's names without PCNN_EXPERIMENTAL (generated by scripts/gen_experimental_hints.py) */
+#if !defined(PCNN_EXPERIMENTAL) && !defined(PCNN_H_HINTS)
+#define PCNN_H_HINTS
+#if defined(__has_attribute)
+#if __has_attribute(unavailable)
+#define PCNN_EXPERIMENTAL_ONLY(name) __attribute__((unavailable(#name " is in section 9 of pcnn.h: define PCNN_EXPERIMENTAL before including it")))
+#endif
+#endif
+#ifndef PCNN_EXPERIMENTAL_ONLY
+#define PCNN_EXPERIMENTAL_ONLY(name)
+#endif
+PCNN_EXPERIMENTAL_ONLY(pcnn_net_set_distribution) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_set_distribution(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_layer_set_distribution) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_layer_set_distribution(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_layer_get_distribution) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_layer_get_distribution(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_layer_local_box) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_layer_local_box(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_net_group_info) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_group_info(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_net_train_step_local) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_train_step_local(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_net_predict_parallel) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_predict_parallel(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_create) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_create(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_destroy) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_destroy(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_calibrate_comm) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_comm(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_calibrate_compute) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_compute(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_calibrate_pace) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_pace(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_fit_regressors) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_fit_regressors(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_set_param) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_set_param(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_get_param) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_get_param(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_collective_time) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_collective_time(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_predict) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_predict(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_layer_time) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_layer_time(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_validate) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_validate(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_report) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_report(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_save) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_save(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_load) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_load(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_share) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_share(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_net_plan_distribution) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_plan_distribution(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_net_plan_report) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_plan_report(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_net_set_perfmodel) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_set_perfmodel(void);
+PCNN_EXPERIMENTAL_ONLY(pcnn_layer_get_exchange) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_layer_get_exchange(void);
+typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel);
+typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective PCNN_EXPERIMENTAL_ONLY(pcnn_collective);
+typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param PCNN_EXPERIMENTAL_ONLY(pcnn_perf_param);
+enum {
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_N PCNN_EXPERIMENTAL_ONLY(PCNN_DIM_N),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_D PCNN_EXPERIMENTAL_ONLY(PCNN_DIM_D),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_H PCNN_EXPERIMENTAL_ONLY(PCNN_DIM_H),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_W PCNN_EXPERIMENTAL_ONLY(PCNN_DIM_W),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_COLL_SENDRECV PCNN_EXPERIMENTAL_ONLY(PCNN_COLL_SENDRECV),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_COLL_ALLREDUCE PCNN_EXPERIMENTAL_ONLY(PCNN_COLL_ALLREDUCE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_COLL_ALLTOALL PCNN_EXPERIMENTAL_ONLY(PCNN_COLL_ALLTOALL),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_COLL_ALLGATHER PCNN_EXPERIMENTAL_ONLY(PCNN_COLL_ALLGATHER),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_ALPHA_S PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_ALPHA_S),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_BETA_S_PER_BYTE PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_BETA_S_PER_BYTE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_GAMMA_S_PER_BYTE PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_GAMMA_S_PER_BYTE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_LINK_GBITS PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_LINK_GBITS),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_STRATEGY PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_STRATEGY),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_ENGINE PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_ENGINE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_NONBLOCKING_PROGRESS PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_NONBLOCKING_PROGRESS),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_COMPUTE_SOURCE PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_COMPUTE_SOURCE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_MEMORY_CONTENTION PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_MEMORY_CONTENTION),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_RANK_PACE PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_RANK_PACE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_KEEP_IM2COL PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_KEEP_IM2COL),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_ENGINE PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_ENGINE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_ACTIVE_ENGINE PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_ACTIVE_ENGINE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_COMM_CORE PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_COMM_CORE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_CONV_ALGORITHM PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_CONV_ALGORITHM),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_BN_SCOPE PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_BN_SCOPE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_HALO_OVERLAP PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_HALO_OVERLAP),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_SPATIAL_FALLBACK PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_SPATIAL_FALLBACK),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_HALO_SCHEDULE PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_HALO_SCHEDULE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_PLAN_MAX_SPATIAL PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_PLAN_MAX_SPATIAL),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_PLAN_SPATIAL_DIMS PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_PLAN_SPATIAL_DIMS),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_PLAN_MIXED PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_PLAN_MIXED),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_MEMORY_LIMIT_MIB PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_MEMORY_LIMIT_MIB),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_EXCHANGE_AUTO PCNN_EXPERIMENTAL_ONLY(PCNN_EXCHANGE_AUTO),
+    pcnn_experimental_hints_end_
+};
+#define pcnn_net_set_distribution pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_set_distribution
+#define pcnn_layer_set_distribution pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_layer_set_distribution
+#define pcnn_layer_get_distribution pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_layer_get_distribution
+#define pcnn_layer_local_box pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_layer_local_box
+#define pcnn_net_group_info pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_group_info
+#define pcnn_net_train_step_local pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_train_step_local
+#define pcnn_net_predict_parallel pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_predict_parallel
+#define pcnn_perfmodel_create pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_create
+#define pcnn_perfmodel_destroy pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_destroy
+#define pcnn_perfmodel_calibrate_comm pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_comm
+#define pcnn_perfmodel_calibrate_compute pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_compute
+#define pcnn_perfmodel_calibrate_pace pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_pace
+#define pcnn_perfmodel_fit_regressors pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_fit_regressors
+#define pcnn_perfmodel_set_param pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_set_param
+#define pcnn_perfmodel_get_param pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_get_param
+#define pcnn_perfmodel_collective_time pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_collective_time
+#define pcnn_perfmodel_predict pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_predict
+#define pcnn_perfmodel_layer_time pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_layer_time
+#define pcnn_perfmodel_validate pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_validate
+#define pcnn_perfmodel_report pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_report
+#define pcnn_perfmodel_save pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_save
+#define pcnn_perfmodel_load pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_load
+#define pcnn_perfmodel_share pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_share
+#define pcnn_net_plan_distribution pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_plan_distribution
+#define pcnn_net_plan_report pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_plan_report
+#define pcnn_net_set_perfmodel pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_set_perfmodel
+#define pcnn_layer_get_exchange pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_layer_get_exchange
+#define pcnn_perfmodel pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel
+#define pcnn_collective pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective
+#define pcnn_perf_param pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param
+#define PCNN_DIM_N pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_N
+#define PCNN_DIM_D pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_D
+#define PCNN_DIM_H pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_H
+#define PCNN_DIM_W pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_W
+#define PCNN_COLL_SENDRECV pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_COLL_SENDRECV
+#define PCNN_COLL_ALLREDUCE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_COLL_ALLREDUCE
+#define PCNN_COLL_ALLTOALL pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_COLL_ALLTOALL
+#define PCNN_COLL_ALLGATHER pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_COLL_ALLGATHER
+#define PCNN_PERF_ALPHA_S pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_ALPHA_S
+#define PCNN_PERF_BETA_S_PER_BYTE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_BETA_S_PER_BYTE
+#define PCNN_PERF_GAMMA_S_PER_BYTE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_GAMMA_S_PER_BYTE
+#define PCNN_PERF_LINK_GBITS pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_LINK_GBITS
+#define PCNN_PERF_STRATEGY pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_STRATEGY
+#define PCNN_PERF_ENGINE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_ENGINE
+#define PCNN_PERF_NONBLOCKING_PROGRESS pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_NONBLOCKING_PROGRESS
+#define PCNN_PERF_COMPUTE_SOURCE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_COMPUTE_SOURCE
+#define PCNN_PERF_MEMORY_CONTENTION pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_MEMORY_CONTENTION
+#define PCNN_PERF_RANK_PACE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_RANK_PACE
+#define PCNN_OPT_KEEP_IM2COL pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_KEEP_IM2COL
+#define PCNN_OPT_ENGINE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_ENGINE
+#define PCNN_OPT_ACTIVE_ENGINE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_ACTIVE_ENGINE
+#define PCNN_OPT_COMM_CORE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_COMM_CORE
+#define PCNN_OPT_CONV_ALGORITHM pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_CONV_ALGORITHM
+#define PCNN_OPT_BN_SCOPE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_BN_SCOPE
+#define PCNN_OPT_HALO_OVERLAP pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_HALO_OVERLAP
+#define PCNN_OPT_SPATIAL_FALLBACK pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_SPATIAL_FALLBACK
+#define PCNN_OPT_HALO_SCHEDULE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_HALO_SCHEDULE
+#define PCNN_OPT_PLAN_MAX_SPATIAL pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_PLAN_MAX_SPATIAL
+#define PCNN_OPT_PLAN_SPATIAL_DIMS pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_PLAN_SPATIAL_DIMS
+#define PCNN_OPT_PLAN_MIXED pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_PLAN_MIXED
+#define PCNN_OPT_MEMORY_LIMIT_MIB pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_MEMORY_LIMIT_MIB
+#define PCNN_EXCHANGE_AUTO pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_EXCHANGE_AUTO
+#endif
+/* END section 9's names without PCNN_EXPERIMENTAL */
+
 #endif /* PCNN_H */
+
 
 /* ------------------------------------------------------------------------ */
 /* 9. Experimental                                                           */
@@ -1114,21 +1577,99 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * Its contents may change or go in any minor version (the numbers behind
  * the names stay reserved): use it to tune and measure, not in code that
  * must build against every 0.x release.  Outside the include guard, so a
- * later include with PCNN_EXPERIMENTAL defined still adds it.
+ * later include with PCNN_EXPERIMENTAL defined still adds it.  Without
+ * PCNN_EXPERIMENTAL, every name of this section is defined to an
+ * identifier that says so (pcnn_define_PCNN_EXPERIMENTAL_to_use_<name>):
+ * a host using one fails to compile with a message naming the fix.
  *
- * What lives here: knobs that choose HOW the library computes, never WHAT
- * it computes, and that are tied to today's implementation (its
- * convolution algorithms, its progress engines).  They change speed and
- * memory only (results at most by float rounding); their defaults decide
- * well, and their sets of values will change as kernels and engines do.
- * Knobs of the same kind that stay stable name concepts every data-parallel
- * trainer has and the timing API reports: PCNN_OPT_THREADS,
- * PCNN_OPT_BUCKET_BYTES (gradient fusion, as DDP's bucket size),
- * PCNN_OPT_OVERLAP (the overlap of seed 001, measured by
- * pcnn_net_overlap_ratio).
+ * What lives here, in two kinds:
+ *   9.1 tuning knobs: options that choose HOW the library computes, never
+ *       WHAT it computes, tied to today's implementation (its convolution
+ *       algorithms, its progress engines).  They change speed and memory
+ *       only (results at most by float rounding); their defaults decide
+ *       well, and their sets of values will change as kernels and engines
+ *       do.  Knobs of the same kind that stay stable name concepts every
+ *       data-parallel trainer has and the timing API reports:
+ *       PCNN_OPT_THREADS, PCNN_OPT_BUCKET_BYTES, PCNN_OPT_OVERLAP.
+ *   9.2-9.4 interfaces new in 0.2 whose names and contracts may still
+ *       change: spatial and hybrid parallelism, the performance model, the
+ *       automatic parallel strategy.  They join the stable sections once
+ *       they have been used for a release.
  */
 #if defined(PCNN_EXPERIMENTAL) && !defined(PCNN_H_EXPERIMENTAL)
 #define PCNN_H_EXPERIMENTAL
+/* BEGIN undefine the names defined without PCNN_EXPERIMENTAL (generated) */
+#ifdef PCNN_H_HINTS
+#undef pcnn_net_set_distribution
+#undef pcnn_layer_set_distribution
+#undef pcnn_layer_get_distribution
+#undef pcnn_layer_local_box
+#undef pcnn_net_group_info
+#undef pcnn_net_train_step_local
+#undef pcnn_net_predict_parallel
+#undef pcnn_perfmodel_create
+#undef pcnn_perfmodel_destroy
+#undef pcnn_perfmodel_calibrate_comm
+#undef pcnn_perfmodel_calibrate_compute
+#undef pcnn_perfmodel_calibrate_pace
+#undef pcnn_perfmodel_fit_regressors
+#undef pcnn_perfmodel_set_param
+#undef pcnn_perfmodel_get_param
+#undef pcnn_perfmodel_collective_time
+#undef pcnn_perfmodel_predict
+#undef pcnn_perfmodel_layer_time
+#undef pcnn_perfmodel_validate
+#undef pcnn_perfmodel_report
+#undef pcnn_perfmodel_save
+#undef pcnn_perfmodel_load
+#undef pcnn_perfmodel_share
+#undef pcnn_net_plan_distribution
+#undef pcnn_net_plan_report
+#undef pcnn_net_set_perfmodel
+#undef pcnn_layer_get_exchange
+#undef pcnn_perfmodel
+#undef pcnn_collective
+#undef pcnn_perf_param
+#undef PCNN_DIM_N
+#undef PCNN_DIM_D
+#undef PCNN_DIM_H
+#undef PCNN_DIM_W
+#undef PCNN_COLL_SENDRECV
+#undef PCNN_COLL_ALLREDUCE
+#undef PCNN_COLL_ALLTOALL
+#undef PCNN_COLL_ALLGATHER
+#undef PCNN_PERF_ALPHA_S
+#undef PCNN_PERF_BETA_S_PER_BYTE
+#undef PCNN_PERF_GAMMA_S_PER_BYTE
+#undef PCNN_PERF_LINK_GBITS
+#undef PCNN_PERF_STRATEGY
+#undef PCNN_PERF_ENGINE
+#undef PCNN_PERF_NONBLOCKING_PROGRESS
+#undef PCNN_PERF_COMPUTE_SOURCE
+#undef PCNN_PERF_MEMORY_CONTENTION
+#undef PCNN_PERF_RANK_PACE
+#undef PCNN_OPT_KEEP_IM2COL
+#undef PCNN_OPT_ENGINE
+#undef PCNN_OPT_ACTIVE_ENGINE
+#undef PCNN_OPT_COMM_CORE
+#undef PCNN_OPT_CONV_ALGORITHM
+#undef PCNN_OPT_BN_SCOPE
+#undef PCNN_OPT_HALO_OVERLAP
+#undef PCNN_OPT_SPATIAL_FALLBACK
+#undef PCNN_OPT_HALO_SCHEDULE
+#undef PCNN_OPT_PLAN_MAX_SPATIAL
+#undef PCNN_OPT_PLAN_SPATIAL_DIMS
+#undef PCNN_OPT_PLAN_MIXED
+#undef PCNN_OPT_MEMORY_LIMIT_MIB
+#undef PCNN_EXCHANGE_AUTO
+#endif
+/* END undefine */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 9.1 Tuning knobs ------------------------------------------------------- */
 
 /* Network options (pcnn_option values, for pcnn_net_set_option and
  * pcnn_net_get_option). */
@@ -1176,29 +1717,24 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * finalize. */
 #define PCNN_OPT_CONV_ALGORITHM PCNN_OPT_EXPERIMENTAL_5
 
-/* Synchronised batch normalisation (PyTorch's SyncBatchNorm), unlike the
- * knobs above a choice of WHAT is computed.  1: in every training step
- * (pcnn_net_train_step, pcnn_net_train_epoch, the scheduler's steps) of a
- * network with a communicator, each batch norm normalises with the
- * statistics of the whole global batch instead of this rank's share: each
- * rank's per-channel count, mean and sum of squared deviations are
- * gathered and combined (Chan et al.'s pairwise formula, in rank order:
- * the same bits on every rank), and backward sums the two per-channel
- * gradient sums over the ranks.  Training then equals one rank training
- * on the whole batch (up to float summation order) with any split of the
- * batch, ranks without samples included, and the running statistics
- * (updated with the global mean and unbiased global variance) are
- * identical on every rank.  Costs one small collective per batch norm in
- * forward and one in backward, on the network's own duplicate
- * communicator, which a timeout (PCNN_OPT_TIMEOUT_MS) aborts like the
- * exchange's.  pcnn_net_compute_gradients and pcnn_net_compute_loss stay
- * local (this rank's statistics), inference uses the running statistics,
- * and a network without a communicator is unaffected.  The default of the
- * network's batch norms; pcnn_batchnorm_set_sync overrides it per layer.
- * Ranks must agree (finalize fails with PCNN_ERR_MISMATCH naming the
- * layer otherwise).  Checkpoints do not depend on it.  Before finalize.
- * Default 0. */
-#define PCNN_OPT_SYNC_BATCHNORM PCNN_OPT_EXPERIMENTAL_6
+/* 9.2 Spatial and hybrid parallelism ------------------------------------- */
+
+/*
+ * Seeds 002 and 003; docs/spatial.md says what runs where.  The P ranks of
+ * the communicator form a grid parts[4] = {P_N, P_D, P_H, P_W} (product P):
+ * P_N sample groups, each splitting every sample of its share of the batch
+ * into P_D x P_H x P_W boxes by the block rule (part g of X indices over G
+ * parts holds floor(X/G) + (g < X mod G) of them, the lower parts first).
+ * Ranks are numbered W fastest, then H, D, N, so a sample group is a block
+ * of consecutive ranks.  Training equals one rank training on the whole
+ * batch up to float summation order; distributions all {P, 1, 1, 1} (the
+ * default) are data parallelism, bit for bit.  Under a split:
+ * pcnn_net_compute_loss and pcnn_net_compute_gradients are collective
+ * (every rank of a group passes the group's n samples); pcnn_net_predict
+ * returns UNSUPPORTED (use pcnn_net_predict_parallel) and
+ * pcnn_net_get_input_grad INVALID_STATE; a halo or shuffle that times out
+ * or fails fails the network as a timed-out exchange does.
+ */
 
 /* Batch norm under a spatial distribution (pcnn_net_set_distribution):
  * 1 (the default) reduces each channel's statistics over the ranks that
@@ -1249,247 +1785,6 @@ PCNN_API pcnn_status pcnn_scheduler_load_state(pcnn_scheduler *sched, const void
  * 1, padding k/2, border bands a small share of the block: only its halo
  * is staged, where a relay would need the block too).  Before finalize. */
 #define PCNN_OPT_HALO_SCHEDULE PCNN_OPT_EXPERIMENTAL_8
-
-/* The automatic parallel strategy (pcnn_net_plan_distribution) considers
- * spatial groups of at most this many ranks (P_D x P_H x P_W).  0 (the
- * default): up to the communicator's size.  Before finalize. */
-#define PCNN_OPT_PLAN_MAX_SPATIAL PCNN_OPT_EXPERIMENTAL_11
-
-/* The dimensions the planner may split, a bit mask: 1 depth, 2 height,
- * 4 width.  0: none (sample parallelism only).  Default 7. */
-#define PCNN_OPT_PLAN_SPATIAL_DIMS PCNN_OPT_EXPERIMENTAL_12
-
-/* 1 (the default): the planner picks each layer's distribution, with
- * shuffles between layers that differ; 0: one distribution for every
- * layer that can be split (seed 002's own runs), the layers that cannot
- * (dense, flatten, global pooling) sample-parallel after it. */
-#define PCNN_OPT_PLAN_MIXED PCNN_OPT_EXPERIMENTAL_13
-
-/* Per-rank memory cap of the planner, MiB: a layer's candidate whose
- * activations, their gradients (halo included) and parameter state on one
- * rank exceed it is not considered.  0 (the default): no cap. */
-#define PCNN_OPT_MEMORY_LIMIT_MIB PCNN_OPT_EXPERIMENTAL_14
-
-
-/* New calls of this release.  They join the stable sections once they have
- * been used for a release; until then their names and contracts may change.
- * (The behaviour after a timeout is stable: section 5.) */
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-/* Describe an option of this library, without a network.  *min and *max
- * receive the smallest and largest values pcnn_net_set_option accepts, both
- * inclusive: an open bound (momentum's 1, the learning rate's 0) is given
- * as the nearest double inside it, an unbounded one as DBL_MAX; for a
- * read-only option, the range of the values it takes.  *is_integer
- * receives 1 when values must be integral (flags are integers in [0, 1]),
- * else 0.  *name receives the option's name, the enum member's without
- * PCNN_OPT_ in lower case ("learning_rate"), a static string.  Any output
- * may be NULL.  Options are numbered from 0 without gaps, so calling this
- * with 0, 1, 2, ... until it fails lists every option the library knows.
- * Errors: INVALID_ARGUMENT (unknown option). */
-PCNN_API pcnn_status pcnn_net_option_info(pcnn_option option, double *min, double *max,
-                                          int *is_integer, const char **name);
-
-/* Abandon the network's collectives in flight and stop its progress
- * engine.  Local, never blocks, idempotent; also valid before finalize.
- * Afterwards every call on the network except pcnn_net_destroy,
- * pcnn_net_abort and pcnn_net_async_error returns PCNN_ERR_INVALID_STATE;
- * destroy then waits for nothing (and leaks as said above if collectives
- * were in flight).  Use it on a rank that will not take part in the
- * network's collectives any more, or when pcnn_net_async_error reports a
- * failure.  The other ranks are not told: their next collective on the
- * network times out (with PCNN_OPT_TIMEOUT_MS) or waits.  Call it from
- * the thread that uses the network.  Errors: INVALID_ARGUMENT (net NULL). */
-PCNN_API pcnn_status pcnn_net_abort(pcnn_net *net);
-
-/* *status receives PCNN_OK, or the status of the first collective of this
- * network, or agreement on its communicator, that failed or timed out
- * (PCNN_ERR_TIMEOUT, PCNN_ERR_MPI); the network is then aborted.  An
- * explicit pcnn_net_abort alone leaves it PCNN_OK.  Local, never blocks,
- * valid in every state, also after pcnn_net_abort.  Errors:
- * INVALID_ARGUMENT (net or status NULL). */
-PCNN_API pcnn_status pcnn_net_async_error(const pcnn_net *net, pcnn_status *status);
-
-/* Remove what interrupted saves to `path` left behind.  pcnn_net_save
- * (and pcnn_net_write_trace) write a temporary file next to `path`, named
- * `<path>.pcnn-tmp.<host>.<pid>.<n>`, and rename it over `path` once it is
- * complete; a process killed meanwhile (kill -9, power loss) leaves it.
- * Each save to `path` first removes such temporaries itself; this call
- * does only that, e.g. at start-up or for a path no longer saved to.  It
- * removes exactly the regular files owned by this user in path's directory
- * named `<file name of path>.pcnn-tmp.<this host>.<pid>.<n>` (host: this
- * host's name, characters other than letters, digits, '-' and '_' as '_',
- * at most 32; pid and n decimal) whose pid is not a running process of this
- * host; never `path` itself, the temporaries of this process or of any
- * running process, nor those written by other hosts into a shared
- * directory.  *removed (may be NULL) receives the number of files removed.
- * Local: no communicator is involved.  Errors: INVALID_ARGUMENT (NULL or
- * empty path, or one ending in '/'), IO (the directory cannot be read, or
- * a stale temporary cannot be removed; the others are removed all the
- * same). */
-PCNN_API pcnn_status pcnn_checkpoint_cleanup(const char *path, int *removed);
-
-/* Synchronise this batch-norm layer's statistics across ranks (1), keep
- * them per rank (0), or follow PCNN_OPT_SYNC_BATCHNORM (-1, the default).
- * Before finalize.  Errors: INVALID_ARGUMENT (layer NULL or not a batch
- * norm, sync not -1, 0 or 1), INVALID_STATE (finalized). */
-PCNN_API pcnn_status pcnn_batchnorm_set_sync(pcnn_layer *layer, int sync);
-
-/* A layer's non-trainable state, as flat floats: for a batch norm its
- * running mean[C] then running (unbiased) variance[C], PyTorch's
- * running_mean and running_var; other layers have none (count 0).  After
- * finalize; each rank holds its own (sync batch norm keeps them equal).
- * set checks every value (finite, variances >= 0) before changing any.
- * Errors: INVALID_ARGUMENT (NULL, bad values), INVALID_STATE (before
- * finalize), SHAPE (count differs from pcnn_layer_num_buffers). */
-PCNN_API pcnn_status pcnn_layer_num_buffers(const pcnn_layer *layer, size_t *count);
-PCNN_API pcnn_status pcnn_layer_get_buffers(const pcnn_layer *layer, float *buf, size_t count);
-PCNN_API pcnn_status pcnn_layer_set_buffers(pcnn_layer *layer, const float *buf, size_t count);
-
-/*
- * Callbacks and merged traces.
- *
- * A step callback sees each training step of pcnn_net_train_epoch (and of
- * pcnn_scheduler_train_epoch, which trains through the same loop) and may
- * stop the epoch early; a log callback receives the library's rare
- * diagnostics, which the library otherwise keeps to itself (it never
- * prints).  Both are per network: no global state.  They run on the
- * thread that called into the network, inside that call: a callback must
- * not call functions on the same network (other networks, and any host
- * code, are fine).
- */
-
-/* Called on every rank after each completed step of an epoch: `step` is
- * the step counter when the step began (0 for a network's first step;
- * PCNN_OPT_STEP is step + 1 afterwards), `batch` the index of the step in
- * the epoch (0 .. batches - 1), `loss` the step's global mean loss (equal
- * on every rank).  Return 0 to go on, nonzero to stop the epoch early.
- * Ranks agree on stopping without any collective of their own: the votes
- * travel with the next step's first agreement, and if any rank voted, no
- * rank trains that step and pcnn_net_train_epoch returns PCNN_OK on every
- * rank, *mean_loss being the mean over the samples trained; a vote after
- * the epoch's last step stops nothing.  So one rank may decide alone (say
- * on a wall-clock budget) and no rank deadlocks. */
-typedef int (*pcnn_step_callback)(void *user, int64_t step, int batch, int batches,
-                                  double loss);
-
-/* Install (or, with callback NULL, remove) the step callback; `user` is
- * passed back to it.  Local; any time after pcnn_net_create.  Errors:
- * INVALID_ARGUMENT (net NULL). */
-PCNN_API pcnn_status pcnn_net_set_step_callback(pcnn_net *net, pcnn_step_callback callback,
-                                                void *user);
-
-/* *stopped receives 1 when the last pcnn_net_train_epoch (or scheduler
- * epoch) ended before its last batch because a step callback on some rank
- * asked, else 0: the same on every rank.  Errors: INVALID_ARGUMENT (net or
- * stopped NULL). */
-PCNN_API pcnn_status pcnn_net_stopped_early(const pcnn_net *net, int *stopped);
-
-/* How much a diagnostic matters. */
-typedef enum pcnn_log_level {
-    PCNN_LOG_INFO = 0,    /* a choice the host may want to know of */
-    PCNN_LOG_WARNING = 1  /* something fell back or failed: worth a look */
-} pcnn_log_level;
-
-/* Receives a diagnostic: one line without a newline, valid during the call
- * only.  Today's messages, all rare (at most a few per network):
- *   - at finalize, INFO: the progress engine chosen automatically when it
- *     is not the communication thread, with the reason;
- *   - at finalize, WARNING: a convolution algorithm asked for with
- *     PCNN_OPT_CONV_ALGORITHM that does not apply to a layer, and what
- *     the layer computes with instead;
- *   - once, WARNING: the network failed because one of its collectives
- *     timed out or failed, here or on another rank (the call that noticed
- *     also returns the error).
- * The texts may change; the levels say how much they matter. */
-typedef void (*pcnn_log_callback)(void *user, pcnn_log_level level, const char *message);
-
-/* Install (or, with callback NULL, remove) the log callback; `user` is
- * passed back to it.  Local; any time after pcnn_net_create (set it before
- * finalize to hear finalize's messages).  Errors: INVALID_ARGUMENT (net
- * NULL). */
-PCNN_API pcnn_status pcnn_net_set_log_callback(pcnn_net *net, pcnn_log_callback callback,
-                                               void *user);
-
-/* Write ONE Chrome-trace file of every rank's recent spans
- * (PCNN_OPT_TRACE_EVENTS) to `path` on rank 0, for chrome://tracing and
- * ui.perfetto.dev.  Collective over the network's communicator (a local
- * call without one, as pcnn_net_write_trace).  Every rank's timestamps are
- * on rank 0's clock: finalize measured each rank's clock offset to rank 0
- * with a few pings on the communicator (the shortest round trip wins), and
- * this call measures it again; when the two offsets differ by more than
- * their error bounds (half those round trips), the drift between the
- * clocks is corrected linearly, else the more precise offset holds.  Each
- * rank's "clock sync" event gives its offset, error bound and drift.
- * Time 0 is rank 0's clock at finalize's measurement.
- * pcnn_net_write_trace's per-rank files use the same clock,
- * so scripts/pcnn_merge_traces.py (installed as pcnn_merge_traces) merges
- * them into the same file.  Each rank is one process whose pid is its rank
- * in MPI_COMM_WORLD (read through MPI's groups, never communicated on),
- * named "rank N", with three tracks: compute, communication, and steps,
- * which holds one span per training step named "step S" (args.step = S,
- * the step counter when it began).  rank 0 gathers the parts and writes
- * the file atomically; `path` matters on rank 0 only but must not be NULL
- * anywhere.  Errors: INVALID_ARGUMENT (path NULL), INVALID_STATE (tracing
- * off), OUT_OF_MEMORY, UNSUPPORTED (a part over 2 GiB), IO (on rank 0;
- * REMOTE on the others), TIMEOUT. */
-PCNN_API pcnn_status pcnn_net_write_trace_merged(pcnn_net *net, const char *path);
-
-/*
- * Spatial and hybrid parallelism (seeds 002 and 003).  The P ranks of the
- * communicator form a grid parts[4] = {P_N, P_D, P_H, P_W} (product P):
- * P_N sample groups, each splitting every sample of its share of the batch
- * into P_D x P_H x P_W boxes by the block rule (part g of X indices over G
- * parts holds floor(X/G) + (g < X mod G) of them, the lower parts first).
- * Ranks are numbered W fastest, then H, D, N, so a sample group is a block
- * of consecutive ranks.  Convolutions and pools exchange halos with their
- * neighbours (zero or -inf padding only at the sample's borders), batch
- * norm reduces its statistics over the group (PCNN_OPT_BN_SCOPE),
- * element-wise layers run on the box, and a shuffle moves the data,
- * forward and backward, wherever two adjacent layers are distributed
- * differently.  Split: the input, 2D and 3D convolutions and pools (2D
- * ones along H and W), ReLU, leaky ReLU, batch norm, add and dropout (its masks keyed by
- * each point's index in the whole sample, so they do not depend on the
- * split; it must keep its input's distribution).  Flatten, dense, global
- * average pooling and pixel shuffle are never split: they take {P, 1, 1,
- * 1} (whole samples, the group's samples shared among its ranks) unless
- * their distribution was set, and the layers after them inherit theirs.
- * Where every rank holds every sample (P_N = 1) and a dense layer follows
- * a split layer through a flatten, no shuffle gathers the samples: each
- * rank multiplies the columns of W its box holds, and the K outputs per
- * sample are summed over the ranks (pcnn_net_summary says so); its weight
- * gradient is then this rank's alone on those columns, so with
- * PCNN_EXCHANGE_ALLTOALL_ALLGATHER each rank updates its own columns and
- * one all-gather brings the others' (no all-to-all: half the bytes).
- * Weight gradients are summed over the whole communicator by the network's
- * exchange as in data parallelism, and the loss is normalised by the
- * global batch, so training equals one rank training on the whole batch
- * up to float summation order.  The network's output must be unsplit.
- * pcnn_net_train_epoch and pcnn_net_evaluate share each batch among the
- * sample groups, and each rank reads only its box of the group's samples
- * (of a file-backed dataset, pcnn_dataset_open_volumes, only the box is
- * read from the files).  pcnn_net_compute_loss and
- * pcnn_net_compute_gradients become collective: every rank of a sample
- * group passes the group's n samples (as to pcnn_net_train_step); the loss
- * is the mean over all groups' samples and the gradients
- * (pcnn_net_get_grads, equal on every rank) are summed over the whole
- * communicator, so both equal one rank's on the whole batch; batch norms
- * use the statistics a training step would (PCNN_OPT_BN_SCOPE,
- * PCNN_OPT_SYNC_BATCHNORM) and nothing is updated.  Only the boxes' input
- * gradients exist: pcnn_net_get_input_grad then returns INVALID_STATE.
- * pcnn_net_predict stays local and returns UNSUPPORTED: a rank holds only
- * its box, so inference is collective, pcnn_net_predict_parallel.  The
- * batch scheduler shares each batch among the sample groups too
- * (pcnn_scheduler_share answers with the group's share, equal on the
- * ranks of a group; PCNN_SCHED_ACTIVE_RANKS counts groups).
- * A halo or shuffle that times out (PCNN_OPT_TIMEOUT_MS) or fails fails the
- * network as a timed-out exchange does: every later call but destroy
- * returns INVALID_STATE at once.
- * Distributions all {P, 1, 1, 1} (the default) are today's data
- * parallelism, bit for bit.
- */
 
 /* Index of a dimension in the parts[] arrays. */
 enum { PCNN_DIM_N = 0, PCNN_DIM_D = 1, PCNN_DIM_H = 2, PCNN_DIM_W = 3 };
@@ -1550,161 +1845,15 @@ PCNN_API pcnn_status pcnn_net_train_step_local(pcnn_net *net, int n, const float
 PCNN_API pcnn_status pcnn_net_predict_parallel(pcnn_net *net, int n, const float *x, float *out,
                                                size_t out_count);
 
+/* 9.3 Performance model -------------------------------------------------- */
 
 /*
- * 3D networks (volumes such as CosmoFlow's 4 x 128^3 dark-matter cubes,
- * seed 003).  A sample is (C, D, H, W), stored NCDHW (W fastest) in every
- * buffer the host passes (inputs, outputs, gradients), as PyTorch.  These
- * layers accept depth as well as the 2D ones: ReLU, leaky ReLU, batch norm
- * (statistics per channel over N, D, H, W), dropout, add / add_scaled,
- * global average pooling ((C, D, H, W) -> (C, 1, 1)), flatten and dense
- * (features in PyTorch's flatten order C, D, H, W).  conv2d and the 2D
- * pools refuse volumes (SHAPE), pixel shuffle too (UNSUPPORTED).  Losses,
- * training, evaluation, checkpoints and data parallelism work unchanged.
- * Errors as for the 2D calls.
- */
-
-/* The network's input: samples of channels x depth x height x width.  Must
- * be the first layer added, exactly once (instead of pcnn_net_input).
- * depth 1 gives the same network as pcnn_net_input. */
-PCNN_API pcnn_status pcnn_net_input3d(pcnn_net *net, int channels, int depth, int height,
-                                      int width, pcnn_layer **out);
-
-/* 3D convolution as torch.nn.Conv3d: out_channels filters of kernel^3,
- * the same stride and zero padding (any padding >= 0) along D, H and W;
- * bias != 0 adds a per-channel bias.  Output (out_channels, (D+2p-k)/s+1,
- * (H+2p-k)/s+1, (W+2p-k)/s+1).  Weights [Cout][Cin][k][k][k] then the bias,
- * as PyTorch.  Computed as vol2col + GEMM over the whole local batch (three
- * GEMMs per step, seed 001 section 3.1); the vol2col matrix is kept for
- * backward under PCNN_OPT_KEEP_IM2COL.  Where that matrix would exceed
- * 64 MiB (CosmoFlow's conv1 at 128^3: 0.9 GB per sample) each sample runs
- * in bands of output planes instead, nothing kept.  With AVX-512, the
- * forward pass of a stride-1 convolution with few input channels (C k^3
- * <= 256, output rows >= 16) is computed directly, without the matrix;
- * PCNN_OPT_CONV_ALGORITHM 1 keeps vol2col + GEMM everywhere, 2 uses the
- * direct forward wherever it applies (stride 1, k <= 5, rows >= 8). */
-PCNN_API pcnn_status pcnn_conv3d(pcnn_net *net, pcnn_layer *in, int out_channels, int kernel,
-                                 int stride, int padding, int bias, pcnn_layer **out);
-
-/* Max and average pooling over kernel^3 windows with the same stride and
- * padding along each axis, as torch.nn.functional.max_pool3d /
- * avg_pool3d (floor mode; padding counts as -infinity for max, as zeros in
- * the average, count_include_pad=True); 0 <= padding <= kernel/2.  Output
- * (C, floor((D+2p-k)/s)+1, floor((H+2p-k)/s)+1, floor((W+2p-k)/s)+1). */
-PCNN_API pcnn_status pcnn_maxpool3d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
-                                    int padding, pcnn_layer **out);
-PCNN_API pcnn_status pcnn_avgpool3d(pcnn_net *net, pcnn_layer *in, int kernel, int stride,
-                                    int padding, pcnn_layer **out);
-
-/* The shape of one sample of the layer's output, depth included (1 for
- * 2D layers).  Any pointer may be NULL. */
-PCNN_API pcnn_status pcnn_layer_output_shape3d(const pcnn_layer *layer, int *channels,
-                                               int *depth, int *height, int *width);
-
-/* An in-memory dataset of n volumes of (channels, depth, height, width)
- * copied from x (NCDHW), with int32 labels or target_count float targets
- * per sample (regression: MSE, L1), as pcnn_dataset_create.  Shuffle,
- * batch, train_epoch and evaluate take it as any dataset. */
-PCNN_API pcnn_status pcnn_dataset_create3d(int n, int channels, int depth, int height,
-                                           int width, const float *x, const int32_t *labels,
-                                           const float *targets, int target_count,
-                                           pcnn_dataset **out);
-
-/* Number of samples and the shape of one, depth included (1 for images).
- * Any pointer may be NULL. */
-PCNN_API pcnn_status pcnn_dataset_info3d(const pcnn_dataset *data, int *n, int *channels,
-                                         int *depth, int *height, int *width);
-
-/* The MPI behind this libpcnn.  family: PCNN_MPI_FAMILY_MPICH (MPICH and
- * its ABI derivatives) or PCNN_MPI_FAMILY_OPENMPI, as built (PCNN_MPI_FAMILY
- * of pcnn_config.h); built_with: a static "MPICH 4.0.2"-style string of the
- * mpi.h it was compiled with; library: MPI_Get_library_version of the MPI
- * library the process runs (callable before MPI_Init and after
- * MPI_Finalize), truncated to size - 1 bytes and NUL-terminated (size 0:
- * not written; MPI_MAX_LIBRARY_VERSION_STRING holds all of it).  Any pointer
- * may be NULL.  Errors: INVALID_ARGUMENT (library non-NULL with size 0),
- * MPI (MPI_Get_library_version failed). */
-PCNN_API pcnn_status pcnn_mpi_info(int *family, const char **built_with, char *library,
-                                   size_t size);
-
-/*
- * File-backed volumes (seed 003 section 4.4: I/O is on the critical path).
- * A dataset opened from a manifest keeps its samples in files and reads
- * them batch by batch (pcnn_dataset_batch, pcnn_dataset_batch_box,
- * pcnn_net_train_epoch, pcnn_net_evaluate), never all at once.
- */
-
-/* Element type of raw volume files. */
-typedef enum pcnn_dtype { PCNN_DTYPE_F32 = 0, PCNN_DTYPE_F64 = 1 } pcnn_dtype;
-
-/* Open a dataset of n volumes of (channels, depth, height, width) listed
- * by the text file `manifest`, one sample per line:
- *     <path> <t_1> ... <t_target_count>
- * (fields separated by spaces or tabs; blank lines and lines starting with
- * '#' are skipped; relative paths are relative to the manifest's
- * directory; a path may not contain spaces).  Each file holds one sample
- * as a C-order [C][D][H][W] array of `dtype`, little-endian: raw (exactly
- * C*D*H*W elements, nothing else), or a .npy file (name ending in .npy,
- * header parsed: descr '<f4' / '<f8' matching dtype, fortran_order False,
- * shape (C, D, H, W), or (D, H, W) when C is 1).  float64 is converted to
- * float32 on reading.  Only the manifest and each file's header and size
- * are read here.  The samples carry the float targets of their line
- * (regression: MSE, L1); shuffle, info3d, batch, batch_box, train_epoch
- * and evaluate take the dataset as any other; free it with
- * pcnn_dataset_destroy.  Errors: INVALID_ARGUMENT (NULL, shape < 1 or
- * over INT_MAX floats, dtype, target_count < 1, a .npy of the other
- * dtype), IO (a file cannot be opened or read, or is not a regular file:
- * a FIFO, directory or device is refused, not waited on; the message
- * names it), CORRUPT (a manifest line
- * that is malformed, named by its line number; a file whose size or
- * header is wrong, named with the offset), SHAPE (a .npy of another
- * shape), OUT_OF_MEMORY. */
-PCNN_API pcnn_status pcnn_dataset_open_volumes(const char *manifest, int channels, int depth,
-                                               int height, int width, pcnn_dtype dtype,
-                                               int target_count, pcnn_dataset **out);
-
-/* As pcnn_dataset_batch, restricted to a box of each sample: depth,
- * height and width [box_start[k], box_start[k] + box_count[k]) for k = 0,
- * 1, 2.  x receives count samples of (C, box_count[0], box_count[1],
- * box_count[2]) floats, C-order.  For file-backed volumes only the box
- * is read (pread of contiguous runs: whole planes when the box spans H
- * and W); in-memory datasets are sliced.  box_start and box_count both
- * NULL mean the whole sample.  Errors: INVALID_ARGUMENT (NULL x or data,
- * box not within the sample or a count < 1, start/count, labels of a
- * regression dataset or targets of a labelled one), IO, CORRUPT (a file
- * shorter than at open: names the file and offset), OUT_OF_MEMORY. */
-PCNN_API pcnn_status pcnn_dataset_batch_box(const pcnn_dataset *data, int start, int count,
-                                            const int *box_start, const int *box_count,
-                                            float *x, int32_t *labels, float *targets);
-
-/* Read up to `batches` (0..64) batches ahead on a helper thread: after each
- * batch read of a file-backed dataset, the next ones (same count and box,
- * start advancing by the distance between the last two reads, so each
- * rank's share of a data-parallel epoch is predicted) are read while the
- * caller computes.  0 stops the thread.  A failure of the helper thread
- * is returned by the next read of the dataset.  Uses batches x count x box
- * floats of memory.  A no-op for in-memory datasets.  The dataset must not
- * be read from two threads at once.  Errors: INVALID_ARGUMENT (NULL,
- * batches outside [0, 64]), OUT_OF_MEMORY, INTERNAL (no thread). */
-PCNN_API pcnn_status pcnn_dataset_set_prefetch(pcnn_dataset *data, int batches);
-
-/*
- * Performance model (seeds 002 section V and 004): calibrate the network
- * links and the layers' computation of this machine, predict one training
- * step layer by layer for any number of ranks, global batch, exchange
- * strategy and link bandwidth (what-if), and compare a prediction with the
- * network's own measured breakdown (pcnn_net_time).
- *
- * Collectives are modelled with alpha (s per message), beta (s per byte,
- * the inverse of the bandwidth) and gamma (s per byte of local reduction)
- * in the forms of MPICH's algorithms (ring / Rabenseifner all-reduce,
- * pairwise all-to-all, ring / recursive-doubling all-gather); at the
- * calibrated number of ranks the measured curve itself is used inside the
- * measured sizes.  A step is simulated as the library runs it: forward,
- * backward, each bucket's reduction in flight while earlier layers still
- * back-propagate (one collective at a time), updates, and the all-gathers
- * waited for by the next forward, layer by layer.  A model is local to the
- * process and not thread-safe.
+ * Seeds 002 section V and 004; docs/perfmodel.md says how collectives and
+ * steps are modelled.  Calibrate the links and the layers' computation of
+ * this machine, predict one training step layer by layer for any number of
+ * ranks, global batch, exchange strategy and link bandwidth (what-if), and
+ * compare a prediction with the network's measured breakdown
+ * (pcnn_net_time).  A model is local to the process and not thread-safe.
  */
 typedef struct pcnn_perfmodel pcnn_perfmodel;
 
@@ -1936,25 +2085,35 @@ PCNN_API pcnn_status pcnn_perfmodel_load(const char *path, pcnn_perfmodel **out)
  * CORRUPT, MPI, TIMEOUT. */
 PCNN_API pcnn_status pcnn_perfmodel_share(pcnn_perfmodel *model, pcnn_comm *comm, int root);
 
+/* 9.4 Automatic parallel strategy ---------------------------------------- */
+
 /*
- * Automatic parallel strategy (seed 002 section V-C).  Each layer gets a
- * distribution (above) chosen by the cheapest path through the layers'
- * candidates: every P = P_N x P_D x P_H x P_W with P_N <= the global batch
- * (P_N a multiple of the input's), its spatial group within
- * PCNN_OPT_PLAN_MAX_SPATIAL and PCNN_OPT_PLAN_SPATIAL_DIMS, every block at
- * least its halo, memory within PCNN_OPT_MEMORY_LIMIT_MIB; element-wise
- * layers and batch norms keep their input's, the layers that cannot split
- * (and the output) take {P, 1, 1, 1}.  A candidate costs its compute at
- * the local box (the model's timings of this network's layers, scaled to
- * the box, or its regressors), the exposed part of its halo exchange
- * (PCNN_OPT_HALO_OVERLAP), batch-norm reductions over the group and the
- * layer's gradient exchange; an edge between two distributions costs the
- * shuffle of the output forward and its gradient backward (all-to-all of
- * the rank that moves most).  The search is exact (branches included).
- * The predicted step is the plan's sum, without overlap of the gradient
- * exchange with computation: it ranks plans, pcnn_perfmodel_predict times
- * the finalized network.
+ * Seed 002 section V-C; docs/perfmodel.md says what a candidate costs.
+ * Each layer gets a distribution (9.2) chosen by the cheapest path through
+ * the layers' candidates, exactly (branches included), within the options
+ * below; the predicted step ranks plans, pcnn_perfmodel_predict times the
+ * finalized network.
  */
+
+/* The automatic parallel strategy (pcnn_net_plan_distribution) considers
+ * spatial groups of at most this many ranks (P_D x P_H x P_W).  0 (the
+ * default): up to the communicator's size.  Before finalize. */
+#define PCNN_OPT_PLAN_MAX_SPATIAL PCNN_OPT_EXPERIMENTAL_11
+
+/* The dimensions the planner may split, a bit mask: 1 depth, 2 height,
+ * 4 width.  0: none (sample parallelism only).  Default 7. */
+#define PCNN_OPT_PLAN_SPATIAL_DIMS PCNN_OPT_EXPERIMENTAL_12
+
+/* 1 (the default): the planner picks each layer's distribution, with
+ * shuffles between layers that differ; 0: one distribution for every
+ * layer that can be split (seed 002's own runs), the layers that cannot
+ * (dense, flatten, global pooling) sample-parallel after it. */
+#define PCNN_OPT_PLAN_MIXED PCNN_OPT_EXPERIMENTAL_13
+
+/* Per-rank memory cap of the planner, MiB: a layer's candidate whose
+ * activations, their gradients (halo included) and parameter state on one
+ * rank exceed it is not considered.  0 (the default): no cap. */
+#define PCNN_OPT_MEMORY_LIMIT_MIB PCNN_OPT_EXPERIMENTAL_14
 
 /* Plan and apply the distribution of every layer of net for global_batch
  * samples per step, with the model (whose compute calibration must be of
@@ -1993,7 +2152,7 @@ PCNN_API pcnn_status pcnn_net_plan_report(const pcnn_net *net, char *buf, size_t
  * allreduce, all-to-all + all-gather, or (dense layers of a network
  * without spatial distributions) the FC gradient, each costed as its
  * collectives plus the optimizer update it implies (the heuristic's choice
- * wins ties); a dense layer on each rank's box of a split input (section 9)
+ * wins ties); a dense layer on each rank's box of a split input (9.2)
  * keeps all-to-all + all-gather, which for it is one all-gather of each
  * rank's columns, less than either.  Every rank must attach the same
  * model (its contents are compared; one rank without a model, or with

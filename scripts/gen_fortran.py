@@ -37,6 +37,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_experimental_hints  # noqa: E402
+
 HANDLES = {"pcnn_net", "pcnn_layer", "pcnn_dataset", "pcnn_comm", "pcnn_scheduler"}
 SCALARS = {  # C type -> (Fortran type, kind to import)
     "int": ("integer(c_int)", "c_int"),
@@ -64,7 +67,10 @@ class Unmapped(Exception):
 
 
 def strip(text):
-    """The header without comments, with continued lines joined."""
+    """The header without comments, with continued lines joined, and without
+    the names section 9 defines for hosts that do not define
+    PCNN_EXPERIMENTAL (scripts/gen_experimental_hints.py)."""
+    text = gen_experimental_hints.strip_generated(text)
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     return text.replace("\\\n", " ")
 

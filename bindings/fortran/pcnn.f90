@@ -64,7 +64,7 @@ module pcnn
   integer(c_int), parameter :: PCNN_OPT_TIMEOUT_MS = 20
   integer(c_int), parameter :: PCNN_OPT_TRACE_EVENTS = 21
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_5 = 22
-  integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_6 = 23
+  integer(c_int), parameter :: PCNN_OPT_SYNC_BATCHNORM = 23
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_7 = 24
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_8 = 25
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_9 = 26
@@ -81,6 +81,10 @@ module pcnn
   integer(c_int), parameter :: PCNN_MEMORY_WORKSPACE = 3
   integer(c_int), parameter :: PCNN_MEMORY_COMMUNICATION = 4
 
+  ! enum pcnn_dtype
+  integer(c_int), parameter :: PCNN_DTYPE_F32 = 0
+  integer(c_int), parameter :: PCNN_DTYPE_F64 = 1
+
   ! enum pcnn_exchange
   integer(c_int), parameter :: PCNN_EXCHANGE_ALLREDUCE = 0
   integer(c_int), parameter :: PCNN_EXCHANGE_ALLTOALL_ALLGATHER = 1
@@ -96,6 +100,10 @@ module pcnn
   integer(c_int), parameter :: PCNN_TIME_HALO = 6
   integer(c_int), parameter :: PCNN_TIME_HALO_EXPOSED = 7
   integer(c_int), parameter :: PCNN_TIME_SHUFFLE = 8
+
+  ! enum pcnn_log_level
+  integer(c_int), parameter :: PCNN_LOG_INFO = 0
+  integer(c_int), parameter :: PCNN_LOG_WARNING = 1
 
   ! enum pcnn_sched_lr_rule
   integer(c_int), parameter :: PCNN_SCHED_LR_LINEAR = 0
@@ -121,14 +129,6 @@ module pcnn
   integer(c_int), parameter :: PCNN_SCHED_ACTIVE_RANKS = 16
   integer(c_int), parameter :: PCNN_SCHED_EVENTS = 17
 
-  ! enum pcnn_log_level
-  integer(c_int), parameter :: PCNN_LOG_INFO = 0
-  integer(c_int), parameter :: PCNN_LOG_WARNING = 1
-
-  ! enum pcnn_dtype
-  integer(c_int), parameter :: PCNN_DTYPE_F32 = 0
-  integer(c_int), parameter :: PCNN_DTYPE_F64 = 1
-
   ! enum pcnn_collective
   integer(c_int), parameter :: PCNN_COLL_SENDRECV = 0
   integer(c_int), parameter :: PCNN_COLL_ALLREDUCE = 1
@@ -149,7 +149,7 @@ module pcnn
 
   ! #defines
   integer(c_int), parameter :: PCNN_VERSION_MAJOR = 0
-  integer(c_int), parameter :: PCNN_VERSION_MINOR = 1
+  integer(c_int), parameter :: PCNN_VERSION_MINOR = 2
   integer(c_int), parameter :: PCNN_VERSION_PATCH = 0
   integer(c_int), parameter :: PCNN_HEADER_VERSION_NUMBER = (PCNN_VERSION_MAJOR * 10000 + &
       PCNN_VERSION_MINOR * 100 + PCNN_VERSION_PATCH)
@@ -162,7 +162,6 @@ module pcnn
   integer(c_int), parameter :: PCNN_OPT_ACTIVE_ENGINE = PCNN_OPT_EXPERIMENTAL_3
   integer(c_int), parameter :: PCNN_OPT_COMM_CORE = PCNN_OPT_EXPERIMENTAL_4
   integer(c_int), parameter :: PCNN_OPT_CONV_ALGORITHM = PCNN_OPT_EXPERIMENTAL_5
-  integer(c_int), parameter :: PCNN_OPT_SYNC_BATCHNORM = PCNN_OPT_EXPERIMENTAL_6
   integer(c_int), parameter :: PCNN_OPT_BN_SCOPE = PCNN_OPT_EXPERIMENTAL_9
   integer(c_int), parameter :: PCNN_OPT_HALO_OVERLAP = PCNN_OPT_EXPERIMENTAL_7
   integer(c_int), parameter :: PCNN_OPT_SPATIAL_FALLBACK = PCNN_OPT_EXPERIMENTAL_10
@@ -310,6 +309,12 @@ module pcnn
       type(c_ptr), optional :: out
       integer(c_int) :: pcnn_batchnorm
     end function pcnn_batchnorm
+    function pcnn_batchnorm_set_sync(layer, sync) bind(c, name='pcnn_batchnorm_set_sync')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: layer
+      integer(c_int), value :: sync
+      integer(c_int) :: pcnn_batchnorm_set_sync
+    end function pcnn_batchnorm_set_sync
     function pcnn_dropout(net, in, p, out) bind(c, name='pcnn_dropout')
       import :: c_float, c_int, c_ptr
       type(c_ptr), value :: net
@@ -343,6 +348,60 @@ module pcnn
       type(c_ptr), optional :: out
       integer(c_int) :: pcnn_pixel_shuffle
     end function pcnn_pixel_shuffle
+    function pcnn_net_input3d(net, channels, depth, height, width, out) bind(c, &
+        name='pcnn_net_input3d')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      integer(c_int), value :: channels
+      integer(c_int), value :: depth
+      integer(c_int), value :: height
+      integer(c_int), value :: width
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_net_input3d
+    end function pcnn_net_input3d
+    function pcnn_conv3d(net, in, out_channels, kernel, stride, padding, bias, out) bind(c, &
+        name='pcnn_conv3d')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_ptr), value :: in
+      integer(c_int), value :: out_channels
+      integer(c_int), value :: kernel
+      integer(c_int), value :: stride
+      integer(c_int), value :: padding
+      integer(c_int), value :: bias
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_conv3d
+    end function pcnn_conv3d
+    function pcnn_maxpool3d(net, in, kernel, stride, padding, out) bind(c, name='pcnn_maxpool3d')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_ptr), value :: in
+      integer(c_int), value :: kernel
+      integer(c_int), value :: stride
+      integer(c_int), value :: padding
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_maxpool3d
+    end function pcnn_maxpool3d
+    function pcnn_avgpool3d(net, in, kernel, stride, padding, out) bind(c, name='pcnn_avgpool3d')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_ptr), value :: in
+      integer(c_int), value :: kernel
+      integer(c_int), value :: stride
+      integer(c_int), value :: padding
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_avgpool3d
+    end function pcnn_avgpool3d
+    function pcnn_layer_output_shape3d(layer, channels, depth, height, width) bind(c, &
+        name='pcnn_layer_output_shape3d')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: layer
+      integer(c_int), optional :: channels
+      integer(c_int), optional :: depth
+      integer(c_int), optional :: height
+      integer(c_int), optional :: width
+      integer(c_int) :: pcnn_layer_output_shape3d
+    end function pcnn_layer_output_shape3d
     function pcnn_layer_set_init(layer, init) bind(c, name='pcnn_layer_set_init')
       import :: c_int, c_ptr
       type(c_ptr), value :: layer
@@ -398,6 +457,16 @@ module pcnn
       real(c_double), optional :: value
       integer(c_int) :: pcnn_net_get_option
     end function pcnn_net_get_option
+    function pcnn_net_option_info(option, min, max, is_integer, name) bind(c, &
+        name='pcnn_net_option_info')
+      import :: c_double, c_int, c_ptr
+      integer(c_int), value :: option
+      real(c_double), optional :: min
+      real(c_double), optional :: max
+      integer(c_int), optional :: is_integer
+      type(c_ptr), optional :: name
+      integer(c_int) :: pcnn_net_option_info
+    end function pcnn_net_option_info
     function pcnn_net_finalize(net, max_batch) bind(c, name='pcnn_net_finalize')
       import :: c_int, c_ptr
       type(c_ptr), value :: net
@@ -522,6 +591,26 @@ module pcnn
       integer(c_size_t), value :: count
       integer(c_int) :: pcnn_layer_set_params
     end function pcnn_layer_set_params
+    function pcnn_layer_num_buffers(layer, count) bind(c, name='pcnn_layer_num_buffers')
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: layer
+      integer(c_size_t), optional :: count
+      integer(c_int) :: pcnn_layer_num_buffers
+    end function pcnn_layer_num_buffers
+    function pcnn_layer_get_buffers(layer, buf, count) bind(c, name='pcnn_layer_get_buffers')
+      import :: c_float, c_int, c_ptr, c_size_t
+      type(c_ptr), value :: layer
+      real(c_float), dimension(*), optional :: buf
+      integer(c_size_t), value :: count
+      integer(c_int) :: pcnn_layer_get_buffers
+    end function pcnn_layer_get_buffers
+    function pcnn_layer_set_buffers(layer, buf, count) bind(c, name='pcnn_layer_set_buffers')
+      import :: c_float, c_int, c_ptr, c_size_t
+      type(c_ptr), value :: layer
+      real(c_float), dimension(*), optional :: buf
+      integer(c_size_t), value :: count
+      integer(c_int) :: pcnn_layer_set_buffers
+    end function pcnn_layer_set_buffers
     function pcnn_net_get_input_grad(net, buf, count) bind(c, name='pcnn_net_get_input_grad')
       import :: c_float, c_int, c_ptr, c_size_t
       type(c_ptr), value :: net
@@ -593,6 +682,64 @@ module pcnn
       real(c_float), dimension(*), optional :: targets
       integer(c_int) :: pcnn_dataset_batch
     end function pcnn_dataset_batch
+    function pcnn_dataset_create3d(n, channels, depth, height, width, x, labels, targets, &
+        target_count, out) bind(c, name='pcnn_dataset_create3d')
+      import :: c_float, c_int, c_int32_t, c_ptr
+      integer(c_int), value :: n
+      integer(c_int), value :: channels
+      integer(c_int), value :: depth
+      integer(c_int), value :: height
+      integer(c_int), value :: width
+      real(c_float), dimension(*), optional :: x
+      integer(c_int32_t), dimension(*), optional :: labels
+      real(c_float), dimension(*), optional :: targets
+      integer(c_int), value :: target_count
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_dataset_create3d
+    end function pcnn_dataset_create3d
+    function pcnn_dataset_info3d(data, n, channels, depth, height, width) bind(c, &
+        name='pcnn_dataset_info3d')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: data
+      integer(c_int), optional :: n
+      integer(c_int), optional :: channels
+      integer(c_int), optional :: depth
+      integer(c_int), optional :: height
+      integer(c_int), optional :: width
+      integer(c_int) :: pcnn_dataset_info3d
+    end function pcnn_dataset_info3d
+    function pcnn_dataset_open_volumes(manifest, channels, depth, height, width, dtype, &
+        target_count, out) bind(c, name='pcnn_dataset_open_volumes')
+      import :: c_char, c_int, c_ptr
+      character(kind=c_char), dimension(*), optional :: manifest
+      integer(c_int), value :: channels
+      integer(c_int), value :: depth
+      integer(c_int), value :: height
+      integer(c_int), value :: width
+      integer(c_int), value :: dtype
+      integer(c_int), value :: target_count
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_dataset_open_volumes
+    end function pcnn_dataset_open_volumes
+    function pcnn_dataset_batch_box(data, start, count, box_start, box_count, x, labels, targets) &
+        bind(c, name='pcnn_dataset_batch_box')
+      import :: c_float, c_int, c_int32_t, c_ptr
+      type(c_ptr), value :: data
+      integer(c_int), value :: start
+      integer(c_int), value :: count
+      integer(c_int), optional :: box_start
+      integer(c_int), optional :: box_count
+      real(c_float), dimension(*), optional :: x
+      integer(c_int32_t), dimension(*), optional :: labels
+      real(c_float), dimension(*), optional :: targets
+      integer(c_int) :: pcnn_dataset_batch_box
+    end function pcnn_dataset_batch_box
+    function pcnn_dataset_set_prefetch(data, batches) bind(c, name='pcnn_dataset_set_prefetch')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: data
+      integer(c_int), value :: batches
+      integer(c_int) :: pcnn_dataset_set_prefetch
+    end function pcnn_dataset_set_prefetch
     function pcnn_comm_create_fortran(comm, out) bind(c, name='pcnn_comm_create_fortran')
       import :: c_int, c_ptr
       integer(c_int), value :: comm
@@ -617,6 +764,14 @@ module pcnn
       integer(c_int), optional :: thread_level
       integer(c_int) :: pcnn_comm_info
     end function pcnn_comm_info
+    function pcnn_mpi_info(family, built_with, library, size) bind(c, name='pcnn_mpi_info')
+      import :: c_char, c_int, c_ptr, c_size_t
+      integer(c_int), optional :: family
+      type(c_ptr), optional :: built_with
+      character(kind=c_char), dimension(*), optional :: library
+      integer(c_size_t), value :: size
+      integer(c_int) :: pcnn_mpi_info
+    end function pcnn_mpi_info
     function pcnn_net_set_comm(net, comm) bind(c, name='pcnn_net_set_comm')
       import :: c_int, c_ptr
       type(c_ptr), value :: net
@@ -641,6 +796,17 @@ module pcnn
       integer(c_int64_t), optional :: bytes_per_step
       integer(c_int) :: pcnn_net_exchange_bytes
     end function pcnn_net_exchange_bytes
+    function pcnn_net_abort(net) bind(c, name='pcnn_net_abort')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      integer(c_int) :: pcnn_net_abort
+    end function pcnn_net_abort
+    function pcnn_net_async_error(net, status) bind(c, name='pcnn_net_async_error')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      integer(c_int), optional :: status
+      integer(c_int) :: pcnn_net_async_error
+    end function pcnn_net_async_error
     function pcnn_net_time(net, layer, what, seconds_per_step) bind(c, name='pcnn_net_time')
       import :: c_double, c_int, c_ptr
       type(c_ptr), value :: net
@@ -674,6 +840,34 @@ module pcnn
       character(kind=c_char), dimension(*), optional :: path
       integer(c_int) :: pcnn_net_write_trace
     end function pcnn_net_write_trace
+    function pcnn_net_write_trace_merged(net, path) bind(c, name='pcnn_net_write_trace_merged')
+      import :: c_char, c_int, c_ptr
+      type(c_ptr), value :: net
+      character(kind=c_char), dimension(*), optional :: path
+      integer(c_int) :: pcnn_net_write_trace_merged
+    end function pcnn_net_write_trace_merged
+    function pcnn_net_set_step_callback(net, callback, user) bind(c, &
+        name='pcnn_net_set_step_callback')
+      import :: c_funptr, c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_funptr), value :: callback
+      type(c_ptr), value :: user
+      integer(c_int) :: pcnn_net_set_step_callback
+    end function pcnn_net_set_step_callback
+    function pcnn_net_stopped_early(net, stopped) bind(c, name='pcnn_net_stopped_early')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      integer(c_int), optional :: stopped
+      integer(c_int) :: pcnn_net_stopped_early
+    end function pcnn_net_stopped_early
+    function pcnn_net_set_log_callback(net, callback, user) bind(c, &
+        name='pcnn_net_set_log_callback')
+      import :: c_funptr, c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_funptr), value :: callback
+      type(c_ptr), value :: user
+      integer(c_int) :: pcnn_net_set_log_callback
+    end function pcnn_net_set_log_callback
     function pcnn_net_save(net, path) bind(c, name='pcnn_net_save')
       import :: c_char, c_int, c_ptr
       type(c_ptr), value :: net
@@ -704,6 +898,12 @@ module pcnn
       integer(c_size_t), optional :: extra_bytes
       integer(c_int) :: pcnn_net_load_extra
     end function pcnn_net_load_extra
+    function pcnn_checkpoint_cleanup(path, removed) bind(c, name='pcnn_checkpoint_cleanup')
+      import :: c_char, c_int
+      character(kind=c_char), dimension(*), optional :: path
+      integer(c_int), optional :: removed
+      integer(c_int) :: pcnn_checkpoint_cleanup
+    end function pcnn_checkpoint_cleanup
     function pcnn_scheduler_create(net, start_batch, max_batch, initial_lr, out) bind(c, &
         name='pcnn_scheduler_create')
       import :: c_double, c_int, c_ptr
@@ -791,87 +991,6 @@ module pcnn
       integer(c_size_t), value :: size
       integer(c_int) :: pcnn_scheduler_load_state
     end function pcnn_scheduler_load_state
-    function pcnn_net_option_info(option, min, max, is_integer, name) bind(c, &
-        name='pcnn_net_option_info')
-      import :: c_double, c_int, c_ptr
-      integer(c_int), value :: option
-      real(c_double), optional :: min
-      real(c_double), optional :: max
-      integer(c_int), optional :: is_integer
-      type(c_ptr), optional :: name
-      integer(c_int) :: pcnn_net_option_info
-    end function pcnn_net_option_info
-    function pcnn_net_abort(net) bind(c, name='pcnn_net_abort')
-      import :: c_int, c_ptr
-      type(c_ptr), value :: net
-      integer(c_int) :: pcnn_net_abort
-    end function pcnn_net_abort
-    function pcnn_net_async_error(net, status) bind(c, name='pcnn_net_async_error')
-      import :: c_int, c_ptr
-      type(c_ptr), value :: net
-      integer(c_int), optional :: status
-      integer(c_int) :: pcnn_net_async_error
-    end function pcnn_net_async_error
-    function pcnn_checkpoint_cleanup(path, removed) bind(c, name='pcnn_checkpoint_cleanup')
-      import :: c_char, c_int
-      character(kind=c_char), dimension(*), optional :: path
-      integer(c_int), optional :: removed
-      integer(c_int) :: pcnn_checkpoint_cleanup
-    end function pcnn_checkpoint_cleanup
-    function pcnn_batchnorm_set_sync(layer, sync) bind(c, name='pcnn_batchnorm_set_sync')
-      import :: c_int, c_ptr
-      type(c_ptr), value :: layer
-      integer(c_int), value :: sync
-      integer(c_int) :: pcnn_batchnorm_set_sync
-    end function pcnn_batchnorm_set_sync
-    function pcnn_layer_num_buffers(layer, count) bind(c, name='pcnn_layer_num_buffers')
-      import :: c_int, c_ptr, c_size_t
-      type(c_ptr), value :: layer
-      integer(c_size_t), optional :: count
-      integer(c_int) :: pcnn_layer_num_buffers
-    end function pcnn_layer_num_buffers
-    function pcnn_layer_get_buffers(layer, buf, count) bind(c, name='pcnn_layer_get_buffers')
-      import :: c_float, c_int, c_ptr, c_size_t
-      type(c_ptr), value :: layer
-      real(c_float), dimension(*), optional :: buf
-      integer(c_size_t), value :: count
-      integer(c_int) :: pcnn_layer_get_buffers
-    end function pcnn_layer_get_buffers
-    function pcnn_layer_set_buffers(layer, buf, count) bind(c, name='pcnn_layer_set_buffers')
-      import :: c_float, c_int, c_ptr, c_size_t
-      type(c_ptr), value :: layer
-      real(c_float), dimension(*), optional :: buf
-      integer(c_size_t), value :: count
-      integer(c_int) :: pcnn_layer_set_buffers
-    end function pcnn_layer_set_buffers
-    function pcnn_net_set_step_callback(net, callback, user) bind(c, &
-        name='pcnn_net_set_step_callback')
-      import :: c_funptr, c_int, c_ptr
-      type(c_ptr), value :: net
-      type(c_funptr), value :: callback
-      type(c_ptr), value :: user
-      integer(c_int) :: pcnn_net_set_step_callback
-    end function pcnn_net_set_step_callback
-    function pcnn_net_stopped_early(net, stopped) bind(c, name='pcnn_net_stopped_early')
-      import :: c_int, c_ptr
-      type(c_ptr), value :: net
-      integer(c_int), optional :: stopped
-      integer(c_int) :: pcnn_net_stopped_early
-    end function pcnn_net_stopped_early
-    function pcnn_net_set_log_callback(net, callback, user) bind(c, &
-        name='pcnn_net_set_log_callback')
-      import :: c_funptr, c_int, c_ptr
-      type(c_ptr), value :: net
-      type(c_funptr), value :: callback
-      type(c_ptr), value :: user
-      integer(c_int) :: pcnn_net_set_log_callback
-    end function pcnn_net_set_log_callback
-    function pcnn_net_write_trace_merged(net, path) bind(c, name='pcnn_net_write_trace_merged')
-      import :: c_char, c_int, c_ptr
-      type(c_ptr), value :: net
-      character(kind=c_char), dimension(*), optional :: path
-      integer(c_int) :: pcnn_net_write_trace_merged
-    end function pcnn_net_write_trace_merged
     function pcnn_net_set_distribution(net, parts) bind(c, name='pcnn_net_set_distribution')
       import :: c_int, c_ptr
       type(c_ptr), value :: net
@@ -928,126 +1047,6 @@ module pcnn
       integer(c_size_t), value :: out_count
       integer(c_int) :: pcnn_net_predict_parallel
     end function pcnn_net_predict_parallel
-    function pcnn_net_input3d(net, channels, depth, height, width, out) bind(c, &
-        name='pcnn_net_input3d')
-      import :: c_int, c_ptr
-      type(c_ptr), value :: net
-      integer(c_int), value :: channels
-      integer(c_int), value :: depth
-      integer(c_int), value :: height
-      integer(c_int), value :: width
-      type(c_ptr), optional :: out
-      integer(c_int) :: pcnn_net_input3d
-    end function pcnn_net_input3d
-    function pcnn_conv3d(net, in, out_channels, kernel, stride, padding, bias, out) bind(c, &
-        name='pcnn_conv3d')
-      import :: c_int, c_ptr
-      type(c_ptr), value :: net
-      type(c_ptr), value :: in
-      integer(c_int), value :: out_channels
-      integer(c_int), value :: kernel
-      integer(c_int), value :: stride
-      integer(c_int), value :: padding
-      integer(c_int), value :: bias
-      type(c_ptr), optional :: out
-      integer(c_int) :: pcnn_conv3d
-    end function pcnn_conv3d
-    function pcnn_maxpool3d(net, in, kernel, stride, padding, out) bind(c, name='pcnn_maxpool3d')
-      import :: c_int, c_ptr
-      type(c_ptr), value :: net
-      type(c_ptr), value :: in
-      integer(c_int), value :: kernel
-      integer(c_int), value :: stride
-      integer(c_int), value :: padding
-      type(c_ptr), optional :: out
-      integer(c_int) :: pcnn_maxpool3d
-    end function pcnn_maxpool3d
-    function pcnn_avgpool3d(net, in, kernel, stride, padding, out) bind(c, name='pcnn_avgpool3d')
-      import :: c_int, c_ptr
-      type(c_ptr), value :: net
-      type(c_ptr), value :: in
-      integer(c_int), value :: kernel
-      integer(c_int), value :: stride
-      integer(c_int), value :: padding
-      type(c_ptr), optional :: out
-      integer(c_int) :: pcnn_avgpool3d
-    end function pcnn_avgpool3d
-    function pcnn_layer_output_shape3d(layer, channels, depth, height, width) bind(c, &
-        name='pcnn_layer_output_shape3d')
-      import :: c_int, c_ptr
-      type(c_ptr), value :: layer
-      integer(c_int), optional :: channels
-      integer(c_int), optional :: depth
-      integer(c_int), optional :: height
-      integer(c_int), optional :: width
-      integer(c_int) :: pcnn_layer_output_shape3d
-    end function pcnn_layer_output_shape3d
-    function pcnn_dataset_create3d(n, channels, depth, height, width, x, labels, targets, &
-        target_count, out) bind(c, name='pcnn_dataset_create3d')
-      import :: c_float, c_int, c_int32_t, c_ptr
-      integer(c_int), value :: n
-      integer(c_int), value :: channels
-      integer(c_int), value :: depth
-      integer(c_int), value :: height
-      integer(c_int), value :: width
-      real(c_float), dimension(*), optional :: x
-      integer(c_int32_t), dimension(*), optional :: labels
-      real(c_float), dimension(*), optional :: targets
-      integer(c_int), value :: target_count
-      type(c_ptr), optional :: out
-      integer(c_int) :: pcnn_dataset_create3d
-    end function pcnn_dataset_create3d
-    function pcnn_dataset_info3d(data, n, channels, depth, height, width) bind(c, &
-        name='pcnn_dataset_info3d')
-      import :: c_int, c_ptr
-      type(c_ptr), value :: data
-      integer(c_int), optional :: n
-      integer(c_int), optional :: channels
-      integer(c_int), optional :: depth
-      integer(c_int), optional :: height
-      integer(c_int), optional :: width
-      integer(c_int) :: pcnn_dataset_info3d
-    end function pcnn_dataset_info3d
-    function pcnn_mpi_info(family, built_with, library, size) bind(c, name='pcnn_mpi_info')
-      import :: c_char, c_int, c_ptr, c_size_t
-      integer(c_int), optional :: family
-      type(c_ptr), optional :: built_with
-      character(kind=c_char), dimension(*), optional :: library
-      integer(c_size_t), value :: size
-      integer(c_int) :: pcnn_mpi_info
-    end function pcnn_mpi_info
-    function pcnn_dataset_open_volumes(manifest, channels, depth, height, width, dtype, &
-        target_count, out) bind(c, name='pcnn_dataset_open_volumes')
-      import :: c_char, c_int, c_ptr
-      character(kind=c_char), dimension(*), optional :: manifest
-      integer(c_int), value :: channels
-      integer(c_int), value :: depth
-      integer(c_int), value :: height
-      integer(c_int), value :: width
-      integer(c_int), value :: dtype
-      integer(c_int), value :: target_count
-      type(c_ptr), optional :: out
-      integer(c_int) :: pcnn_dataset_open_volumes
-    end function pcnn_dataset_open_volumes
-    function pcnn_dataset_batch_box(data, start, count, box_start, box_count, x, labels, targets) &
-        bind(c, name='pcnn_dataset_batch_box')
-      import :: c_float, c_int, c_int32_t, c_ptr
-      type(c_ptr), value :: data
-      integer(c_int), value :: start
-      integer(c_int), value :: count
-      integer(c_int), optional :: box_start
-      integer(c_int), optional :: box_count
-      real(c_float), dimension(*), optional :: x
-      integer(c_int32_t), dimension(*), optional :: labels
-      real(c_float), dimension(*), optional :: targets
-      integer(c_int) :: pcnn_dataset_batch_box
-    end function pcnn_dataset_batch_box
-    function pcnn_dataset_set_prefetch(data, batches) bind(c, name='pcnn_dataset_set_prefetch')
-      import :: c_int, c_ptr
-      type(c_ptr), value :: data
-      integer(c_int), value :: batches
-      integer(c_int) :: pcnn_dataset_set_prefetch
-    end function pcnn_dataset_set_prefetch
     function pcnn_perfmodel_create(out) bind(c, name='pcnn_perfmodel_create')
       import :: c_int, c_ptr
       type(c_ptr), optional :: out
