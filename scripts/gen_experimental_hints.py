@@ -77,8 +77,14 @@ def blocks(text):
              "#endif",
              "#ifndef PCNN_EXPERIMENTAL_ONLY",
              "#define PCNN_EXPERIMENTAL_ONLY(name)",
+             "#endif",
+             "#ifdef __cplusplus",
+             "#define PCNN_EXPERIMENTAL_ONLY_ARGS ... /* any call: the message is the one above */",
+             "#else",
+             "#define PCNN_EXPERIMENTAL_ONLY_ARGS void",
              "#endif"]
-    hints += ["PCNN_EXPERIMENTAL_ONLY(%s) void %s%s(void);" % (n, HINT, n) for n in functions]
+    hints += ["PCNN_EXPERIMENTAL_ONLY(%s) void %s%s(PCNN_EXPERIMENTAL_ONLY_ARGS);" % (n, HINT, n)
+              for n in functions]
     hints += ["typedef int %s%s PCNN_EXPERIMENTAL_ONLY(%s);" % (HINT, n, n) for n in types]
     if constants:
         hints.append("enum {")
@@ -107,8 +113,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--header", default=str(HEADER))
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--abi-suppressions", action="store_true",
+                    help="print an abigail suppression file of section 9's functions "
+                         "(the ABI check covers the stable sections only)")
     args = ap.parse_args()
     text = pathlib.Path(args.header).read_text()
+    if args.abi_suppressions:
+        functions = section9_names(text)[0]
+        print("# Section 9 of pcnn.h (experimental): outside the stable ABI.")
+        print("[suppress_function]\n  name_regexp = ^(%s)$" % "|".join(functions))
+        return 0
     new = rewrite(text)
     if args.check:
         if new != text:
