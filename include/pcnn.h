@@ -1737,7 +1737,7 @@ extern "C" {
  * pcnn_net_compute_loss and pcnn_net_compute_gradients are collective
  * (every rank of a group passes the group's n samples); pcnn_net_predict
  * returns UNSUPPORTED (use pcnn_net_predict_parallel) and
- * pcnn_net_get_input_grad INVALID_STATE; a halo or shuffle that times out
+ * pcnn_net_get_input_grad UNSUPPORTED; a halo or shuffle that times out
  * or fails fails the network as a timed-out exchange does.
  */
 
