@@ -510,8 +510,8 @@ PCNN_API pcnn_status pcnn_layer_set_params(pcnn_layer *layer, const float *buf, 
 
 /* The gradient of the loss with respect to the input x of the last
  * pcnn_net_compute_gradients or train step (n x C x H x W floats; count
- * must be at least that).  UNSUPPORTED on a spatially distributed network
- * (each rank holds only its box of it). */
+ * must be at least that).  INVALID_STATE on a spatially distributed network
+ * (each rank holds only its box of it) and before any backward pass. */
 PCNN_API pcnn_status pcnn_net_get_input_grad(const pcnn_net *net, float *buf, size_t count);
 
 /* A printable summary: one line per layer (index, kind, output shape,
@@ -1472,7 +1472,8 @@ PCNN_API pcnn_status pcnn_net_write_trace_merged(pcnn_net *net, const char *path
  * (of a file-backed dataset, pcnn_dataset_open_volumes, only the box is
  * read from the files).  pcnn_net_compute_loss and
  * pcnn_net_compute_gradients become collective: every rank of a sample
- * group passes the group's n samples (as to pcnn_net_train_step); the loss
+ * group passes the group's n samples (as to pcnn_net_train_step; n = 0 on
+ * a group left without samples, as long as some group has one); the loss
  * is the mean over all groups' samples and the gradients
  * (pcnn_net_get_grads, equal on every rank) are summed over the whole
  * communicator, so both equal one rank's on the whole batch; batch norms
