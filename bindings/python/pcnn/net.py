@@ -566,31 +566,43 @@ class Net(Handle):
         the same data; equal on all ranks)."""
         return _fit.evaluate(self, x, y)
 
-    def fit(self, x, y=None, epochs=1, batch=None, validation=None, callbacks=(), verbose=1,
-            shuffle=True, seed=None, initial_epoch=0, stream=None):
-        """Train for `epochs` epochs on arrays x, y (labels or targets) or a
-        Dataset x, in global batches of `batch` samples (default: the
-        max_batch of finalize); returns the history
-        {"epoch": [...], "loss": [...], "val_loss", "val_accuracy",
-        "seconds"} (one value per epoch).
+    def fit(self, x, y=None, batch_size=None, epochs=1, verbose=1, callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=True, initial_epoch=0,
+            seed=None, stream=None, batch=None, validation=None):
+        """Train on arrays x, y (labels or targets) or a Dataset x, as Keras's
+        Model.fit; returns a History, a dict {"epoch": [...], "loss": [...],
+        "val_loss", "val_accuracy", "lr", "seconds"} of one value per epoch
+        (also as .history).
 
-        validation: (x_val, y_val) or a Dataset, evaluated after each epoch.
-        callbacks: pcnn.Callback objects (on_train_begin, on_epoch_begin,
-        on_batch_end(StepInfo), on_epoch_end(epoch, logs) -> True stops,
-        on_train_end) or plain functions f(epoch, logs) -> True stops; see
-        pcnn.EarlyStopping.  verbose: 0 silent, 1 a progress bar (redrawn on
-        a terminal, a line per quarter epoch otherwise), 2 one line per
-        epoch; only rank 0 prints, to `stream` (sys.stdout).  shuffle:
-        Dataset.shuffle(seed, epoch) before each epoch (seed: the network's
-        seed option by default), so every rank and every resumed run agrees.
-        With a communicator, collective: every rank passes the same full
-        data and trains on its share of each global batch."""
-        return _fit.fit(self, x, y, epochs, batch, validation, callbacks, verbose, shuffle,
-                        seed, initial_epoch, stream)
+        batch_size: the GLOBAL batch (with a communicator each rank trains
+        on its share of it; default: the max_batch of finalize, which it may
+        not exceed).  epochs: the index of the last epoch, as Keras:
+        epochs 0 .. epochs - 1 run from initial_epoch (fit(epochs=12,
+        initial_epoch=11) trains one epoch, printed "epoch 12/12").
+        validation_data: (x_val, y_val) or a Dataset, evaluated after each
+        epoch; validation_split: the last fraction of the arrays x, y held
+        out instead (before shuffling).  callbacks: pcnn.Callback objects
+        with Keras's methods and self.model (see Callback, which also says
+        how callbacks written for earlier releases are called; pcnn.
+        EarlyStopping, ModelCheckpoint, ReduceLROnPlateau, CSVLogger), or
+        plain functions f(epoch, logs) -> True stops.  verbose: 0 silent, 1
+        a progress bar (redrawn on a terminal, a line per quarter epoch
+        otherwise), 2 one line per epoch; only rank 0 prints, to `stream`
+        (sys.stdout).  shuffle: Dataset.shuffle(seed, epoch) before each
+        epoch (seed: the network's seed option by default), so every rank
+        and every resumed run agrees.  batch and validation: the earlier
+        names of batch_size and validation_data.  With a communicator,
+        collective: every rank passes the same full data."""
+        return _fit.fit(self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+                        callbacks=callbacks, validation_split=validation_split,
+                        validation_data=validation_data, shuffle=shuffle,
+                        initial_epoch=initial_epoch, seed=seed, stream=stream, batch=batch,
+                        validation=validation)
 
     def _evaluate_dataset(self, data):
         if not isinstance(data, Dataset):
             raise TypeError("Net.evaluate: expected a pcnn.Dataset or arrays, got %r" % (data,))
+        self._check_samples(data, "Net.evaluate")
         loss, acc = c_double(), c_double()
         with data._using() as d:
             self._lib.pcnn_net_evaluate(self._handle(), d, byref(loss), byref(acc))
@@ -611,6 +623,7 @@ class Net(Handle):
         if not isinstance(data, Dataset):
             raise TypeError("Net.train_epoch: expected a pcnn.Dataset, got %r" % (data,))
         if callback is None:
+            self._check_samples(data, "Net.train_epoch")
             loss = c_double()
             with data._using() as d:
                 self._lib.pcnn_net_train_epoch(self._handle(), d, batch, byref(loss))
@@ -639,6 +652,23 @@ class Net(Handle):
             raise raised[0]
         return loss.value
 
+    def _check_samples(self, data, what):
+        """ShapeError unless the dataset's samples are the network input's,
+        with the transpose hint train_step and predict give for a
+        channels-last array."""
+        got, want = tuple(data.sample_shape), self._input_shape
+        if got == want:
+            return
+        hint = ""
+        if want is not None and len(got) == len(want) and got == want[1:] + want[:1]:
+            order = (0, len(want)) + tuple(range(1, len(want)))
+            hint = ("; this looks channels-last (%s): pass x.transpose%s (copied once) or "
+                    "build the array in %s order" % ("NHWC" if len(want) == 3 else "NDHWC",
+                                                     order,
+                                                     "NCHW" if len(want) == 3 else "NCDHW"))
+        raise ShapeError("%s: dataset samples are %s but the network input is %s%s"
+                         % (what, got, want, hint))
+
     def _check_epoch(self, data, batch, what="Net.train_epoch"):
         """The epoch's arguments, checked with the binding's messages."""
         if self._max_batch is None:
@@ -646,9 +676,7 @@ class Net(Handle):
         if not 1 <= batch <= self._max_batch:
             raise InvalidArgumentError("%s: batch %d must be in [1, %d] (the max_batch of "
                                        "finalize)" % (what, batch, self._max_batch))
-        if data.sample_shape != self._input_shape:
-            raise ShapeError("%s: dataset samples are %s but the network input is %s"
-                             % (what, data.sample_shape, self._input_shape))
+        self._check_samples(data, what)
         classify = self._loss == Loss.SOFTMAX_CROSS_ENTROPY
         if classify != data.has_labels or (not classify and
                                            data.target_count != self._output_size):
