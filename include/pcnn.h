@@ -660,6 +660,9 @@ PCNN_API pcnn_status pcnn_comm_destroy(pcnn_comm **comm);
 PCNN_API pcnn_status pcnn_comm_info(const pcnn_comm *comm, int *rank, int *size,
                                     int *thread_level);
 
+/* pcnn_comm_barrier and pcnn_comm_bcast, a barrier and a broadcast for
+ * hosts without an MPI binding: section 9. */
+
 /* Train the network over the ranks of `comm`.  Before finalize; the
  * communicator must outlive the network.  Once set:
  *   - pcnn_net_finalize is collective: max_batch is the largest GLOBAL
@@ -1627,6 +1630,28 @@ PCNN_API pcnn_status pcnn_dataset_info3d(const pcnn_dataset *data, int *n, int *
  * MPI (MPI_Get_library_version failed). */
 PCNN_API pcnn_status pcnn_mpi_info(int *family, const char **built_with, char *library,
                                    size_t size);
+
+/* Communicator collectives for hosts without an MPI binding of their own
+ * (Python without mpi4py): waiting for rank 0's files, sharing a setting.
+ * Both are collective over the communicator and fail together: a rank's
+ * bad argument makes the others return REMOTE.  timeout_ms > 0 gives up
+ * after that many milliseconds with PCNN_ERR_TIMEOUT (a rank that never
+ * arrives); the communicator is then unusable (INVALID_STATE) for every
+ * later collective, as after a timed-out step; 0 waits without limit.
+ * Errors: INVALID_ARGUMENT (NULL comm, timeout_ms < 0), INVALID_STATE (the
+ * communicator failed before, or MPI was finalised), MISMATCH (ranks in
+ * different calls), TIMEOUT, MPI. */
+
+/* Return once every rank of comm has called it. */
+PCNN_API pcnn_status pcnn_comm_barrier(pcnn_comm *comm, long timeout_ms);
+
+/* Copy `bytes` bytes of buf on rank `root` into buf on every other rank.
+ * bytes and root must be equal on every rank (else MISMATCH on every
+ * rank naming them, nothing sent); buf may be NULL only when bytes is 0;
+ * INVALID_ARGUMENT for a root outside [0, size).  Any size (sent in pieces
+ * of at most 1 GiB). */
+PCNN_API pcnn_status pcnn_comm_bcast(pcnn_comm *comm, void *buf, size_t bytes, int root,
+                                     long timeout_ms);
 
 /*
  * File-backed volumes (seed 003 section 4.4: I/O is on the critical path).

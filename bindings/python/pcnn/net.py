@@ -17,7 +17,8 @@ from ._args import path as _path
 from ._handle import Handle, new_handle
 from .comm import Comm
 from .dataset import Dataset
-from .enums import Exchange, Init, Loss, MemoryPart, Optimizer, Option, Time, coerce
+from .enums import (Exchange, Init, LogLevel, Loss, MemoryPart, Optimizer, Option, Status, Time,
+                    coerce)
 from .errors import InvalidArgumentError, InvalidStateError, ShapeError
 
 Evaluation = collections.namedtuple("Evaluation", "loss accuracy")
@@ -30,6 +31,8 @@ StepInfo.__doc__ = ("Progress of Net.train_epoch: step of steps, samples done of
 
 # pcnn_step_callback: (user, step, batch, batches, loss) -> nonzero to stop
 _StepCallback = ctypes.CFUNCTYPE(c_int, c_void_p, ctypes.c_int64, c_int, c_int, c_double)
+# pcnn_log_callback: (user, level, message)
+_LogCallback = ctypes.CFUNCTYPE(None, c_void_p, c_int, ctypes.c_char_p)
 
 
 def _text(fn, h):
@@ -224,6 +227,10 @@ class Net(Handle):
     _kind = "net"
     _destroy = "pcnn_net_destroy"
     _dependents = ()  # until __init__ makes the set
+
+    log_callback_error = None  # the first exception a log callback raised
+    _log_callback = None
+    stop_training = False  # a callback's request to fit to stop (Keras)
 
     def __init__(self, comm=None, optimizer=None, **options):
         lib, out = new_handle()
@@ -915,6 +922,53 @@ class Net(Handle):
         """Write this rank's recent spans as Chrome-trace JSON (needs the
         trace_events option before finalize)."""
         self._lib.pcnn_net_write_trace(self._handle(), _path(path, "Net.write_trace"))
+
+    def write_trace_merged(self, path):
+        """Write every rank's recent spans into one Chrome-trace JSON file at
+        `path` (rank 0 writes, atomically; times on rank 0's clock), as
+        pcnn_net_write_trace_merged.  Collective with a communicator; needs
+        the trace_events option before finalize."""
+        self._lib.pcnn_net_write_trace_merged(self._handle(),
+                                              _path(path, "Net.write_trace_merged"))
+
+    def set_log_callback(self, callback):
+        """Hear the library's messages: callback(level, message), level a
+        pcnn.LogLevel, message a str (see pcnn_net_set_log_callback for
+        what is said; set it before finalize to hear finalize's).  None
+        removes it.  It runs on the thread that makes the call that logs;
+        an exception it raises cannot travel through C: the first one is
+        kept as self.log_callback_error and the messages go on."""
+        h = self._handle()
+        if callback is None:
+            self._lib.pcnn_net_set_log_callback(h, None, None)
+            self._log_callback = None
+            return
+
+        def trampoline(_user, level, message):
+            try:
+                callback(LogLevel(level), message.decode("utf-8", "replace"))
+            except BaseException as e:  # noqa: BLE001 - C cannot carry it
+                if self.log_callback_error is None:
+                    self.log_callback_error = e
+        c_log = _LogCallback(trampoline)
+        self.log_callback_error = None
+        self._lib.pcnn_net_set_log_callback(h, c_log, None)
+        self._log_callback = c_log  # keep the C function pointer alive
+
+    def abort(self):
+        """Abandon this network's collectives in flight and stop its
+        progress engine (pcnn_net_abort): local, never blocks, idempotent.
+        Afterwards every call but close() and async_error() raises
+        InvalidStateError; the other ranks are not told."""
+        self._lib.pcnn_net_abort(self._handle())
+
+    def async_error(self):
+        """Status.OK, or the status (Status.ERR_TIMEOUT, Status.ERR_MPI) of
+        the first collective of this network that failed or timed out, here
+        or on another rank (pcnn_net_async_error): local, never blocks."""
+        st = c_int()
+        self._lib.pcnn_net_async_error(self._handle(), byref(st))
+        return Status(st.value)
 
     def __repr__(self):
         if self.closed:
