@@ -14,7 +14,7 @@
 #define PCNN_EXPERIMENTAL
 #include <mpi.h>
 #include <string.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "../common/mpi_check.h"
 
@@ -68,7 +68,7 @@ int main(int argc, char **argv)
     if (ranks > 1) {
         pcnn_comm *late;
         CK(pcnn_comm_create(MPI_COMM_WORLD, &late));
-        if (rank != 0) usleep(800 * 1000);
+        if (rank != 0) nanosleep(&(struct timespec){0, 800 * 1000 * 1000}, NULL);
         st = pcnn_comm_barrier(late, rank == 0 ? 100 : 0);
         int refused = rank != 0 || pcnn_comm_barrier(late, 0) == PCNN_ERR_INVALID_STATE;
         expect((rank == 0 ? st == PCNN_ERR_TIMEOUT : st == PCNN_OK) && refused,
