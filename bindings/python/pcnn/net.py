@@ -609,7 +609,7 @@ class Net(Handle):
     def _evaluate_dataset(self, data):
         if not isinstance(data, Dataset):
             raise TypeError("Net.evaluate: expected a pcnn.Dataset or arrays, got %r" % (data,))
-        self._check_samples(data, "Net.evaluate")
+        self._check_samples(data, "Net.evaluate", hint_only=True)
         loss, acc = c_double(), c_double()
         with data._using() as d:
             self._lib.pcnn_net_evaluate(self._handle(), d, byref(loss), byref(acc))
@@ -630,7 +630,7 @@ class Net(Handle):
         if not isinstance(data, Dataset):
             raise TypeError("Net.train_epoch: expected a pcnn.Dataset, got %r" % (data,))
         if callback is None:
-            self._check_samples(data, "Net.train_epoch")
+            self._check_samples(data, "Net.train_epoch", hint_only=True)
             loss = c_double()
             with data._using() as d:
                 self._lib.pcnn_net_train_epoch(self._handle(), d, batch, byref(loss))
@@ -659,14 +659,18 @@ class Net(Handle):
             raise raised[0]
         return loss.value
 
-    def _check_samples(self, data, what):
+    def _check_samples(self, data, what, hint_only=False):
         """ShapeError unless the dataset's samples are the network input's,
         with the transpose hint train_step and predict give for a
-        channels-last array."""
+        channels-last array (hint_only: raise only then, and leave other
+        mismatches to the C call's own message)."""
         got, want = tuple(data.sample_shape), self._input_shape
         if got == want:
             return
         hint = ""
+        if hint_only and not (want is not None and len(got) == len(want)
+                              and got == want[1:] + want[:1]):
+            return
         if want is not None and len(got) == len(want) and got == want[1:] + want[:1]:
             order = (0, len(want)) + tuple(range(1, len(want)))
             hint = ("; this looks channels-last (%s): pass x.transpose%s (copied once) or "
