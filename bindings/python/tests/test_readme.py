@@ -88,7 +88,9 @@ def test_c_snippet_tears_down_what_it_creates(tmp_path):
     lib = os.environ.get("PCNN_LIBRARY")
     build_include = (os.path.join(os.path.dirname(os.path.dirname(lib)), "include") if lib
                      else os.path.join(REPO, "build", "include"))
-    mpi_flags = subprocess.run(["pkg-config", "--cflags", "mpich"], capture_output=True,
+    config = open(os.path.join(build_include, "pcnn_config.h")).read()
+    mpi_pc = "ompi-c" if "PCNN_MPI_FAMILY PCNN_MPI_FAMILY_OPENMPI" in config else "mpich"
+    mpi_flags = subprocess.run(["pkg-config", "--cflags", mpi_pc], capture_output=True,
                                text=True).stdout.split()
     body = "\n".join(l for l in code.splitlines() if not l.startswith("#include"))
     src = tmp_path / "snippet.c"
