@@ -615,8 +615,8 @@ PCNN_API pcnn_status pcnn_layer_set_buffers(pcnn_layer *layer, const float *buf,
 
 /* The gradient of the loss with respect to the input x of the last
  * pcnn_net_compute_gradients or train step (n x C x H x W floats; count
- * must be at least that).  UNSUPPORTED on a spatially distributed network
- * (each rank holds only its box of it). */
+ * must be at least that).  INVALID_STATE on a spatially distributed network
+ * (each rank holds only its box of it) and before any backward pass. */
 PCNN_API pcnn_status pcnn_net_get_input_grad(const pcnn_net *net, float *buf, size_t count);
 
 /* A printable summary: one line per layer (index, kind, output shape,
@@ -851,6 +851,28 @@ PCNN_API pcnn_status pcnn_comm_info(const pcnn_comm *comm, int *rank, int *size,
  * MPI (MPI_Get_library_version failed). */
 PCNN_API pcnn_status pcnn_mpi_info(int *family, const char **built_with, char *library,
                                    size_t size);
+
+/* Communicator collectives for hosts without an MPI binding of their own
+ * (Python without mpi4py): waiting for rank 0's files, sharing a setting.
+ * Both are collective over the communicator and fail together: a rank's
+ * bad argument makes the others return REMOTE.  timeout_ms > 0 gives up
+ * after that many milliseconds with PCNN_ERR_TIMEOUT (a rank that never
+ * arrives); the communicator is then unusable (INVALID_STATE) for every
+ * later collective, as after a timed-out step; 0 waits without limit.
+ * Errors: INVALID_ARGUMENT (NULL comm, timeout_ms < 0), INVALID_STATE (the
+ * communicator failed before, or MPI was finalised), MISMATCH (ranks in
+ * different calls), TIMEOUT, MPI. */
+
+/* Return once every rank of comm has called it. */
+PCNN_API pcnn_status pcnn_comm_barrier(pcnn_comm *comm, long timeout_ms);
+
+/* Copy `bytes` bytes of buf on rank `root` into buf on every other rank.
+ * bytes and root must be equal on every rank (else MISMATCH on every
+ * rank naming them, nothing sent); buf may be NULL only when bytes is 0;
+ * INVALID_ARGUMENT for a root outside [0, size).  Any size (sent in pieces
+ * of at most 1 GiB). */
+PCNN_API pcnn_status pcnn_comm_bcast(pcnn_comm *comm, void *buf, size_t bytes, int root,
+                                     long timeout_ms);
 
 /* Train the network over the ranks of `comm`.  Before finalize; the
  * communicator must outlive the network.  Once set:
@@ -1735,9 +1757,10 @@ extern "C" {
  * batch up to float summation order; distributions all {P, 1, 1, 1} (the
  * default) are data parallelism, bit for bit.  Under a split:
  * pcnn_net_compute_loss and pcnn_net_compute_gradients are collective
- * (every rank of a group passes the group's n samples); pcnn_net_predict
+ * (every rank of a group passes the group's n samples; n = 0 on a group
+ * left without samples, as long as some group has one); pcnn_net_predict
  * returns UNSUPPORTED (use pcnn_net_predict_parallel) and
- * pcnn_net_get_input_grad UNSUPPORTED; a halo or shuffle that times out
+ * pcnn_net_get_input_grad INVALID_STATE; a halo or shuffle that times out
  * or fails fails the network as a timed-out exchange does.
  */
 

@@ -5,6 +5,7 @@ test regenerates it and compares.
 
     scripts/gen_fortran.py [--header include/pcnn.h] [-o bindings/fortran/pcnn.f90]
     scripts/gen_fortran.py --check bindings/fortran/pcnn.f90   # exit 1 if stale
+    ... --check-ctypes bindings/python/pcnn/_prototypes.py     # the Python table too
 
 What the module holds, all from the header:
   - every enum value and every numeric #define as an integer(c_int)
@@ -312,7 +313,14 @@ def main(argv=None):
     p.add_argument("--header", default=os.path.join(here, "..", "include", "pcnn.h"))
     p.add_argument("-o", "--output", help="write here (default: stdout)")
     p.add_argument("--check", metavar="FILE", help="exit 1 if FILE differs from the generated text")
+    p.add_argument("--check-ctypes", metavar="FILE",
+                   help="also check the Python binding's table (scripts/gen_ctypes.py)")
     a = p.parse_args(argv)
+    if a.check_ctypes:
+        sys.path.insert(0, here)
+        import gen_ctypes
+        if gen_ctypes.main(["--header", a.header, "--check", a.check_ctypes]):
+            return 1
     with open(a.header) as f:
         try:
             text = generate(f.read())

@@ -772,6 +772,21 @@ module pcnn
       integer(c_size_t), value :: size
       integer(c_int) :: pcnn_mpi_info
     end function pcnn_mpi_info
+    function pcnn_comm_barrier(comm, timeout_ms) bind(c, name='pcnn_comm_barrier')
+      import :: c_int, c_long, c_ptr
+      type(c_ptr), value :: comm
+      integer(c_long), value :: timeout_ms
+      integer(c_int) :: pcnn_comm_barrier
+    end function pcnn_comm_barrier
+    function pcnn_comm_bcast(comm, buf, bytes, root, timeout_ms) bind(c, name='pcnn_comm_bcast')
+      import :: c_int, c_long, c_ptr, c_size_t
+      type(c_ptr), value :: comm
+      type(c_ptr), value :: buf
+      integer(c_size_t), value :: bytes
+      integer(c_int), value :: root
+      integer(c_long), value :: timeout_ms
+      integer(c_int) :: pcnn_comm_bcast
+    end function pcnn_comm_bcast
     function pcnn_net_set_comm(net, comm) bind(c, name='pcnn_net_set_comm')
       import :: c_int, c_ptr
       type(c_ptr), value :: net

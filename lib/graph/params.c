@@ -118,7 +118,7 @@ PCNN_API pcnn_status pcnn_net_get_input_grad(const pcnn_net *net, float *buf, si
     API_ENTRY();
     TRY(net_check_ready(net, __func__));
     REQUIRE_PTR(buf);
-    REQUIRE(!net_is_spatial(net), PCNN_ERR_UNSUPPORTED,
+    REQUIRE(!net_is_spatial(net), PCNN_ERR_INVALID_STATE,
             "the network is spatially distributed (pcnn_net_set_distribution): each rank "
             "holds only its box of the input gradient, not whole samples");
     REQUIRE(net->last_backward_n > 0, PCNN_ERR_INVALID_STATE,

@@ -58,7 +58,14 @@ pcnn_status spatial_compute(pcnn_net *net, const char *func, bool gradients, int
                             const float *x, const int32_t *labels, const float *targets,
                             float *loss_out)
 {
-    pcnn_status st = net_check_batch(net, func, n, x, labels, targets, true);
+    /* A sample group without samples (fewer samples than groups) passes
+     * n = 0 and takes part in every collective, as in a training step. */
+    pcnn_status st = n == 0 ? net_check_alive(net, func)
+                            : net_check_batch(net, func, n, x, labels, targets, true);
+    if (st == PCNN_OK && (n < 0 || n > net->max_batch))
+        st = error_set(PCNN_ERR_INVALID_ARGUMENT, func,
+                       "batch of %d samples: must be in [0, %d] on each rank", n,
+                       net->max_batch);
     if (st == PCNN_OK) st = exchange_flush(net->exchange);
     if (st == PCNN_OK && gradients && net->num_params > (size_t)INT32_MAX)
         st = error_set(PCNN_ERR_UNSUPPORTED, func, "%zu parameters: more than one MPI "
@@ -67,10 +74,12 @@ pcnn_status spatial_compute(pcnn_net *net, const char *func, bool gradients, int
     TRY(net_agree_batch(net, st, sizes, net_effective_lr(net), func));
     TRY(spatial_begin_step(net, func)); /* every rank's verdict is the same */
     spatial *sp = net->spatial;
+    if (sp->batch < 1)
+        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "no rank passed any sample");
     run_reduce hooks;
     const run_reduce *reduce = sync_hooks(net, &hooks);
     const int saved = blas_threads_enter();
-    spatial_load_input(net, n, x, false, false);
+    if (n > 0) spatial_load_input(net, n, x, false, false);
     sp->keep_stats = true; /* a training-mode pass that leaves running statistics alone */
     st = spatial_forward(net, reduce, true);
     sp->keep_stats = false;
@@ -86,7 +95,7 @@ pcnn_status spatial_compute(pcnn_net *net, const char *func, bool gradients, int
             st = net_agree_sum(net, AGREE_STEP_END, st, NULL, 0, func);
     }
     blas_threads_leave(saved);
-    /* Only the boxes' input gradients exist: pcnn_net_input_gradient refuses. */
+    /* Only the boxes' input gradients exist: pcnn_net_get_input_grad refuses. */
     net->last_backward_n = 0;
     TRY(st);
     if (net->opt.check_numerics && !isfinite(loss)) /* the same sum on every rank */

@@ -85,7 +85,7 @@ static const char *const collective_calls[] = {
     "pcnn_net_write_trace_merged", "pcnn_net_predict_parallel", "pcnn_net_compute_loss",
     "pcnn_net_compute_gradients", "pcnn_net_train_step_local", "pcnn_net_plan_distribution",
     "pcnn_net_set_exchange", "pcnn_layer_set_exchange", "pcnn_perfmodel_calibrate_comm",
-    "pcnn_perfmodel_share"};
+    "pcnn_perfmodel_share", "pcnn_comm_barrier", "pcnn_comm_bcast"};
 
 static const char *const stage_names[] = {"", " (batch agreement)", " (loss agreement)",
                                           " (end of step)", " (a later agreement)"};

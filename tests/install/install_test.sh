@@ -75,6 +75,39 @@ else
   echo "skipped: no C++ compiler"
 fi
 
+step "Fortran host through pkg-config pcnn-fortran: the installed pcnn.mod, never pcnn.f90"
+fc=$(command -v gfortran || true)
+if [ -n "$fc" ] && [ -f "$lib/pkgconfig/pcnn-fortran.pc" ]; then
+  if grep -q "^prefix=/" "$lib/pkgconfig/pcnn-fortran.pc"; then
+    sed -i "s|^prefix=.*|prefix=$root|" "$lib/pkgconfig/pcnn-fortran.pc"
+  fi
+  fflags=$(pkg-config --cflags pcnn-fortran) || fail "pkg-config --cflags pcnn-fortran"
+  flibs=$(pkg-config --libs pcnn-fortran)
+  moddir=$(pkg-config --variable=moddir pcnn-fortran)
+  [ -f "$moddir/pcnn.mod" ] || fail "pcnn-fortran.pc's moddir holds no pcnn.mod"
+  mkdir -p "$tmp/fortran" && cp "$here/host.f90" "$tmp/fortran/"   # alone: no pcnn.f90 near
+  (cd "$tmp/fortran" && "$fc" -Wall -Werror $fflags host.f90 -o host_fortran $flibs \
+     -Wl,-rpath,"$lib") || fail "the Fortran host does not build against the installed module"
+  [ ! -e "$tmp/fortran/pcnn.mod" ] || fail "the Fortran host wrote its own pcnn.mod"
+  "$tmp/fortran/host_fortran" | tee "$tmp/fortran.log"
+  grep -q "^fortran host ok" "$tmp/fortran.log" || fail "the Fortran host"
+  ldd "$tmp/fortran/host_fortran" | grep -q "=> $lib/libpcnn_fortran.so" ||
+    fail "the Fortran host does not load the staged libpcnn_fortran"
+  if [ -n "$cmake" ]; then
+    "$cmake" -S "$here/fortran" -B "$tmp/cmake-fortran" -DCMAKE_PREFIX_PATH="$root" \
+      -DCMAKE_Fortran_COMPILER="$fc" -DPCNN_HOST_SOURCE="$tmp/fortran/host.f90" \
+      >"$tmp/cmake-fortran.log" 2>&1 || { cat "$tmp/cmake-fortran.log"; fail "cmake (Fortran)"; }
+    "$cmake" --build "$tmp/cmake-fortran" >"$tmp/cmake-fortran-build.log" 2>&1 ||
+      { cat "$tmp/cmake-fortran-build.log"; fail "cmake build (Fortran)"; }
+    "$tmp/cmake-fortran/host_fortran_cmake" | grep "^fortran host ok" ||
+      fail "the CMake Fortran host"
+  fi
+elif [ -n "$fc" ]; then
+  fail "a Fortran compiler exists but pcnn-fortran.pc was not installed"
+else
+  echo "skipped: no gfortran"
+fi
+
 step "C host through CMake find_package(pcnn)"
 if [ -n "$cmake" ]; then
   "$cmake" -S "$here" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$root" -DCMAKE_BUILD_TYPE=Release \

@@ -23,7 +23,8 @@ from .errors import (CorruptError, FileError, InternalError, InvalidArgumentErro
                      InvalidStateError, LibraryError, LibraryNotFoundError, MismatchError,
                      MPIError, NumericError, OutOfMemoryError, PcnnError, RemoteError,
                      ShapeError, TimeoutError, UnsupportedError)
-from .fit import Callback, EarlyStopping, ProgressBar
+from .fit import (Callback, CSVLogger, EarlyStopping, History, ModelCheckpoint, ProgressBar,
+                  ReduceLROnPlateau)
 from .net import Evaluation, Layer, Net, StepInfo
 from .perfmodel import PerfModel
 from .state import StateKeyError
@@ -75,7 +76,8 @@ __all__ = [
     "NumericError", "FileError", "CorruptError", "MismatchError", "InternalError",
     "LibraryError", "LibraryNotFoundError", "MPIMismatchError", "mpi_info",
     "VolumeDataset", "open_volumes", "batch_box", "write_volume_manifest",
-    "Callback", "EarlyStopping", "ProgressBar", "StateKeyError",
+    "Callback", "EarlyStopping", "ProgressBar", "StateKeyError", "History", "ModelCheckpoint",
+    "ReduceLROnPlateau", "CSVLogger",
     "from_torch_state_dict", "to_torch_state_dict",
     "load_library", "library_path", "library_version", "checkpoint_cleanup",
 ]

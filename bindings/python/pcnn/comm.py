@@ -130,6 +130,44 @@ class Comm(Handle):
                                  ctypes.byref(level))
         self.rank, self.size, self.thread_level = rank.value, size.value, level.value
 
+    def barrier(self, timeout_ms=0):
+        """Return once every rank has called it (pcnn_comm_barrier), e.g. to
+        wait for files rank 0 writes, without mpi4py.  timeout_ms > 0:
+        TimeoutError after that long, and the communicator refuses every
+        later collective.  Collective."""
+        self._lib.pcnn_comm_barrier(self._handle(), int(timeout_ms))
+
+    def bcast(self, obj, root=0, timeout_ms=0):
+        """Rank root's bytes or numpy array, returned on every rank
+        (pcnn_comm_bcast), without mpi4py.  The other ranks pass anything
+        (None): what they receive (length, dtype, shape) comes from root.
+        Arrays arrive C-contiguous, as new arrays (on root too: a copy).
+        Collective."""
+        h = self._handle()
+        header = ctypes.create_string_buffer(_BCAST_HEADER)
+        if self.rank == root:
+            payload, meta = _bcast_payload(obj)
+            if len(meta) > _BCAST_HEADER - 9:
+                raise ValueError("Comm.bcast: the array's dtype and shape need %d bytes of "
+                                 "description, more than %d" % (len(meta), _BCAST_HEADER - 9))
+            header.raw = (len(payload).to_bytes(8, "little") + bytes([len(meta)]) + meta
+                          ).ljust(_BCAST_HEADER, b"\0")
+        self._lib.pcnn_comm_bcast(h, header, _BCAST_HEADER, root, int(timeout_ms))
+        raw = header.raw
+        size, meta_len = int.from_bytes(raw[:8], "little"), raw[8]
+        meta = raw[9:9 + meta_len]
+        buf = ctypes.create_string_buffer(max(size, 1))
+        if self.rank == root:
+            ctypes.memmove(buf, payload, size)
+        self._lib.pcnn_comm_bcast(h, buf if size else None, size, root, int(timeout_ms))
+        data = buf.raw[:size]
+        if not meta:
+            return data
+        import numpy as np
+        dtype, shape = meta.decode().split("|")
+        return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(
+            tuple(int(d) for d in shape.split(",") if d)).copy()
+
     def share(self, count):
         """(first, n): this rank's part [first, first + n) of `count`
         samples, as libpcnn splits a global batch (the first count % size
@@ -139,6 +177,28 @@ class Comm(Handle):
     def __repr__(self):
         state = "closed" if self.closed else "rank %d of %d" % (self.rank, self.size)
         return "<pcnn.Comm %s>" % state
+
+
+# Comm.bcast first sends a fixed header: the payload's size (8 bytes), then
+# the array's "dtype|shape" (empty for bytes) after its length byte.
+_BCAST_HEADER = 256
+
+
+def _bcast_payload(obj):
+    """(bytes, description) of what root broadcasts."""
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return bytes(obj), b""
+    try:
+        import numpy as np
+    except ImportError:  # numpy is a requirement; this only words the error
+        np = None
+    if np is not None and isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject:
+            raise TypeError("Comm.bcast: an array of Python objects cannot be sent as bytes")
+        a = np.ascontiguousarray(obj)
+        return a.tobytes(), ("%s|%s" % (a.dtype.str, ",".join(str(d) for d in a.shape))
+                             ).encode()
+    raise TypeError("Comm.bcast: root sends bytes or a numpy array, got %s" % type(obj).__name__)
 
 
 def share(count, rank, size):

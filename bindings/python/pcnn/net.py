@@ -17,7 +17,8 @@ from ._args import path as _path
 from ._handle import Handle, new_handle
 from .comm import Comm
 from .dataset import Dataset
-from .enums import Exchange, Init, Loss, MemoryPart, Optimizer, Option, Time, coerce
+from .enums import (Exchange, Init, LogLevel, Loss, MemoryPart, Optimizer, Option, Status, Time,
+                    coerce)
 from .errors import InvalidArgumentError, InvalidStateError, ShapeError
 
 Evaluation = collections.namedtuple("Evaluation", "loss accuracy")
@@ -30,6 +31,8 @@ StepInfo.__doc__ = ("Progress of Net.train_epoch: step of steps, samples done of
 
 # pcnn_step_callback: (user, step, batch, batches, loss) -> nonzero to stop
 _StepCallback = ctypes.CFUNCTYPE(c_int, c_void_p, ctypes.c_int64, c_int, c_int, c_double)
+# pcnn_log_callback: (user, level, message)
+_LogCallback = ctypes.CFUNCTYPE(None, c_void_p, c_int, ctypes.c_char_p)
 
 
 def _text(fn, h):
@@ -224,6 +227,10 @@ class Net(Handle):
     _kind = "net"
     _destroy = "pcnn_net_destroy"
     _dependents = ()  # until __init__ makes the set
+
+    log_callback_error = None  # the first exception a log callback raised
+    _log_callback = None
+    stop_training = False  # a callback's request to fit to stop (Keras)
 
     def __init__(self, comm=None, optimizer=None, **options):
         lib, out = new_handle()
@@ -566,31 +573,43 @@ class Net(Handle):
         the same data; equal on all ranks)."""
         return _fit.evaluate(self, x, y)
 
-    def fit(self, x, y=None, epochs=1, batch=None, validation=None, callbacks=(), verbose=1,
-            shuffle=True, seed=None, initial_epoch=0, stream=None):
-        """Train for `epochs` epochs on arrays x, y (labels or targets) or a
-        Dataset x, in global batches of `batch` samples (default: the
-        max_batch of finalize); returns the history
-        {"epoch": [...], "loss": [...], "val_loss", "val_accuracy",
-        "seconds"} (one value per epoch).
+    def fit(self, x, y=None, batch_size=None, epochs=1, verbose=1, callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=True, initial_epoch=0,
+            seed=None, stream=None, batch=None, validation=None):
+        """Train on arrays x, y (labels or targets) or a Dataset x, as Keras's
+        Model.fit; returns a History, a dict {"epoch": [...], "loss": [...],
+        "val_loss", "val_accuracy", "lr", "seconds"} of one value per epoch
+        (also as .history).
 
-        validation: (x_val, y_val) or a Dataset, evaluated after each epoch.
-        callbacks: pcnn.Callback objects (on_train_begin, on_epoch_begin,
-        on_batch_end(StepInfo), on_epoch_end(epoch, logs) -> True stops,
-        on_train_end) or plain functions f(epoch, logs) -> True stops; see
-        pcnn.EarlyStopping.  verbose: 0 silent, 1 a progress bar (redrawn on
-        a terminal, a line per quarter epoch otherwise), 2 one line per
-        epoch; only rank 0 prints, to `stream` (sys.stdout).  shuffle:
-        Dataset.shuffle(seed, epoch) before each epoch (seed: the network's
-        seed option by default), so every rank and every resumed run agrees.
-        With a communicator, collective: every rank passes the same full
-        data and trains on its share of each global batch."""
-        return _fit.fit(self, x, y, epochs, batch, validation, callbacks, verbose, shuffle,
-                        seed, initial_epoch, stream)
+        batch_size: the GLOBAL batch (with a communicator each rank trains
+        on its share of it; default: the max_batch of finalize, which it may
+        not exceed).  epochs: the index of the last epoch, as Keras:
+        epochs 0 .. epochs - 1 run from initial_epoch (fit(epochs=12,
+        initial_epoch=11) trains one epoch, printed "epoch 12/12").
+        validation_data: (x_val, y_val) or a Dataset, evaluated after each
+        epoch; validation_split: the last fraction of the arrays x, y held
+        out instead (before shuffling).  callbacks: pcnn.Callback objects
+        with Keras's methods and self.model (see Callback, which also says
+        how callbacks written for earlier releases are called; pcnn.
+        EarlyStopping, ModelCheckpoint, ReduceLROnPlateau, CSVLogger), or
+        plain functions f(epoch, logs) -> True stops.  verbose: 0 silent, 1
+        a progress bar (redrawn on a terminal, a line per quarter epoch
+        otherwise), 2 one line per epoch; only rank 0 prints, to `stream`
+        (sys.stdout).  shuffle: Dataset.shuffle(seed, epoch) before each
+        epoch (seed: the network's seed option by default), so every rank
+        and every resumed run agrees.  batch and validation: the earlier
+        names of batch_size and validation_data.  With a communicator,
+        collective: every rank passes the same full data."""
+        return _fit.fit(self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+                        callbacks=callbacks, validation_split=validation_split,
+                        validation_data=validation_data, shuffle=shuffle,
+                        initial_epoch=initial_epoch, seed=seed, stream=stream, batch=batch,
+                        validation=validation)
 
     def _evaluate_dataset(self, data):
         if not isinstance(data, Dataset):
             raise TypeError("Net.evaluate: expected a pcnn.Dataset or arrays, got %r" % (data,))
+        self._check_samples(data, "Net.evaluate", hint_only=True)
         loss, acc = c_double(), c_double()
         with data._using() as d:
             self._lib.pcnn_net_evaluate(self._handle(), d, byref(loss), byref(acc))
@@ -611,6 +630,7 @@ class Net(Handle):
         if not isinstance(data, Dataset):
             raise TypeError("Net.train_epoch: expected a pcnn.Dataset, got %r" % (data,))
         if callback is None:
+            self._check_samples(data, "Net.train_epoch", hint_only=True)
             loss = c_double()
             with data._using() as d:
                 self._lib.pcnn_net_train_epoch(self._handle(), d, batch, byref(loss))
@@ -639,6 +659,27 @@ class Net(Handle):
             raise raised[0]
         return loss.value
 
+    def _check_samples(self, data, what, hint_only=False):
+        """ShapeError unless the dataset's samples are the network input's,
+        with the transpose hint train_step and predict give for a
+        channels-last array (hint_only: raise only then, and leave other
+        mismatches to the C call's own message)."""
+        got, want = tuple(data.sample_shape), self._input_shape
+        if got == want:
+            return
+        hint = ""
+        if hint_only and not (want is not None and len(got) == len(want)
+                              and got == want[1:] + want[:1]):
+            return
+        if want is not None and len(got) == len(want) and got == want[1:] + want[:1]:
+            order = (0, len(want)) + tuple(range(1, len(want)))
+            hint = ("; this looks channels-last (%s): pass x.transpose%s (copied once) or "
+                    "build the array in %s order" % ("NHWC" if len(want) == 3 else "NDHWC",
+                                                     order,
+                                                     "NCHW" if len(want) == 3 else "NCDHW"))
+        raise ShapeError("%s: dataset samples are %s but the network input is %s%s"
+                         % (what, got, want, hint))
+
     def _check_epoch(self, data, batch, what="Net.train_epoch"):
         """The epoch's arguments, checked with the binding's messages."""
         if self._max_batch is None:
@@ -646,9 +687,7 @@ class Net(Handle):
         if not 1 <= batch <= self._max_batch:
             raise InvalidArgumentError("%s: batch %d must be in [1, %d] (the max_batch of "
                                        "finalize)" % (what, batch, self._max_batch))
-        if data.sample_shape != self._input_shape:
-            raise ShapeError("%s: dataset samples are %s but the network input is %s"
-                             % (what, data.sample_shape, self._input_shape))
+        self._check_samples(data, what)
         classify = self._loss == Loss.SOFTMAX_CROSS_ENTROPY
         if classify != data.has_labels or (not classify and
                                            data.target_count != self._output_size):
@@ -887,6 +926,53 @@ class Net(Handle):
         """Write this rank's recent spans as Chrome-trace JSON (needs the
         trace_events option before finalize)."""
         self._lib.pcnn_net_write_trace(self._handle(), _path(path, "Net.write_trace"))
+
+    def write_trace_merged(self, path):
+        """Write every rank's recent spans into one Chrome-trace JSON file at
+        `path` (rank 0 writes, atomically; times on rank 0's clock), as
+        pcnn_net_write_trace_merged.  Collective with a communicator; needs
+        the trace_events option before finalize."""
+        self._lib.pcnn_net_write_trace_merged(self._handle(),
+                                              _path(path, "Net.write_trace_merged"))
+
+    def set_log_callback(self, callback):
+        """Hear the library's messages: callback(level, message), level a
+        pcnn.LogLevel, message a str (see pcnn_net_set_log_callback for
+        what is said; set it before finalize to hear finalize's).  None
+        removes it.  It runs on the thread that makes the call that logs;
+        an exception it raises cannot travel through C: the first one is
+        kept as self.log_callback_error and the messages go on."""
+        h = self._handle()
+        if callback is None:
+            self._lib.pcnn_net_set_log_callback(h, None, None)
+            self._log_callback = None
+            return
+
+        def trampoline(_user, level, message):
+            try:
+                callback(LogLevel(level), message.decode("utf-8", "replace"))
+            except BaseException as e:  # noqa: BLE001 - C cannot carry it
+                if self.log_callback_error is None:
+                    self.log_callback_error = e
+        c_log = _LogCallback(trampoline)
+        self.log_callback_error = None
+        self._lib.pcnn_net_set_log_callback(h, c_log, None)
+        self._log_callback = c_log  # keep the C function pointer alive
+
+    def abort(self):
+        """Abandon this network's collectives in flight and stop its
+        progress engine (pcnn_net_abort): local, never blocks, idempotent.
+        Afterwards every call but close() and async_error() raises
+        InvalidStateError; the other ranks are not told."""
+        self._lib.pcnn_net_abort(self._handle())
+
+    def async_error(self):
+        """Status.OK, or the status (Status.ERR_TIMEOUT, Status.ERR_MPI) of
+        the first collective of this network that failed or timed out, here
+        or on another rank (pcnn_net_async_error): local, never blocks."""
+        st = c_int()
+        self._lib.pcnn_net_async_error(self._handle(), byref(st))
+        return Status(st.value)
 
     def __repr__(self):
         if self.closed:

@@ -39,7 +39,7 @@ def test_fit_equals_the_manual_loop():
     with build() as a, build() as b:
         h = a.fit(x, y, epochs=3, batch=16, validation=(xv, yv), verbose=0)
         assert h["epoch"] == [0, 1, 2]
-        assert set(h) == {"epoch", "loss", "val_loss", "val_accuracy", "seconds"}
+        assert set(h) == {"epoch", "loss", "val_loss", "val_accuracy", "lr", "seconds"}
         train, val = pcnn.Dataset(x, labels=y), pcnn.Dataset(xv, labels=yv)
         for epoch in range(3):
             train.shuffle(4, epoch)  # fit's default seed: the network's
