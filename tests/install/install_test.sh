@@ -91,7 +91,8 @@ if [ -n "$fc" ] && [ -f "$lib/pkgconfig/pcnn-fortran.pc" ]; then
   [ ! -e "$tmp/fortran/pcnn.mod" ] || fail "the Fortran host wrote its own pcnn.mod"
   "$tmp/fortran/host_fortran" | tee "$tmp/fortran.log"
   grep -q "^fortran host ok" "$tmp/fortran.log" || fail "the Fortran host"
-  ldd "$tmp/fortran/host_fortran" | grep -q "=> $lib/libpcnn_fortran.so" ||
+  # Not `ldd | grep -q`: grep leaving early kills ldd, and pipefail fails.
+  grep -q "=> $lib/libpcnn_fortran.so" <<<"$(ldd "$tmp/fortran/host_fortran")" ||
     fail "the Fortran host does not load the staged libpcnn_fortran"
   if [ -n "$cmake" ]; then
     "$cmake" -S "$here/fortran" -B "$tmp/cmake-fortran" -DCMAKE_PREFIX_PATH="$root" \
