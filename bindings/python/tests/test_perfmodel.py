@@ -164,7 +164,7 @@ def test_regressors_cost_a_network_never_timed():
     """Fitted regressors (every layer kind, pooling included) predict LeNet
     without any compute calibration."""
     with pcnn.PerfModel() as m, build("lenet", 32) as net:
-        m.fit_regressors(threads=1, budget=1.0, seed=1)
+        m.fit_regressors(threads=1, budget=3.0, seed=1)  # 1 s fits nothing under load
         report = m.report()
         assert "pool2d_fwd" in report and "conv2d_fwd" in report
         t = m.predict(net, ranks=8, global_batch=256, compute_source="regressors")
