@@ -1698,6 +1698,17 @@ extern "C" {
 
 /* 9.1 Tuning knobs ------------------------------------------------------- */
 
+/* Which GEMM runs is decided once per process, not per network: OpenBLAS,
+ * unless the core it reports (openblas_get_corename) uses a narrower
+ * vector ISA than the CPU offers -- OpenBLAS 0.3.21 runs its generic SSE3
+ * kernel on CPUs it does not know -- in which case the library's own AVX2
+ * GEMM computes every GEMM of the library.  The environment variable
+ * PCNN_GEMM ("auto", the default; "openblas"; "own"), read on first use,
+ * overrides the decision.  pcnn_net_summary names the GEMM and the
+ * reason on its "gemm:" line; finalize warns through the log callback
+ * when the own GEMM stands in or PCNN_GEMM holds another value.  Results
+ * differ between the two in float rounding only. */
+
 /* Network options (pcnn_option values, for pcnn_net_set_option and
  * pcnn_net_get_option). */
 

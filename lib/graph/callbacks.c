@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../core/error.h"
+#include "../kernels/gemm_path.h"
 #include "net.h"
 
 PCNN_API pcnn_status pcnn_net_set_step_callback(pcnn_net *net, pcnn_step_callback callback,
@@ -65,6 +66,18 @@ static void log_conv_fallbacks(const pcnn_net *net)
     }
 }
 
+/* Never silently slow: say when the own GEMM stands in for an OpenBLAS
+ * that runs below the CPU, and when PCNN_GEMM holds a value it ignores. */
+static void log_gemm_path(const pcnn_net *net)
+{
+    const gemm_path *g = gemm_path_get();
+    if (g->env_invalid)
+        net_log(net, PCNN_LOG_WARNING, "PCNN_GEMM must be auto, openblas or own; ignored: %s",
+                g->why);
+    else if (g->own)
+        net_log(net, g->forced ? PCNN_LOG_INFO : PCNN_LOG_WARNING, "%s", g->why);
+}
+
 void net_log_choices(const pcnn_net *net)
 {
     if (!net->log_callback) return;
@@ -73,6 +86,7 @@ void net_log_choices(const pcnn_net *net)
         net_log(net, PCNN_LOG_INFO, "progress engine chosen automatically: %s",
                 exchange_engine_reason(net->exchange));
     log_conv_fallbacks(net);
+    log_gemm_path(net);
 }
 
 void net_log_failure(pcnn_net *net)

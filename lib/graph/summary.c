@@ -3,6 +3,7 @@
 
 #include "../core/error.h"
 #include "../core/text.h"
+#include "../kernels/gemm_path.h"
 #include "net.h"
 
 PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t size, size_t *needed)
@@ -47,6 +48,7 @@ PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t siz
             (double)net->memory_bytes / 1e6, net->max_batch, net->threads);
     else
         text_put(&t, "memory: not planned (finalize first)\n");
+    text_put(&t, "gemm: %s\n", gemm_path_get()->why);
     if (net->finalized && net->comm && net->comm->size > 1)
         text_put(&t, "exchange: %d ranks, %d buckets, %.2f MB sent per step, overlap %s, "
                  "engine %s\n", net->comm->size, exchange_num_buckets(net->exchange),

@@ -1,6 +1,8 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "gemm_own.h"
+#include "gemm_path.h"
 #include "kernels.h"
 
 /* Blocks smaller than this many output columns (or rows) are not worth a
@@ -35,6 +37,11 @@ void gemm_serial(bool ta, bool tb, int m, int n, int k, float alpha, const float
                  const float *b, int ldb, float beta, float *c, int ldc)
 {
     if (m <= 0 || n <= 0) return;
+    /* k = 0 too: OpenBLAS 0.3.21 then leaves C unscaled for beta != 0. */
+    if (gemm_path_get()->own || k <= 0) {
+        gemm_own(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
     if (!ta && !tb && n < SMALL_NN_MAX_N && (double)m * n * k <= SMALL_NN_MAX_MACS) {
         for (int j = 0; j < n; j++)
             cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, a, lda, b + j, ldb, beta,
