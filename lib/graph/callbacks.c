@@ -49,9 +49,8 @@ void net_log(const pcnn_net *net, pcnn_log_level level, const char *fmt, ...)
     net->log_callback(net->log_user, level, message);
 }
 
-/* A forced algorithm names itself first in the layer's choice ("direct
- * (...)", "taps (...)"); anything else there is what the layer fell back
- * to (strategy/conv_choice.c). */
+/* A layer that chooses its algorithm (l->algorithm != 0) and computes
+ * with another than the one forced fell back (strategy/conv_choice.c). */
 static void log_conv_fallbacks(const pcnn_net *net)
 {
     static const char *const forced[] = {[2] = "direct", [3] = "taps"};
@@ -59,10 +58,10 @@ static void log_conv_fallbacks(const pcnn_net *net)
     if (asked != 2 && asked != 3) return;
     for (int i = 0; i < net->layers.count; i++) {
         const pcnn_layer *l = net->layers.items[i];
-        if (strcmp(l->ops->kind, "conv2d") != 0) continue;
-        if (strncmp(l->choice, forced[asked], strlen(forced[asked])) == 0) continue;
-        net_log(net, PCNN_LOG_WARNING, "layer %d (conv2d): PCNN_OPT_CONV_ALGORITHM %d (%s) does "
-                "not apply; it computes with %s", i, asked, forced[asked], l->choice);
+        if (l->algorithm == 0 || l->algorithm == asked) continue;
+        net_log(net, PCNN_LOG_WARNING, "layer %d (%s): PCNN_OPT_CONV_ALGORITHM %d (%s) does "
+                "not apply; it computes with %s", i, l->ops->kind, asked, forced[asked],
+                l->choice);
     }
 }
 

@@ -67,9 +67,7 @@ int net_threads(const pcnn_net *net) { return net->threads; }
  * network's input feeds them): convolutions and dense layers. */
 static bool weights_alone(const pcnn_layer *l)
 {
-    const char *k = l->ops->kind;
-    return l->num_params > 0 &&
-           (!strcmp(k, "conv2d") || !strcmp(k, "conv3d") || !strcmp(k, "dense"));
+    return l->num_params > 0 && l->ops->caps.weights_alone;
 }
 
 /* One pass of the timing below: forward layer by layer, the loss, then

@@ -33,9 +33,8 @@ typedef struct spatial_layer {
     bool set;               /* set on this layer by the user */
     bool direct;            /* unsplit, inputs alike: the original layer runs */
     bool windowed;          /* convolution or pooling: inputs extended by the halo */
-    bool volume;            /* its window spans D, H, W (3D), else H, W */
-    int k, s, p;
-    float pad;              /* padding value read at the sample's borders */
+    layer_window win;       /* its window per D, H, W and the padding value read at the
+                               sample's borders (layer_caps.h) */
     bool group_bn;          /* batch norm reducing over the sample group */
     bool box_dropout;       /* a split dropout: the original runs on the box */
     bool box_dense;         /* a dense layer multiplying each rank's box of the

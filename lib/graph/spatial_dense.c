@@ -31,8 +31,6 @@
 #include "../layers/dense.h"
 #include "spatial.h"
 
-static bool is_flatten(const pcnn_layer *l) { return strcmp(l->ops->kind, "flatten") == 0; }
-
 static bool split_parts(const int *parts)
 {
     return parts[LAYOUT_D] * parts[LAYOUT_H] * parts[LAYOUT_W] > 1;
@@ -48,7 +46,7 @@ void spatial_plan_box_dense(pcnn_net *net)
             continue;
         const pcnn_layer *f = l->inputs[0];
         const spatial_layer *sf = &sp->layers[f->index];
-        if (!is_flatten(f) || f->num_consumers != 1 || f == net->output ||
+        if (!f->ops->caps.folds_into_dense || f->num_consumers != 1 || f == net->output ||
             split_parts(sf->parts) || memcmp(sf->parts, sp->layers[i].parts, sizeof sf->parts))
             continue;
         const pcnn_layer *src = f->inputs[0];

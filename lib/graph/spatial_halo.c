@@ -110,7 +110,7 @@ void spatial_fill_padding(pcnn_net *net, int i, int j)
     right = right < 0 ? 0 : right > nw ? nw : right;
     const long rows = (long)in->out.c * samples_of(need) * nd * nh;
     float *y = sl->in_y[j];
-    const float pad = sl->pad;
+    const float pad = sl->win.pad_value;
 #pragma omp parallel for num_threads(net->threads) if (rows * nw > 262144) schedule(static)
     for (long r = 0; r < rows; r++) {
         const int h = (int)(r % nh) + h0, d = (int)((r / nh) % nd) + d0;

@@ -52,7 +52,7 @@ static void resolve_parts(pcnn_net *net, int i, int *parts)
         sp->layers[i].set = true;
     } else if (i == 0) {
         memcpy(parts, sp->net_parts, LAYOUT_DIMS * sizeof(int));
-    } else if (!clone_splittable(l)) {
+    } else if (!layer_splits(l)) {
         parts[0] = P;
         parts[1] = parts[2] = parts[3] = 1;
     } else {
@@ -77,7 +77,7 @@ static pcnn_status check_layer(const pcnn_net *net, int i)
         if (l == net->output || !layer_is_batchnorm(l)) return PCNN_OK;
         return PCNN_OK;
     }
-    if (!clone_splittable(l))
+    if (!layer_splits(l))
         return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "%s cannot be split spatially (its "
                          "parts along D, H, W must be 1)", name);
     if (l == net->output)
@@ -155,8 +155,7 @@ pcnn_status spatial_resolve(pcnn_net *net, int max_batch, int *local)
         TRY(check_layer(net, i));
         spatial_layer *sl = &sp->layers[i];
         const pcnn_layer *l = net->layers.items[i];
-        sl->windowed = clone_window(l, &sl->k, &sl->s, &sl->p, &sl->volume);
-        sl->pad = clone_pad_value(l);
+        sl->windowed = layer_window_of(l, &sl->win);
         /* A batch norm reduces over a sample group of several ranks even
          * where it holds whole samples (plan_twin): its twin does that. */
         sl->direct = i > 0 && !is_split(sl->parts) &&
@@ -187,20 +186,11 @@ static box static_box(const pcnn_net *net, const spatial_layer *sl, const pcnn_l
 }
 
 /* The box of input j that the rank whose output box is `out` reads. */
-static box need_box(const spatial_layer *sl, const pcnn_layer *l, int j, const box *out)
+static box need_box(const pcnn_layer *l, int j, const box *out)
 {
-    box b = *out;
-    const shape in = l->inputs[j]->out;
-    if (sl->windowed) {
-        for (int k = sl->volume ? LAYOUT_D : LAYOUT_H; k <= LAYOUT_W; k++)
-            halo_window(out->lo[k], out->hi[k], sl->k, sl->s, sl->p, &b.lo[k], &b.hi[k]);
-    } else if (!clone_splittable(l)) {
-        const int ext[LAYOUT_DIMS] = {0, in.d, in.h, in.w};
-        for (int k = 1; k < LAYOUT_DIMS; k++) {
-            b.lo[k] = 0;
-            b.hi[k] = ext[k];
-        }
-    }
+    box b = *out; /* the samples: the same */
+    layer_need_box(l, j, &out->lo[LAYOUT_D], &out->hi[LAYOUT_D], &b.lo[LAYOUT_D],
+                   &b.hi[LAYOUT_D]);
     return b;
 }
 
@@ -208,7 +198,7 @@ void spatial_need_boxes(const pcnn_net *net, int i, int j, const box *have, box 
 {
     const spatial *sp = net->spatial;
     for (int q = 0; q < sp->ranks; q++)
-        need[q] = need_box(&sp->layers[i], net->layers.items[i], j, &have[q]);
+        need[q] = need_box(net->layers.items[i], j, &have[q]);
 }
 
 size_t spatial_layer_floats(const pcnn_net *net, const pcnn_layer *l)
@@ -250,22 +240,10 @@ static bool needs_move(const pcnn_net *net, int i, int j)
     if (!same_parts(sl->parts, si->parts)) return true;
     for (int q = 0; q < sp->ranks; q++) {
         const box out = static_box(net, sl, l, q), have = static_box(net, si, in, q);
-        const box need = need_box(sl, l, j, &out);
+        const box need = need_box(l, j, &out);
         if (!box_equal(&need, &have)) return true;
     }
     return false;
-}
-
-/* Can twin t run overlapped (spatial_halo.c): its forward on a stale
- * halo, then its border cells again?  Only when its backward reads nothing
- * that forward kept besides the input (max pooling keeps argmax, a
- * convolution under PCNN_OPT_KEEP_IM2COL may keep its im2col matrix). */
-static bool recomputable(const pcnn_layer *t)
-{
-    const char *kind = t->ops->kind;
-    if (strcmp(kind, "conv2d") == 0) return !conv2d_keeps_col(t);
-    if (strcmp(kind, "conv3d") == 0) return !conv3d_keeps_col(t);
-    return strcmp(kind, "avgpool2d") == 0 || strcmp(kind, "avgpool3d") == 0;
 }
 
 /* The cells of rank q's box of layer i: per split windowed dimension the
@@ -283,11 +261,11 @@ static bool cells_of(const pcnn_net *net, int i, int q, int seg[LAYOUT_DIMS][4],
     const int ext[LAYOUT_DIMS] = {0, in->out.d, in->out.h, in->out.w};
     int cells = 1;
     for (int k = 1; k < LAYOUT_DIMS; k++) {
-        const bool windowed = k >= (sl->volume ? LAYOUT_D : LAYOUT_H);
+        const layer_window *w = &sl->win;
         int i0 = mine.lo[k], i1 = mine.hi[k];
-        if (windowed && sl->parts[k] > 1)
-            halo_interior(ext[k], have.lo[k], have.hi[k], mine.lo[k], mine.hi[k], sl->k, sl->s,
-                          sl->p, &i0, &i1);
+        if (sl->windowed && sl->parts[k] > 1)
+            halo_interior(ext[k], have.lo[k], have.hi[k], mine.lo[k], mine.hi[k],
+                          w->kernel[k - 1], w->stride[k - 1], w->padding[k - 1], &i0, &i1);
         if (i1 <= i0) return false;
         count[k] = 0;
         seg[k][0] = mine.lo[k];
@@ -310,7 +288,7 @@ static bool region_cells(const pcnn_net *net, int i, int seg[LAYOUT_DIMS][4],
     const spatial_layer *sl = &sp->layers[i];
     if (sl->in_place) return cells_of(net, i, sp->rank, seg, count, inner);
     if (!in || !sl->windowed || !net->opt.halo_overlap || !net->comm || sl->direct ||
-        !sl->twin || !recomputable(sl->twin) ||
+        !sl->twin || !layer_recomputable(sl->twin) ||
         !same_parts(sl->parts, sp->layers[in->index].parts) || !needs_move(net, i, 0))
         return false;
     return cells_of(net, i, sp->rank, seg, count, inner);
@@ -329,7 +307,7 @@ static bool in_place_fits(const pcnn_net *net, int i)
     const pcnn_layer *l = net->layers.items[i];
     const spatial_layer *sl = &sp->layers[i];
     if (l->num_inputs != 1 || !sl->windowed || sl->direct || !net->comm ||
-        (strcmp(l->ops->kind, "conv2d") != 0 && strcmp(l->ops->kind, "conv3d") != 0))
+        !l->ops->caps.in_place)
         return false;
     const pcnn_layer *in = l->inputs[0];
     const spatial_layer *si = &sp->layers[in->index];
@@ -337,10 +315,10 @@ static bool in_place_fits(const pcnn_net *net, int i)
     double border = 0.0; /* the largest share of a box in border cells */
     for (int q = 0; q < sp->ranks; q++) {
         const box out = static_box(net, sl, l, q), have = static_box(net, si, in, q);
-        for (int k = sl->volume ? LAYOUT_D : LAYOUT_H; k <= LAYOUT_W; k++) {
-            const int a = box_extent(&have, k) + 2 * sl->p;
-            if (have.lo[k] != out.lo[k] * sl->s || a < sl->k ||
-                (a - sl->k) / sl->s + 1 != box_extent(&out, k))
+        for (int k = LAYOUT_D; k <= LAYOUT_W; k++) { /* a 2D window is the identity in D */
+            const int kk = sl->win.kernel[k - 1], ks = sl->win.stride[k - 1];
+            const int a = box_extent(&have, k) + 2 * sl->win.padding[k - 1];
+            if (have.lo[k] != out.lo[k] * ks || a < kk || (a - kk) / ks + 1 != box_extent(&out, k))
                 return false;
         }
         int seg[LAYOUT_DIMS][4], count[LAYOUT_DIMS], inner[LAYOUT_DIMS];
@@ -350,7 +328,7 @@ static bool in_place_fits(const pcnn_net *net, int i)
             interior *= (double)(seg[k][inner[k] + 1] - seg[k][inner[k]]) / box_extent(&out, k);
         if (1.0 - interior > border) border = 1.0 - interior;
     }
-    const int window = sl->k * sl->k * (sl->volume ? sl->k : 1);
+    const int window = sl->win.kernel[0] * sl->win.kernel[1] * sl->win.kernel[2];
     return halo_in_place_pays(border, l->out.c, window);
 }
 
@@ -382,10 +360,10 @@ static pcnn_status plan_regions(pcnn_net *net, int i, const plan_ctx *tp, size_t
         }
         if (interior) continue;
         sl->num_regions++;
-        g->in = need_box(sl, l, 0, &g->out);
+        g->in = need_box(l, 0, &g->out);
         const shape in = {l->inputs[0]->out.c, box_extent(&g->in, LAYOUT_D),
                           box_extent(&g->in, LAYOUT_H), box_extent(&g->in, LAYOUT_W)};
-        TRY(clone_local_with(&g->list, l, &in, (clone_opts){.no_bias = sl->in_place}, &g->twin,
+        TRY(clone_local_with(&g->list, l, &in, (twin_opts){.no_bias = sl->in_place}, &g->twin,
                              FINALIZE));
         pcnn_layer *t = g->twin;
         if (t->out.d != box_extent(&g->out, LAYOUT_D) || t->out.h != box_extent(&g->out, LAYOUT_H) ||
@@ -431,7 +409,7 @@ static void want_dx_in_sample(pcnn_layer *t, const pcnn_layer *l, const box *nee
         lo[k] = first - a;
         ext[k] = end - first;
     }
-    conv3d_want_dx_box(t, lo, ext);
+    t->ops->caps.twin_want_dx_box(t, lo, ext);
 }
 
 static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *workspace)
@@ -446,7 +424,7 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     box need0 = mine;
     sl->in_place = in_place_fits(net, i);
     for (int j = 0; j < l->num_inputs; j++) {
-        const box nb = need_box(sl, l, j, &mine);
+        const box nb = need_box(l, j, &mine);
         if (j == 0) need0 = nb;
         in[j] = (shape){l->inputs[j]->out.c, box_extent(&nb, LAYOUT_D), box_extent(&nb, LAYOUT_H),
                         box_extent(&nb, LAYOUT_W)};
@@ -458,7 +436,7 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
         in[0] = (shape){src->out.c, box_extent(&b, LAYOUT_D), box_extent(&b, LAYOUT_H),
                         box_extent(&b, LAYOUT_W)};
     }
-    TRY(clone_local_with(&sl->twin_list, l, in, (clone_opts){.keep_padding = sl->in_place},
+    TRY(clone_local_with(&sl->twin_list, l, in, (twin_opts){.keep_padding = sl->in_place},
                          &sl->twin, FINALIZE));
     pcnn_layer *t = sl->twin;
     if (t->out.d != box_extent(&mine, LAYOUT_D) || t->out.h != box_extent(&mine, LAYOUT_H) ||
@@ -476,11 +454,10 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
     }
     plan_ctx tp = *p;
     tp.max_batch = max_samples(net, sl);
-    if (strcmp(t->ops->kind, "conv3d") == 0) { /* bands where the original does */
-        conv3d_share_col_budget(t, (double)tp.max_batch * (double)shape_size(t->out) /
+    if (t->ops->caps.twin_share) /* a memory budget: tuned where the original is */
+        t->ops->caps.twin_share(t, (double)tp.max_batch * (double)shape_size(t->out) /
                                        ((double)net->max_batch * (double)shape_size(l->out)));
-        if (!sl->in_place) want_dx_in_sample(t, l, &need0);
-    }
+    if (t->ops->caps.twin_want_dx_box && !sl->in_place) want_dx_in_sample(t, l, &need0);
     for (int k = 0; k < sl->twin_list.count; k++) {
         pcnn_layer *x = sl->twin_list.items[k];
         if (x->ops->decide) x->ops->decide(x, &tp);
@@ -563,7 +540,7 @@ static pcnn_status plan_phases(pcnn_net *net, int i)
         !same_parts(sl->parts, sp->layers[l->inputs[0]->index].parts))
         return PCNN_OK;
     int dims[3], count = 0;
-    for (int k = sl->volume ? LAYOUT_D : LAYOUT_H; k <= LAYOUT_W; k++)
+    for (int k = LAYOUT_D; k <= LAYOUT_W; k++) /* a 2D layer's D is never split */
         if (sl->parts[k] > 1) dims[count++] = k;
     if (count < 2) return PCNN_OK; /* one dimension: every message is a face already */
     if (!phases_deliver(net, i, dims, count)) return PCNN_OK;

@@ -124,17 +124,31 @@ static void leaky_describe(const pcnn_layer *l, char *buf, size_t size)
     snprintf(buf, size, "slope=%.9g", (double)act_slope(l));
 }
 
+static pcnn_status relu_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                             twin_opts o, pcnn_layer **out, const char *func)
+{
+    (void)l, (void)o;
+    return relu_add(list, in[0], out, func);
+}
+
+static pcnn_status leaky_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                              twin_opts o, pcnn_layer **out, const char *func)
+{
+    (void)o;
+    return leaky_relu_add(list, in[0], act_slope(l), out, func);
+}
+
 static const layer_ops relu_ops = {
     .kind = "relu",
     .forward = act_forward,
-    .backward = act_backward,
+    .backward = act_backward,    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_STREAM, .twin = relu_twin},
 };
 
 static const layer_ops leaky_ops = {
     .kind = "leaky_relu",
     .forward = act_forward,
     .backward = act_backward,
-    .describe = leaky_describe,
+    .describe = leaky_describe,    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_STREAM, .twin = leaky_twin},
 };
 
 bool layer_is_relu(const pcnn_layer *l)
@@ -171,5 +185,3 @@ pcnn_status leaky_relu_add(layer_list *list, pcnn_layer *in, float slope, pcnn_l
     *out = l;
     return PCNN_OK;
 }
-
-float activation_slope(const pcnn_layer *l) { return act_slope(l); }

@@ -167,11 +167,19 @@ static void add_describe(const pcnn_layer *l, char *buf, size_t size)
         buf[0] = '\0';
 }
 
+static pcnn_status add_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                            twin_opts o, pcnn_layer **out, const char *func)
+{
+    const add_priv *p = l->priv;
+    (void)o;
+    return residual_add(list, in[0], in[1], p->scale, out, func);
+}
+
 static const layer_ops add_ops = {
     .kind = "add",
     .forward = add_forward,
     .backward = add_backward,
-    .describe = add_describe,
+    .describe = add_describe,    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_ADD, .twin = add_twin},
 };
 
 bool layer_is_add(const pcnn_layer *l)
@@ -212,10 +220,4 @@ pcnn_status residual_add(layer_list *list, pcnn_layer *a, pcnn_layer *b, float b
     }
     *out = l;
     return PCNN_OK;
-}
-
-float residual_add_scale(const pcnn_layer *l)
-{
-    const add_priv *a = l->priv;
-    return a->scale;
 }

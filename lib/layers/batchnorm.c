@@ -398,6 +398,14 @@ static void bn_describe(const pcnn_layer *l, char *buf, size_t size)
     snprintf(buf, size, "eps=%.9g momentum=%.9g", (double)b->eps, (double)b->momentum);
 }
 
+static pcnn_status bn_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                           twin_opts o, pcnn_layer **out, const char *func)
+{
+    const bn_priv *b = l->priv;
+    (void)o;
+    return batchnorm_add(list, in[0], b->eps, b->momentum, out, func);
+}
+
 static const layer_ops bn_ops = {
     .kind = "batchnorm",
     .workspace_floats = bn_workspace,
@@ -407,7 +415,7 @@ static const layer_ops bn_ops = {
     .forward = bn_forward,
     .backward = bn_backward,
     .destroy = bn_destroy,
-    .describe = bn_describe,
+    .describe = bn_describe,    .caps = {.split = LAYER_SPLIT_REDUCTION, .cost = LAYER_COST_BATCHNORM, .twin = bn_twin},
 };
 
 bool layer_is_batchnorm(const pcnn_layer *l)
@@ -474,11 +482,4 @@ pcnn_status batchnorm_add(layer_list *list, pcnn_layer *in, float eps, float mom
     }
     *out = l;
     return PCNN_OK;
-}
-
-void batchnorm_config(const pcnn_layer *l, float *eps, float *momentum)
-{
-    const bn_priv *b = l->priv;
-    *eps = b->eps;
-    *momentum = b->momentum;
 }

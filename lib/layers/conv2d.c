@@ -67,6 +67,7 @@ static void conv_decide_layer(pcnn_layer *l, const plan_ctx *pc)
                              .direct_available = direct_conv_available()};
     conv_decide(&g, (conv_algorithm)pc->conv_algorithm, &p->choice);
     conv_choice_describe(&p->choice, l->choice, sizeof l->choice);
+    l->algorithm = (int)p->choice.algorithm;
 }
 
 /* A buffer the layer keeps from finalize to destroy, counted as its own. */
@@ -161,6 +162,27 @@ static void conv_describe(const pcnn_layer *l, char *buf, size_t size)
     snprintf(buf, size, "k=%d s=%d p=%d%s", p->k, p->stride, p->pad, p->bias ? " bias" : "");
 }
 
+static void conv_window(const pcnn_layer *l, layer_window *w)
+{
+    const conv_priv *p = l->priv;
+    *w = layer_window_cube(p->k, p->stride, p->pad, false, 0.0f);
+}
+
+static pcnn_status conv_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                             twin_opts o, pcnn_layer **out, const char *func)
+{
+    const conv_priv *p = l->priv;
+    return conv2d_add(list, in[0], p->cout, p->k, p->stride, o.keep_padding ? p->pad : 0,
+                      p->bias && !o.no_bias, out, func);
+}
+
+/* Backward reads a kept im2col matrix that forward made, if any. */
+static bool conv_recomputable(const pcnn_layer *l)
+{
+    const conv_priv *p = l->priv;
+    return p->col == NULL;
+}
+
 static const layer_ops conv_ops = {
     .kind = "conv2d",
     .workspace_floats = conv_workspace,
@@ -171,6 +193,13 @@ static const layer_ops conv_ops = {
     .backward = conv_backward,
     .destroy = conv_destroy,
     .describe = conv_describe,
+    .caps = {.split = LAYER_SPLIT_WINDOWED,
+             .cost = LAYER_COST_CONV2D,
+             .window = conv_window,
+             .twin = conv_twin,
+             .recomputable = conv_recomputable,
+             .in_place = true,
+             .weights_alone = true},
 };
 
 pcnn_status conv2d_add(layer_list *list, pcnn_layer *in, int out_channels, int kernel,
@@ -225,10 +254,4 @@ pcnn_status conv2d_add(layer_list *list, pcnn_layer *in, int out_channels, int k
     l->has_weights = true;
     *out = l;
     return PCNN_OK;
-}
-
-bool conv2d_keeps_col(const pcnn_layer *l)
-{
-    const conv_priv *p = l->priv;
-    return p->col != NULL;
 }

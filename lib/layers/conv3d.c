@@ -419,6 +419,51 @@ static void conv3d_describe(const pcnn_layer *l, char *buf, size_t size)
     snprintf(buf, size, "k=%d s=%d p=%d%s", p->k, p->stride, p->pad, p->bias ? " bias" : "");
 }
 
+static void conv3d_window(const pcnn_layer *l, layer_window *w)
+{
+    const conv3d_priv *p = l->priv;
+    *w = layer_window_cube(p->k, p->stride, p->pad, true, 0.0f);
+}
+
+static pcnn_status conv3d_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                               twin_opts o, pcnn_layer **out, const char *func)
+{
+    const conv3d_priv *p = l->priv;
+    return conv3d_add(list, in[0], p->cout, p->k, p->stride, o.keep_padding ? p->pad : 0,
+                      p->bias && !o.no_bias, out, func);
+}
+
+/* Backward reads a kept vol2col matrix that forward made, if any. */
+static bool conv3d_recomputable(const pcnn_layer *l)
+{
+    const conv3d_priv *p = l->priv;
+    return p->col == NULL;
+}
+
+/* A twin on a share of the outputs takes that share of the vol2col
+ * budget: it bands (and keeps no col) where the original does. */
+static void conv3d_share_col_budget(pcnn_layer *l, double share)
+{
+    conv3d_priv *p = l->priv;
+    p->budget_share = share > 0.0 && share < 1.0 ? share : 0.0;
+}
+
+/* The direct dx then computes that box alone and leaves the rest of dx
+ * as it was; a box outside the input is ignored. */
+static void conv3d_want_dx_box(pcnn_layer *l, const int lo[3], const int ext[3])
+{
+    conv3d_priv *p = l->priv;
+    const int dims[3] = {p->d, p->h, p->w};
+    bool inside = true;
+    for (int k = 0; k < 3; k++)
+        inside = inside && lo[k] >= 0 && ext[k] >= 1 && lo[k] + ext[k] <= dims[k];
+    p->dx_box_set = inside;
+    for (int k = 0; k < 3 && inside; k++) {
+        p->dx_lo[k] = lo[k];
+        p->dx_ext[k] = ext[k];
+    }
+}
+
 static const layer_ops conv3d_ops = {
     .kind = "conv3d",
     .workspace_floats = conv3d_workspace,
@@ -429,6 +474,15 @@ static const layer_ops conv3d_ops = {
     .backward = conv3d_backward,
     .destroy = conv3d_destroy,
     .describe = conv3d_describe,
+    .caps = {.split = LAYER_SPLIT_WINDOWED,
+             .cost = LAYER_COST_CONV3D,
+             .window = conv3d_window,
+             .twin = conv3d_twin,
+             .recomputable = conv3d_recomputable,
+             .twin_share = conv3d_share_col_budget,
+             .twin_want_dx_box = conv3d_want_dx_box,
+             .in_place = true,
+             .weights_alone = true},
 };
 
 pcnn_status conv3d_add(layer_list *list, pcnn_layer *in, int out_channels, int kernel,
@@ -491,41 +545,4 @@ pcnn_status conv3d_add(layer_list *list, pcnn_layer *in, int out_channels, int k
     l->has_weights = true;
     *out = l;
     return PCNN_OK;
-}
-
-void conv3d_config(const pcnn_layer *l, int *out_channels, int *kernel, int *stride,
-                   int *padding, bool *bias)
-{
-    const conv3d_priv *p = l->priv;
-    *out_channels = p->cout;
-    *kernel = p->k;
-    *stride = p->stride;
-    *padding = p->pad;
-    *bias = p->bias;
-}
-
-bool conv3d_keeps_col(const pcnn_layer *l)
-{
-    const conv3d_priv *p = l->priv;
-    return p->col != NULL;
-}
-
-void conv3d_share_col_budget(pcnn_layer *l, double share)
-{
-    conv3d_priv *p = l->priv;
-    p->budget_share = share > 0.0 && share < 1.0 ? share : 0.0;
-}
-
-void conv3d_want_dx_box(pcnn_layer *l, const int lo[3], const int ext[3])
-{
-    conv3d_priv *p = l->priv;
-    const int dims[3] = {p->d, p->h, p->w};
-    bool inside = true;
-    for (int k = 0; k < 3; k++)
-        inside = inside && lo[k] >= 0 && ext[k] >= 1 && lo[k] + ext[k] <= dims[k];
-    p->dx_box_set = inside;
-    for (int k = 0; k < 3 && inside; k++) {
-        p->dx_lo[k] = lo[k];
-        p->dx_ext[k] = ext[k];
-    }
 }

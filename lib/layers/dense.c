@@ -143,6 +143,14 @@ static void dense_describe(const pcnn_layer *l, char *buf, size_t size)
     snprintf(buf, size, "out=%d%s", d->out, d->bias ? " bias" : "");
 }
 
+static pcnn_status dense_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                              twin_opts o, pcnn_layer **out, const char *func)
+{
+    const dense_priv *d = l->priv;
+    (void)o;
+    return dense_add(list, in[0], d->out, d->bias, out, func);
+}
+
 static const layer_ops dense_ops = {
     .kind = "dense",
     .workspace_floats = dense_workspace,
@@ -151,7 +159,10 @@ static const layer_ops dense_ops = {
     .forward = dense_forward,
     .backward = dense_backward,
     .destroy = dense_destroy,
-    .describe = dense_describe,
+    .describe = dense_describe,    .caps = {.split = LAYER_SPLIT_WHOLE,
+             .cost = LAYER_COST_DENSE,
+             .twin = dense_twin,
+             .weights_alone = true},
 };
 
 bool layer_is_dense(const pcnn_layer *l) { return l->ops == &dense_ops; }

@@ -98,10 +98,20 @@ static void flatten_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[
         unflatten_cnhw(l->dy, dx[0], in->out.c, ctx->n, s, l->accumulate_dx[0], ctx->threads);
 }
 
+static pcnn_status flatten_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                                twin_opts o, pcnn_layer **out, const char *func)
+{
+    (void)l, (void)o;
+    return flatten_add(list, in[0], out, func);
+}
+
 static const layer_ops flatten_ops = {
     .kind = "flatten",
     .forward = flatten_forward,
-    .backward = flatten_backward,
+    .backward = flatten_backward,    .caps = {.split = LAYER_SPLIT_WHOLE,
+             .cost = LAYER_COST_STREAM,
+             .twin = flatten_twin,
+             .folds_into_dense = true},
 };
 
 pcnn_status flatten_add(layer_list *list, pcnn_layer *in, pcnn_layer **out, const char *func)

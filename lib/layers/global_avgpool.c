@@ -60,10 +60,17 @@ static void gap_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
     parallel_for(planes, 1, planes * plane, ctx->threads, spread_planes, &a);
 }
 
+static pcnn_status gap_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                            twin_opts o, pcnn_layer **out, const char *func)
+{
+    (void)l, (void)o;
+    return global_avgpool_add(list, in[0], out, func);
+}
+
 static const layer_ops gap_ops = {
     .kind = "global_avgpool",
     .forward = gap_forward,
-    .backward = gap_backward,
+    .backward = gap_backward,    .caps = {.split = LAYER_SPLIT_WHOLE, .cost = LAYER_COST_GLOBAL_AVGPOOL, .twin = gap_twin},
 };
 
 pcnn_status global_avgpool_add(layer_list *list, pcnn_layer *in, pcnn_layer **out,

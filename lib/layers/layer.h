@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "pcnn.h"
+#include "layer_caps.h"
 
 /* The shape of one sample.  d == 1 for 2D layers (room for 3D). */
 typedef struct shape {
@@ -134,6 +135,10 @@ typedef struct layer_ops {
      * (snprintf-style).  Used by summaries and the network hash.  NULL:
      * nothing to say. */
     void (*describe)(const pcnn_layer *l, char *buf, size_t size);
+
+    /* What the kind declares for the spatial engine, the planner and the
+     * performance model (layer_caps.h); split and cost are required. */
+    layer_caps caps;
 } layer_ops;
 
 struct pcnn_layer {
@@ -172,6 +177,8 @@ struct pcnn_layer {
     pcnn_layer *fused_into; /* ReLU: the layer that computes it */
     size_t buffer_bytes;   /* bytes allocated by setup */
     char choice[160];      /* what decide chose and why; "" when nothing */
+    int algorithm;         /* what decide chose, typed: the PCNN_OPT_CONV_ALGORITHM value it
+                              computes with (1 GEMM, 2 direct, 3 taps); 0: no such choice */
 
     void *priv;            /* per-kind configuration and state */
 };

@@ -38,6 +38,13 @@ pcnn_status layer_append(layer_list *list, const layer_ops *ops, pcnn_layer *con
                          int num_inputs, shape out, size_t num_params, void *priv,
                          pcnn_layer **out_layer)
 {
+    /* Every kind answers the questions of layer_caps.h: one that does not
+     * is a bug here, refused before anything could ask it. */
+    const layer_caps *caps = &ops->caps;
+    if (caps->split == LAYER_SPLIT_UNDECLARED || caps->cost == LAYER_COST_UNDECLARED ||
+        (caps->split == LAYER_SPLIT_WINDOWED && !caps->window))
+        return FAIL(PCNN_ERR_INTERNAL, "layer kind %s declares no split, cost class or window "
+                    "(layers/layer_caps.h)", ops->kind);
     if (list->count == list->cap) {
         int cap = list->cap ? 2 * list->cap : 16;
         pcnn_layer **grown = mem_realloc(list->items, (size_t)cap * sizeof *grown);

@@ -307,6 +307,42 @@ static void pool_describe(const pcnn_layer *l, char *buf, size_t size)
     snprintf(buf, size, "k=%d s=%d p=%d", p->k, p->stride, p->pad);
 }
 
+static void pool_max_window(const pcnn_layer *l, layer_window *w)
+{
+    const pool_priv *p = l->priv;
+    *w = layer_window_cube(p->k, p->stride, p->pad, false, -INFINITY);
+}
+
+static void pool_avg_window(const pcnn_layer *l, layer_window *w)
+{
+    const pool_priv *p = l->priv;
+    *w = layer_window_cube(p->k, p->stride, p->pad, false, 0.0f);
+}
+
+/* Twins have no padding: the staged halo holds it. */
+static pcnn_status pool_max_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                                twin_opts o, pcnn_layer **out, const char *func)
+{
+    const pool_priv *p = l->priv;
+    (void)o;
+    return maxpool2d_add(list, in[0], p->k, p->stride, 0, out, func);
+}
+
+static pcnn_status pool_avg_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                                twin_opts o, pcnn_layer **out, const char *func)
+{
+    const pool_priv *p = l->priv;
+    (void)o;
+    return avgpool2d_add(list, in[0], p->k, p->stride, 0, out, func);
+}
+
+/* Average pooling's backward reads nothing forward kept. */
+static bool pool_avg_recomputable(const pcnn_layer *l)
+{
+    (void)l;
+    return true;
+}
+
 static const layer_ops maxpool_ops = {
     .kind = "maxpool2d",
     .setup = maxpool_setup,
@@ -314,6 +350,10 @@ static const layer_ops maxpool_ops = {
     .backward = maxpool_backward,
     .destroy = pool_destroy,
     .describe = pool_describe,
+    .caps = {.split = LAYER_SPLIT_WINDOWED,
+             .cost = LAYER_COST_MAXPOOL2D,
+             .window = pool_max_window,
+             .twin = pool_max_twin},
 };
 
 static const layer_ops avgpool_ops = {
@@ -322,6 +362,11 @@ static const layer_ops avgpool_ops = {
     .backward = avgpool_backward,
     .destroy = pool_destroy,
     .describe = pool_describe,
+    .caps = {.split = LAYER_SPLIT_WINDOWED,
+             .cost = LAYER_COST_AVGPOOL2D,
+             .window = pool_avg_window,
+             .twin = pool_avg_twin,
+             .recomputable = pool_avg_recomputable},
 };
 
 /* Shared adder; `func` names the public function in messages. */
@@ -383,12 +428,4 @@ pcnn_status avgpool2d_add(layer_list *list, pcnn_layer *in, int kernel, int stri
                           pcnn_layer **out, const char *func)
 {
     return pool_add(&avgpool_ops, func, list, in, kernel, stride, padding, out);
-}
-
-void pool2d_config(const pcnn_layer *l, int *kernel, int *stride, int *padding)
-{
-    const pool_priv *p = l->priv;
-    *kernel = p->k;
-    *stride = p->stride;
-    *padding = p->pad;
 }

@@ -225,6 +225,42 @@ static void pool3d_describe(const pcnn_layer *l, char *buf, size_t size)
     snprintf(buf, size, "k=%d s=%d p=%d", p->k, p->stride, p->pad);
 }
 
+static void pool3d_max_window(const pcnn_layer *l, layer_window *w)
+{
+    const pool3d_priv *p = l->priv;
+    *w = layer_window_cube(p->k, p->stride, p->pad, true, -INFINITY);
+}
+
+static void pool3d_avg_window(const pcnn_layer *l, layer_window *w)
+{
+    const pool3d_priv *p = l->priv;
+    *w = layer_window_cube(p->k, p->stride, p->pad, true, 0.0f);
+}
+
+/* Twins have no padding: the staged halo holds it. */
+static pcnn_status pool3d_max_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                                twin_opts o, pcnn_layer **out, const char *func)
+{
+    const pool3d_priv *p = l->priv;
+    (void)o;
+    return maxpool3d_add(list, in[0], p->k, p->stride, 0, out, func);
+}
+
+static pcnn_status pool3d_avg_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                                twin_opts o, pcnn_layer **out, const char *func)
+{
+    const pool3d_priv *p = l->priv;
+    (void)o;
+    return avgpool3d_add(list, in[0], p->k, p->stride, 0, out, func);
+}
+
+/* Average pooling's backward reads nothing forward kept. */
+static bool pool3d_avg_recomputable(const pcnn_layer *l)
+{
+    (void)l;
+    return true;
+}
+
 static const layer_ops maxpool3d_ops = {
     .kind = "maxpool3d",
     .setup = maxpool3d_setup,
@@ -232,6 +268,10 @@ static const layer_ops maxpool3d_ops = {
     .backward = maxpool3d_backward,
     .destroy = pool3d_destroy,
     .describe = pool3d_describe,
+    .caps = {.split = LAYER_SPLIT_WINDOWED,
+             .cost = LAYER_COST_MAXPOOL3D,
+             .window = pool3d_max_window,
+             .twin = pool3d_max_twin},
 };
 
 static const layer_ops avgpool3d_ops = {
@@ -240,6 +280,11 @@ static const layer_ops avgpool3d_ops = {
     .backward = avgpool3d_backward,
     .destroy = pool3d_destroy,
     .describe = pool3d_describe,
+    .caps = {.split = LAYER_SPLIT_WINDOWED,
+             .cost = LAYER_COST_AVGPOOL3D,
+             .window = pool3d_avg_window,
+             .twin = pool3d_avg_twin,
+             .recomputable = pool3d_avg_recomputable},
 };
 
 static pcnn_status pool3d_add(const layer_ops *ops, const char *func, layer_list *list,
@@ -295,12 +340,4 @@ pcnn_status avgpool3d_add(layer_list *list, pcnn_layer *in, int kernel, int stri
                           pcnn_layer **out, const char *func)
 {
     return pool3d_add(&avgpool3d_ops, func, list, in, kernel, stride, padding, out);
-}
-
-void pool3d_config(const pcnn_layer *l, int *kernel, int *stride, int *padding)
-{
-    const pool3d_priv *p = l->priv;
-    *kernel = p->k;
-    *stride = p->stride;
-    *padding = p->pad;
 }

@@ -16,68 +16,66 @@
 #endif
 
 #ifdef PERF_HAVE_REGRESSORS
-#include "../layers/clone.h"
-#include "../layers/conv2d.h"
-#include "../layers/dense.h"
 #include "regressor.h"
 
-/* The regressor kind and shape of layer l's pass (0 forward, 1 backward). */
+/* The regressor kind and shape of layer l's pass (0 forward, 1 backward),
+ * from its cost class (layers/layer_caps.h); false: its class has no
+ * regressor (LAYER_COST_NONE).  No default below: a new class does not
+ * compile until it is priced here. */
 static bool kind_of(const pcnn_layer *l, int n, int pass, bool dx, perf_kind *kind,
                     perf_shape *s)
 {
     const shape in = l->num_inputs ? l->inputs[0]->out : l->out;
     *s = (perf_shape){.batch = n, .cin = in.c, .cout = l->out.c, .d = in.d, .h = in.h,
                       .w = in.w};
-    const char *k = l->ops->kind;
     const int b = pass == 0 ? 0 : dx ? 1 : 2;
-    if (!strcmp(k, "conv2d")) {
-        const conv_priv *p = l->priv;
-        s->k = p->k, s->stride = p->stride, s->pad = p->pad;
+    layer_window w;
+    if (layer_window_of(l, &w)) { /* the kinds priced by window have cubic ones: H says it */
+        s->k = w.kernel[1];
+        s->stride = w.stride[1];
+        s->pad = w.padding[1];
+    }
+    switch (l->ops->caps.cost) {
+    case LAYER_COST_UNDECLARED: /* refused by layer_append */
+    case LAYER_COST_NONE:
+        return false;
+    case LAYER_COST_CONV2D:
         *kind = (perf_kind)(PERF_CONV2D_FWD + b);
         return true;
-    }
-    if (!strcmp(k, "conv3d")) {
-        int cout;
-        bool bias;
-        conv3d_config(l, &cout, &s->k, &s->stride, &s->pad, &bias);
+    case LAYER_COST_CONV3D:
         *kind = (perf_kind)(PERF_CONV3D_FWD + b);
         return true;
-    }
-    const bool pool2 = !strcmp(k, "maxpool2d") || !strcmp(k, "avgpool2d");
-    const bool pool3 = !strcmp(k, "maxpool3d") || !strcmp(k, "avgpool3d");
-    if (pool2 || pool3) {
-        (pool2 ? pool2d_config : pool3d_config)(l, &s->k, &s->stride, &s->pad);
-        s->pool_max = k[0] == 'm';
+    case LAYER_COST_MAXPOOL2D:
+    case LAYER_COST_AVGPOOL2D:
+    case LAYER_COST_MAXPOOL3D:
+    case LAYER_COST_AVGPOOL3D: {
+        const layer_cost_class c = l->ops->caps.cost;
+        const bool pool2 = c == LAYER_COST_MAXPOOL2D || c == LAYER_COST_AVGPOOL2D;
+        s->pool_max = c == LAYER_COST_MAXPOOL2D || c == LAYER_COST_MAXPOOL3D;
         s->cout = 0; /* pooling reads cin only */
         *kind = pool2 ? (pass ? PERF_POOL2D_BWD : PERF_POOL2D_FWD)
                       : (pass ? PERF_POOL3D_BWD : PERF_POOL3D_FWD);
         return true;
     }
-    if (layer_is_dense(l)) {
-        const dense_shape d = dense_get_shape(l);
-        s->cin = d.features;
-        s->cout = d.out;
+    case LAYER_COST_DENSE:
+        s->cin = (int)shape_size(in); /* its features */
         *kind = (perf_kind)(PERF_DENSE_FWD + b);
         return true;
-    }
-    /* Leaky ReLU, flatten and pixel shuffle read and write each value
-     * once per pass, as ReLU does: its regressor prices them. */
-    if (!strcmp(k, "relu") || !strcmp(k, "leaky_relu") || !strcmp(k, "flatten") ||
-        !strcmp(k, "pixel_shuffle")) {
+    case LAYER_COST_STREAM:
         *kind = pass ? PERF_RELU_BWD : PERF_RELU_FWD;
         return true;
-    }
-    if (!strcmp(k, "batchnorm") || !strcmp(k, "add")) {
+    case LAYER_COST_BATCHNORM:
         s->fused_relu = l->fused_relu != NULL;
-        *kind = !strcmp(k, "add") ? (pass ? PERF_ADD_BWD : PERF_ADD_FWD)
-                                  : (pass ? PERF_BATCHNORM_BWD : PERF_BATCHNORM_FWD);
+        *kind = pass ? PERF_BATCHNORM_BWD : PERF_BATCHNORM_FWD;
         return true;
-    }
-    if (!strcmp(k, "global_avgpool")) {
+    case LAYER_COST_ADD:
+        s->fused_relu = l->fused_relu != NULL;
+        *kind = pass ? PERF_ADD_BWD : PERF_ADD_FWD;
+        return true;
+    case LAYER_COST_GLOBAL_AVGPOOL:
         *kind = pass ? PERF_GLOBAL_AVGPOOL_BWD : PERF_GLOBAL_AVGPOOL_FWD;
         return true;
-    }
-    if (!strcmp(k, "dropout")) {
+    case LAYER_COST_DROPOUT:
         *kind = pass ? PERF_DROPOUT_BWD : PERF_DROPOUT_FWD;
         return true;
     }
@@ -90,7 +88,7 @@ double perf_regressor_time(pcnn_perfmodel *m, const pcnn_layer *l, int n, int pa
     perf_shape s;
     /* A ReLU fused into its batch norm or add costs nothing of its own:
      * those kinds were timed with the ReLU (perf_shape.fused_relu). */
-    if (m->regressors && !strcmp(l->ops->kind, "relu") && l->fused_into != NULL) return 0.0;
+    if (m->regressors && l->fused_into != NULL) return 0.0;
     if (!m->regressors || !kind_of(l, n, pass, dx, &kind, &s)) return NAN;
     double t = NAN;
     if (!perf_regressor_has(m->regressors, kind)) return NAN;

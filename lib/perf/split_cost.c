@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../core/error.h"
-#include "../layers/clone.h"
+#include "../layers/layer.h"
 #include "../parallel/halo.h"
 #include "perf.h"
 
@@ -21,9 +21,8 @@ bool perf_split_geometry(const pcnn_layer *l, const int *parts, int batch, perf_
     const shape out = l->out;
     const shape in = l->num_inputs ? l->inputs[0]->out : l->out;
     const int Y[3] = {out.d, out.h, out.w}, X[3] = {in.d, in.h, in.w};
-    int k = 0, s = 1, p = 0;
-    bool volume = false;
-    const bool windowed = clone_window(l, &k, &s, &p, &volume);
+    layer_window w;
+    const bool windowed = layer_window_of(l, &w);
     g->n = ceil_div(batch, parts[LAYOUT_N]);
     g->interior = 1;
     for (int dim = 0; dim < 3; dim++) {
@@ -31,8 +30,8 @@ bool perf_split_geometry(const pcnn_layer *l, const int *parts, int batch, perf_
         if (G > Y[dim] || G > X[dim]) return false;
         g->out[dim] = ceil_div(Y[dim], G);
         g->in[dim] = ceil_div(X[dim], G);
-        const bool spans = windowed && (volume || dim > 0);
-        if (G == 1 || !spans) continue;
+        if (G == 1 || !windowed) continue; /* a 2D layer's D is never split: G > Y */
+        const int k = w.kernel[dim], s = w.stride[dim], p = w.padding[dim];
         int inner = Y[dim];
         for (int q = 0; q < G; q++) {
             int a0, a1, b0, b1, lo, hi, i0, i1, blo, bhi;

@@ -2,16 +2,13 @@
  * of the ranks that fit the layer. */
 #include <string.h>
 
-#include "../layers/clone.h"
 #include "plan.h"
 
 plan_role plan_layer_role(const plan_env *env, const pcnn_layer *l)
 {
     if (l->index == 0) return PLAN_FREE;
-    if (l == env->output || !clone_splittable(l)) return PLAN_SAMPLE;
-    int k, s, p;
-    bool volume;
-    return clone_window(l, &k, &s, &p, &volume) ? PLAN_FREE : PLAN_INHERIT;
+    if (l == env->output || !layer_splits(l)) return PLAN_SAMPLE;
+    return l->ops->caps.split == LAYER_SPLIT_WINDOWED ? PLAN_FREE : PLAN_INHERIT;
 }
 
 int plan_factorisations(int P, int (*parts)[LAYOUT_DIMS], int max)

@@ -7,7 +7,7 @@
 
 #include "../core/error.h"
 #include "../layers/batchnorm.h"
-#include "../layers/clone.h"
+#include "../layers/layer.h"
 #include "../layers/dense.h"
 #include "../parallel/halo.h"
 #include "../strategy/exchange_choice.h"
@@ -62,13 +62,13 @@ static double gradient_seconds(const plan_env *env, const pcnn_layer *l)
  * that pays (parallel/halo.h). */
 static bool runs_in_place(const pcnn_layer *l, const perf_geometry *g, int group)
 {
-    int k, s, p;
-    bool volume;
-    if (group < 2 || !clone_window(l, &k, &s, &p, &volume) || g->interior <= 0) return false;
-    const char *kind = l->ops->kind;
-    const int window = k * k * (volume ? k : 1);
-    return (strcmp(kind, "conv2d") == 0 || strcmp(kind, "conv3d") == 0) && s == 1 &&
-           2 * p == k - 1 && halo_in_place_pays(1 - g->interior, l->out.c, window);
+    layer_window w;
+    if (group < 2 || !layer_window_of(l, &w) || !l->ops->caps.in_place || g->interior <= 0)
+        return false;
+    /* H stands for every windowed dimension: the kinds in place have cubic windows. */
+    const int k = w.kernel[1], s = w.stride[1], p = w.padding[1];
+    const int window = w.kernel[0] * w.kernel[1] * w.kernel[2];
+    return s == 1 && 2 * p == k - 1 && halo_in_place_pays(1 - g->interior, l->out.c, window);
 }
 
 pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_candidate *c,
@@ -157,7 +157,7 @@ static double sum3(const double t[3]) { return t[0] + t[1] + t[2]; }
  * every rank holding every sample (one group), or NULL. */
 static const pcnn_layer *folding_dense(const plan_env *env, const pcnn_layer *l, int groups)
 {
-    if (groups != 1 || strcmp(l->ops->kind, "flatten") != 0 || l->num_consumers != 1 ||
+    if (groups != 1 || !l->ops->caps.folds_into_dense || l->num_consumers != 1 ||
         l == env->output || l->inputs[0]->index == 0)
         return NULL;
     for (int i = l->index + 1; i < env->layers->count; i++) {

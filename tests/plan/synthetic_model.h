@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/memory.h"
-#include "layers/clone.h"
+#include "layers/layer.h"
 #include "perf/perf.h"
 
 static double layer_work(const pcnn_layer *l)
@@ -16,10 +16,11 @@ static double layer_work(const pcnn_layer *l)
     const double out = (double)shape_size(l->out);
     if (!l->num_inputs) return 0;
     const shape in = l->inputs[0]->out;
-    int k, s, p;
-    bool volume;
-    if (clone_window(l, &k, &s, &p, &volume))
-        return out * (l->num_params ? (double)in.c * k * k * (volume ? k : 1) : (double)k * k);
+    layer_window w;
+    if (layer_window_of(l, &w)) {
+        const double window = (double)w.kernel[0] * w.kernel[1] * w.kernel[2];
+        return out * (l->num_params ? (double)in.c * window : window);
+    }
     if (l->num_params > 2 * (size_t)l->out.c) return (double)l->num_params; /* dense */
     return out;
 }
