@@ -154,7 +154,8 @@ typedef enum pcnn_optimizer {
 typedef enum pcnn_loss {
     PCNN_LOSS_SOFTMAX_CROSS_ENTROPY = 0, /* targets: int32 class labels */
     PCNN_LOSS_MSE = 1,                   /* targets: float, the output's shape */
-    PCNN_LOSS_L1 = 2                     /* targets: float, the output's shape */
+    PCNN_LOSS_L1 = 2,                    /* targets: float, the output's shape */
+    PCNN_LOSS_EXPERIMENTAL_1 = 3         /* section 9 */
 } pcnn_loss;
 
 /* Weight initialisations (pcnn_layer_set_init).  Biases start at zero.
@@ -1489,6 +1490,8 @@ PCNN_EXPERIMENTAL_ONLY(pcnn_net_plan_distribution) void pcnn_define_PCNN_EXPERIM
 PCNN_EXPERIMENTAL_ONLY(pcnn_net_plan_report) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_plan_report(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_net_set_perfmodel) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_set_perfmodel(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_layer_get_exchange) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_layer_get_exchange(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_sigmoid) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_sigmoid(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_tanh) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_tanh(PCNN_EXPERIMENTAL_ONLY_ARGS);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective PCNN_EXPERIMENTAL_ONLY(pcnn_collective);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param PCNN_EXPERIMENTAL_ONLY(pcnn_perf_param);
@@ -1525,6 +1528,7 @@ enum {
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_PLAN_MIXED PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_PLAN_MIXED),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_MEMORY_LIMIT_MIB PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_MEMORY_LIMIT_MIB),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_EXCHANGE_AUTO PCNN_EXPERIMENTAL_ONLY(PCNN_EXCHANGE_AUTO),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_LOSS_BCE_WITH_LOGITS PCNN_EXPERIMENTAL_ONLY(PCNN_LOSS_BCE_WITH_LOGITS),
     pcnn_experimental_hints_end_
 };
 #define pcnn_net_set_distribution pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_set_distribution
@@ -1554,6 +1558,8 @@ enum {
 #define pcnn_net_plan_report pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_plan_report
 #define pcnn_net_set_perfmodel pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_set_perfmodel
 #define pcnn_layer_get_exchange pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_layer_get_exchange
+#define pcnn_sigmoid pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_sigmoid
+#define pcnn_tanh pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_tanh
 #define pcnn_perfmodel pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel
 #define pcnn_collective pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective
 #define pcnn_perf_param pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param
@@ -1589,6 +1595,7 @@ enum {
 #define PCNN_OPT_PLAN_MIXED pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_PLAN_MIXED
 #define PCNN_OPT_MEMORY_LIMIT_MIB pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_MEMORY_LIMIT_MIB
 #define PCNN_EXCHANGE_AUTO pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_EXCHANGE_AUTO
+#define PCNN_LOSS_BCE_WITH_LOGITS pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_LOSS_BCE_WITH_LOGITS
 #endif
 /* END section 9's names without PCNN_EXPERIMENTAL */
 
@@ -1654,6 +1661,8 @@ enum {
 #undef pcnn_net_plan_report
 #undef pcnn_net_set_perfmodel
 #undef pcnn_layer_get_exchange
+#undef pcnn_sigmoid
+#undef pcnn_tanh
 #undef pcnn_perfmodel
 #undef pcnn_collective
 #undef pcnn_perf_param
@@ -1689,6 +1698,7 @@ enum {
 #undef PCNN_OPT_PLAN_MIXED
 #undef PCNN_OPT_MEMORY_LIMIT_MIB
 #undef PCNN_EXCHANGE_AUTO
+#undef PCNN_LOSS_BCE_WITH_LOGITS
 #endif
 /* END undefine */
 
@@ -2233,6 +2243,36 @@ PCNN_API pcnn_status pcnn_net_set_perfmodel(pcnn_net *net, pcnn_perfmodel *model
  * Errors: INVALID_ARGUMENT (NULL, a layer without parameters),
  * INVALID_STATE (not finalized). */
 PCNN_API pcnn_status pcnn_layer_get_exchange(const pcnn_layer *layer, pcnn_exchange *exchange);
+
+/* 9.5 Encoder-decoder layers --------------------------------------------- */
+
+/*
+ * What U-Nets and other field-to-field networks need (surrogates of
+ * simulations, segmentation of volumes, super-resolution): bounded
+ * outputs and a loss on logits, upsampling, transposed convolutions and
+ * concatenation by channels.  Each takes images or volumes where it says
+ * so; shapes are checked at once (SHAPE, INVALID_ARGUMENT, as section 3's
+ * layers), and every call fails with INVALID_STATE once the network is
+ * finalized.  Data parallelism runs them unchanged.  A spatial
+ * distribution (9.2) that splits one of them, or feeds one from a split
+ * layer, is refused at pcnn_net_finalize with UNSUPPORTED naming the
+ * layer (put it after a layer of distribution {P, 1, 1, 1}).
+ */
+
+/* The logistic sigmoid y = 1 / (1 + exp(-x)) and the hyperbolic tangent
+ * y = tanh(x), element-wise, as torch.sigmoid and torch.tanh, on images
+ * and volumes.  For a segmentation, train on the logits with
+ * PCNN_LOSS_BCE_WITH_LOGITS rather than a sigmoid and MSE. */
+PCNN_API pcnn_status pcnn_sigmoid(pcnn_net *net, pcnn_layer *in, pcnn_layer **out);
+PCNN_API pcnn_status pcnn_tanh(pcnn_net *net, pcnn_layer *in, pcnn_layer **out);
+
+/* Binary cross entropy on logits (pcnn_net_set_loss), as PyTorch's
+ * binary_cross_entropy_with_logits with reduction='mean': targets are
+ * floats of the output's shape, probabilities in [0, 1] (other values are
+ * not refused: the formula max(x, 0) - x t + log(1 + exp(-|x|)) is
+ * computed as it stands); the mean is over the samples of the (global)
+ * batch and the elements of each sample.  Stable for any logit. */
+#define PCNN_LOSS_BCE_WITH_LOGITS PCNN_LOSS_EXPERIMENTAL_1
 
 #ifdef __cplusplus
 }

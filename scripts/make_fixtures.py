@@ -19,7 +19,7 @@ File format (text, whitespace-separated, one directive per line):
   input <C> <H> <W>                         (images; or, for volumes:)
   input3d <C> <D> <H> <W>
   layer <kind> <input index>... <args>...   (the input is 0, layers 1, 2, ...)
-  loss <cross_entropy|mse|l1> <layer index>
+  loss <cross_entropy|mse|l1|bce_logits> <layer index>
   optimizer <sgd|momentum|adam>
   option <learning_rate|momentum|weight_decay|adam_beta1|adam_beta2|adam_epsilon> <value>
   batch <n>
@@ -32,7 +32,8 @@ Layer arguments, by kind: conv2d in cout k stride pad bias | maxpool2d in k
 stride pad | avgpool2d in k stride pad | global_avgpool in | dense in out
 bias | flatten in | relu in | leaky_relu in slope | batchnorm in eps momentum
 | add a b | add_scaled a b scale | pixel_shuffle in r | conv3d in cout k stride
-pad bias | maxpool3d in k stride pad | avgpool3d in k stride pad.
+pad bias | maxpool3d in k stride pad | avgpool3d in k stride pad | sigmoid in |
+tanh in.
 
 Floats are written as the shortest decimal that round-trips the float32
 value.  Run: /usr/bin/python3 scripts/make_fixtures.py [output dir]
@@ -54,6 +55,7 @@ KIND_INPUTS = {
     "conv2d": 1, "maxpool2d": 1, "avgpool2d": 1, "global_avgpool": 1, "dense": 1,
     "flatten": 1, "relu": 1, "leaky_relu": 1, "batchnorm": 1, "add": 2,
     "add_scaled": 2, "pixel_shuffle": 1, "conv3d": 1, "maxpool3d": 1, "avgpool3d": 1,
+    "sigmoid": 1, "tanh": 1,
 }
 
 
@@ -169,6 +171,10 @@ class Net(torch.nn.Module):
             return a + float(f32(args[0])) * outs[ins[1]]
         if kind == "pixel_shuffle":
             return F.pixel_shuffle(a, args[0])
+        if kind == "sigmoid":
+            return torch.sigmoid(a)
+        if kind == "tanh":
+            return torch.tanh(a)
         raise ValueError(kind)
 
     def forward(self, x, upto):
@@ -202,6 +208,8 @@ def loss_fn(kind, out, lab, tgt):
         return F.mse_loss(out, tgt)
     if kind == "l1":
         return F.l1_loss(out, tgt)
+    if kind == "bce_logits":
+        return F.binary_cross_entropy_with_logits(out, tgt)
     raise ValueError(kind)
 
 
@@ -235,7 +243,8 @@ def make_case_once(name, in_shape, layers, loss, optimizer, options, batch, step
         tgts = None
     else:
         labs = None
-        tgts = quantized(rng, (steps, batch, out_size), -1, 1, 2**-7)
+        lo = 0 if loss_kind == "bce_logits" else -1  # BCE: probabilities
+        tgts = quantized(rng, (steps, batch, out_size), lo, 1, 2**-7)
 
     def batch_args(s):
         lab = torch.from_numpy(labs[s]).long() if labs is not None else None
@@ -396,6 +405,16 @@ def cases():
             ("conv3d", [2], [3, 3, 1, 1, 0]), ("flatten", [3], []), ("dense", [4], [2, 1])]
     yield make_case("conv3d_rows16_adam", (2, 3, 4, 16), rows, ("mse", 5), "adam",
                     {"learning_rate": 0.01}, seed=14)
+    # Encoder-decoder outputs: tanh between convolutions, a sigmoid head
+    # trained with MSE, and logits trained with BCE (segmentation).
+    sq = [("conv2d", [0], [4, 3, 1, 1, 1]), ("tanh", [1], []),
+          ("conv2d", [2], [2, 3, 2, 1, 1]), ("sigmoid", [3], [])]
+    yield make_case("tanh_sigmoid_mse_adam", (3, 7, 5), sq, ("mse", 4), "adam",
+                    {"learning_rate": 0.01}, seed=15)
+    seg = [("conv3d", [0], [3, 3, 1, 1, 1]), ("tanh", [1], []),
+           ("conv3d", [2], [2, 1, 1, 0, 1])]
+    yield make_case("bce_logits_conv3d_momentum", (2, 3, 5, 4), seg, ("bce_logits", 3),
+                    "momentum", {"learning_rate": 0.1, "momentum": 0.9}, seed=16)
 
 
 def main():

@@ -33,6 +33,7 @@ module pcnn
   integer(c_int), parameter :: PCNN_LOSS_SOFTMAX_CROSS_ENTROPY = 0
   integer(c_int), parameter :: PCNN_LOSS_MSE = 1
   integer(c_int), parameter :: PCNN_LOSS_L1 = 2
+  integer(c_int), parameter :: PCNN_LOSS_EXPERIMENTAL_1 = 3
 
   ! enum pcnn_init
   integer(c_int), parameter :: PCNN_INIT_HE_NORMAL = 0
@@ -171,6 +172,7 @@ module pcnn
   integer(c_int), parameter :: PCNN_OPT_PLAN_MIXED = PCNN_OPT_EXPERIMENTAL_13
   integer(c_int), parameter :: PCNN_OPT_MEMORY_LIMIT_MIB = PCNN_OPT_EXPERIMENTAL_14
   integer(c_int), parameter :: PCNN_EXCHANGE_AUTO = (3)
+  integer(c_int), parameter :: PCNN_LOSS_BCE_WITH_LOGITS = PCNN_LOSS_EXPERIMENTAL_1
 
   ! Callback types: write the procedures you pass bind(c), with these
   ! interfaces, and pass c_funloc(procedure).
@@ -1216,6 +1218,20 @@ module pcnn
       integer(c_int), optional :: exchange
       integer(c_int) :: pcnn_layer_get_exchange
     end function pcnn_layer_get_exchange
+    function pcnn_sigmoid(net, in, out) bind(c, name='pcnn_sigmoid')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_ptr), value :: in
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_sigmoid
+    end function pcnn_sigmoid
+    function pcnn_tanh(net, in, out) bind(c, name='pcnn_tanh')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_ptr), value :: in
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_tanh
+    end function pcnn_tanh
     function pcnn_strlen_c(s) bind(c, name='strlen')
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s

@@ -163,3 +163,19 @@ PCNN_API pcnn_status pcnn_pixel_shuffle(pcnn_net *net, pcnn_layer *in, int upsca
     TRY(net_check_alive(net, __func__));
     return pixel_shuffle_add(&net->layers, in, upscale, out, __func__);
 }
+
+PCNN_API pcnn_status pcnn_sigmoid(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
+    return sigmoid_add(&net->layers, in, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_tanh(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
+    return tanh_add(&net->layers, in, out, __func__);
+}

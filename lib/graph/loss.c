@@ -4,10 +4,13 @@
 
 #include "../kernels/kernels.h"
 
+/* The element-wise losses: each term of the mean and its derivative. */
+typedef enum elem_loss { ELEM_SQUARED, ELEM_ABS, ELEM_BCE_LOGITS } elem_loss;
+
 typedef struct loss_call {
     const loss_args *a;
     float *dy;
-    bool squared;
+    elem_loss elem;
 } loss_call;
 
 /* Softmax cross entropy of samples [lo, hi) of a classes x n matrix. */
@@ -39,7 +42,7 @@ static void cross_entropy_range(void *arg, size_t lo, size_t hi)
 /* Softmax cross entropy on a classes x n matrix (CNHW with 1x1 spatial). */
 static double cross_entropy(const loss_args *a, float *dy)
 {
-    loss_call call = {a, dy, false};
+    loss_call call = {a, dy, ELEM_SQUARED};
     parallel_for((size_t)a->n, 1, (size_t)a->n * (size_t)a->s.c * 4, a->threads,
                  cross_entropy_range, &call);
     double total = 0.0;
@@ -47,15 +50,27 @@ static double cross_entropy(const loss_args *a, float *dy)
     return total;
 }
 
-/* MSE and L1: mean over samples and over the elements of each sample.  The
- * output is [c][n][s], the targets [n][c][s]; channels are independent, so
- * each thread sums whole channels and the partial sums add in fixed order. */
+/* Binary cross entropy of logit x against target t, in the form that
+ * neither overflows nor loses the small terms: max(x, 0) - x t +
+ * log1p(exp(-|x|)); its derivative is sigmoid(x) - t. */
+static double bce_logits(float x, float t, float *grad)
+{
+    const double xd = x, e = exp(-fabs(xd));
+    const double sig = xd >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+    *grad = (float)(sig - (double)t);
+    return fmax(xd, 0.0) - xd * (double)t + log1p(e);
+}
+
+/* MSE, L1 and BCE on logits: mean over samples and over the elements of
+ * each sample.  The output is [c][n][s], the targets [n][c][s]; channels
+ * are independent, so each thread sums whole channels and the partial
+ * sums add in fixed order. */
 static void elementwise_range(void *arg, size_t lo, size_t hi)
 {
     const loss_call *call = arg;
     const loss_args *a = call->a;
     float *dy = call->dy;
-    const bool squared = call->squared;
+    const elem_loss elem = call->elem;
     const int C = a->s.c, n = a->n;
     const size_t S = shape_spatial(a->s);
     const double scale = 1.0 / (a->norm_samples * (double)C * (double)S);
@@ -68,12 +83,16 @@ static void elementwise_range(void *arg, size_t lo, size_t hi)
             float *g = dy ? dy + ((size_t)c * n + j) * S : NULL;
             for (size_t i = 0; i < S; i++) {
                 float d = y[i] - t[i];
-                if (squared) {
+                if (elem == ELEM_SQUARED) {
                     part += (double)d * d;
                     if (g) g[i] = 2.0f * d * gscale;
-                } else {
+                } else if (elem == ELEM_ABS) {
                     part += fabs((double)d);
                     if (g) g[i] = d > 0 ? gscale : d < 0 ? -gscale : 0.0f;
+                } else {
+                    float grad;
+                    part += bce_logits(y[i], t[i], &grad);
+                    if (g) g[i] = grad * gscale;
                 }
             }
         }
@@ -81,24 +100,31 @@ static void elementwise_range(void *arg, size_t lo, size_t hi)
     }
 }
 
-static double elementwise(const loss_args *a, float *dy, bool squared)
+static double elementwise(const loss_args *a, float *dy, elem_loss elem)
 {
     const int C = a->s.c;
     const size_t S = shape_spatial(a->s);
     const double scale = 1.0 / (a->norm_samples * (double)C * (double)S);
-    loss_call call = {a, dy, squared};
+    loss_call call = {a, dy, elem};
     parallel_for((size_t)C, 1, (size_t)a->n * (size_t)C * S, a->threads, elementwise_range, &call);
     double total = 0.0;
     for (int c = 0; c < C; c++) total += a->scratch[c];
     return total * scale;
 }
 
+bool loss_known(pcnn_loss kind)
+{
+    return kind == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY || kind == PCNN_LOSS_MSE ||
+           kind == PCNN_LOSS_L1 || kind == PCNN_LOSS_BCE_WITH_LOGITS;
+}
+
 double loss_compute(const loss_args *a, float *dy)
 {
     switch (a->kind) {
     case PCNN_LOSS_SOFTMAX_CROSS_ENTROPY: return cross_entropy(a, dy);
-    case PCNN_LOSS_MSE: return elementwise(a, dy, true);
-    case PCNN_LOSS_L1: return elementwise(a, dy, false);
+    case PCNN_LOSS_MSE: return elementwise(a, dy, ELEM_SQUARED);
+    case PCNN_LOSS_L1: return elementwise(a, dy, ELEM_ABS);
+    case PCNN_LOSS_BCE_WITH_LOGITS: return elementwise(a, dy, ELEM_BCE_LOGITS);
     }
     return NAN;
 }

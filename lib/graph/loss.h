@@ -10,12 +10,15 @@ typedef struct loss_args {
     shape s;
     int n;
     const int32_t *labels;  /* cross entropy */
-    const float *targets;   /* MSE, L1: NCHW */
+    const float *targets;   /* MSE, L1, BCE on logits: NCHW */
     double norm_samples;    /* the loss is a mean over this many samples
                                (the global batch, >= n, with several ranks) */
     double *scratch;        /* max(n, s.c) doubles */
     int threads;
 } loss_args;
+
+/* Is kind a loss this library computes? */
+bool loss_known(pcnn_loss kind);
 
 /* The sum over the n local samples of the per-sample loss divided by
  * norm_samples (so that summing over ranks gives the global mean).  When dy

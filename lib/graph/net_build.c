@@ -4,6 +4,7 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../layers/dense.h"
+#include "loss.h"
 #include "net.h"
 #include "spatial.h"
 #include "option_table.h"
@@ -48,9 +49,7 @@ PCNN_API pcnn_status pcnn_net_set_loss(pcnn_net *net, pcnn_layer *output, pcnn_l
     REQUIRE(!net->finalized, PCNN_ERR_INVALID_STATE, "the network is finalized");
     REQUIRE(layer_list_owns(&net->layers, output), PCNN_ERR_INVALID_ARGUMENT,
             "output layer belongs to another network");
-    REQUIRE(loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY || loss == PCNN_LOSS_MSE ||
-                loss == PCNN_LOSS_L1,
-            PCNN_ERR_INVALID_ARGUMENT, "unknown loss %d", (int)loss);
+    REQUIRE(loss_known(loss), PCNN_ERR_INVALID_ARGUMENT, "unknown loss %d", (int)loss);
     REQUIRE(output->index > 0, PCNN_ERR_INVALID_ARGUMENT,
             "the output cannot be the input layer");
     if (loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY) {

@@ -292,7 +292,7 @@ static pcnn_status check_sections(const ckpt_view *v, const size_t *lens, const 
     if (m->optimizer > PCNN_OPTIMIZER_ADAM)
         return error_set(PCNN_ERR_UNSUPPORTED, func, "optimizer kind %u is unknown to this "
                          "libpcnn", m->optimizer);
-    if (m->loss > PCNN_LOSS_L1)
+    if (m->loss > PCNN_LOSS_BCE_WITH_LOGITS)
         return error_set(PCNN_ERR_UNSUPPORTED, func, "loss kind %u is unknown to this libpcnn",
                          m->loss);
     if (m->ranks == 0 || m->num_layers == 0)
@@ -538,8 +538,8 @@ static const char *optimizer_name(uint32_t k)
 
 static const char *loss_name(uint32_t k)
 {
-    static const char *names[] = {"softmax cross entropy", "MSE", "L1"};
-    return k <= PCNN_LOSS_L1 ? names[k] : "unknown";
+    static const char *names[] = {"softmax cross entropy", "MSE", "L1", "BCE on logits"};
+    return k <= PCNN_LOSS_BCE_WITH_LOGITS ? names[k] : "unknown";
 }
 
 static pcnn_status layer_differs(uint32_t i, const ckpt_layer *f, const ckpt_layer *n,

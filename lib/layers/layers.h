@@ -65,6 +65,10 @@ pcnn_status relu_add(layer_list *list, pcnn_layer *in, pcnn_layer **out, const c
 pcnn_status leaky_relu_add(layer_list *list, pcnn_layer *in, float slope, pcnn_layer **out,
                            const char *func);
 
+/* The logistic sigmoid and the hyperbolic tangent, element-wise. */
+pcnn_status sigmoid_add(layer_list *list, pcnn_layer *in, pcnn_layer **out, const char *func);
+pcnn_status tanh_add(layer_list *list, pcnn_layer *in, pcnn_layer **out, const char *func);
+
 /* Batch normalisation with learned scale and shift. */
 pcnn_status batchnorm_add(layer_list *list, pcnn_layer *in, float eps, float momentum,
                           pcnn_layer **out, const char *func);

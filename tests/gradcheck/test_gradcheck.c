@@ -54,7 +54,8 @@ enum {
     IN_SPACED = 1, /* input from a shuffled grid spaced 3h apart, away from 0 */
     KINKS = 2,     /* internal kinks: skip coordinates that straddle one */
     L1_AWAY = 4,   /* L1 targets placed away from the outputs */
-    PARAMS_ONLY = 8 /* large inputs: check about 24 parameters, no input */
+    PARAMS_ONLY = 8, /* large inputs: check about 24 parameters, no input */
+    TARGETS01 = 16  /* targets are probabilities in [0, 1] (BCE on logits) */
 };
 
 typedef struct gc_case gc_case;
@@ -306,6 +307,25 @@ static pcnn_status b_shuffle(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcn
     return pcnn_pixel_shuffle(net, a, t->a[0], o);
 }
 
+/* sigmoid (a[1] 0) or tanh (1) [-> conv with a[0] outputs] [-> the other
+ * activation when a[2]]. */
+static pcnn_status b_squash(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a, *b;
+    pcnn_status s;
+    if ((s = t->a[1] ? pcnn_tanh(net, x, &a) : pcnn_sigmoid(net, x, &a))) return s;
+    if (t->a[0] == 0) {
+        *o = a;
+        return PCNN_OK;
+    }
+    if ((s = conv_any(net, a, t->a[0], 3, 1, 1, 1, &b))) return s;
+    if (!t->a[2]) {
+        *o = b;
+        return PCNN_OK;
+    }
+    return t->a[1] ? pcnn_sigmoid(net, b, o) : pcnn_tanh(net, b, o);
+}
+
 /* A small complete network: conv -> bn -> relu -> maxpool -> dense. */
 static pcnn_status b_small_cnn(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
 {
@@ -364,6 +384,7 @@ static pcnn_status b_bn_relu_3d(pcnn_net *net, pcnn_layer *x, const gc_case *t, 
 #define MSE PCNN_LOSS_MSE
 #define CE PCNN_LOSS_SOFTMAX_CROSS_ENTROPY
 #define L1 PCNN_LOSS_L1
+#define BCE PCNN_LOSS_BCE_WITH_LOGITS
 
 static const gc_case cases[] = {
     /* conv2d: cout, k, s, p, bias; 3 channels of 7x5, batch 3 */
@@ -457,6 +478,16 @@ static const gc_case cases[] = {
     {"L1, dense", 12, 1, 1, 4, 0, L1, L1_AWAY, b_dense, {5, 1}, 0},
     {"L1, conv", 3, 7, 5, 2, 0, L1, L1_AWAY, b_conv, {2, 3, 1, 1, 1}, 0},
     {"MSE, conv + pixel shuffle", 2, 4, 3, 3, 0, MSE, 0, b_shuffle, {2, 4}, 0},
+    /* sigmoid and tanh: a[0] conv outputs after (0: none), a[1] tanh, a[2]
+     * the other one after the conv */
+    {"sigmoid", 2, 7, 5, 3, 0, MSE, 0, b_squash, {0, 0, 0}, 0},
+    {"tanh", 2, 7, 5, 3, 0, MSE, 0, b_squash, {0, 1, 0}, 0},
+    {"sigmoid + conv + tanh", 2, 7, 5, 3, 0, MSE, 0, b_squash, {3, 0, 1}, 0},
+    {"tanh + conv + sigmoid", 2, 5, 6, 2, 0, MSE, 0, b_squash, {2, 1, 1}, 0},
+    /* BCE on logits: targets in [0, 1] */
+    {"BCE logits, conv", 3, 7, 5, 3, 0, BCE, TARGETS01, b_conv, {2, 3, 1, 1, 1}, 0},
+    {"BCE logits, dense", 12, 1, 1, 4, 0, BCE, TARGETS01, b_dense, {5, 1}, 0},
+    {"BCE logits, tanh + conv", 2, 5, 4, 2, 0, BCE, TARGETS01, b_squash, {3, 1, 0}, 0},
     /* a whole small CNN */
     {"conv+bn+relu+maxpool+dense CE", 3, 6, 6, 3, 0, CE, KINKS, b_small_cnn, {4}, 0},
     /* conv2d with padding >= kernel: windows of pure padding */
@@ -504,6 +535,8 @@ static const gc_case3d cases3d[] = {
     {3, {"3d flatten", 2, 3, 4, 2, 0, MSE, 0, b_flatten, {0}, 0}},
     {5, {"3d conv3d + flatten + dense", 2, 4, 3, 2, 0, MSE, 0, b_conv_flatten, {3}, 0}},
     {3, {"3d L1, conv3d", 2, 3, 4, 2, 0, L1, L1_AWAY, b_conv3d, {2, 3, 1, 1, 1}, 0}},
+    {3, {"3d sigmoid + conv3d + tanh", 2, 3, 4, 2, 0, MSE, 0, b_squash, {2, 0, 1}, 0}},
+    {3, {"3d BCE logits, conv3d", 2, 3, 4, 2, 0, BCE, TARGETS01, b_conv3d, {2, 3, 1, 1, 1}, 0}},
     {3, {"3d conv3d + batchnorm + relu (fused) + dense", 2, 4, 3, 3, 0, MSE, KINKS, b_bn_relu_3d,
          {3}, 0}},
     {5, {"3d conv3d+bn+leaky+avgpool+dropout+dense", 2, 5, 4, 3, 0, MSE, KINKS, b_small_3d, {4},
@@ -686,7 +719,8 @@ static gc_result run_case(const gc_case *tc, int depth, uint64_t seed)
         for (size_t i = 0; i < (size_t)tc->n * no; i++)
             tgt[i] = y[i] + (trng_uniform(&r) < 0.5 ? -1.f : 1.f) * trng_range(&r, 0.2, 0.6);
     } else {
-        for (size_t i = 0; i < (size_t)tc->n * no; i++) tgt[i] = trng_range(&r, -1, 1);
+        const double lo = (tc->flags & TARGETS01) ? 0.0 : -1.0;
+        for (size_t i = 0; i < (size_t)tc->n * no; i++) tgt[i] = trng_range(&r, lo, 1);
     }
     const int32_t *L = tc->loss == CE ? lab : NULL;
     const float *T = tc->loss == CE ? NULL : tgt;

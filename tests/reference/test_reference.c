@@ -64,7 +64,8 @@ static const struct {
     {"conv2d", 1, 5},     {"maxpool2d", 1, 3}, {"avgpool2d", 1, 3},  {"global_avgpool", 1, 0},
     {"dense", 1, 2},      {"flatten", 1, 0},   {"relu", 1, 0},       {"leaky_relu", 1, 1},
     {"batchnorm", 1, 2},  {"add", 2, 0},       {"add_scaled", 2, 1}, {"pixel_shuffle", 1, 1},
-    {"conv3d", 1, 5},     {"maxpool3d", 1, 3}, {"avgpool3d", 1, 3},
+    {"conv3d", 1, 5},     {"maxpool3d", 1, 3}, {"avgpool3d", 1, 3},  {"sigmoid", 1, 0},
+    {"tanh", 1, 0},
 };
 
 static int g_threads = 0;
@@ -183,6 +184,8 @@ static pcnn_status add_layer(pcnn_net *net, pcnn_layer **h, const fx_layer *l, p
         return pcnn_conv3d(net, a, (int)g[0], (int)g[1], (int)g[2], (int)g[3], (int)g[4], o);
     if (!strcmp(k, "maxpool3d")) return pcnn_maxpool3d(net, a, (int)g[0], (int)g[1], (int)g[2], o);
     if (!strcmp(k, "avgpool3d")) return pcnn_avgpool3d(net, a, (int)g[0], (int)g[1], (int)g[2], o);
+    if (!strcmp(k, "sigmoid")) return pcnn_sigmoid(net, a, o);
+    if (!strcmp(k, "tanh")) return pcnn_tanh(net, a, o);
     return PCNN_ERR_INVALID_ARGUMENT;
 }
 
@@ -197,6 +200,7 @@ static pcnn_net *build(const fixture *f)
     if (!strcmp(f->loss, "cross_entropy")) loss = PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
     else if (!strcmp(f->loss, "mse")) loss = PCNN_LOSS_MSE;
     else if (!strcmp(f->loss, "l1")) loss = PCNN_LOSS_L1;
+    else if (!strcmp(f->loss, "bce_logits")) loss = PCNN_LOSS_BCE_WITH_LOGITS;
     else {
         printf("  %s: unknown loss %s\n", f->name, f->loss);
         return NULL;

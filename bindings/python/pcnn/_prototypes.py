@@ -139,4 +139,6 @@ TABLE = (
     ("pcnn_net_plan_report", "STATUS", ("H", "H", "Z", "pZ")),
     ("pcnn_net_set_perfmodel", "STATUS", ("H", "H")),
     ("pcnn_layer_get_exchange", "STATUS", ("H", "pI")),
+    ("pcnn_sigmoid", "STATUS", ("H", "H", "HH")),
+    ("pcnn_tanh", "STATUS", ("H", "H", "HH")),
 )

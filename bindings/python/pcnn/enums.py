@@ -33,6 +33,7 @@ class Loss(enum.IntEnum):
     SOFTMAX_CROSS_ENTROPY = 0
     MSE = 1
     L1 = 2
+    BCE_WITH_LOGITS = 3  # section 9.5: targets are probabilities of the output's shape
 
 
 class Init(enum.IntEnum):

@@ -368,6 +368,16 @@ class Net(Handle):
     def pixel_shuffle(self, src, upscale):
         return self._add("pcnn_pixel_shuffle", self._in(src), upscale)
 
+    def sigmoid(self, src):
+        """The logistic sigmoid 1 / (1 + exp(-x)), element-wise, as
+        torch.sigmoid (images and volumes).  For a segmentation, train the
+        logits with Loss.BCE_WITH_LOGITS instead."""
+        return self._add("pcnn_sigmoid", self._in(src))
+
+    def tanh(self, src):
+        """The hyperbolic tangent, element-wise, as torch.tanh."""
+        return self._add("pcnn_tanh", self._in(src))
+
     def set_loss(self, output, loss=Loss.SOFTMAX_CROSS_ENTROPY):
         loss = coerce(loss, Loss, "Net.set_loss")
         self._lib.pcnn_net_set_loss(self._handle(), self._in(output, "output"), loss)
