@@ -1492,9 +1492,14 @@ PCNN_EXPERIMENTAL_ONLY(pcnn_net_set_perfmodel) void pcnn_define_PCNN_EXPERIMENTA
 PCNN_EXPERIMENTAL_ONLY(pcnn_layer_get_exchange) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_layer_get_exchange(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_sigmoid) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_sigmoid(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_tanh) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_tanh(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_upsample2d) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_upsample2d(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_upsample3d) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_upsample3d(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_conv_transpose2d) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_conv_transpose2d(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_conv_transpose3d) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_conv_transpose3d(PCNN_EXPERIMENTAL_ONLY_ARGS);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective PCNN_EXPERIMENTAL_ONLY(pcnn_collective);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param PCNN_EXPERIMENTAL_ONLY(pcnn_perf_param);
+typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_upsample_mode PCNN_EXPERIMENTAL_ONLY(pcnn_upsample_mode);
 enum {
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_N PCNN_EXPERIMENTAL_ONLY(PCNN_DIM_N),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_D PCNN_EXPERIMENTAL_ONLY(PCNN_DIM_D),
@@ -1514,6 +1519,8 @@ enum {
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_COMPUTE_SOURCE PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_COMPUTE_SOURCE),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_MEMORY_CONTENTION PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_MEMORY_CONTENTION),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_RANK_PACE PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_RANK_PACE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_UPSAMPLE_NEAREST PCNN_EXPERIMENTAL_ONLY(PCNN_UPSAMPLE_NEAREST),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_UPSAMPLE_LINEAR PCNN_EXPERIMENTAL_ONLY(PCNN_UPSAMPLE_LINEAR),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_KEEP_IM2COL PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_KEEP_IM2COL),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_ENGINE PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_ENGINE),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_ACTIVE_ENGINE PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_ACTIVE_ENGINE),
@@ -1560,9 +1567,14 @@ enum {
 #define pcnn_layer_get_exchange pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_layer_get_exchange
 #define pcnn_sigmoid pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_sigmoid
 #define pcnn_tanh pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_tanh
+#define pcnn_upsample2d pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_upsample2d
+#define pcnn_upsample3d pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_upsample3d
+#define pcnn_conv_transpose2d pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_conv_transpose2d
+#define pcnn_conv_transpose3d pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_conv_transpose3d
 #define pcnn_perfmodel pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel
 #define pcnn_collective pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective
 #define pcnn_perf_param pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param
+#define pcnn_upsample_mode pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_upsample_mode
 #define PCNN_DIM_N pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_N
 #define PCNN_DIM_D pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_D
 #define PCNN_DIM_H pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_H
@@ -1581,6 +1593,8 @@ enum {
 #define PCNN_PERF_COMPUTE_SOURCE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_COMPUTE_SOURCE
 #define PCNN_PERF_MEMORY_CONTENTION pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_MEMORY_CONTENTION
 #define PCNN_PERF_RANK_PACE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_RANK_PACE
+#define PCNN_UPSAMPLE_NEAREST pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_UPSAMPLE_NEAREST
+#define PCNN_UPSAMPLE_LINEAR pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_UPSAMPLE_LINEAR
 #define PCNN_OPT_KEEP_IM2COL pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_KEEP_IM2COL
 #define PCNN_OPT_ENGINE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_ENGINE
 #define PCNN_OPT_ACTIVE_ENGINE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_ACTIVE_ENGINE
@@ -1663,9 +1677,14 @@ enum {
 #undef pcnn_layer_get_exchange
 #undef pcnn_sigmoid
 #undef pcnn_tanh
+#undef pcnn_upsample2d
+#undef pcnn_upsample3d
+#undef pcnn_conv_transpose2d
+#undef pcnn_conv_transpose3d
 #undef pcnn_perfmodel
 #undef pcnn_collective
 #undef pcnn_perf_param
+#undef pcnn_upsample_mode
 #undef PCNN_DIM_N
 #undef PCNN_DIM_D
 #undef PCNN_DIM_H
@@ -1684,6 +1703,8 @@ enum {
 #undef PCNN_PERF_COMPUTE_SOURCE
 #undef PCNN_PERF_MEMORY_CONTENTION
 #undef PCNN_PERF_RANK_PACE
+#undef PCNN_UPSAMPLE_NEAREST
+#undef PCNN_UPSAMPLE_LINEAR
 #undef PCNN_OPT_KEEP_IM2COL
 #undef PCNN_OPT_ENGINE
 #undef PCNN_OPT_ACTIVE_ENGINE
@@ -2273,6 +2294,48 @@ PCNN_API pcnn_status pcnn_tanh(pcnn_net *net, pcnn_layer *in, pcnn_layer **out);
  * computed as it stands); the mean is over the samples of the (global)
  * batch and the elements of each sample.  Stable for any logit. */
 #define PCNN_LOSS_BCE_WITH_LOGITS PCNN_LOSS_EXPERIMENTAL_1
+
+/* How pcnn_upsample2d and pcnn_upsample3d fill the new points. */
+typedef enum pcnn_upsample_mode {
+    PCNN_UPSAMPLE_NEAREST = 0, /* each value repeated factor times per axis */
+    PCNN_UPSAMPLE_LINEAR = 1   /* bilinear (2D) or trilinear (3D) */
+} pcnn_upsample_mode;
+
+/* Upsampling by an integer factor >= 1 along H and W (pcnn_upsample2d, 2D
+ * inputs only: SHAPE for a volume) or along D, H and W (pcnn_upsample3d),
+ * as torch.nn.Upsample(scale_factor=factor, mode='nearest' | 'bilinear' |
+ * 'trilinear') with align_corners=False: output index o along an axis
+ * reads the input at (o + 0.5) / factor - 0.5 (clamped at 0), between its
+ * two neighbours, the last one repeated at the far edge.  Output (C,
+ * H*factor, W*factor), or (C, D*factor, H*factor, W*factor).  No
+ * parameters.  Errors: INVALID_ARGUMENT (factor < 1, unknown mode), SHAPE
+ * (a volume for the 2D call, sizes beyond int). */
+PCNN_API pcnn_status pcnn_upsample2d(pcnn_net *net, pcnn_layer *in, int factor,
+                                     pcnn_upsample_mode mode, pcnn_layer **out);
+PCNN_API pcnn_status pcnn_upsample3d(pcnn_net *net, pcnn_layer *in, int factor,
+                                     pcnn_upsample_mode mode, pcnn_layer **out);
+
+/* Transposed convolution as torch.nn.ConvTranspose2d (pcnn_conv_transpose2d,
+ * 2D inputs only) and ConvTranspose3d (pcnn_conv_transpose3d, on volumes):
+ * the adjoint of a convolution of the same kernel (square or cubic),
+ * stride and padding, which maps (Cin, H, W) to (out_channels, Ho, Wo)
+ * with Ho = (H-1)*stride - 2*padding + kernel + output_padding (the same
+ * along W, and D for volumes).  output_padding (0 <= output_padding <
+ * stride) adds rows at the far edge only, to reach the size a strided
+ * convolution came from; bias != 0 adds a per-channel bias.  Weights
+ * [Cin][out_channels][k][k]([k]) then the bias, as PyTorch; initialised
+ * like a convolution's with PyTorch's fans (fan in out_channels * k^2 or
+ * k^3).  Computed as one GEMM and col2im (col2vol) forward, im2col
+ * (vol2col) and two GEMMs backward, over the whole local batch, in the
+ * shared workspace.  Errors: INVALID_ARGUMENT (out_channels, kernel,
+ * stride < 1, padding < 0, output_padding outside [0, stride)), SHAPE (no
+ * output, a volume for the 2D call, sizes beyond int). */
+PCNN_API pcnn_status pcnn_conv_transpose2d(pcnn_net *net, pcnn_layer *in, int out_channels,
+                                           int kernel, int stride, int padding,
+                                           int output_padding, int bias, pcnn_layer **out);
+PCNN_API pcnn_status pcnn_conv_transpose3d(pcnn_net *net, pcnn_layer *in, int out_channels,
+                                           int kernel, int stride, int padding,
+                                           int output_padding, int bias, pcnn_layer **out);
 
 #ifdef __cplusplus
 }

@@ -33,7 +33,9 @@ stride pad | avgpool2d in k stride pad | global_avgpool in | dense in out
 bias | flatten in | relu in | leaky_relu in slope | batchnorm in eps momentum
 | add a b | add_scaled a b scale | pixel_shuffle in r | conv3d in cout k stride
 pad bias | maxpool3d in k stride pad | avgpool3d in k stride pad | sigmoid in |
-tanh in.
+tanh in | upsample2d in factor mode | upsample3d in factor mode (mode 0
+nearest, 1 linear) | conv_transpose2d in cout k stride pad output_pad bias |
+conv_transpose3d in cout k stride pad output_pad bias.
 
 Floats are written as the shortest decimal that round-trips the float32
 value.  Run: /usr/bin/python3 scripts/make_fixtures.py [output dir]
@@ -55,7 +57,8 @@ KIND_INPUTS = {
     "conv2d": 1, "maxpool2d": 1, "avgpool2d": 1, "global_avgpool": 1, "dense": 1,
     "flatten": 1, "relu": 1, "leaky_relu": 1, "batchnorm": 1, "add": 2,
     "add_scaled": 2, "pixel_shuffle": 1, "conv3d": 1, "maxpool3d": 1, "avgpool3d": 1,
-    "sigmoid": 1, "tanh": 1,
+    "sigmoid": 1, "tanh": 1, "upsample2d": 1, "upsample3d": 1, "conv_transpose2d": 1,
+    "conv_transpose3d": 1,
 }
 
 
@@ -102,6 +105,17 @@ class Net(torch.nn.Module):
                 init.append(quantized(rng, (cout, c, k, k), -bound, bound, 2**-12))
                 if bias:
                     init.append(quantized(rng, (cout,), -0.1, 0.1, 2**-12))
+            elif kind in ("conv_transpose2d", "conv_transpose3d"):
+                cout, k, s, p, op, bias = args
+                vol = kind == "conv_transpose3d"
+                cls = torch.nn.ConvTranspose3d if vol else torch.nn.ConvTranspose2d
+                mod = cls(c, cout, k, s, p, output_padding=op, bias=bool(bias))
+                taps = k ** (3 if vol else 2)
+                bound = 1.0 / np.sqrt(cout * taps)
+                init.append(quantized(rng, (c, cout) + (k,) * (3 if vol else 2), -bound, bound,
+                                      2**-12))
+                if bias:
+                    init.append(quantized(rng, (cout,), -0.1, 0.1, 2**-12))
             elif kind == "dense":
                 out, bias = args
                 mod = torch.nn.Linear(features, out, bias=bool(bias))
@@ -136,8 +150,14 @@ class Net(torch.nn.Module):
     def _apply(kind, ins, args, mod, outs):
         a = outs[ins[0]]
         n = a.shape[0]
-        if kind in ("conv2d", "conv3d", "batchnorm"):
+        if kind in ("conv2d", "conv3d", "batchnorm", "conv_transpose2d", "conv_transpose3d"):
             return mod(a)
+        if kind in ("upsample2d", "upsample3d"):
+            factor, mode = args
+            if mode == 0:
+                return F.interpolate(a, scale_factor=factor, mode="nearest")
+            linear = "trilinear" if kind == "upsample3d" else "bilinear"
+            return F.interpolate(a, scale_factor=factor, mode=linear, align_corners=False)
         if kind == "dense":
             return mod(a.reshape(n, -1)).reshape(n, -1, 1, 1)
         if kind == "flatten":
@@ -415,6 +435,21 @@ def cases():
            ("conv3d", [2], [2, 1, 1, 0, 1])]
     yield make_case("bce_logits_conv3d_momentum", (2, 3, 5, 4), seg, ("bce_logits", 3),
                     "momentum", {"learning_rate": 0.1, "momentum": 0.9}, seed=16)
+    # A decoder: strided conv down, a strided transposed conv back up with
+    # output padding, nearest and bilinear upsampling, odd sizes.
+    dec = [("conv2d", [0], [4, 3, 2, 1, 1]), ("tanh", [1], []),
+           ("conv_transpose2d", [2], [3, 3, 2, 1, 1, 1]), ("upsample2d", [3], [2, 0]),
+           ("conv2d", [4], [3, 3, 2, 0, 1]), ("upsample2d", [5], [3, 1]),
+           ("conv_transpose2d", [6], [2, 4, 1, 2, 0, 0])]
+    yield make_case("decoder2d_adam", (2, 7, 5), dec, ("mse", 7), "adam",
+                    {"learning_rate": 0.01}, batch=2, seed=17)
+    # Volumes: trilinear upsampling then a strided transposed conv3d with
+    # output padding, nearest upsampling, a k2 s2 transposed conv3d.
+    dec3 = [("upsample3d", [0], [2, 1]), ("conv_transpose3d", [1], [3, 3, 2, 1, 1, 1]),
+            ("sigmoid", [2], []), ("conv3d", [3], [2, 3, 3, 1, 1]), ("upsample3d", [4], [2, 0]),
+            ("conv3d", [5], [2, 3, 2, 0, 1]), ("conv_transpose3d", [6], [2, 2, 2, 0, 0, 0])]
+    yield make_case("decoder3d_sgd", (2, 3, 2, 3), dec3, ("mse", 7), "sgd",
+                    {"learning_rate": 0.5}, batch=2, steps=2, seed=18)
 
 
 def main():

@@ -148,6 +148,10 @@ module pcnn
   integer(c_int), parameter :: PCNN_PERF_MEMORY_CONTENTION = 8
   integer(c_int), parameter :: PCNN_PERF_RANK_PACE = 9
 
+  ! enum pcnn_upsample_mode
+  integer(c_int), parameter :: PCNN_UPSAMPLE_NEAREST = 0
+  integer(c_int), parameter :: PCNN_UPSAMPLE_LINEAR = 1
+
   ! #defines
   integer(c_int), parameter :: PCNN_VERSION_MAJOR = 0
   integer(c_int), parameter :: PCNN_VERSION_MINOR = 2
@@ -1232,6 +1236,52 @@ module pcnn
       type(c_ptr), optional :: out
       integer(c_int) :: pcnn_tanh
     end function pcnn_tanh
+    function pcnn_upsample2d(net, in, factor, mode, out) bind(c, name='pcnn_upsample2d')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_ptr), value :: in
+      integer(c_int), value :: factor
+      integer(c_int), value :: mode
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_upsample2d
+    end function pcnn_upsample2d
+    function pcnn_upsample3d(net, in, factor, mode, out) bind(c, name='pcnn_upsample3d')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_ptr), value :: in
+      integer(c_int), value :: factor
+      integer(c_int), value :: mode
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_upsample3d
+    end function pcnn_upsample3d
+    function pcnn_conv_transpose2d(net, in, out_channels, kernel, stride, padding, &
+        output_padding, bias, out) bind(c, name='pcnn_conv_transpose2d')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_ptr), value :: in
+      integer(c_int), value :: out_channels
+      integer(c_int), value :: kernel
+      integer(c_int), value :: stride
+      integer(c_int), value :: padding
+      integer(c_int), value :: output_padding
+      integer(c_int), value :: bias
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_conv_transpose2d
+    end function pcnn_conv_transpose2d
+    function pcnn_conv_transpose3d(net, in, out_channels, kernel, stride, padding, &
+        output_padding, bias, out) bind(c, name='pcnn_conv_transpose3d')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_ptr), value :: in
+      integer(c_int), value :: out_channels
+      integer(c_int), value :: kernel
+      integer(c_int), value :: stride
+      integer(c_int), value :: padding
+      integer(c_int), value :: output_padding
+      integer(c_int), value :: bias
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_conv_transpose3d
+    end function pcnn_conv_transpose3d
     function pcnn_strlen_c(s) bind(c, name='strlen')
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s

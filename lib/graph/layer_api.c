@@ -179,3 +179,43 @@ PCNN_API pcnn_status pcnn_tanh(pcnn_net *net, pcnn_layer *in, pcnn_layer **out)
     TRY(net_check_alive(net, __func__));
     return tanh_add(&net->layers, in, out, __func__);
 }
+
+PCNN_API pcnn_status pcnn_upsample2d(pcnn_net *net, pcnn_layer *in, int factor,
+                                     pcnn_upsample_mode mode, pcnn_layer **out)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
+    return upsample2d_add(&net->layers, in, factor, (int)mode, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_upsample3d(pcnn_net *net, pcnn_layer *in, int factor,
+                                     pcnn_upsample_mode mode, pcnn_layer **out)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
+    return upsample3d_add(&net->layers, in, factor, (int)mode, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_conv_transpose2d(pcnn_net *net, pcnn_layer *in, int out_channels,
+                                           int kernel, int stride, int padding,
+                                           int output_padding, int bias, pcnn_layer **out)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
+    return conv_transpose2d_add(&net->layers, in, out_channels, kernel, stride, padding,
+                                output_padding, bias, out, __func__);
+}
+
+PCNN_API pcnn_status pcnn_conv_transpose3d(pcnn_net *net, pcnn_layer *in, int out_channels,
+                                           int kernel, int stride, int padding,
+                                           int output_padding, int bias, pcnn_layer **out)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
+    return conv_transpose3d_add(&net->layers, in, out_channels, kernel, stride, padding,
+                                output_padding, bias, out, __func__);
+}

@@ -85,4 +85,20 @@ pcnn_status residual_add(layer_list *list, pcnn_layer *a, pcnn_layer *b, float b
 pcnn_status pixel_shuffle_add(layer_list *list, pcnn_layer *in, int upscale, pcnn_layer **out,
                               const char *func);
 
+/* Upsampling by an integer factor along H, W (2D) or D, H, W (3D); mode
+ * PCNN_UPSAMPLE_NEAREST or PCNN_UPSAMPLE_LINEAR (align_corners=False). */
+pcnn_status upsample2d_add(layer_list *list, pcnn_layer *in, int factor, int mode,
+                           pcnn_layer **out, const char *func);
+pcnn_status upsample3d_add(layer_list *list, pcnn_layer *in, int factor, int mode,
+                           pcnn_layer **out, const char *func);
+
+/* Transposed convolutions (square / cubic kernel, stride, padding,
+ * 0 <= output_padding < stride, optional bias). */
+pcnn_status conv_transpose2d_add(layer_list *list, pcnn_layer *in, int out_channels,
+                                 int kernel, int stride, int padding, int output_padding,
+                                 int bias, pcnn_layer **out, const char *func);
+pcnn_status conv_transpose3d_add(layer_list *list, pcnn_layer *in, int out_channels,
+                                 int kernel, int stride, int padding, int output_padding,
+                                 int bias, pcnn_layer **out, const char *func);
+
 #endif

@@ -326,6 +326,32 @@ static pcnn_status b_squash(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn
     return t->a[1] ? pcnn_sigmoid(net, b, o) : pcnn_tanh(net, b, o);
 }
 
+static bool is_volume(pcnn_layer *x)
+{
+    int depth = 1;
+    return pcnn_layer_output_shape3d(x, NULL, &depth, NULL, NULL) == PCNN_OK && depth > 1;
+}
+
+/* [conv with a[2] outputs ->] upsample by a[0], mode a[1] (2D or 3D by the
+ * input). */
+static pcnn_status b_upsample(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a = x;
+    pcnn_status s;
+    if (t->a[2] && (s = conv_any(net, x, t->a[2], 3, 1, 1, 1, &a))) return s;
+    const pcnn_upsample_mode mode = (pcnn_upsample_mode)t->a[1];
+    if (is_volume(x)) return pcnn_upsample3d(net, a, t->a[0], mode, o);
+    return pcnn_upsample2d(net, a, t->a[0], mode, o);
+}
+
+/* Transposed convolution: cout, k, s, p, output padding, bias. */
+static pcnn_status b_convt(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    const int *a = t->a;
+    if (is_volume(x)) return pcnn_conv_transpose3d(net, x, a[0], a[1], a[2], a[3], a[4], a[5], o);
+    return pcnn_conv_transpose2d(net, x, a[0], a[1], a[2], a[3], a[4], a[5], o);
+}
+
 /* A small complete network: conv -> bn -> relu -> maxpool -> dense. */
 static pcnn_status b_small_cnn(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
 {
@@ -488,6 +514,22 @@ static const gc_case cases[] = {
     {"BCE logits, conv", 3, 7, 5, 3, 0, BCE, TARGETS01, b_conv, {2, 3, 1, 1, 1}, 0},
     {"BCE logits, dense", 12, 1, 1, 4, 0, BCE, TARGETS01, b_dense, {5, 1}, 0},
     {"BCE logits, tanh + conv", 2, 5, 4, 2, 0, BCE, TARGETS01, b_squash, {3, 1, 0}, 0},
+    /* upsampling: factor, mode (0 nearest, 1 linear), conv channels before */
+    {"upsample nearest f2", 2, 5, 4, 2, 0, MSE, 0, b_upsample, {2, 0, 0}, 0},
+    {"upsample nearest f3 after conv", 2, 3, 5, 2, 0, MSE, 0, b_upsample, {3, 0, 3}, 0},
+    {"upsample linear f2", 2, 5, 4, 2, 0, MSE, 0, b_upsample, {2, 1, 0}, 0},
+    {"upsample linear f3", 1, 3, 5, 2, 0, MSE, 0, b_upsample, {3, 1, 0}, 0},
+    {"upsample linear f2 after conv", 2, 4, 3, 3, 0, MSE, 0, b_upsample, {2, 1, 3}, 0},
+    {"upsample linear f1", 2, 3, 4, 2, 0, MSE, 0, b_upsample, {1, 1, 0}, 0},
+    /* transposed convolution: cout, k, s, p, output padding, bias */
+    {"convt k3 s1 p0 op0 bias", 3, 5, 4, 2, 0, MSE, 0, b_convt, {2, 3, 1, 0, 0, 1}, 0},
+    {"convt k3 s2 p1 op1 bias", 3, 5, 4, 2, 0, MSE, 0, b_convt, {2, 3, 2, 1, 1, 1}, 0},
+    {"convt k2 s2 p0 op0 nobias", 3, 5, 4, 2, 0, MSE, 0, b_convt, {3, 2, 2, 0, 0, 0}, 0},
+    {"convt k4 s3 p1 op2 bias", 2, 3, 5, 2, 0, MSE, 0, b_convt, {2, 4, 3, 1, 2, 1}, 0},
+    {"convt k5 s2 p2 op1 bias", 2, 5, 3, 2, 0, MSE, 0, b_convt, {3, 5, 2, 2, 1, 1}, 0},
+    {"convt k1 s2 p0 op1 bias", 3, 4, 3, 2, 0, MSE, 0, b_convt, {2, 1, 2, 0, 1, 1}, 0},
+    {"convt k3 s3 p2 op0 nobias", 2, 5, 4, 2, 0, MSE, 0, b_convt, {2, 3, 3, 2, 0, 0}, 0},
+    {"convt k3 s2 p1 op1 n2 of max 3", 2, 5, 4, 2, 3, MSE, 0, b_convt, {3, 3, 2, 1, 1, 1}, 0},
     /* a whole small CNN */
     {"conv+bn+relu+maxpool+dense CE", 3, 6, 6, 3, 0, CE, KINKS, b_small_cnn, {4}, 0},
     /* conv2d with padding >= kernel: windows of pure padding */
@@ -536,6 +578,13 @@ static const gc_case3d cases3d[] = {
     {5, {"3d conv3d + flatten + dense", 2, 4, 3, 2, 0, MSE, 0, b_conv_flatten, {3}, 0}},
     {3, {"3d L1, conv3d", 2, 3, 4, 2, 0, L1, L1_AWAY, b_conv3d, {2, 3, 1, 1, 1}, 0}},
     {3, {"3d sigmoid + conv3d + tanh", 2, 3, 4, 2, 0, MSE, 0, b_squash, {2, 0, 1}, 0}},
+    {3, {"3d upsample nearest f2", 2, 3, 4, 2, 0, MSE, 0, b_upsample, {2, 0, 0}, 0}},
+    {3, {"3d upsample linear f2 after conv3d", 2, 3, 2, 2, 0, MSE, 0, b_upsample, {2, 1, 2}, 0}},
+    {2, {"3d upsample linear f3", 1, 3, 2, 2, 0, MSE, 0, b_upsample, {3, 1, 0}, 0}},
+    {3, {"3d convt k3 s2 p1 op1 bias", 2, 3, 4, 2, 0, MSE, 0, b_convt, {2, 3, 2, 1, 1, 1}, 0}},
+    {3, {"3d convt k2 s2 p0 op0 nobias", 2, 4, 3, 2, 0, MSE, 0, b_convt, {3, 2, 2, 0, 0, 0}, 0}},
+    {2, {"3d convt k3 s1 p1 op0 bias", 3, 3, 3, 2, 0, MSE, 0, b_convt, {2, 3, 1, 1, 0, 1}, 0}},
+    {3, {"3d convt k3 s3 p2 op2 bias", 2, 3, 2, 2, 0, MSE, 0, b_convt, {2, 3, 3, 2, 2, 1}, 0}},
     {3, {"3d BCE logits, conv3d", 2, 3, 4, 2, 0, BCE, TARGETS01, b_conv3d, {2, 3, 1, 1, 1}, 0}},
     {3, {"3d conv3d + batchnorm + relu (fused) + dense", 2, 4, 3, 3, 0, MSE, KINKS, b_bn_relu_3d,
          {3}, 0}},

@@ -65,7 +65,8 @@ static const struct {
     {"dense", 1, 2},      {"flatten", 1, 0},   {"relu", 1, 0},       {"leaky_relu", 1, 1},
     {"batchnorm", 1, 2},  {"add", 2, 0},       {"add_scaled", 2, 1}, {"pixel_shuffle", 1, 1},
     {"conv3d", 1, 5},     {"maxpool3d", 1, 3}, {"avgpool3d", 1, 3},  {"sigmoid", 1, 0},
-    {"tanh", 1, 0},
+    {"tanh", 1, 0},       {"upsample2d", 1, 2}, {"upsample3d", 1, 2}, {"conv_transpose2d", 1, 6},
+    {"conv_transpose3d", 1, 6},
 };
 
 static int g_threads = 0;
@@ -186,6 +187,16 @@ static pcnn_status add_layer(pcnn_net *net, pcnn_layer **h, const fx_layer *l, p
     if (!strcmp(k, "avgpool3d")) return pcnn_avgpool3d(net, a, (int)g[0], (int)g[1], (int)g[2], o);
     if (!strcmp(k, "sigmoid")) return pcnn_sigmoid(net, a, o);
     if (!strcmp(k, "tanh")) return pcnn_tanh(net, a, o);
+    if (!strcmp(k, "upsample2d"))
+        return pcnn_upsample2d(net, a, (int)g[0], (pcnn_upsample_mode)g[1], o);
+    if (!strcmp(k, "upsample3d"))
+        return pcnn_upsample3d(net, a, (int)g[0], (pcnn_upsample_mode)g[1], o);
+    if (!strcmp(k, "conv_transpose2d"))
+        return pcnn_conv_transpose2d(net, a, (int)g[0], (int)g[1], (int)g[2], (int)g[3],
+                                     (int)g[4], (int)g[5], o);
+    if (!strcmp(k, "conv_transpose3d"))
+        return pcnn_conv_transpose3d(net, a, (int)g[0], (int)g[1], (int)g[2], (int)g[3],
+                                     (int)g[4], (int)g[5], o);
     return PCNN_ERR_INVALID_ARGUMENT;
 }
 

@@ -246,6 +246,22 @@ static void fresh_and_building(void)
     CASE(E_ARG, "upscale 0", pcnn_pixel_shuffle, net, conv, 0, &o_layer);
     CASE(E_SHAPE, "4 channels do not divide by upscale^2 = 9", pcnn_pixel_shuffle, net, conv, 3,
          &o_layer);
+    /* encoder-decoder layers (section 9.5) */
+    CASE(E_ARG, "input layer 0 is NULL", pcnn_sigmoid, net, NULL, &o_layer);
+    CASE(E_ARG, "input layer 0 is NULL", pcnn_tanh, net, NULL, &o_layer);
+    CASE(E_ARG, "layer 3 (upsample2d): factor 0 must be >= 1", pcnn_upsample2d, net, conv, 0,
+         PCNN_UPSAMPLE_NEAREST, &o_layer);
+    CASE(E_ARG, "mode 7 is neither PCNN_UPSAMPLE_NEAREST (0) nor PCNN_UPSAMPLE_LINEAR (1)",
+         pcnn_upsample3d, net, conv, 2, (pcnn_upsample_mode)7, &o_layer);
+    CASE(E_ARG, "layer 3 (conv_transpose2d): output_padding 2 must be >= 0 and smaller than "
+         "the stride 2", pcnn_conv_transpose2d, net, conv, 4, 3, 2, 1, 2, 1, &o_layer);
+    CASE(E_ARG, "output_padding -1", pcnn_conv_transpose3d, net, conv, 4, 3, 2, 1, -1, 1,
+         &o_layer);
+    CASE(E_ARG, "kernel 0 must be >= 1", pcnn_conv_transpose2d, net, conv, 4, 0, 1, 0, 0, 1,
+         &o_layer);
+    CASE(E_ARG, "out_channels 0", pcnn_conv_transpose2d, net, conv, 0, 3, 1, 0, 0, 1, &o_layer);
+    CASE(E_SHAPE, "kernel 1, stride 1, padding 4, output_padding 0 give no output on a 1x6x6 "
+         "input", pcnn_conv_transpose2d, net, conv, 4, 1, 1, 4, 0, 1, &o_layer);
     OK(pcnn_relu(net, pool, &relu));
 
     /* Queries and settings of layers. */
@@ -262,7 +278,7 @@ static void fresh_and_building(void)
     /* Losses and optimizers. */
     CASE(E_ARG, "net is NULL", pcnn_net_set_loss, NULL, relu, PCNN_LOSS_MSE);
     CASE(E_ARG, "output is NULL", pcnn_net_set_loss, net, NULL, PCNN_LOSS_MSE);
-    CASE(E_ARG, "unknown loss 3", pcnn_net_set_loss, net, relu, (pcnn_loss)3);
+    CASE(E_ARG, "unknown loss 4", pcnn_net_set_loss, net, relu, (pcnn_loss)4);
     CASE(E_ARG, "output cannot be the input", pcnn_net_set_loss, net, in, PCNN_LOSS_MSE);
     CASE(E_ARG, "belongs to another network", pcnn_net_set_loss, net, other_in, PCNN_LOSS_MSE);
     CASE(E_SHAPE, "layer 3 (relu) gives (4, 3, 3)", pcnn_net_set_loss, net, relu,
@@ -470,6 +486,10 @@ static void volumes(void)
          &o_layer);
     CASE(PCNN_ERR_UNSUPPORTED, "layer 1 (pixel_shuffle): 2D only, but the input is 3D (depth 5)",
          pcnn_pixel_shuffle, net, in, 1, &o_layer);
+    CASE(E_SHAPE, "layer 1 (upsample2d): the input is a volume (depth 5): use pcnn_upsample3d",
+         pcnn_upsample2d, net, in, 2, PCNN_UPSAMPLE_LINEAR, &o_layer);
+    CASE(E_SHAPE, "the input is a volume (depth 5): use pcnn_conv_transpose3d",
+         pcnn_conv_transpose2d, net, in, 2, 2, 2, 0, 0, 1, &o_layer);
     /* add: depth must match too */
     OK(pcnn_conv3d(net, in, 4, 3, 1, 1, 1, &conv));
     OK(pcnn_maxpool3d(net, conv, 2, 2, 0, &pool));

@@ -18,7 +18,8 @@ from . import _api, _args
 from .comm import Comm, MPIMismatchError, mpi_info
 from .dataset import Dataset
 from .enums import (Collective, Dtype, Exchange, Init, LogLevel, Loss, MemoryPart, Optimizer,
-                    Option, PerfParam, SchedEvent, SchedLrRule, SchedOption, Status, Time)
+                    Option, PerfParam, SchedEvent, SchedLrRule, SchedOption, Status, Time,
+                    UpsampleMode)
 from .errors import (CorruptError, FileError, InternalError, InvalidArgumentError,
                      InvalidStateError, LibraryError, LibraryNotFoundError, MismatchError,
                      MPIError, NumericError, OutOfMemoryError, PcnnError, RemoteError,
@@ -68,7 +69,7 @@ _api.try_load_at_import()
 __all__ = [
     "Comm", "Dataset", "Net", "Layer", "Scheduler", "Evaluation", "StepInfo",
     "Exchange", "Init", "Loss", "Optimizer", "Option", "Status", "Time", "Dtype", "LogLevel",
-    "MemoryPart",
+    "MemoryPart", "UpsampleMode",
     "SchedOption", "SchedLrRule", "SchedEvent",
     "PerfModel", "PerfParam", "Collective",
     "PcnnError", "InvalidArgumentError", "InvalidStateError", "ShapeError",

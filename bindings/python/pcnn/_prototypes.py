@@ -141,4 +141,8 @@ TABLE = (
     ("pcnn_layer_get_exchange", "STATUS", ("H", "pI")),
     ("pcnn_sigmoid", "STATUS", ("H", "H", "HH")),
     ("pcnn_tanh", "STATUS", ("H", "H", "HH")),
+    ("pcnn_upsample2d", "STATUS", ("H", "H", "I", "E", "HH")),
+    ("pcnn_upsample3d", "STATUS", ("H", "H", "I", "E", "HH")),
+    ("pcnn_conv_transpose2d", "STATUS", ("H", "H", "I", "I", "I", "I", "I", "I", "HH")),
+    ("pcnn_conv_transpose3d", "STATUS", ("H", "H", "I", "I", "I", "I", "I", "I", "HH")),
 )

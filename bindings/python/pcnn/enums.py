@@ -162,6 +162,12 @@ class PerfParam(enum.IntEnum):
     RANK_PACE = 9
 
 
+class UpsampleMode(enum.IntEnum):
+    """How Net.upsample2d / upsample3d fill the new points (pcnn.h 9.5)."""
+    NEAREST = 0
+    LINEAR = 1  # bilinear in 2D, trilinear in 3D (align_corners=False)
+
+
 # Header prefix of each enum's members, for the consistency test.
 class Dtype(enum.IntEnum):
     """Element type of volume files (pcnn_dtype, pcnn.volumes)."""
@@ -184,6 +190,7 @@ C_PREFIX = {
     "pcnn_collective": (Collective, "PCNN_COLL_"),
     "pcnn_perf_param": (PerfParam, "PCNN_PERF_"),
     "pcnn_dtype": (Dtype, "PCNN_DTYPE_"),
+    "pcnn_upsample_mode": (UpsampleMode, "PCNN_UPSAMPLE_"),
 }
 
 

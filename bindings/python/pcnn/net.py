@@ -18,7 +18,7 @@ from ._handle import Handle, new_handle
 from .comm import Comm
 from .dataset import Dataset
 from .enums import (Exchange, Init, LogLevel, Loss, MemoryPart, Optimizer, Option, Status, Time,
-                    coerce)
+                    UpsampleMode, coerce)
 from .errors import InvalidArgumentError, InvalidStateError, ShapeError
 
 Evaluation = collections.namedtuple("Evaluation", "loss accuracy")
@@ -177,6 +177,17 @@ class Layer:
         if net is None or net.closed:
             return "<pcnn.Layer %d %s (network closed)>" % (self.index, self.kind)
         return "<pcnn.Layer %d %s %s>" % (self.index, self.kind, self.output_shape)
+
+
+def _int_arg(value, name, what, lo=None):
+    """value as an int, or TypeError / InvalidArgumentError naming the
+    parameter (before ctypes, whose own message names an argument number)."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError("%s: %s must be an integer, got %r" % (what, name, value))
+    value = int(value.__index__())
+    if lo is not None and value < lo:
+        raise InvalidArgumentError("%s: %s is %d, must be >= %d" % (what, name, value, lo))
+    return value
 
 
 def _parts(parts):
@@ -377,6 +388,53 @@ class Net(Handle):
     def tanh(self, src):
         """The hyperbolic tangent, element-wise, as torch.tanh."""
         return self._add("pcnn_tanh", self._in(src))
+
+    def _upsample(self, fn, src, factor, mode):
+        what = "Net." + fn[5:]
+        factor = _int_arg(factor, "factor", what, 1)
+        mode = coerce(mode, UpsampleMode, what)
+        return self._add(fn, self._in(src), factor, int(mode), inputs=(src,),
+                         config=dict(factor=factor, mode=getattr(mode, "name", mode)))
+
+    def upsample2d(self, src, factor=2, mode="nearest"):
+        """Upsample images by an integer factor along H and W, as
+        torch.nn.Upsample(scale_factor=factor, mode=...).  mode: "nearest"
+        or "linear" (bilinear, align_corners=False), or an UpsampleMode."""
+        return self._upsample("pcnn_upsample2d", src, factor, mode)
+
+    def upsample3d(self, src, factor=2, mode="nearest"):
+        """Upsample volumes by an integer factor along D, H and W; mode
+        "nearest" or "linear" (trilinear, align_corners=False)."""
+        return self._upsample("pcnn_upsample3d", src, factor, mode)
+
+    def _conv_transpose(self, fn, src, out_channels, kernel, stride, padding, output_padding,
+                        bias):
+        what = "Net." + fn[5:]
+        out_channels = _int_arg(out_channels, "out_channels", what, 1)
+        kernel = _int_arg(kernel, "kernel", what, 1)
+        stride = _int_arg(stride, "stride", what, 1)
+        padding = _int_arg(padding, "padding", what, 0)
+        output_padding = _int_arg(output_padding, "output_padding", what, 0)
+        return self._add(fn, self._in(src), out_channels, kernel, stride, padding,
+                         output_padding, int(bool(bias)), inputs=(src,),
+                         config=dict(out_channels=out_channels, kernel=kernel, stride=stride,
+                                     padding=padding, output_padding=output_padding,
+                                     bias=bool(bias)))
+
+    def conv_transpose2d(self, src, out_channels, kernel, stride=1, padding=0,
+                         output_padding=0, bias=True):
+        """Transposed convolution as torch.nn.ConvTranspose2d: output
+        (H-1)*stride - 2*padding + kernel + output_padding per axis, with
+        0 <= output_padding < stride.  Weights [Cin][Cout][k][k], bias."""
+        return self._conv_transpose("pcnn_conv_transpose2d", src, out_channels, kernel, stride,
+                                    padding, output_padding, bias)
+
+    def conv_transpose3d(self, src, out_channels, kernel, stride=1, padding=0,
+                         output_padding=0, bias=True):
+        """Transposed convolution of volumes as torch.nn.ConvTranspose3d
+        (cubic kernel; sizes as conv_transpose2d along D, H and W)."""
+        return self._conv_transpose("pcnn_conv_transpose3d", src, out_channels, kernel, stride,
+                                    padding, output_padding, bias)
 
     def set_loss(self, output, loss=Loss.SOFTMAX_CROSS_ENTROPY):
         loss = coerce(loss, Loss, "Net.set_loss")

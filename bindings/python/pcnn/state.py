@@ -23,7 +23,8 @@ class StateKeyError(KeyError):
 
 
 # The kinds with trainable parameters, and those with running statistics.
-PARAMETERISED = ("conv2d", "conv3d", "dense", "batchnorm")
+PARAMETERISED = ("conv2d", "conv3d", "dense", "batchnorm", "conv_transpose2d",
+                 "conv_transpose3d")
 
 
 def trainable_parts(layer):
@@ -34,6 +35,12 @@ def trainable_parts(layer):
         out, k = cfg["out_channels"], cfg["kernel"]
         cin = layer.inputs[0].output_shape[0]
         parts = [("weight", (out, cin) + (k,) * (2 if kind == "conv2d" else 3))]
+        if cfg["bias"]:
+            parts.append(("bias", (out,)))
+    elif kind in ("conv_transpose2d", "conv_transpose3d"):
+        out, k = cfg["out_channels"], cfg["kernel"]
+        cin = layer.inputs[0].output_shape[0]
+        parts = [("weight", (cin, out) + (k,) * (2 if kind == "conv_transpose2d" else 3))]
         if cfg["bias"]:
             parts.append(("bias", (out,)))
     elif kind == "dense":

@@ -66,7 +66,8 @@ def _pairs(net, sd, what):
     pairs = []
     for (prefix, group), layer in zip(groups.items(), layers):
         tkind = _torch_kind(sd, group)
-        if tkind != layer.kind:
+        # A transposed convolution's weight has a convolution's rank.
+        if tkind != layer.kind.replace("conv_transpose", "conv"):
             raise InvalidArgumentError(
                 "%s: torch module %r looks like %s (parts %s) but the matching layer %d is %s"
                 % (what, prefix, tkind, sorted(group), layer.index, layer.kind))
