@@ -1496,6 +1496,7 @@ PCNN_EXPERIMENTAL_ONLY(pcnn_upsample2d) void pcnn_define_PCNN_EXPERIMENTAL_to_us
 PCNN_EXPERIMENTAL_ONLY(pcnn_upsample3d) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_upsample3d(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_conv_transpose2d) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_conv_transpose2d(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_conv_transpose3d) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_conv_transpose3d(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_concat) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_concat(PCNN_EXPERIMENTAL_ONLY_ARGS);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective PCNN_EXPERIMENTAL_ONLY(pcnn_collective);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param PCNN_EXPERIMENTAL_ONLY(pcnn_perf_param);
@@ -1571,6 +1572,7 @@ enum {
 #define pcnn_upsample3d pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_upsample3d
 #define pcnn_conv_transpose2d pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_conv_transpose2d
 #define pcnn_conv_transpose3d pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_conv_transpose3d
+#define pcnn_concat pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_concat
 #define pcnn_perfmodel pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel
 #define pcnn_collective pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective
 #define pcnn_perf_param pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param
@@ -1681,6 +1683,7 @@ enum {
 #undef pcnn_upsample3d
 #undef pcnn_conv_transpose2d
 #undef pcnn_conv_transpose3d
+#undef pcnn_concat
 #undef pcnn_perfmodel
 #undef pcnn_collective
 #undef pcnn_perf_param
@@ -2336,6 +2339,17 @@ PCNN_API pcnn_status pcnn_conv_transpose2d(pcnn_net *net, pcnn_layer *in, int ou
 PCNN_API pcnn_status pcnn_conv_transpose3d(pcnn_net *net, pcnn_layer *in, int out_channels,
                                            int kernel, int stride, int padding,
                                            int output_padding, int bias, pcnn_layer **out);
+
+/* Concatenation by channels, as torch.cat(dim=1): count layers (1 to 64,
+ * any may repeat) whose outputs agree in depth, height and width give
+ * (C_0 + C_1 + ..., D, H, W), input 0's channels first.  inputs is an
+ * array of count handles, read during the call only.  This makes the
+ * graph a DAG, as pcnn_add does (U-Net's skip connections).  Errors:
+ * INVALID_ARGUMENT (inputs NULL, count outside [1, 64], a NULL input or
+ * one of another network), SHAPE (the spatial extents differ: the message
+ * names the input). */
+PCNN_API pcnn_status pcnn_concat(pcnn_net *net, pcnn_layer *const *inputs, int count,
+                                 pcnn_layer **out);
 
 #ifdef __cplusplus
 }

@@ -35,7 +35,7 @@ bias | flatten in | relu in | leaky_relu in slope | batchnorm in eps momentum
 pad bias | maxpool3d in k stride pad | avgpool3d in k stride pad | sigmoid in |
 tanh in | upsample2d in factor mode | upsample3d in factor mode (mode 0
 nearest, 1 linear) | conv_transpose2d in cout k stride pad output_pad bias |
-conv_transpose3d in cout k stride pad output_pad bias.
+conv_transpose3d in cout k stride pad output_pad bias | concat count in....
 
 Floats are written as the shortest decimal that round-trips the float32
 value.  Run: /usr/bin/python3 scripts/make_fixtures.py [output dir]
@@ -58,7 +58,7 @@ KIND_INPUTS = {
     "flatten": 1, "relu": 1, "leaky_relu": 1, "batchnorm": 1, "add": 2,
     "add_scaled": 2, "pixel_shuffle": 1, "conv3d": 1, "maxpool3d": 1, "avgpool3d": 1,
     "sigmoid": 1, "tanh": 1, "upsample2d": 1, "upsample3d": 1, "conv_transpose2d": 1,
-    "conv_transpose3d": 1,
+    "conv_transpose3d": 1, "concat": None,  # None: any number, written first
 }
 
 
@@ -191,6 +191,8 @@ class Net(torch.nn.Module):
             return a + float(f32(args[0])) * outs[ins[1]]
         if kind == "pixel_shuffle":
             return F.pixel_shuffle(a, args[0])
+        if kind == "concat":
+            return torch.cat([outs[i] for i in ins], dim=1)
         if kind == "sigmoid":
             return torch.sigmoid(a)
         if kind == "tanh":
@@ -248,7 +250,7 @@ def make_case_once(name, in_shape, layers, loss, optimizer, options, batch, step
     rng = np.random.default_rng(seed)
     layers = [(k, list(ins), list(args)) for k, ins, args in layers]
     for k, ins, _ in layers:
-        assert len(ins) == KIND_INPUTS[k], k
+        assert KIND_INPUTS[k] is None or len(ins) == KIND_INPUTS[k], k
     net = Net(in_shape, layers, rng)
     KINK_MARGIN[0] = np.inf  # (the shape probes ran on zeros)
     loss_kind, out_index = loss
@@ -315,7 +317,9 @@ def make_case_once(name, in_shape, layers, loss, optimizer, options, batch, step
     head = "input3d %d %d %d %d" if len(in_shape) == 4 else "input %d %d %d"
     lines = ["pcnn-fixture 1", "name " + name, head % tuple(in_shape)]
     for kind, ins, args in layers:
-        lines.append(" ".join(["layer", kind] + [str(i) for i in ins] + [fmt(a) for a in args]))
+        count = [str(len(ins))] if KIND_INPUTS[kind] is None else []
+        lines.append(" ".join(["layer", kind] + count + [str(i) for i in ins] +
+                              [fmt(a) for a in args]))
     lines.append("loss %s %d" % (loss_kind, out_index))
     lines.append("optimizer " + optimizer)
     for k, v in options.items():
@@ -450,6 +454,21 @@ def cases():
             ("conv3d", [5], [2, 3, 2, 0, 1]), ("conv_transpose3d", [6], [2, 2, 2, 0, 0, 0])]
     yield make_case("decoder3d_sgd", (2, 3, 2, 3), dec3, ("mse", 7), "sgd",
                     {"learning_rate": 0.5}, batch=2, steps=2, seed=18)
+    # U-Nets in miniature: down by a strided conv, up by a transposed conv
+    # (output padding to the skip's odd size) or by upsampling, joined to
+    # the skip by concat (three inputs, one repeated, in 2D).
+    unet = [("conv2d", [0], [3, 3, 1, 1, 1]), ("tanh", [1], []),
+            ("conv2d", [2], [4, 3, 2, 1, 1]), ("tanh", [3], []),
+            ("conv_transpose2d", [4], [3, 3, 2, 1, 0, 1]),
+            ("concat", [5, 2, 5], []), ("conv2d", [6], [2, 3, 1, 1, 1])]
+    yield make_case("unet2d_adam", (2, 7, 5), unet, ("mse", 7), "adam",
+                    {"learning_rate": 0.01}, batch=2, seed=19)
+    unet3 = [("conv3d", [0], [3, 3, 1, 1, 1]), ("sigmoid", [1], []),
+             ("avgpool3d", [2], [2, 2, 0]), ("conv3d", [3], [4, 3, 1, 1, 1]),
+             ("upsample3d", [4], [2, 1]), ("concat", [2, 5], []),
+             ("conv3d", [6], [1, 1, 1, 0, 1])]
+    yield make_case("unet3d_bce_momentum", (1, 4, 4, 6), unet3, ("bce_logits", 7), "momentum",
+                    {"learning_rate": 0.1, "momentum": 0.9}, batch=2, seed=20)
 
 
 def main():

@@ -1282,6 +1282,14 @@ module pcnn
       type(c_ptr), optional :: out
       integer(c_int) :: pcnn_conv_transpose3d
     end function pcnn_conv_transpose3d
+    function pcnn_concat(net, inputs, count, out) bind(c, name='pcnn_concat')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: net
+      type(c_ptr), optional :: inputs
+      integer(c_int), value :: count
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_concat
+    end function pcnn_concat
     function pcnn_strlen_c(s) bind(c, name='strlen')
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s

@@ -102,7 +102,7 @@ static void time_pass(pcnn_net *net, int n, const int32_t *labels, const float *
     *overhead = spent + clock_now() - t0;
     for (int i = L - 1; i > 0; i--) {
         pcnn_layer *l = net->layers.items[i];
-        float *none[2] = {NULL, NULL}, *dx[2] = {NULL, NULL};
+        float *none[LAYER_MAX_INPUTS] = {NULL}, *dx[LAYER_MAX_INPUTS] = {NULL};
         for (int j = 0; j < l->num_inputs; j++)
             if (!layer_is_input(l->inputs[j])) dx[j] = l->inputs[j]->dy;
         t0 = clock_now();

@@ -219,3 +219,12 @@ PCNN_API pcnn_status pcnn_conv_transpose3d(pcnn_net *net, pcnn_layer *in, int ou
     return conv_transpose3d_add(&net->layers, in, out_channels, kernel, stride, padding,
                                 output_padding, bias, out, __func__);
 }
+
+PCNN_API pcnn_status pcnn_concat(pcnn_net *net, pcnn_layer *const *inputs, int count,
+                                 pcnn_layer **out)
+{
+    API_ENTRY();
+    REQUIRE_PTR(net);
+    TRY(net_check_alive(net, __func__));
+    return concat_add(&net->layers, inputs, count, out, __func__);
+}

@@ -98,7 +98,7 @@ static void backward_pass(pcnn_net *net, int n, bool want_input_grad, const run_
     run_ctx ctx = make_ctx(net, n, true, false, reduce);
     for (int i = net->layers.count - 1; i > 0; i--) {
         pcnn_layer *l = net->layers.items[i];
-        float *dx[2] = {NULL, NULL};
+        float *dx[LAYER_MAX_INPUTS] = {NULL};
         if (n == 0) {
             exchange_before_backward(net->exchange, i);
             if (joins_reductions(l, reduce)) l->ops->backward(l, &ctx, dx);

@@ -68,6 +68,10 @@ static pcnn_status check_layer(const pcnn_net *net, int i)
     const spatial_layer *sl = &sp->layers[i];
     char name[64];
     layer_name(l, name, sizeof name);
+    if (l->num_inputs > 2) /* the boxes, halos and twins know one or two inputs */
+        return error_set(PCNN_ERR_UNSUPPORTED, FINALIZE, "%s has %d inputs: a spatially "
+                         "distributed network takes layers of at most 2 inputs", name,
+                         l->num_inputs);
     const int *parts = sl->parts;
     if (parts[LAYOUT_N] % sp->groups != 0)
         return error_set(PCNN_ERR_INVALID_ARGUMENT, FINALIZE, "%s: %d parts along N are not a "

@@ -27,9 +27,9 @@ PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t siz
                      l->out.h, l->out.w);
         else
             snprintf(shape_txt, sizeof shape_txt, "(%d, %d, %d)", l->out.c, l->out.h, l->out.w);
-        if (l->num_inputs == 1) snprintf(inputs, sizeof inputs, "%d", l->inputs[0]->index);
-        if (l->num_inputs == 2)
-            snprintf(inputs, sizeof inputs, "%d, %d", l->inputs[0]->index, l->inputs[1]->index);
+        for (int j = 0, at = 0; j < l->num_inputs && at < (int)sizeof inputs; j++)
+            at += snprintf(inputs + at, sizeof inputs - (size_t)at, "%s%d", j ? ", " : "",
+                           l->inputs[j]->index);
         if (l->ops->describe) l->ops->describe(l, config, sizeof config);
         /* What finalize decided for the layer, and why (layer.h's decide). */
         const bool chose = net->finalized && l->choice[0] != '\0';

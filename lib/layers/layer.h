@@ -27,6 +27,9 @@
 #include "pcnn.h"
 #include "layer_caps.h"
 
+/* The most inputs a layer takes (a concatenation's; add has 2). */
+#define LAYER_MAX_INPUTS 64
+
 /* The shape of one sample.  d == 1 for 2D layers (room for 3D). */
 typedef struct shape {
     int c, d, h, w;
@@ -125,8 +128,9 @@ typedef struct layer_ops {
 
     /* From l->dy: write l->grads (overwrite, num_params floats) and, for
      * each input i with dx[i] != NULL, the gradient w.r.t. that input into
-     * dx[i] — overwriting it, or adding to it if l->accumulate_dx[i]. */
-    void (*backward)(pcnn_layer *l, const run_ctx *ctx, float *const dx[2]);
+     * dx[i] — overwriting it, or adding to it if l->accumulate_dx[i].  dx
+     * has num_inputs entries (callers size it LAYER_MAX_INPUTS). */
+    void (*backward)(pcnn_layer *l, const run_ctx *ctx, float *const dx[]);
 
     /* Free l->priv and the buffers made by setup.  NULL: mem_free(l->priv). */
     void (*destroy)(pcnn_layer *l);
@@ -145,8 +149,8 @@ struct pcnn_layer {
     const layer_ops *ops;
     layer_list *list;      /* the owner: ownership and finalized checks */
     int index;             /* position in the network; the input is 0 */
-    int num_inputs;        /* 0 (the input), 1, or 2 (add) */
-    pcnn_layer *inputs[2];
+    int num_inputs;        /* 0 (the input), 1, 2 (add), up to LAYER_MAX_INPUTS (concat) */
+    pcnn_layer *inputs[LAYER_MAX_INPUTS];
     shape out;             /* one output sample */
     int num_consumers;     /* layers fed by this one */
 
@@ -168,7 +172,7 @@ struct pcnn_layer {
     float *y;              /* output, max_batch samples, CNHW */
     float *dy;             /* dLoss/dy; the memory is shared between layers
                               whose gradient lifetimes do not overlap */
-    bool accumulate_dx[2]; /* set by the planner: add into inputs[i]->dy */
+    bool accumulate_dx[LAYER_MAX_INPUTS]; /* set by the planner: add into inputs[i]->dy */
     /* A batch norm or residual add whose only consumer is the ReLU right
      * after it computes that ReLU too (one pass over memory instead of two,
      * each way): the planner links them, the producer keeps no output of

@@ -101,4 +101,9 @@ pcnn_status conv_transpose3d_add(layer_list *list, pcnn_layer *in, int out_chann
                                  int kernel, int stride, int padding, int output_padding,
                                  int bias, pcnn_layer **out, const char *func);
 
+/* Concatenation by channels of count (1..LAYER_MAX_INPUTS) layers whose
+ * (D, H, W) agree, in the order given. */
+pcnn_status concat_add(layer_list *list, pcnn_layer *const *inputs, int count,
+                       pcnn_layer **out, const char *func);
+
 #endif

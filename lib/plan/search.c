@@ -114,7 +114,9 @@ static pcnn_status search_variant(const plan_env *env, int groups, const int *un
     plan_layer_record *per = mem_calloc((size_t)L, sizeof *per);
     int *choices = mem_calloc((size_t)L, sizeof *choices);
     int *offset = mem_calloc((size_t)L + 1, sizeof *offset);
-    int *parents = mem_calloc((size_t)L * 2 + 1, sizeof *parents);
+    size_t edges = 1;
+    for (int i = 0; i < L; i++) edges += (size_t)env->layers->items[i]->num_inputs;
+    int *parents = mem_calloc(edges, sizeof *parents);
     int *choice = mem_calloc((size_t)L, sizeof *choice);
     pcnn_status st = PCNN_OK;
     bool feasible = false;

@@ -352,6 +352,48 @@ static pcnn_status b_convt(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_
     return pcnn_conv_transpose2d(net, x, a[0], a[1], a[2], a[3], a[4], a[5], o);
 }
 
+/* concat of a[0] branches of x: x itself, then convs of 1 + j outputs;
+ * a[1]: x once more at the end (a repeated input); a[2]: a conv after. */
+static pcnn_status b_concat(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *ins[8] = {x}, *c;
+    pcnn_status s;
+    int count = 1;
+    for (int j = 1; j < t->a[0]; j++)
+        if ((s = conv_any(net, x, 1 + j, 3, 1, 1, 1, &ins[count++]))) return s;
+    if (t->a[1]) ins[count++] = x;
+    if ((s = pcnn_concat(net, ins, count, &c))) return s;
+    if (!t->a[2]) {
+        *o = c;
+        return PCNN_OK;
+    }
+    return conv_any(net, c, 2, 3, 1, 1, 1, o);
+}
+
+/* A U-Net level: conv -> tanh (skip) -> strided conv -> transposed conv
+ * (output padding a[0]) or upsampling (a[1]: 1 nearest, 2 linear) ->
+ * concat with the skip -> conv. */
+static pcnn_status b_unet(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
+{
+    pcnn_layer *a, *skip, *down, *up, *cat;
+    pcnn_status s;
+    const bool vol = is_volume(x);
+    if ((s = conv_any(net, x, 3, 3, 1, 1, 1, &a))) return s;
+    if ((s = pcnn_tanh(net, a, &skip))) return s;
+    if ((s = conv_any(net, skip, 4, 2, 2, 0, 1, &down))) return s;
+    if (t->a[1]) {
+        const pcnn_upsample_mode m = t->a[1] == 2 ? PCNN_UPSAMPLE_LINEAR : PCNN_UPSAMPLE_NEAREST;
+        s = vol ? pcnn_upsample3d(net, down, 2, m, &up) : pcnn_upsample2d(net, down, 2, m, &up);
+    } else {
+        s = vol ? pcnn_conv_transpose3d(net, down, 3, 2, 2, 0, t->a[0], 1, &up)
+                : pcnn_conv_transpose2d(net, down, 3, 2, 2, 0, t->a[0], 1, &up);
+    }
+    if (s) return s;
+    pcnn_layer *ins[2] = {up, skip};
+    if ((s = pcnn_concat(net, ins, 2, &cat))) return s;
+    return conv_any(net, cat, 2, 3, 1, 1, 1, o);
+}
+
 /* A small complete network: conv -> bn -> relu -> maxpool -> dense. */
 static pcnn_status b_small_cnn(pcnn_net *net, pcnn_layer *x, const gc_case *t, pcnn_layer **o)
 {
@@ -530,6 +572,17 @@ static const gc_case cases[] = {
     {"convt k1 s2 p0 op1 bias", 3, 4, 3, 2, 0, MSE, 0, b_convt, {2, 1, 2, 0, 1, 1}, 0},
     {"convt k3 s3 p2 op0 nobias", 2, 5, 4, 2, 0, MSE, 0, b_convt, {2, 3, 3, 2, 0, 0}, 0},
     {"convt k3 s2 p1 op1 n2 of max 3", 2, 5, 4, 2, 3, MSE, 0, b_convt, {3, 3, 2, 1, 1, 1}, 0},
+    /* concat: branches, x repeated at the end, a conv after */
+    {"concat x alone", 2, 5, 4, 2, 0, MSE, 0, b_concat, {1, 0, 0}, 0},
+    {"concat x, conv", 2, 5, 4, 2, 0, MSE, 0, b_concat, {2, 0, 0}, 0},
+    {"concat x, conv, x + conv", 2, 5, 4, 2, 0, MSE, 0, b_concat, {2, 1, 1}, 0},
+    {"concat of 4 branches + conv", 2, 3, 5, 2, 0, MSE, 0, b_concat, {4, 0, 1}, 0},
+    {"concat 5 inputs, x twice, n2 of 3", 1, 4, 3, 2, 3, MSE, 0, b_concat, {4, 1, 0}, 0},
+    /* U-Net levels on even sizes (k2 s2 down and up) */
+    {"unet level convt", 2, 6, 4, 2, 0, MSE, 0, b_unet, {0, 0}, 0},
+    {"unet level upsample nearest", 2, 6, 4, 2, 0, MSE, 0, b_unet, {0, 1}, 0},
+    {"unet level upsample linear", 2, 4, 6, 2, 0, MSE, 0, b_unet, {0, 2}, 0},
+    {"unet level convt op1 odd", 2, 7, 5, 2, 0, MSE, 0, b_unet, {1, 0}, 0},
     /* a whole small CNN */
     {"conv+bn+relu+maxpool+dense CE", 3, 6, 6, 3, 0, CE, KINKS, b_small_cnn, {4}, 0},
     /* conv2d with padding >= kernel: windows of pure padding */
@@ -585,6 +638,9 @@ static const gc_case3d cases3d[] = {
     {3, {"3d convt k2 s2 p0 op0 nobias", 2, 4, 3, 2, 0, MSE, 0, b_convt, {3, 2, 2, 0, 0, 0}, 0}},
     {2, {"3d convt k3 s1 p1 op0 bias", 3, 3, 3, 2, 0, MSE, 0, b_convt, {2, 3, 1, 1, 0, 1}, 0}},
     {3, {"3d convt k3 s3 p2 op2 bias", 2, 3, 2, 2, 0, MSE, 0, b_convt, {2, 3, 3, 2, 2, 1}, 0}},
+    {3, {"3d concat x, conv3d, x + conv3d", 2, 3, 4, 2, 0, MSE, 0, b_concat, {2, 1, 1}, 0}},
+    {4, {"3d unet level convt", 1, 4, 4, 2, 0, MSE, 0, b_unet, {0, 0}, 0}},
+    {4, {"3d unet level upsample linear", 1, 4, 2, 2, 0, MSE, 0, b_unet, {0, 2}, 0}},
     {3, {"3d BCE logits, conv3d", 2, 3, 4, 2, 0, BCE, TARGETS01, b_conv3d, {2, 3, 1, 1, 1}, 0}},
     {3, {"3d conv3d + batchnorm + relu (fused) + dense", 2, 4, 3, 3, 0, MSE, KINKS, b_bn_relu_3d,
          {3}, 0}},

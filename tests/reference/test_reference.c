@@ -27,9 +27,12 @@
 #define MAX_ARRAYS 16
 #define MAX_OPTIONS 16
 
+#define MAX_INPUTS 8
+
 typedef struct fx_layer {
     char kind[32];
-    int in[2];
+    int num_in;
+    int in[MAX_INPUTS];
     double arg[6];
 } fx_layer;
 
@@ -66,7 +69,7 @@ static const struct {
     {"batchnorm", 1, 2},  {"add", 2, 0},       {"add_scaled", 2, 1}, {"pixel_shuffle", 1, 1},
     {"conv3d", 1, 5},     {"maxpool3d", 1, 3}, {"avgpool3d", 1, 3},  {"sigmoid", 1, 0},
     {"tanh", 1, 0},       {"upsample2d", 1, 2}, {"upsample3d", 1, 2}, {"conv_transpose2d", 1, 6},
-    {"conv_transpose3d", 1, 6},
+    {"conv_transpose3d", 1, 6}, {"concat", -1, 0}, /* -1: the count comes first */
 };
 
 static int g_threads = 0;
@@ -117,7 +120,11 @@ static bool fixture_read(const char *path, fixture *f)
             for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
                 if (!strcmp(kinds[i].kind, l->kind)) k = (int)i;
             if (k < 0) goto bad;
-            for (int i = 0; i < kinds[k].inputs; i++)
+            l->num_in = kinds[k].inputs;
+            if (l->num_in < 0 && (fscanf(fp, "%d", &l->num_in) != 1 || l->num_in < 1 ||
+                                  l->num_in > MAX_INPUTS))
+                goto bad;
+            for (int i = 0; i < l->num_in; i++)
                 if (fscanf(fp, "%d", &l->in[i]) != 1) goto bad;
             for (int i = 0; i < kinds[k].args; i++)
                 if (fscanf(fp, "%lf", &l->arg[i]) != 1) goto bad;
@@ -187,6 +194,11 @@ static pcnn_status add_layer(pcnn_net *net, pcnn_layer **h, const fx_layer *l, p
     if (!strcmp(k, "avgpool3d")) return pcnn_avgpool3d(net, a, (int)g[0], (int)g[1], (int)g[2], o);
     if (!strcmp(k, "sigmoid")) return pcnn_sigmoid(net, a, o);
     if (!strcmp(k, "tanh")) return pcnn_tanh(net, a, o);
+    if (!strcmp(k, "concat")) {
+        pcnn_layer *ins[MAX_INPUTS];
+        for (int i = 0; i < l->num_in; i++) ins[i] = h[l->in[i]];
+        return pcnn_concat(net, ins, l->num_in, o);
+    }
     if (!strcmp(k, "upsample2d"))
         return pcnn_upsample2d(net, a, (int)g[0], (pcnn_upsample_mode)g[1], o);
     if (!strcmp(k, "upsample3d"))

@@ -145,4 +145,5 @@ TABLE = (
     ("pcnn_upsample3d", "STATUS", ("H", "H", "I", "E", "HH")),
     ("pcnn_conv_transpose2d", "STATUS", ("H", "H", "I", "I", "I", "I", "I", "I", "HH")),
     ("pcnn_conv_transpose3d", "STATUS", ("H", "H", "I", "I", "I", "I", "I", "I", "HH")),
+    ("pcnn_concat", "STATUS", ("H", "HH", "I", "HH")),
 )

@@ -389,6 +389,18 @@ class Net(Handle):
         """The hyperbolic tangent, element-wise, as torch.tanh."""
         return self._add("pcnn_tanh", self._in(src))
 
+    def concat(self, *inputs):
+        """Concatenate layers by channels, as torch.cat(dim=1): concat(a, b,
+        c) or concat([a, b, c]), 1 to 64 layers of equal (D, H, W), any of
+        them repeated; output channels are the sum, the first input's first."""
+        if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)):
+            inputs = tuple(inputs[0])
+        if not 1 <= len(inputs) <= 64:
+            raise InvalidArgumentError("Net.concat: %d inputs, 1 to 64 are taken" % len(inputs))
+        handles = [self._in(layer, "Net.concat: input %d" % j) for j, layer in enumerate(inputs)]
+        array = (c_void_p * len(handles))(*handles)
+        return self._add("pcnn_concat", array, len(handles), inputs=tuple(inputs))
+
     def _upsample(self, fn, src, factor, mode):
         what = "Net." + fn[5:]
         factor = _int_arg(factor, "factor", what, 1)

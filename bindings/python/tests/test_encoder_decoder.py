@@ -115,3 +115,23 @@ def test_conv_transpose_state_dict_round_trip():
         (2, 5, 4), seed=9)
     pcnn.from_torch_state_dict(net2, m.state_dict())
     assert np.array_equal(net2.get_params(), params)
+
+
+def test_concat_equals_torch_cat_and_checks_its_inputs():
+    def build(n, x):
+        a = n.conv2d(x, 3, 3, padding=1)
+        return n.concat(a, x, a)
+    net, params, xs, y = _net_with(build, (2, 5, 3))
+    w = torch.from_numpy(params[:54].reshape(3, 2, 3, 3)).double()
+    b = torch.from_numpy(params[54:57]).double()
+    xt = torch.from_numpy(xs).double()
+    a = F.conv2d(xt, w, b, padding=1)
+    np.testing.assert_allclose(y, torch.cat([a, xt, a], dim=1).numpy(), rtol=1e-5, atol=1e-6)
+    other = pcnn.Net()
+    x = other.input(1, 4, 4)
+    with pytest.raises(TypeError, match="Net.concat: input 1 must be a pcnn.Layer"):
+        other.concat([x, "x"])
+    with pytest.raises(pcnn.InvalidArgumentError, match="0 inputs"):
+        other.concat()
+    with pytest.raises(pcnn.ShapeError, match="only channels may differ"):
+        other.concat(x, other.maxpool2d(x, 2))
