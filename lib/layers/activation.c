@@ -141,14 +141,16 @@ static pcnn_status leaky_twin(const pcnn_layer *l, layer_list *list, pcnn_layer 
 static const layer_ops relu_ops = {
     .kind = "relu",
     .forward = act_forward,
-    .backward = act_backward,    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_STREAM, .twin = relu_twin},
+    .backward = act_backward,
+    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_STREAM, .twin = relu_twin},
 };
 
 static const layer_ops leaky_ops = {
     .kind = "leaky_relu",
     .forward = act_forward,
     .backward = act_backward,
-    .describe = leaky_describe,    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_STREAM, .twin = leaky_twin},
+    .describe = leaky_describe,
+    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_STREAM, .twin = leaky_twin},
 };
 
 bool layer_is_relu(const pcnn_layer *l)

@@ -179,7 +179,8 @@ static const layer_ops add_ops = {
     .kind = "add",
     .forward = add_forward,
     .backward = add_backward,
-    .describe = add_describe,    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_ADD, .twin = add_twin},
+    .describe = add_describe,
+    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_ADD, .twin = add_twin},
 };
 
 bool layer_is_add(const pcnn_layer *l)

@@ -415,7 +415,8 @@ static const layer_ops bn_ops = {
     .forward = bn_forward,
     .backward = bn_backward,
     .destroy = bn_destroy,
-    .describe = bn_describe,    .caps = {.split = LAYER_SPLIT_REDUCTION, .cost = LAYER_COST_BATCHNORM, .twin = bn_twin},
+    .describe = bn_describe,
+    .caps = {.split = LAYER_SPLIT_REDUCTION, .cost = LAYER_COST_BATCHNORM, .twin = bn_twin},
 };
 
 bool layer_is_batchnorm(const pcnn_layer *l)

@@ -4,6 +4,13 @@
 
 #include "layers.h"
 
+/* A stand-in for a twin's input after the first: a layer of the input's
+ * shape whose buffers the caller replaces; it never runs. */
+static const layer_ops stand_in_ops = {
+    .kind = "stand_in",
+    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_STREAM},
+};
+
 pcnn_status clone_local(layer_list *list, const pcnn_layer *l, const shape *in,
                         pcnn_layer **out, const char *func)
 {
@@ -20,12 +27,9 @@ pcnn_status clone_local_with(layer_list *list, const pcnn_layer *l, const shape 
                          "change of distribution (put it after a layer of its own "
                          "distribution, e.g. after flatten)",
                          layer_name(l, name, sizeof name));
-    pcnn_layer *ins[2] = {NULL, NULL};
+    pcnn_layer *ins[LAYER_MAX_INPUTS] = {NULL};
     TRY(input_add(list, in[0].c, in[0].d, in[0].h, in[0].w, &ins[0], func));
-    if (l->num_inputs == 2) {
-        /* A stand-in for the second input: a layer of the same shape whose
-         * buffers the caller replaces (it never runs). */
-        TRY(relu_add(list, ins[0], &ins[1], func));
-    }
+    for (int j = 1; j < l->num_inputs; j++)
+        TRY(layer_append(list, &stand_in_ops, &ins[0], 1, in[j], 0, NULL, &ins[j]));
     return l->ops->caps.twin(l, list, ins, o, out, func);
 }

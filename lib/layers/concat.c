@@ -38,11 +38,21 @@ static void concat_describe(const pcnn_layer *l, char *buf, size_t size)
     snprintf(buf, size, "%d inputs", l->num_inputs);
 }
 
+/* Its twin on a box: a concat of the inputs' twins (layer_caps.h). */
+static pcnn_status concat_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                               twin_opts o, pcnn_layer **out, const char *func)
+{
+    (void)o;
+    return concat_add(list, in, l->num_inputs, out, func);
+}
+
 static const layer_ops concat_ops = {
     .kind = "concat",
     .forward = concat_forward,
     .backward = concat_backward,
     .describe = concat_describe,
+    /* reads and writes each value once: priced as a stream of its output */
+    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_STREAM, .twin = concat_twin},
 };
 
 pcnn_status concat_add(layer_list *list, pcnn_layer *const *inputs, int count,

@@ -63,7 +63,8 @@ static void conv_decide_layer(pcnn_layer *l, const plan_ctx *pc)
     conv_priv *p = l->priv;
     const conv_geometry g = {.cin = p->cin, .cout = p->cout, .k = p->k, .stride = p->stride,
                              .pad = p->pad, .h = p->h, .w = p->w, .batch = pc->max_batch,
-                             .threads = pc->threads > 0 ? pc->threads : 1, .keep_im2col = pc->keep_im2col,
+                             .threads = pc->threads > 0 ? pc->threads : 1,
+                             .keep_im2col = pc->keep_im2col,
                              .direct_available = direct_conv_available()};
     conv_decide(&g, (conv_algorithm)pc->conv_algorithm, &p->choice);
     conv_choice_describe(&p->choice, l->choice, sizeof l->choice);

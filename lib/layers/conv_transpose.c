@@ -124,6 +124,14 @@ static void convt_describe(const pcnn_layer *l, char *buf, size_t size)
              p->bias ? " bias" : "");
 }
 
+/* The window of the convolution this layer is the adjoint of, which
+ * prices it (perf/regressor_source.c); it does not split spatially yet. */
+static void convt_window(const pcnn_layer *l, layer_window *w)
+{
+    const convt_priv *p = l->priv;
+    *w = layer_window_cube(p->k, p->stride, p->pad, p->volume, 0.0f);
+}
+
 static const layer_ops convt2d_ops = {
     .kind = "conv_transpose2d",
     .workspace_floats = convt_workspace,
@@ -132,6 +140,9 @@ static const layer_ops convt2d_ops = {
     .forward = convt_forward,
     .backward = convt_backward,
     .describe = convt_describe,
+    .caps = {.split = LAYER_SPLIT_WHOLE,
+             .cost = LAYER_COST_CONV_TRANSPOSE2D,
+             .window = convt_window},
 };
 
 static const layer_ops convt3d_ops = {
@@ -142,6 +153,9 @@ static const layer_ops convt3d_ops = {
     .forward = convt_forward,
     .backward = convt_backward,
     .describe = convt_describe,
+    .caps = {.split = LAYER_SPLIT_WHOLE,
+             .cost = LAYER_COST_CONV_TRANSPOSE3D,
+             .window = convt_window},
 };
 
 /* One output extent, or -1 when it is below 1. */

@@ -152,7 +152,8 @@ static const layer_ops dropout_ops = {
     .forward = dropout_forward,
     .backward = dropout_backward,
     .destroy = dropout_destroy,
-    .describe = dropout_describe,    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_DROPOUT},
+    .describe = dropout_describe,
+    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_DROPOUT},
 };
 
 pcnn_status dropout_add(layer_list *list, pcnn_layer *in, float p, pcnn_layer **out,

@@ -108,7 +108,8 @@ static pcnn_status flatten_twin(const pcnn_layer *l, layer_list *list, pcnn_laye
 static const layer_ops flatten_ops = {
     .kind = "flatten",
     .forward = flatten_forward,
-    .backward = flatten_backward,    .caps = {.split = LAYER_SPLIT_WHOLE,
+    .backward = flatten_backward,
+    .caps = {.split = LAYER_SPLIT_WHOLE,
              .cost = LAYER_COST_STREAM,
              .twin = flatten_twin,
              .folds_into_dense = true},

@@ -70,7 +70,8 @@ static pcnn_status gap_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *c
 static const layer_ops gap_ops = {
     .kind = "global_avgpool",
     .forward = gap_forward,
-    .backward = gap_backward,    .caps = {.split = LAYER_SPLIT_WHOLE, .cost = LAYER_COST_GLOBAL_AVGPOOL, .twin = gap_twin},
+    .backward = gap_backward,
+    .caps = {.split = LAYER_SPLIT_WHOLE, .cost = LAYER_COST_GLOBAL_AVGPOOL, .twin = gap_twin},
 };
 
 pcnn_status global_avgpool_add(layer_list *list, pcnn_layer *in, pcnn_layer **out,

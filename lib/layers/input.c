@@ -22,7 +22,8 @@ static void input_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2]
 static const layer_ops input_ops = {
     .kind = "input",
     .forward = input_forward,
-    .backward = input_backward,    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_NONE},
+    .backward = input_backward,
+    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_NONE},
 };
 
 bool layer_is_input(const pcnn_layer *l) { return l->ops == &input_ops; }

@@ -58,12 +58,16 @@ typedef enum layer_cost_class {
                                   model's timings alone */
     LAYER_COST_CONV2D,         /* geometry from caps.window */
     LAYER_COST_CONV3D,
+    LAYER_COST_CONV_TRANSPOSE2D, /* the adjoint of the convolution of caps.window: its
+                                    passes are that convolution's, roles swapped */
+    LAYER_COST_CONV_TRANSPOSE3D,
     LAYER_COST_MAXPOOL2D,
     LAYER_COST_AVGPOOL2D,
     LAYER_COST_MAXPOOL3D,
     LAYER_COST_AVGPOOL3D,
     LAYER_COST_DENSE,          /* features = the input's size, outputs = out.c */
-    LAYER_COST_STREAM,         /* reads and writes each value once per pass: priced as ReLU */
+    LAYER_COST_STREAM,         /* reads its input and writes its output once per pass:
+                                  priced as a ReLU of the larger of the two */
     LAYER_COST_BATCHNORM,
     LAYER_COST_ADD,
     LAYER_COST_GLOBAL_AVGPOOL,
@@ -83,7 +87,8 @@ typedef struct layer_caps {
     layer_split split;     /* required */
     layer_cost_class cost; /* required */
 
-    /* The window of l; required for LAYER_SPLIT_WINDOWED, unused otherwise. */
+    /* The window of l; required for LAYER_SPLIT_WINDOWED and the
+     * transposed convolutions' cost classes, unused otherwise. */
     void (*window)(const pcnn_layer *l, layer_window *w);
 
     /* The box of input j (need_lo..need_hi, over D, H, W) that the output

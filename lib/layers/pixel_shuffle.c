@@ -110,7 +110,8 @@ static const layer_ops shuffle_ops = {
     .kind = "pixel_shuffle",
     .forward = shuffle_forward,
     .backward = shuffle_backward,
-    .describe = shuffle_describe,    .caps = {.split = LAYER_SPLIT_WHOLE, .cost = LAYER_COST_STREAM},
+    .describe = shuffle_describe,
+    .caps = {.split = LAYER_SPLIT_WHOLE, .cost = LAYER_COST_STREAM},
 };
 
 pcnn_status pixel_shuffle_add(layer_list *list, pcnn_layer *in, int upscale, pcnn_layer **out,

@@ -57,10 +57,19 @@ static void sigmoid_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[
     parallel_for(total, 16, total, ctx->threads, sigmoid_bwd, &a);
 }
 
+/* Its twin on a box: the same kind, fed by the box (layer_caps.h). */
+static pcnn_status sigmoid_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                                twin_opts o, pcnn_layer **out, const char *func)
+{
+    (void)l, (void)o;
+    return sigmoid_add(list, in[0], out, func);
+}
+
 static const layer_ops sigmoid_ops = {
     .kind = "sigmoid",
     .forward = sigmoid_forward,
     .backward = sigmoid_backward,
+    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_STREAM, .twin = sigmoid_twin},
 };
 
 pcnn_status sigmoid_add(layer_list *list, pcnn_layer *in, pcnn_layer **out, const char *func)

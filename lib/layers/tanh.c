@@ -48,10 +48,19 @@ static void tanh_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
     parallel_for(total, 16, total, ctx->threads, tanh_bwd, &a);
 }
 
+/* Its twin on a box: the same kind, fed by the box (layer_caps.h). */
+static pcnn_status tanh_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *const *in,
+                             twin_opts o, pcnn_layer **out, const char *func)
+{
+    (void)l, (void)o;
+    return tanh_add(list, in[0], out, func);
+}
+
 static const layer_ops tanh_ops = {
     .kind = "tanh",
     .forward = tanh_forward,
     .backward = tanh_backward,
+    .caps = {.split = LAYER_SPLIT_POINTWISE, .cost = LAYER_COST_STREAM, .twin = tanh_twin},
 };
 
 pcnn_status tanh_add(layer_list *list, pcnn_layer *in, pcnn_layer **out, const char *func)

@@ -180,6 +180,8 @@ static const layer_ops upsample2d_ops = {
     .forward = upsample_forward,
     .backward = upsample_backward,
     .describe = upsample_describe,
+    /* not yet split spatially: its halo is a fraction of a point */
+    .caps = {.split = LAYER_SPLIT_WHOLE, .cost = LAYER_COST_STREAM},
 };
 
 static const layer_ops upsample3d_ops = {
@@ -187,6 +189,8 @@ static const layer_ops upsample3d_ops = {
     .forward = upsample_forward,
     .backward = upsample_backward,
     .describe = upsample_describe,
+    /* not yet split spatially: its halo is a fraction of a point */
+    .caps = {.split = LAYER_SPLIT_WHOLE, .cost = LAYER_COST_STREAM},
 };
 
 /* Both adders: volume selects the 3D kind (factor along depth too). */

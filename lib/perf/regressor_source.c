@@ -45,6 +45,22 @@ static bool kind_of(const pcnn_layer *l, int n, int pass, bool dx, perf_kind *ki
     case LAYER_COST_CONV3D:
         *kind = (perf_kind)(PERF_CONV3D_FWD + b);
         return true;
+    case LAYER_COST_CONV_TRANSPOSE2D:
+    case LAYER_COST_CONV_TRANSPOSE3D: {
+        /* The adjoint convolution runs from this layer's output to its
+         * input: its forward is that convolution's input gradient, its
+         * input gradient that convolution's forward, the weight gradients
+         * alike. */
+        l->ops->caps.window(l, &w);
+        *s = (perf_shape){.batch = n, .cin = l->out.c, .cout = in.c, .d = l->out.d,
+                          .h = l->out.h, .w = l->out.w, .k = w.kernel[1],
+                          .stride = w.stride[1], .pad = w.padding[1]};
+        const int adjoint = pass == 0 ? 1 : dx ? 0 : 2;
+        const perf_kind base =
+            l->ops->caps.cost == LAYER_COST_CONV_TRANSPOSE2D ? PERF_CONV2D_FWD : PERF_CONV3D_FWD;
+        *kind = (perf_kind)(base + adjoint);
+        return true;
+    }
     case LAYER_COST_MAXPOOL2D:
     case LAYER_COST_AVGPOOL2D:
     case LAYER_COST_MAXPOOL3D:
@@ -62,6 +78,12 @@ static bool kind_of(const pcnn_layer *l, int n, int pass, bool dx, perf_kind *ki
         *kind = (perf_kind)(PERF_DENSE_FWD + b);
         return true;
     case LAYER_COST_STREAM:
+        /* At its input's shape (a flatten's, not its vector's); by its
+         * output where that is larger: an upsampling or a concat writes
+         * more than its first input holds. */
+        if (shape_size(l->out) > shape_size(in))
+            *s = (perf_shape){.batch = n, .cin = l->out.c, .cout = l->out.c, .d = l->out.d,
+                              .h = l->out.h, .w = l->out.w};
         *kind = pass ? PERF_RELU_BWD : PERF_RELU_FWD;
         return true;
     case LAYER_COST_BATCHNORM:

@@ -3,6 +3,7 @@
  * input box and twin agree: the twin of a layer on the input box its whole
  * output needs has exactly that output (windowed twins run without
  * padding on the box the window reads). */
+#define PCNN_EXPERIMENTAL /* the encoder-decoder kinds (section 9.5) */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,7 +19,7 @@ static void check_twin(const pcnn_layer *l)
 {
     if (!l->ops->caps.twin) return;
     const int lo[3] = {0, 0, 0}, hi[3] = {l->out.d, l->out.h, l->out.w};
-    shape in[2];
+    shape in[LAYER_MAX_INPUTS];
     for (int j = 0; j < l->num_inputs; j++) {
         int nlo[3], nhi[3];
         layer_need_box(l, j, lo, hi, nlo, nhi);
@@ -107,6 +108,38 @@ int main(void)
     check_list(&b);
     EXPECT(layer_window_of(c3, &w) && w.kernel[0] == 3 && w.padding[0] == 1, "conv3d window");
     EXPECT(fl->ops->caps.folds_into_dense && !d->ops->caps.folds_into_dense, "flatten folds");
+
+    /* The encoder-decoder kinds: a concat of three, sigmoid and tanh
+     * (pointwise, with twins), upsampling and transposed convolutions
+     * (whole samples, priced by their adjoint's window). */
+    layer_list e = {0};
+    pcnn_layer *ex, *ec, *sg, *th, *cat, *up, *ct, *ev, *up3, *ct3;
+    EXPECT(input_add(&e, 2, 1, 6, 5, &ex, F) == PCNN_OK, "input");
+    EXPECT(conv2d_add(&e, ex, 3, 3, 1, 1, 1, &ec, F) == PCNN_OK, "conv2d");
+    EXPECT(sigmoid_add(&e, ec, &sg, F) == PCNN_OK, "sigmoid");
+    EXPECT(tanh_add(&e, ec, &th, F) == PCNN_OK, "tanh");
+    pcnn_layer *const three[3] = {sg, th, ec};
+    EXPECT(concat_add(&e, three, 3, &cat, F) == PCNN_OK, "concat");
+    EXPECT(upsample2d_add(&e, cat, 2, PCNN_UPSAMPLE_LINEAR, &up, F) == PCNN_OK, "upsample2d");
+    EXPECT(conv_transpose2d_add(&e, up, 4, 3, 2, 1, 1, 1, &ct, F) == PCNN_OK, "convt2d");
+    layer_list e3 = {0};
+    EXPECT(input_add(&e3, 1, 3, 4, 5, &ev, F) == PCNN_OK, "input 3D");
+    EXPECT(upsample3d_add(&e3, ev, 2, PCNN_UPSAMPLE_NEAREST, &up3, F) == PCNN_OK, "upsample3d");
+    EXPECT(conv_transpose3d_add(&e3, up3, 2, 2, 2, 0, 0, 0, &ct3, F) == PCNN_OK, "convt3d");
+    check_list(&e);
+    check_list(&e3);
+    EXPECT(layer_splits(cat) && layer_splits(sg) && !layer_splits(up) && !layer_splits(ct),
+           "encoder-decoder splits");
+    EXPECT(cat->out.c == 9 && ct->out.h == 24 && ct->out.w == 20 && ct3->out.d == 12,
+           "concat channels %d, convt2d %dx%d, convt3d depth %d", cat->out.c, ct->out.h,
+           ct->out.w, ct3->out.d);
+    ct->ops->caps.window(ct, &w);
+    EXPECT(w.kernel[0] == 1 && w.kernel[1] == 3 && w.stride[2] == 2 && w.padding[1] == 1,
+           "convt2d's adjoint window");
+    layer_need_box(cat, 2, lo, hi, nlo, nhi); /* pointwise, input 2 of 3 */
+    EXPECT(nlo[1] == 2 && nhi[1] == 4 && nlo[2] == 3 && nhi[2] == 5, "concat need box");
+    layer_list_destroy(&e);
+    layer_list_destroy(&e3);
 
     /* A kind that declares nothing is refused before anything asks it. */
     static const layer_ops undeclared = {.kind = "undeclared"};
