@@ -13,7 +13,8 @@
  *   8. scheduler        the adaptive batch-size scheduler
  *   9. experimental     only with PCNN_EXPERIMENTAL defined:
  *                       9.1 tuning knobs, 9.2 spatial and hybrid parallelism,
- *                       9.3 performance model, 9.4 automatic parallel strategy
+ *                       9.3 performance model, 9.4 automatic parallel strategy,
+ *                       9.5 encoder-decoder layers, 9.6 HDF5 datasets
  *
  * Sections 1-8 are the stable API: within a major version, names, values
  * and behaviour only grow.  Section 9 may change in any minor version.
@@ -1497,6 +1498,10 @@ PCNN_EXPERIMENTAL_ONLY(pcnn_upsample3d) void pcnn_define_PCNN_EXPERIMENTAL_to_us
 PCNN_EXPERIMENTAL_ONLY(pcnn_conv_transpose2d) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_conv_transpose2d(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_conv_transpose3d) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_conv_transpose3d(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_concat) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_concat(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_dataset_open_hdf5) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_open_hdf5(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_dataset_set_transform) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_set_transform(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_dataset_target_info) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_target_info(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_dataset_io_bytes) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_io_bytes(PCNN_EXPERIMENTAL_ONLY_ARGS);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective PCNN_EXPERIMENTAL_ONLY(pcnn_collective);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param PCNN_EXPERIMENTAL_ONLY(pcnn_perf_param);
@@ -1537,6 +1542,10 @@ enum {
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_MEMORY_LIMIT_MIB PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_MEMORY_LIMIT_MIB),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_EXCHANGE_AUTO PCNN_EXPERIMENTAL_ONLY(PCNN_EXCHANGE_AUTO),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_LOSS_BCE_WITH_LOGITS PCNN_EXPERIMENTAL_ONLY(PCNN_LOSS_BCE_WITH_LOGITS),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_HDF5_IMAGES PCNN_EXPERIMENTAL_ONLY(PCNN_HDF5_IMAGES),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_HDF5_VOLUMES PCNN_EXPERIMENTAL_ONLY(PCNN_HDF5_VOLUMES),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_HDF5_CHANNELS_LAST PCNN_EXPERIMENTAL_ONLY(PCNN_HDF5_CHANNELS_LAST),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_HDF5_FLOAT_TARGETS PCNN_EXPERIMENTAL_ONLY(PCNN_HDF5_FLOAT_TARGETS),
     pcnn_experimental_hints_end_
 };
 #define pcnn_net_set_distribution pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_set_distribution
@@ -1573,6 +1582,10 @@ enum {
 #define pcnn_conv_transpose2d pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_conv_transpose2d
 #define pcnn_conv_transpose3d pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_conv_transpose3d
 #define pcnn_concat pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_concat
+#define pcnn_dataset_open_hdf5 pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_open_hdf5
+#define pcnn_dataset_set_transform pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_set_transform
+#define pcnn_dataset_target_info pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_target_info
+#define pcnn_dataset_io_bytes pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_io_bytes
 #define pcnn_perfmodel pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel
 #define pcnn_collective pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective
 #define pcnn_perf_param pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param
@@ -1612,6 +1625,10 @@ enum {
 #define PCNN_OPT_MEMORY_LIMIT_MIB pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_MEMORY_LIMIT_MIB
 #define PCNN_EXCHANGE_AUTO pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_EXCHANGE_AUTO
 #define PCNN_LOSS_BCE_WITH_LOGITS pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_LOSS_BCE_WITH_LOGITS
+#define PCNN_HDF5_IMAGES pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_HDF5_IMAGES
+#define PCNN_HDF5_VOLUMES pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_HDF5_VOLUMES
+#define PCNN_HDF5_CHANNELS_LAST pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_HDF5_CHANNELS_LAST
+#define PCNN_HDF5_FLOAT_TARGETS pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_HDF5_FLOAT_TARGETS
 #endif
 /* END section 9's names without PCNN_EXPERIMENTAL */
 
@@ -1641,9 +1658,10 @@ enum {
  *       do.  Knobs of the same kind that stay stable name concepts every
  *       data-parallel trainer has and the timing API reports:
  *       PCNN_OPT_THREADS, PCNN_OPT_BUCKET_BYTES, PCNN_OPT_OVERLAP.
- *   9.2-9.4 interfaces new in 0.2 whose names and contracts may still
+ *   9.2-9.6 interfaces new in 0.2 whose names and contracts may still
  *       change: spatial and hybrid parallelism, the performance model, the
- *       automatic parallel strategy.  They join the stable sections once
+ *       automatic parallel strategy, encoder-decoder layers, HDF5
+ *       datasets.  They join the stable sections once
  *       they have been used for a release.
  */
 #if defined(PCNN_EXPERIMENTAL) && !defined(PCNN_H_EXPERIMENTAL)
@@ -1684,6 +1702,10 @@ enum {
 #undef pcnn_conv_transpose2d
 #undef pcnn_conv_transpose3d
 #undef pcnn_concat
+#undef pcnn_dataset_open_hdf5
+#undef pcnn_dataset_set_transform
+#undef pcnn_dataset_target_info
+#undef pcnn_dataset_io_bytes
 #undef pcnn_perfmodel
 #undef pcnn_collective
 #undef pcnn_perf_param
@@ -1723,6 +1745,10 @@ enum {
 #undef PCNN_OPT_MEMORY_LIMIT_MIB
 #undef PCNN_EXCHANGE_AUTO
 #undef PCNN_LOSS_BCE_WITH_LOGITS
+#undef PCNN_HDF5_IMAGES
+#undef PCNN_HDF5_VOLUMES
+#undef PCNN_HDF5_CHANNELS_LAST
+#undef PCNN_HDF5_FLOAT_TARGETS
 #endif
 /* END undefine */
 
@@ -2350,6 +2376,92 @@ PCNN_API pcnn_status pcnn_conv_transpose3d(pcnn_net *net, pcnn_layer *in, int ou
  * names the input). */
 PCNN_API pcnn_status pcnn_concat(pcnn_net *net, pcnn_layer *const *inputs, int count,
                                  pcnn_layer **out);
+
+/* 9.6 HDF5 datasets ------------------------------------------------------ */
+
+/*
+ * Scientific fields kept in HDF5 (the CosmoFlow universes as published),
+ * read batch by batch as the file-backed volumes of section 4
+ * (pcnn_dataset_open_volumes): shuffle, batch, batch_box, set_prefetch,
+ * train_epoch, evaluate, fit and the scheduler take them as any dataset,
+ * and a spatial network's ranks (9.2) each read only their box of every
+ * sample: an HDF5 hyperslab, so the bytes read per rank follow the box
+ * (pcnn_dataset_io_bytes counts them).  Needs a libpcnn built with
+ * HDF5 (-Dhdf5, Debian's libhdf5-mpich-dev, or libhdf5-openmpi-dev for
+ * the Open MPI build); otherwise every call below that opens a file
+ * returns PCNN_ERR_UNSUPPORTED saying so.  Reads are independent POSIX
+ * reads of each rank (no MPI-IO): no MPI call happens off the caller's
+ * thread.  HDF5 itself is called under one lock of the library, the
+ * prefetch thread's reads included, and with HDF5's error printing
+ * turned off for the duration of each call (restored after): a host
+ * that calls HDF5 itself from another thread while a dataset reads needs
+ * a thread-safe HDF5 (Debian's parallel builds are not).
+ */
+
+/* Flags of pcnn_dataset_open_hdf5 (bitwise or). */
+#define PCNN_HDF5_IMAGES 0          /* samples are 2D: (C, H, W) */
+#define PCNN_HDF5_VOLUMES 1         /* samples are 3D: (C, D, H, W) */
+#define PCNN_HDF5_CHANNELS_LAST 2   /* on disk (.., H, W, C) / (.., D, H, W, C) */
+#define PCNN_HDF5_FLOAT_TARGETS 4   /* integer targets read as float targets, not labels */
+
+/* Open a dataset of HDF5 files.  `paths` is one file, a list of files
+ * separated by newlines, or a glob(3) pattern (contains '*', '?' or '['),
+ * expanded in sorted order; files are taken in that order.  In each file
+ * the dataset named `inputs` (NULL: "full", as LBANN's CosmoFlow reader)
+ * holds the samples: (N, C, H, W) or, with PCNN_HDF5_VOLUMES,
+ * (N, C, D, H, W), channels first, or with PCNN_HDF5_CHANNELS_LAST
+ * (N, H, W, C) / (N, D, H, W, C); without the leading N the file holds
+ * one sample.  The dataset named `targets` (NULL: "unitPar") holds one
+ * value or a vector per sample: (N) or (N, K), without N for one sample
+ * per file.  Integer targets are class labels (>= 0) unless
+ * PCNN_HDF5_FLOAT_TARGETS; float targets are K regression targets.
+ * Element types: int8, int16, int32, uint8, uint16, float16, float32 and
+ * float64 of either byte order, converted to float32 on reading (exactly
+ * as a C cast / numpy's astype(float32)).  Every file must have the same
+ * sample shape and element types.  Chunked (compressed with the filters
+ * the HDF5 library has) and contiguous layouts both work; contiguous
+ * reads fastest (a box reads exactly its bytes; a chunked read reads
+ * every chunk the box touches).  Here only the headers and the targets
+ * are read; the samples are read by each batch.  Local (each rank opens
+ * for itself; the collective calls agree later that all ranks opened the
+ * same).  Free with pcnn_dataset_destroy.  Errors: UNSUPPORTED (built
+ * without HDF5), INVALID_ARGUMENT (NULL, unknown flags, an empty list, a
+ * pattern matching nothing), IO (cannot open, not a regular file: FIFOs,
+ * directories and devices are refused without waiting),
+ * CORRUPT (not an HDF5 file, a dataset missing, of the wrong rank or
+ * element type, truncated data, files that disagree, a negative label, a
+ * non-finite target), SHAPE
+ * (a sample larger than INT_MAX floats), OUT_OF_MEMORY.  Messages name the
+ * file, the dataset and what differs, with HDF5's own error folded in. */
+PCNN_API pcnn_status pcnn_dataset_open_hdf5(const char *paths, const char *inputs,
+                                            const char *targets, int flags,
+                                            pcnn_dataset **out);
+
+/* Transform channel `channel` (-1: every channel) of a file-backed dataset
+ * (pcnn_dataset_open_hdf5 or pcnn_dataset_open_volumes) as it is read:
+ * x -> scale * (log1p ? log1pf(x) : x) + shift, in float32, on the reading
+ * thread (the prefetch thread when on), so that a recipe such as
+ * CosmoFlow's log(1 + counts) needs no copy of the data.  The default is
+ * the identity (0, 1, 0).  Local.  Errors: INVALID_ARGUMENT (NULL, an
+ * in-memory dataset: transform x before creating it, channel outside
+ * [-1, C), non-finite scale or shift). */
+PCNN_API pcnn_status pcnn_dataset_set_transform(pcnn_dataset *data, int channel, int log1p,
+                                                float scale, float shift);
+
+/* The targets per sample of any dataset: 0 when it holds class labels
+ * (then *num_classes is max label + 1, else 0).  Either pointer may be
+ * NULL.  Local.  Errors: INVALID_ARGUMENT (data NULL). */
+PCNN_API pcnn_status pcnn_dataset_target_info(const pcnn_dataset *data, int *target_count,
+                                              int *num_classes);
+
+/* The bytes this rank read from the dataset's files since it was opened:
+ * *data_bytes the samples' array bytes (for HDF5, as requested by the
+ * HDF5 library from the file: whole chunks of a chunked dataset),
+ * *meta_bytes the rest (headers, HDF5 metadata and targets).  Read-ahead
+ * counts when read, wanted or not.  Either pointer may be NULL; 0 for an
+ * in-memory dataset.  Local.  Errors: INVALID_ARGUMENT (data NULL). */
+PCNN_API pcnn_status pcnn_dataset_io_bytes(const pcnn_dataset *data, uint64_t *data_bytes,
+                                           uint64_t *meta_bytes);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 set -euo pipefail
 packages=(gcc g++ gfortran libc6-dev libopenblas-dev libmpich-dev mpich meson ninja-build pkg-config
           zlib1g-dev python3 python3-numpy python3-pytest dataset-fashion-mnist
+          libhdf5-mpich-dev python3-h5py                      # HDF5 datasets (-Dhdf5), their tests
           cmake python3-pip                                   # the 'install' suite
           abigail-tools clang                                 # the ABI check, hosts built by clang
           python3-matplotlib                                  # the examples' plots
@@ -22,7 +23,7 @@ openmpi=0
 if [ "${1:-}" = --openmpi ]; then
   openmpi=1
   shift
-  packages+=(libopenmpi-dev openmpi-bin python3-mpi4py)
+  packages+=(libopenmpi-dev openmpi-bin python3-mpi4py libhdf5-openmpi-dev)
 fi
 packages+=("$@")
 missing=()

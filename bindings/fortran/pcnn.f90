@@ -177,6 +177,10 @@ module pcnn
   integer(c_int), parameter :: PCNN_OPT_MEMORY_LIMIT_MIB = PCNN_OPT_EXPERIMENTAL_14
   integer(c_int), parameter :: PCNN_EXCHANGE_AUTO = (3)
   integer(c_int), parameter :: PCNN_LOSS_BCE_WITH_LOGITS = PCNN_LOSS_EXPERIMENTAL_1
+  integer(c_int), parameter :: PCNN_HDF5_IMAGES = 0
+  integer(c_int), parameter :: PCNN_HDF5_VOLUMES = 1
+  integer(c_int), parameter :: PCNN_HDF5_CHANNELS_LAST = 2
+  integer(c_int), parameter :: PCNN_HDF5_FLOAT_TARGETS = 4
 
   ! Callback types: write the procedures you pass bind(c), with these
   ! interfaces, and pass c_funloc(procedure).
@@ -1290,6 +1294,42 @@ module pcnn
       type(c_ptr), optional :: out
       integer(c_int) :: pcnn_concat
     end function pcnn_concat
+    function pcnn_dataset_open_hdf5(paths, inputs, targets, flags, out) bind(c, &
+        name='pcnn_dataset_open_hdf5')
+      import :: c_char, c_int, c_ptr
+      character(kind=c_char), dimension(*), optional :: paths
+      character(kind=c_char), dimension(*), optional :: inputs
+      character(kind=c_char), dimension(*), optional :: targets
+      integer(c_int), value :: flags
+      type(c_ptr), optional :: out
+      integer(c_int) :: pcnn_dataset_open_hdf5
+    end function pcnn_dataset_open_hdf5
+    function pcnn_dataset_set_transform(data, channel, log1p, scale, shift) bind(c, &
+        name='pcnn_dataset_set_transform')
+      import :: c_float, c_int, c_ptr
+      type(c_ptr), value :: data
+      integer(c_int), value :: channel
+      integer(c_int), value :: log1p
+      real(c_float), value :: scale
+      real(c_float), value :: shift
+      integer(c_int) :: pcnn_dataset_set_transform
+    end function pcnn_dataset_set_transform
+    function pcnn_dataset_target_info(data, target_count, num_classes) bind(c, &
+        name='pcnn_dataset_target_info')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: data
+      integer(c_int), optional :: target_count
+      integer(c_int), optional :: num_classes
+      integer(c_int) :: pcnn_dataset_target_info
+    end function pcnn_dataset_target_info
+    function pcnn_dataset_io_bytes(data, data_bytes, meta_bytes) bind(c, &
+        name='pcnn_dataset_io_bytes')
+      import :: c_int, c_int64_t, c_ptr
+      type(c_ptr), value :: data
+      integer(c_int64_t), optional :: data_bytes
+      integer(c_int64_t), optional :: meta_bytes
+      integer(c_int) :: pcnn_dataset_io_bytes
+    end function pcnn_dataset_io_bytes
     function pcnn_strlen_c(s) bind(c, name='strlen')
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s

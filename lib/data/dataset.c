@@ -271,3 +271,13 @@ PCNN_API pcnn_status pcnn_dataset_batch(const pcnn_dataset *data, int start, int
             "targets requested but the dataset holds class labels");
     return dataset_read_batch(data, start, count, NULL, x, labels, targets);
 }
+
+PCNN_API pcnn_status pcnn_dataset_target_info(const pcnn_dataset *data, int *target_count,
+                                              int *num_classes)
+{
+    API_ENTRY();
+    REQUIRE_PTR(data);
+    if (target_count) *target_count = data->labels ? 0 : data->target_count;
+    if (num_classes) *num_classes = data->labels ? data->num_classes : 0;
+    return PCNN_OK;
+}

@@ -11,6 +11,14 @@
 
 #include "pcnn.h"
 
+/* Element types of the files behind a dataset (in memory: float32). */
+typedef enum data_elem {
+    DATA_F32 = 0, DATA_F64, DATA_F16, DATA_I8, DATA_I16, DATA_I32, DATA_U8, DATA_U16
+} data_elem;
+
+/* "float32", "int16", ... ("unknown" outside the enum). */
+const char *data_elem_name(int elem);
+
 struct pcnn_dataset {
     int n, c, d, h, w;      /* n samples of (c, d, h, w); d == 1 for images */
     size_t sample_floats;   /* c * d * h * w */
@@ -21,6 +29,7 @@ struct pcnn_dataset {
     int num_classes;        /* max label + 1; 0 without labels */
     int *order;             /* n storage indices: position k holds sample order[k] */
     struct volume_source *vol; /* file-backed volumes (volume.h; x is then NULL), or NULL */
+    int elem;               /* data_elem of the files */
 };
 
 /* Does a (c, d, h, w) sample of positive extents hold at most INT_MAX

@@ -110,19 +110,32 @@ typedef struct pending {
  * read with nothing else in it) and a .npy header at open. */
 struct volume_scratch {
     pending runs;
+    h5_cache *h5; /* the thread's open HDF5 file, or NULL */
     double bounce[BOUNCE_BYTES / sizeof(double)];
 };
 _Static_assert(NPY_HEADER_READ <= BOUNCE_BYTES, "a .npy header fits the bounce buffer");
 
-volume_scratch *volume_scratch_new(void) { return mem_alloc(sizeof(volume_scratch)); }
+volume_scratch *volume_scratch_new(void)
+{
+    volume_scratch *s = mem_alloc(sizeof(volume_scratch));
+    if (s) s->h5 = NULL;
+    return s;
+}
 
-void volume_scratch_free(volume_scratch *s) { mem_free(s); }
+void volume_scratch_free(volume_scratch *s)
+{
+    if (s) h5_cache_free(s->h5);
+    mem_free(s);
+}
+
+h5_cache **volume_scratch_h5(volume_scratch *s) { return &s->h5; }
 
 /* Read `floats` consecutive values of the file from byte `off` into dst
  * (float64 through the bounce buffer). */
 static pcnn_status read_run(const volume_source *v, volume_scratch *s, int fd, const char *path,
                             uint64_t off, size_t floats, float *dst, char *msg, size_t msg_size)
 {
+    v->io->data_bytes += (uint64_t)floats * v->elem;
     if (v->dtype == PCNN_DTYPE_F32) {
         TRY(read_exact(fd, path, dst, floats * 4, off, msg, msg_size));
         if (HOST_BIG_ENDIAN) swap_bytes((unsigned char *)dst, floats, 4);
@@ -165,6 +178,7 @@ static pcnn_status flush(const volume_source *v, volume_scratch *s, int fd, cons
         return read_run(v, s, fd, path, p->pieces[0].off, p->pieces[0].floats,
                         x + p->pieces[0].placed, msg, msg_size);
     const unsigned char *bounce = (const unsigned char *)s->bounce;
+    v->io->data_bytes += p->end - p->start;
     TRY(read_exact(fd, path, s->bounce, (size_t)(p->end - p->start), p->start, msg, msg_size));
     for (int i = 0; i < count; i++)
         convert(v, bounce + (p->pieces[i].off - p->start), p->pieces[i].floats,
@@ -253,8 +267,8 @@ static void advise_box(const volume_source *v, int fd, uint64_t base, const volu
     if (hi > lo) (void)posix_fadvise(fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_WILLNEED);
 }
 
-pcnn_status volume_read_box(const volume_source *v, volume_scratch *s, int file,
-                            const volume_box *box, float *x, char *msg, size_t msg_size)
+static pcnn_status read_box_raw(const volume_source *v, volume_scratch *s, int file,
+                                const volume_box *box, float *x, char *msg, size_t msg_size)
 {
     const char *path = v->files[file].path;
     char why[128];
@@ -282,6 +296,33 @@ pcnn_status volume_read_box(const volume_source *v, volume_scratch *s, int file,
     return st;
 }
 
+pcnn_status volume_read_box(const volume_source *v, volume_scratch *s, int file,
+                            const volume_box *box, float *x, char *msg, size_t msg_size)
+{
+    TRY(v->h5 ? h5_read_box(v, s, file, box, x, msg, msg_size)
+              : read_box_raw(v, s, file, box, x, msg, msg_size));
+    volume_apply_transform(v, box, 1, x);
+    return PCNN_OK;
+}
+
+volume_source *volume_source_new(int count, int c, int d, int h, int w)
+{
+    volume_source *v = mem_calloc(1, sizeof *v);
+    if (!v) return NULL;
+    v->io = mem_calloc(1, sizeof *v->io);
+    v->scratch = volume_scratch_new();
+    if (!v->io || !v->scratch) {
+        volume_source_free(v);
+        return NULL;
+    }
+    v->count = count;
+    v->c = c;
+    v->d = d;
+    v->h = h;
+    v->w = w;
+    return v;
+}
+
 void volume_source_free(volume_source *v)
 {
     if (!v) return;
@@ -290,6 +331,9 @@ void volume_source_free(volume_source *v)
     if (v->files)
         for (int i = 0; i < v->count; i++) mem_free(v->files[i].path);
     mem_free(v->files);
+    h5_source_free(v->h5);
+    mem_free(v->io);
+    mem_free(v->transform);
     mem_free(v);
 }
 
@@ -364,6 +408,7 @@ static pcnn_status check_file(volume_source *v, const char *manifest, int index,
         const unsigned char *head = (const unsigned char *)v->scratch->bounce;
         size_t want = size < NPY_HEADER_READ ? (size_t)size : NPY_HEADER_READ;
         st = read_exact(fd, f->path, v->scratch->bounce, want, 0, NULL, 0);
+        v->io->meta_bytes += want;
         npy_header h;
         if (st == PCNN_OK) st = npy_parse_header(head, want, f->path, &h);
         if (st == PCNN_OK && h.elem != (int)v->elem)
@@ -439,28 +484,20 @@ PCNN_API pcnn_status pcnn_dataset_open_volumes(const char *manifest, int channel
     TRY(st);
 
     pcnn_dataset *d = mem_calloc(1, sizeof *d);
-    volume_source *v = mem_calloc(1, sizeof *v);
+    volume_source *v = volume_source_new(count, channels, depth, height, width);
     if (d) {
         d->order = mem_calloc((size_t)count, sizeof *d->order);
         d->targets = mem_alloc_floats((size_t)count * (size_t)target_count);
     }
-    if (v) {
-        v->files = mem_calloc((size_t)count, sizeof *v->files);
-        v->scratch = volume_scratch_new();
-    }
-    if (!d || !v || !d->order || !d->targets || !v->files || !v->scratch) {
+    if (v) v->files = mem_calloc((size_t)count, sizeof *v->files);
+    if (!d || !v || !d->order || !d->targets || !v->files) {
         manifest_free(entries, count);
         volume_source_free(v);
         dataset_free(d);
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "cannot allocate the index of %d samples", count);
     }
-    v->c = channels;
-    v->d = depth;
-    v->h = height;
-    v->w = width;
     v->dtype = dtype;
     v->elem = dtype == PCNN_DTYPE_F32 ? 4 : 8;
-    v->count = count;
     d->n = count;
     d->c = channels;
     d->d = depth;
@@ -469,6 +506,7 @@ PCNN_API pcnn_status pcnn_dataset_open_volumes(const char *manifest, int channel
     d->sample_floats = (size_t)channels * (size_t)depth * (size_t)height * (size_t)width;
     d->target_count = target_count;
     d->vol = v;
+    d->elem = dtype == PCNN_DTYPE_F64 ? DATA_F64 : DATA_F32;
     for (int i = 0; i < count; i++) {
         d->order[i] = i;
         v->files[i].path = entries[i].path; /* moved */

@@ -25,6 +25,9 @@ typedef struct volume_prefetch volume_prefetch;
 typedef struct volume_scratch volume_scratch;
 volume_scratch *volume_scratch_new(void);
 void volume_scratch_free(volume_scratch *s);
+/* The thread's open HDF5 file (hdf5_reader.c), kept between its reads. */
+typedef struct h5_cache h5_cache;
+h5_cache **volume_scratch_h5(volume_scratch *s);
 
 /* One sample's file: where its C-order [C][D][H][W] array starts. */
 typedef struct volume_file {
@@ -32,13 +35,30 @@ typedef struct volume_file {
     uint64_t offset;    /* first byte of the array (0 for raw, after the header for .npy) */
 } volume_file;
 
+/* Bytes read from the files (pcnn_dataset_io_bytes), by whichever thread
+ * reads: the samples' arrays and the rest (headers, metadata, targets). */
+typedef struct volume_io {
+    _Atomic uint64_t data_bytes, meta_bytes;
+} volume_io;
+
+/* A channel's transform as read: scale * (log1p ? log1pf(x) : x) + shift. */
+typedef struct volume_transform {
+    int log1p;
+    float scale, shift;
+} volume_transform;
+
+typedef struct h5_source h5_source;
+
 /* The file side of a file-backed pcnn_dataset (pcnn_dataset.vol). */
 typedef struct volume_source {
     int c, d, h, w;
     pcnn_dtype dtype;
     size_t elem;        /* 4 or 8 bytes */
-    int count;          /* number of files = samples */
-    volume_file *files;
+    int count;          /* number of samples: of files for raw and .npy */
+    volume_file *files; /* raw and .npy; NULL for HDF5 */
+    h5_source *h5;      /* HDF5 files (hdf5_source.h), or NULL */
+    volume_io *io;
+    volume_transform *transform; /* c entries, or NULL: the identity */
     volume_scratch *scratch;   /* for reads on the caller's thread */
     volume_prefetch *prefetch; /* NULL when off */
 } volume_source;
@@ -109,6 +129,23 @@ pcnn_status volume_read_box(const volume_source *v, volume_scratch *s, int file,
 /* Free the files (and stop the prefetch); NULL is a no-op. */
 void volume_source_free(volume_source *v);
 
+/* A volume_source of count samples of (c, d, h, w), its counters and
+ * scratch allocated, nothing else (files, h5: the caller's).  NULL when out
+ * of memory. */
+volume_source *volume_source_new(int count, int c, int d, int h, int w);
+
+/* Apply v's transform (file_transform.c) to n samples of `box` in x. */
+void volume_apply_transform(const volume_source *v, const volume_box *box, int n, float *x);
+
+/* ---- HDF5 (hdf5_reader.c; stubs in hdf5_none.c) ------------------------ */
+
+/* Read `box` of sample `sample` as volume_read_box does (same reporting). */
+pcnn_status h5_read_box(const volume_source *v, volume_scratch *s, int sample,
+                        const volume_box *box, float *x, char *msg, size_t msg_size);
+/* Close a thread's open file; NULL is a no-op. */
+void h5_cache_free(h5_cache *c);
+void h5_source_free(h5_source *h);
+
 /* ---- prefetch (volume_prefetch.c) ------------------------------------- */
 
 /* Start (batches >= 1) or stop (0) reading ahead.  Errors: OUT_OF_MEMORY,
@@ -126,6 +163,8 @@ pcnn_status volume_read_batch(volume_source *v, const int *order, int n, int sta
                               const volume_box *box, float *x);
 
 void volume_prefetch_free(volume_prefetch *p);
+/* The batches v reads ahead (0: no prefetch thread). */
+int volume_prefetch_slots(const volume_source *v);
 
 /* Block until the helper thread has no queued or running read (tests: a
  * read-ahead failure is then recorded, whatever the machine's load). */

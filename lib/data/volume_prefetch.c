@@ -129,6 +129,11 @@ void volume_prefetch_free(volume_prefetch *p)
     mem_free(p);
 }
 
+int volume_prefetch_slots(const volume_source *v)
+{
+    return v->prefetch ? v->prefetch->nslots : 0;
+}
+
 pcnn_status volume_prefetch_set(volume_source *v, int batches)
 {
     volume_prefetch_free(v->prefetch);

@@ -32,6 +32,7 @@ from .state import StateKeyError
 from .torch_io import from_torch_state_dict, to_torch_state_dict
 from .scheduler import Scheduler
 from .volumes import VolumeDataset, batch_box, open_volumes, write_volume_manifest
+from .hdf5 import HDF5Dataset, open_hdf5
 
 __version__ = "0.2.0"  # the binding's own version; the library's: library_version()
 
@@ -77,6 +78,7 @@ __all__ = [
     "NumericError", "FileError", "CorruptError", "MismatchError", "InternalError",
     "LibraryError", "LibraryNotFoundError", "MPIMismatchError", "mpi_info",
     "VolumeDataset", "open_volumes", "batch_box", "write_volume_manifest",
+    "HDF5Dataset", "open_hdf5",
     "Callback", "EarlyStopping", "ProgressBar", "StateKeyError", "History", "ModelCheckpoint",
     "ReduceLROnPlateau", "CSVLogger",
     "from_torch_state_dict", "to_torch_state_dict",

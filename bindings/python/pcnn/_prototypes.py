@@ -146,4 +146,8 @@ TABLE = (
     ("pcnn_conv_transpose2d", "STATUS", ("H", "H", "I", "I", "I", "I", "I", "I", "HH")),
     ("pcnn_conv_transpose3d", "STATUS", ("H", "H", "I", "I", "I", "I", "I", "I", "HH")),
     ("pcnn_concat", "STATUS", ("H", "HH", "I", "HH")),
+    ("pcnn_dataset_open_hdf5", "STATUS", ("STR", "STR", "STR", "I", "HH")),
+    ("pcnn_dataset_set_transform", "STATUS", ("H", "I", "I", "F", "F")),
+    ("pcnn_dataset_target_info", "STATUS", ("H", "pI", "pI")),
+    ("pcnn_dataset_io_bytes", "STATUS", ("H", "pU64", "pU64")),
 )
