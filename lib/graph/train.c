@@ -7,6 +7,7 @@
 #include "../kernels/kernels.h"
 #include "../parallel/parallel.h"
 #include "../parallel/decomp.h"
+#include "data_agree.h"
 #include "loss.h"
 #include "net.h"
 #include "spatial.h"
@@ -81,6 +82,7 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
     if (st == PCNN_OK) st = exchange_flush(net->exchange);
     if (net->comm) TRY(net_agree(net, st, __func__));
     TRY(st);
+    TRY(net_agree_dataset(net, data, net->global_max_batch, 0, __func__));
     const bool classify = net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
     double sums[2] = {0.0, 0.0}; /* loss, correct */
     if (net_is_spatial(net)) { /* collective over the boxes; fails on every rank alike */
@@ -124,6 +126,7 @@ pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, 
                        "max_batch of finalize)", batch, net->global_max_batch);
     if (net->comm) TRY(net_agree(net, st, func));
     TRY(st);
+    TRY(net_agree_dataset(net, data, batch, min_local, func));
     int ranks = net->comm ? net->comm->size : 1, rank = net->comm ? net->comm->rank : 0;
     if (net_is_spatial(net)) { /* the batch is shared by sample groups, not ranks */
         ranks = net->spatial->groups;
