@@ -14,8 +14,8 @@
 struct h5_cache {
     int file;           /* index in the h5_source, -1 none */
     hid_t fid, did;
-    float *bounce;      /* channels-last boxes before the transpose */
-    size_t bounce_cap;
+    void *bounce;       /* elements in the file's type, before conversion */
+    size_t bounce_cap;  /* bytes */
 };
 
 int h5_elem_of(hid_t type, char *what, size_t what_size)
@@ -151,11 +151,46 @@ static pcnn_status open_file(const volume_source *v, h5_cache *c, int f, char *m
     return PCNN_OK;
 }
 
-/* Channels-last (.., D, H, W, C) box -> channels-first (C, D, H, W). */
-static void to_channels_first(const float *src, int c, size_t plane, float *dst)
+/* The native type HDF5 reads an element type as, without converting
+ * its class (only the byte order); float16 has none: HDF5 converts it. */
+static hid_t native_type(int elem, size_t *size)
 {
-    for (size_t i = 0; i < plane; i++)
-        for (int k = 0; k < c; k++) dst[(size_t)k * plane + i] = src[i * (size_t)c + (size_t)k];
+    switch (elem) {
+    case DATA_I8: *size = 1; return H5T_NATIVE_SCHAR;
+    case DATA_U8: *size = 1; return H5T_NATIVE_UCHAR;
+    case DATA_I16: *size = 2; return H5T_NATIVE_SHORT;
+    case DATA_U16: *size = 2; return H5T_NATIVE_USHORT;
+    case DATA_I32: *size = 4; return H5T_NATIVE_INT;
+    case DATA_F64: *size = 8; return H5T_NATIVE_DOUBLE;
+    default: *size = 4; return H5T_NATIVE_FLOAT; /* float32, float16 */
+    }
+}
+
+/* Convert n elements to float (a C cast), from channels-last
+ * (.., D, H, W, C) to channels-first (C, D, H, W) when c > 1: one pass. */
+#define CONVERT(T)                                                                          \
+    do {                                                                                    \
+        const T *p = src;                                                                   \
+        if (c == 1)                                                                         \
+            for (size_t i = 0; i < n; i++) dst[i] = (float)p[i];                            \
+        else                                                                                \
+            for (size_t i = 0; i < plane; i++)                                              \
+                for (int k = 0; k < c; k++)                                                 \
+                    dst[(size_t)k * plane + i] = (float)p[i * (size_t)c + (size_t)k];       \
+    } while (0)
+
+static void convert(int elem, const void *src, size_t n, int c, float *dst)
+{
+    const size_t plane = n / (size_t)c;
+    switch (elem) {
+    case DATA_I8: CONVERT(signed char); break;
+    case DATA_U8: CONVERT(unsigned char); break;
+    case DATA_I16: CONVERT(short); break;
+    case DATA_U16: CONVERT(unsigned short); break;
+    case DATA_I32: CONVERT(int); break;
+    case DATA_F64: CONVERT(double); break;
+    default: CONVERT(float); break;
+    }
 }
 
 static pcnn_status read_locked(const volume_source *v, h5_cache *c, int sample,
@@ -175,24 +210,32 @@ static pcnn_status read_locked(const volume_source *v, h5_cache *c, int sample,
     for (int k = 1; k < 3; k++) start[r] = (hsize_t)box->start[k], count[r++] = (hsize_t)box->count[k];
     if (h->channels_last) start[r] = 0, count[r++] = (hsize_t)v->c;
 
+    /* HDF5 reads the file's elements in their own (native) type and we
+     * convert them, transposing channels-last boxes in the same pass:
+     * HDF5's conversion path costs more than the read.  float32 in
+     * channels-first order goes straight into x. */
     const size_t floats = volume_box_floats(v->c, box);
-    float *dst = x;
-    if (h->channels_last && v->c > 1) {
-        if (c->bounce_cap < floats) {
-            float *b = mem_realloc(c->bounce, floats * sizeof *b);
+    size_t esize;
+    const hid_t mtype = native_type(h->elem, &esize);
+    const int direct = esize == 4 && mtype == H5T_NATIVE_FLOAT && (!h->channels_last || v->c == 1);
+    void *dst = x;
+    if (!direct) {
+        if (c->bounce_cap < floats * esize) {
+            void *b = mem_realloc(c->bounce, floats * esize);
             if (!b)
                 return report(msg, msg_size, PCNN_ERR_OUT_OF_MEMORY, "cannot allocate %zu "
-                              "floats to transpose a box of %s", floats, h->paths[f]);
+                              "bytes to convert a box of %s", floats * esize, h->paths[f]);
             c->bounce = b;
-            c->bounce_cap = floats;
+            c->bounce_cap = floats * esize;
         }
         dst = c->bounce;
     }
-    const hsize_t all = (hsize_t)floats;
-    const hid_t fspace = H5Dget_space(c->did), mspace = H5Screate_simple(1, &all, NULL);
+    /* The memory space has the selection's shape: HDF5 then copies runs
+     * (a flat one sends it down its element-by-element path: 30x slower). */
+    const hid_t fspace = H5Dget_space(c->did), mspace = H5Screate_simple(r, count, NULL);
     herr_t err = fspace < 0 || mspace < 0 ? -1 : 0;
     if (!err) err = H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL);
-    if (err >= 0) err = H5Dread(c->did, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, dst);
+    if (err >= 0) err = H5Dread(c->did, mtype, mspace, fspace, H5P_DEFAULT, dst);
     char why[256] = "";
     if (err < 0) h5_error_text(why, sizeof why);
     if (fspace >= 0) H5Sclose(fspace);
@@ -202,10 +245,7 @@ static pcnn_status read_locked(const volume_source *v, h5_cache *c, int sample,
         return report(msg, msg_size, PCNN_ERR_CORRUPT, "%s: reading sample %d of dataset "
                       "'%s' failed%s", h->paths[f], index, h->inputs, why);
     }
-    if (dst != x) {
-        const size_t plane = floats / (size_t)v->c;
-        to_channels_first(dst, v->c, plane, x);
-    }
+    if (!direct) convert(h->elem, dst, floats, h->channels_last ? v->c : 1, x);
     return PCNN_OK;
 }
 
