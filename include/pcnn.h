@@ -1484,6 +1484,7 @@ PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_predict) void pcnn_define_PCNN_EXPERIMENTA
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_layer_time) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_layer_time(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_validate) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_validate(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_report) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_report(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_confidence) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_confidence(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_save) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_save(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_load) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_load(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_share) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_share(PCNN_EXPERIMENTAL_ONLY_ARGS);
@@ -1505,6 +1506,7 @@ PCNN_EXPERIMENTAL_ONLY(pcnn_dataset_io_bytes) void pcnn_define_PCNN_EXPERIMENTAL
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective PCNN_EXPERIMENTAL_ONLY(pcnn_collective);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param PCNN_EXPERIMENTAL_ONLY(pcnn_perf_param);
+typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_flag PCNN_EXPERIMENTAL_ONLY(pcnn_perf_flag);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_upsample_mode PCNN_EXPERIMENTAL_ONLY(pcnn_upsample_mode);
 enum {
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_N PCNN_EXPERIMENTAL_ONLY(PCNN_DIM_N),
@@ -1525,6 +1527,12 @@ enum {
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_COMPUTE_SOURCE PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_COMPUTE_SOURCE),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_MEMORY_CONTENTION PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_MEMORY_CONTENTION),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_RANK_PACE PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_RANK_PACE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_FLAG_LINK_DEFAULTS PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_FLAG_LINK_DEFAULTS),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_FLAG_LINK_FEW_POINTS PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_FLAG_LINK_FEW_POINTS),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_FLAG_LINK_SHORT_RANGE PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_FLAG_LINK_SHORT_RANGE),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_FLAG_LINK_NOISY PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_FLAG_LINK_NOISY),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_FLAG_COMPUTE_NOISY PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_FLAG_COMPUTE_NOISY),
+    pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_FLAG_COMPUTE_ESTIMATED PCNN_EXPERIMENTAL_ONLY(PCNN_PERF_FLAG_COMPUTE_ESTIMATED),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_UPSAMPLE_NEAREST PCNN_EXPERIMENTAL_ONLY(PCNN_UPSAMPLE_NEAREST),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_UPSAMPLE_LINEAR PCNN_EXPERIMENTAL_ONLY(PCNN_UPSAMPLE_LINEAR),
     pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_KEEP_IM2COL PCNN_EXPERIMENTAL_ONLY(PCNN_OPT_KEEP_IM2COL),
@@ -1568,6 +1576,7 @@ enum {
 #define pcnn_perfmodel_layer_time pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_layer_time
 #define pcnn_perfmodel_validate pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_validate
 #define pcnn_perfmodel_report pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_report
+#define pcnn_perfmodel_confidence pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_confidence
 #define pcnn_perfmodel_save pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_save
 #define pcnn_perfmodel_load pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_load
 #define pcnn_perfmodel_share pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_share
@@ -1589,6 +1598,7 @@ enum {
 #define pcnn_perfmodel pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel
 #define pcnn_collective pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective
 #define pcnn_perf_param pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param
+#define pcnn_perf_flag pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_flag
 #define pcnn_upsample_mode pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_upsample_mode
 #define PCNN_DIM_N pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_N
 #define PCNN_DIM_D pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_DIM_D
@@ -1608,6 +1618,12 @@ enum {
 #define PCNN_PERF_COMPUTE_SOURCE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_COMPUTE_SOURCE
 #define PCNN_PERF_MEMORY_CONTENTION pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_MEMORY_CONTENTION
 #define PCNN_PERF_RANK_PACE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_RANK_PACE
+#define PCNN_PERF_FLAG_LINK_DEFAULTS pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_FLAG_LINK_DEFAULTS
+#define PCNN_PERF_FLAG_LINK_FEW_POINTS pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_FLAG_LINK_FEW_POINTS
+#define PCNN_PERF_FLAG_LINK_SHORT_RANGE pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_FLAG_LINK_SHORT_RANGE
+#define PCNN_PERF_FLAG_LINK_NOISY pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_FLAG_LINK_NOISY
+#define PCNN_PERF_FLAG_COMPUTE_NOISY pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_FLAG_COMPUTE_NOISY
+#define PCNN_PERF_FLAG_COMPUTE_ESTIMATED pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_PERF_FLAG_COMPUTE_ESTIMATED
 #define PCNN_UPSAMPLE_NEAREST pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_UPSAMPLE_NEAREST
 #define PCNN_UPSAMPLE_LINEAR pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_UPSAMPLE_LINEAR
 #define PCNN_OPT_KEEP_IM2COL pcnn_define_PCNN_EXPERIMENTAL_to_use_PCNN_OPT_KEEP_IM2COL
@@ -1688,6 +1704,7 @@ enum {
 #undef pcnn_perfmodel_layer_time
 #undef pcnn_perfmodel_validate
 #undef pcnn_perfmodel_report
+#undef pcnn_perfmodel_confidence
 #undef pcnn_perfmodel_save
 #undef pcnn_perfmodel_load
 #undef pcnn_perfmodel_share
@@ -1709,6 +1726,7 @@ enum {
 #undef pcnn_perfmodel
 #undef pcnn_collective
 #undef pcnn_perf_param
+#undef pcnn_perf_flag
 #undef pcnn_upsample_mode
 #undef PCNN_DIM_N
 #undef PCNN_DIM_D
@@ -1728,6 +1746,12 @@ enum {
 #undef PCNN_PERF_COMPUTE_SOURCE
 #undef PCNN_PERF_MEMORY_CONTENTION
 #undef PCNN_PERF_RANK_PACE
+#undef PCNN_PERF_FLAG_LINK_DEFAULTS
+#undef PCNN_PERF_FLAG_LINK_FEW_POINTS
+#undef PCNN_PERF_FLAG_LINK_SHORT_RANGE
+#undef PCNN_PERF_FLAG_LINK_NOISY
+#undef PCNN_PERF_FLAG_COMPUTE_NOISY
+#undef PCNN_PERF_FLAG_COMPUTE_ESTIMATED
 #undef PCNN_UPSAMPLE_NEAREST
 #undef PCNN_UPSAMPLE_LINEAR
 #undef PCNN_OPT_KEEP_IM2COL
@@ -2160,6 +2184,32 @@ PCNN_API pcnn_status pcnn_perfmodel_validate(const pcnn_perfmodel *model, const 
  * estimates beside it, the knobs.  Errors: INVALID_ARGUMENT. */
 PCNN_API pcnn_status pcnn_perfmodel_report(const pcnn_perfmodel *model, char *buf, size_t size,
                                            size_t *needed);
+
+/* What a model's figures rest on, as flags (OR-ed): */
+typedef enum pcnn_perf_flag {
+    PCNN_PERF_FLAG_LINK_DEFAULTS = 1,     /* links never calibrated nor set: 5 us, 10 Gbit/s */
+    PCNN_PERF_FLAG_LINK_FEW_POINTS = 2,   /* a collective fitted from fewer than 3 sizes */
+    PCNN_PERF_FLAG_LINK_SHORT_RANGE = 4,  /* a collective measured only below 1 MiB: the
+                                             gradients' sizes are extrapolated */
+    PCNN_PERF_FLAG_LINK_NOISY = 8,        /* a collective's repetitions of one size
+                                             disagreed (interquartile range over median
+                                             above 50 %): calibrated on a loaded machine */
+    PCNN_PERF_FLAG_COMPUTE_NOISY = 16,    /* the layers' timed repetitions disagreed (max -
+                                             min over median above 50 %) */
+    PCNN_PERF_FLAG_COMPUTE_ESTIMATED = 32 /* no compute calibration: the regressors'
+                                             estimates, if any, cost the layers */
+} pcnn_perf_flag;
+
+/* The flags that apply to a prediction on `ranks` ranks (1: the link
+ * flags do not apply; 0: every flag, as pcnn_perfmodel_report lists them)
+ * into *flags (0: nothing to warn of), and one line per flag saying what
+ * it rests on and what to do into buf (snprintf-style; may be NULL with
+ * size 0), *needed its full length.  Any output may be NULL.  The flags
+ * are saved and loaded with the model.  Local.  Errors: INVALID_ARGUMENT
+ * (NULL model, ranks < 0, buf NULL with size > 0). */
+PCNN_API pcnn_status pcnn_perfmodel_confidence(const pcnn_perfmodel *model, int ranks,
+                                               int *flags, char *buf, size_t size,
+                                               size_t *needed);
 
 /* Save atomically (as checkpoints) in a versioned little-endian format
  * with a checksum; load creates a new model from a regular file (a FIFO,

@@ -148,6 +148,14 @@ module pcnn
   integer(c_int), parameter :: PCNN_PERF_MEMORY_CONTENTION = 8
   integer(c_int), parameter :: PCNN_PERF_RANK_PACE = 9
 
+  ! enum pcnn_perf_flag
+  integer(c_int), parameter :: PCNN_PERF_FLAG_LINK_DEFAULTS = 1
+  integer(c_int), parameter :: PCNN_PERF_FLAG_LINK_FEW_POINTS = 2
+  integer(c_int), parameter :: PCNN_PERF_FLAG_LINK_SHORT_RANGE = 4
+  integer(c_int), parameter :: PCNN_PERF_FLAG_LINK_NOISY = 8
+  integer(c_int), parameter :: PCNN_PERF_FLAG_COMPUTE_NOISY = 16
+  integer(c_int), parameter :: PCNN_PERF_FLAG_COMPUTE_ESTIMATED = 32
+
   ! enum pcnn_upsample_mode
   integer(c_int), parameter :: PCNN_UPSAMPLE_NEAREST = 0
   integer(c_int), parameter :: PCNN_UPSAMPLE_LINEAR = 1
@@ -1178,6 +1186,17 @@ module pcnn
       integer(c_size_t), optional :: needed
       integer(c_int) :: pcnn_perfmodel_report
     end function pcnn_perfmodel_report
+    function pcnn_perfmodel_confidence(model, ranks, flags, buf, size, needed) bind(c, &
+        name='pcnn_perfmodel_confidence')
+      import :: c_char, c_int, c_ptr, c_size_t
+      type(c_ptr), value :: model
+      integer(c_int), value :: ranks
+      integer(c_int), optional :: flags
+      character(kind=c_char), dimension(*), optional :: buf
+      integer(c_size_t), value :: size
+      integer(c_size_t), optional :: needed
+      integer(c_int) :: pcnn_perfmodel_confidence
+    end function pcnn_perfmodel_confidence
     function pcnn_perfmodel_save(model, path) bind(c, name='pcnn_perfmodel_save')
       import :: c_char, c_int, c_ptr
       type(c_ptr), value :: model

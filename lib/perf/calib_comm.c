@@ -89,7 +89,7 @@ static double median_of(double *t, int n)
  * the buffers' pages may cost more than the runs), the maximum too. */
 #define MAX_REPS 20
 static pcnn_status measure(bench *b, pcnn_collective k, double bytes, int reps, double *seconds,
-                           double *actual, double *elapsed)
+                           double *actual, double *elapsed, double *spread)
 {
     const double start = clock_now();
     TRY(run_once(b, k, bytes, actual));
@@ -103,11 +103,16 @@ static pcnn_status measure(bench *b, pcnn_collective k, double bytes, int reps, 
         t[i] = clock_now() - t0;
         if (k == PCNN_COLL_SENDRECV) t[i] /= 2; /* one way of the round trip */
     }
-    double mine[2] = {median_of(t, reps), clock_now() - start}, most[2];
-    TRY(complete(b, MPI_Iallreduce(mine, most, 2, MPI_DOUBLE, MPI_MAX, b->c->comm, &req), &req,
+    const double mid = median_of(t, reps); /* sorts t */
+    /* Repetitions that disagree: the interquartile range over the median
+     * (-1: too few runs to tell). */
+    const double iqr = reps >= 4 && mid > 0 ? (t[(3 * reps) / 4] - t[reps / 4]) / mid : -1;
+    double mine[3] = {mid, clock_now() - start, iqr}, most[3];
+    TRY(complete(b, MPI_Iallreduce(mine, most, 3, MPI_DOUBLE, MPI_MAX, b->c->comm, &req), &req,
                  "MPI_Iallreduce (calibration times)"));
     *seconds = most[0];
     *elapsed = most[1];
+    if (spread) *spread = most[2];
     return PCNN_OK;
 }
 
@@ -123,7 +128,8 @@ static pcnn_status sweep(bench *b, perf_link *k, pcnn_collective c, double share
 {
     perf_curve *cv = &k->curve[c];
     cv->count = 0;
-    double used = 0;
+    double used = 0, spreads[SIZES];
+    int counted = 0;
     for (int i = 0; i < SIZES && cv->count < PERF_CURVE_MAX; i++) {
         const double n = size_of(i);
         double estimate = 1e-4;
@@ -143,15 +149,17 @@ static pcnn_status sweep(bench *b, perf_link *k, pcnn_collective c, double share
         /* Small ones (the first, 8 B, too) get enough runs for a median. */
         reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
         if ((i == 0 || estimate < 1e-3) && reps < 7) reps = 7;
-        double t = 0, actual = 0, elapsed = 0;
-        TRY(measure(b, c, n, reps, &t, &actual, &elapsed));
+        double t = 0, actual = 0, elapsed = 0, spread = -1;
+        TRY(measure(b, c, n, reps, &t, &actual, &elapsed, &spread));
         used += elapsed;
+        if (spread >= 0) spreads[counted++] = spread;
         if (t > 0 && (!cv->count || actual > cv->bytes[cv->count - 1])) {
             cv->bytes[cv->count] = actual;
             cv->seconds[cv->count] = t;
             cv->count++;
         }
     }
+    k->spread[c] = counted ? median_of(spreads, counted) : 0;
     return PCNN_OK;
 }
 
@@ -184,7 +192,7 @@ static pcnn_status measure_polling(bench *b, const perf_link *k, double *poll_wo
     double bytes = 8 << 20;
     if (cv->count && cv->bytes[cv->count - 1] < bytes) bytes = cv->bytes[cv->count - 1];
     double alone = 0, actual = 0, elapsed = 0;
-    TRY(measure(b, PCNN_COLL_ALLREDUCE, bytes, 2, &alone, &actual, &elapsed));
+    TRY(measure(b, PCNN_COLL_ALLREDUCE, bytes, 2, &alone, &actual, &elapsed, NULL));
     MPI_Request req;
     TRY(complete(b, MPI_Ibarrier(b->c->comm, &req), &req, "MPI_Ibarrier (calibration)"));
     const int count = (int)(bytes / 4);

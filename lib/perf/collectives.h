@@ -35,6 +35,11 @@ typedef struct perf_link {
     double mem_contention[PERF_CONTENTION_SIZES];
     double alpha[PERF_COLLECTIVES], beta[PERF_COLLECTIVES];
     perf_curve curve[PERF_COLLECTIVES];
+    /* Per collective, the median over its curve's points of the relative
+     * spread of the repetitions (interquartile range over median): how
+     * much the runs of one size disagreed (a loaded machine: > 0.5); 0
+     * where unknown (no calibration, or a file from before it). */
+    double spread[PERF_COLLECTIVES];
 } perf_link;
 
 /* Defaults before calibration: 5 us, 10 Gbit/s, 4 GB/s of summation. */

@@ -146,6 +146,7 @@ static void write_model(writer *w, const pcnn_perfmodel *m)
     unsigned char *p = room(w, reg);
     if (p) perf_regressors_write(m, p, reg);
     put_f64(w, c->pace);
+    for (int i = 0; i < PERF_COLLECTIVES; i++) put_f64(w, k->spread[i]);
     put_u64(w, w->failed ? 0 : hash_fnv1a(HASH_FNV1A_BASIS, w->buf, w->len));
 }
 
@@ -289,6 +290,11 @@ static pcnn_status read_model(reader *r, pcnn_perfmodel *m, const char *path, co
     if (reg > r->left) return corrupt(func, path, "truncated (regressors)");
     const unsigned char *bytes = take(r, (size_t)reg);
     c->pace = r->version >= 5 ? get_f64(r) : 1;
+    for (int i = 0; i < PERF_COLLECTIVES; i++) {
+        k->spread[i] = r->version >= 6 ? get_f64(r) : 0;
+        if (!(k->spread[i] >= 0 && k->spread[i] < 1e6))
+            return corrupt(func, path, "a collective's repetition spread out of range");
+    }
     if (r->short_read) return corrupt(func, path, "truncated");
     if (!(c->pace == 0 || (c->pace >= 1 && c->pace < 1e3)))
         return corrupt(func, path, "the ranks' pace out of range");

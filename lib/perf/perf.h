@@ -12,8 +12,9 @@
 #include "collectives.h"
 #include "sim.h"
 
-#define PERF_FORMAT_VERSION 5u /* 2: per-layer update timings; 3: the link's poll_cpu;
-                                  4: its mem_contention by size; 5: the ranks' pace */
+#define PERF_FORMAT_VERSION 6u /* 2: per-layer update timings; 3: the link's poll_cpu;
+                                  4: its mem_contention by size; 5: the ranks' pace;
+                                  6: the collectives' repetition spread */
 #define PERF_FORMAT_OLDEST 2u  /* read too (poll_cpu 0, mem_contention 1, pace 1) */
 #define PERF_KIND_LEN 24
 
@@ -205,6 +206,13 @@ void perf_model_release(pcnn_perfmodel *m);
 
 /* Texts (perf/report.c). */
 size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size);
+
+/* The PCNN_PERF_FLAG_* that apply to predictions on `ranks` ranks (0:
+ * any; 1: the links do not matter) and their explanation, one line each
+ * (perf/confidence.c). */
+struct text;
+unsigned perf_confidence_flags(const pcnn_perfmodel *m, int ranks);
+void perf_confidence_explain(const pcnn_perfmodel *m, unsigned flags, struct text *t);
 pcnn_status perf_validate(const pcnn_perfmodel *m, const pcnn_net *net, double *step_re,
                           double *wre, char *buf, size_t size, size_t *needed,
                           const char *func);

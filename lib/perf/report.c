@@ -73,6 +73,7 @@ size_t perf_report(const pcnn_perfmodel *m, char *buf, size_t size)
     char reg[4096];
     perf_regressors_describe(m, reg, sizeof reg);
     text_put(&t, "%s", reg);
+    perf_confidence_explain(m, perf_confidence_flags(m, 0), &t);
     const perf_knobs *o = &m->knobs;
     text_put(&t, "knobs: alpha %g, beta %g, link %g Gbit/s, strategy %d, engine %d, "
                  "nonblocking progress %g, compute source %d\n",

@@ -132,6 +132,7 @@ TABLE = (
     ("pcnn_perfmodel_layer_time", "STATUS", ("H", "I", "E", "pD")),
     ("pcnn_perfmodel_validate", "STATUS", ("H", "H", "pD", "pD", "H", "Z", "pZ")),
     ("pcnn_perfmodel_report", "STATUS", ("H", "H", "Z", "pZ")),
+    ("pcnn_perfmodel_confidence", "STATUS", ("H", "I", "pI", "H", "Z", "pZ")),
     ("pcnn_perfmodel_save", "STATUS", ("H", "STR")),
     ("pcnn_perfmodel_load", "STATUS", ("STR", "HH")),
     ("pcnn_perfmodel_share", "STATUS", ("H", "H", "I")),
