@@ -216,7 +216,10 @@ int main(int argc, char **argv)
             pcnn_net *net = build(md, batch);
             warm_up(net, md, batch, o.warmup);
             CHECK(pcnn_perfmodel_calibrate_compute(m, net, o.budget));
-            printf("%s, %d samples per rank:\n", name, batch);
+            /* What the figures below rest on, before them (pcnn_perf_flag). */
+            char why[2048];
+            CHECK(pcnn_perfmodel_confidence(m, 0, NULL, why, sizeof why, NULL));
+            printf("%s, %d samples per rank:\n%s", name, batch, why);
             sweep(m, net, name, batch, &o, csv, 0, 2, one);
             CHECK(pcnn_net_destroy(&net));
         }

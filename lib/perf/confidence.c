@@ -56,7 +56,7 @@ void perf_confidence_explain(const pcnn_perfmodel *m, unsigned flags, text *t)
         text_put(t, "  LINK_DEFAULTS: the links were never calibrated; every collective uses "
                     "the defaults (5 us, 10 Gbit/s): pcnn_perfmodel_calibrate_comm\n");
     if (flags & (PCNN_PERF_FLAG_LINK_FEW_POINTS | PCNN_PERF_FLAG_LINK_SHORT_RANGE)) {
-        text_put(t, "  %s%s%s: the budget ended the sweeps early (", 
+        text_put(t, "  %s%s%s: the budget ended the sweeps early (",
                  flags & PCNN_PERF_FLAG_LINK_FEW_POINTS ? "LINK_FEW_POINTS" : "",
                  (flags & PCNN_PERF_FLAG_LINK_FEW_POINTS) &&
                          (flags & PCNN_PERF_FLAG_LINK_SHORT_RANGE) ? ", " : "",

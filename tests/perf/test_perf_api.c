@@ -102,13 +102,20 @@ static void write_model_file(const char *path, unsigned char *buf, size_t len)
  * fields after poll_work (at byte 36: header 16, ranks 4, gamma 8,
  * poll_work 8) are poll_cpu (8 bytes, from version 3) and the memory
  * contention by size (4 doubles, from version 4); the ranks' pace is the
- * double before the checksum (from version 5). */
+ * double before the collectives' repetition spreads (from version 5),
+ * which are the 4 doubles before the checksum (from version 6). */
 static void as_version(const char *path, int version)
 {
     unsigned char buf[1 << 16];
     size_t n = read_model_file(path, buf, sizeof buf);
-    memmove(buf + n - 16, buf + n - 8, 8);
-    n -= 8;
+    if (version < 6) { /* the collectives' repetition spread */
+        memmove(buf + n - 40, buf + n - 8, 8);
+        n -= 32;
+    }
+    if (version < 5) {
+        memmove(buf + n - 16, buf + n - 8, 8);
+        n -= 8;
+    }
     if (version < 4) {
         const size_t from = version == 2 ? 36 : 44, to = 76;
         memmove(buf + from, buf + to, n - to);
@@ -120,7 +127,7 @@ static void as_version(const char *path, int version)
 
 /* The double at byte `at` of the model file set to v (at < 0: from the
  * end).  The first memory contention factor is at byte 44, the ranks'
- * pace is the double before the checksum (-16). */
+ * pace is at -48 (before the 4 spreads and the checksum). */
 static void set_double(const char *path, long at, double v)
 {
     unsigned char buf[1 << 16];
@@ -324,11 +331,11 @@ int main(void)
     CK(pcnn_perfmodel_save(m, path));
     flip_byte(path, 8, 1); /* format version 1: before the per-layer update timings */
     EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_UNSUPPORTED,
-               "version 1; this library reads versions 2 to 5 (calibrate again");
+               "version 1; this library reads versions 2 to 6 (calibrate again");
     /* Versions 2 (no poll_cpu) and 3 (no memory contention) still load:
      * the same predictions (this model's poll_cpu is 0 and its contention
      * 1, a one-rank calibration's). */
-    for (int version = 2; version <= 4; version++) {
+    for (int version = 2; version <= 5; version++) {
         CK(pcnn_perfmodel_save(m, path));
         as_version(path, version);
         CK(pcnn_perfmodel_load(path, &back));
@@ -391,8 +398,11 @@ int main(void)
     EXPECT(pace == 1.25 && again == s2, "pace %g from the file predicts %g vs %g", pace, again,
            s2);
     CK(pcnn_perfmodel_destroy(&back));
-    set_double(path, -16, 0.5); /* the ranks' pace */
+    set_double(path, -48, 0.5); /* the ranks' pace */
     EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT, "pace out of range");
+    CK(pcnn_perfmodel_save(m, path));
+    set_double(path, -16, -0.25); /* the all-gather's repetition spread */
+    EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT, "spread out of range");
     CK(pcnn_perfmodel_save(m, path));
     as_version(path, 4);
     CK(pcnn_perfmodel_load(path, &back));

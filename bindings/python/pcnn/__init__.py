@@ -18,8 +18,8 @@ from . import _api, _args
 from .comm import Comm, MPIMismatchError, mpi_info
 from .dataset import Dataset
 from .enums import (Collective, Dtype, Exchange, Init, LogLevel, Loss, MemoryPart, Optimizer,
-                    Option, PerfParam, SchedEvent, SchedLrRule, SchedOption, Status, Time,
-                    UpsampleMode)
+                    Option, PerfFlag, PerfParam, SchedEvent, SchedLrRule, SchedOption, Status,
+                    Time, UpsampleMode)
 from .errors import (CorruptError, FileError, InternalError, InvalidArgumentError,
                      InvalidStateError, LibraryError, LibraryNotFoundError, MismatchError,
                      MPIError, NumericError, OutOfMemoryError, PcnnError, RemoteError,
@@ -72,7 +72,7 @@ __all__ = [
     "Exchange", "Init", "Loss", "Optimizer", "Option", "Status", "Time", "Dtype", "LogLevel",
     "MemoryPart", "UpsampleMode",
     "SchedOption", "SchedLrRule", "SchedEvent",
-    "PerfModel", "PerfParam", "Collective",
+    "PerfModel", "PerfParam", "PerfFlag", "Collective",
     "PcnnError", "InvalidArgumentError", "InvalidStateError", "ShapeError",
     "OutOfMemoryError", "MPIError", "RemoteError", "TimeoutError", "UnsupportedError",
     "NumericError", "FileError", "CorruptError", "MismatchError", "InternalError",

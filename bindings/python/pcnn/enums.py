@@ -162,6 +162,17 @@ class PerfParam(enum.IntEnum):
     RANK_PACE = 9
 
 
+class PerfFlag(enum.IntEnum):
+    """What a performance model's figures rest on (pcnn.h 9.3,
+    PerfModel.confidence): bits OR-ed together."""
+    FLAG_LINK_DEFAULTS = 1
+    FLAG_LINK_FEW_POINTS = 2
+    FLAG_LINK_SHORT_RANGE = 4
+    FLAG_LINK_NOISY = 8
+    FLAG_COMPUTE_NOISY = 16
+    FLAG_COMPUTE_ESTIMATED = 32
+
+
 class UpsampleMode(enum.IntEnum):
     """How Net.upsample2d / upsample3d fill the new points (pcnn.h 9.5)."""
     NEAREST = 0
@@ -189,6 +200,7 @@ C_PREFIX = {
     "pcnn_sched_option": (SchedOption, "PCNN_SCHED_"),
     "pcnn_collective": (Collective, "PCNN_COLL_"),
     "pcnn_perf_param": (PerfParam, "PCNN_PERF_"),
+    "pcnn_perf_flag": (PerfFlag, "PCNN_PERF_"),
     "pcnn_dtype": (Dtype, "PCNN_DTYPE_"),
     "pcnn_upsample_mode": (UpsampleMode, "PCNN_UPSAMPLE_"),
 }

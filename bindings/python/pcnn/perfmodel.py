@@ -18,7 +18,7 @@ from ctypes import byref, c_double, c_size_t, c_void_p
 from ._args import path as _path
 from ._handle import Handle, new_handle
 from .comm import Comm
-from .enums import Collective, Exchange, PerfParam, Time, coerce
+from .enums import Collective, Exchange, PerfFlag, PerfParam, Time, coerce
 from .errors import InvalidArgumentError
 
 # The categories of a prediction, as pcnn_net_time names them.
@@ -195,7 +195,9 @@ class PerfModel(Handle):
         nonblocking_progress; None leaves a knob as set_param set it.  Returns
         {"forward", "backward", "update", "comm", "exposed", "halo",
         "halo_exposed", "shuffle", "step"} in seconds (the last three 0
-        without a spatial distribution); per layer: layer_time()."""
+        without a spatial distribution), and "flags": the names of the
+        confidence flags that apply on `ranks` ranks (empty: nothing to
+        warn of; confidence() explains them); per layer: layer_time()."""
         net = _net_of(net, "PerfModel.predict")
         unknown = sorted(set(knobs) - set(_TEMPORARY))
         if unknown:
@@ -220,12 +222,29 @@ class PerfModel(Handle):
             with net._using() as n:
                 self._lib.pcnn_perfmodel_predict(h, n, global_batch, ranks, 1 if overlap else 0,
                                                  byref(step))
+            flags = self.confidence(ranks)[0]  # with this prediction's knobs
         finally:
             for param, value in saved.items():
                 self._lib.pcnn_perfmodel_set_param(h, param, value)
         out = {t.name.lower(): self.layer_time(None, t) for t in CATEGORIES}
         out["step"] = step.value
+        out["flags"] = flags
         return out
+
+    def confidence(self, ranks=0):
+        """(flags, text): the names of the confidence flags (pcnn.PerfFlag,
+        without its FLAG_ prefix)
+        that apply to a prediction on `ranks` ranks (1: no link flag; 0:
+        every flag), and one line per flag saying what it rests on and what
+        to do."""
+        if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 0:
+            raise InvalidArgumentError("PerfModel.confidence: ranks must be an int >= 0, "
+                                       "not %r" % (ranks,))
+        flags = ctypes.c_int()
+        h = c_void_p(self._handle())
+        self._lib.pcnn_perfmodel_confidence(h, ranks, byref(flags), None, 0, None)
+        text = _text(self._lib.pcnn_perfmodel_confidence, h, ranks, None)
+        return [f.name[len("FLAG_"):] for f in PerfFlag if flags.value & f], text
 
     def layer_time(self, layer=None, what=Time.STEP):
         """Seconds of `what` (a pcnn.Time or its name; forward .. step) in

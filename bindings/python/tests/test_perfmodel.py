@@ -44,7 +44,7 @@ def test_predict_what_if_1024_ranks_without_communicator(lenet):
     net, model = lenet
     one = model.predict(net, ranks=1, global_batch=32)
     assert set(one) == {"forward", "backward", "update", "comm", "exposed", "halo",
-                        "halo_exposed", "shuffle", "step"}
+                        "halo_exposed", "shuffle", "step", "flags"}
     assert one["halo"] == one["halo_exposed"] == one["shuffle"] == 0  # no distribution
     assert one["forward"] > 0 and one["backward"] > 0 and one["update"] > 0
     assert one["comm"] == 0 and one["exposed"] == 0  # one rank: no collectives
@@ -154,7 +154,7 @@ def test_bad_inputs_raise_the_librarys_errors(lenet, tmp_path):
     raw[8] = 1  # the format version (u32 after the 8-byte magic): an older one
     path.write_bytes(bytes(raw))
     with pytest.raises(pcnn.UnsupportedError,
-                       match="version 1; this library reads versions 2 to 5"):
+                       match="version 1; this library reads versions 2 to 6"):
         pcnn.PerfModel.load(path)
     with pytest.raises(pcnn.FileError):
         pcnn.PerfModel.load(os.path.join(str(tmp_path), "missing", "m.pcnnperf"))
@@ -183,3 +183,22 @@ def test_closed_model_raises():
         m.report()
     with pytest.raises(pcnn.InvalidStateError, match="closed"):
         m._handle()
+
+
+def test_confidence_flags_say_what_the_figures_rest_on(lenet):
+    net, calibrated = lenet
+    with pcnn.PerfModel() as fresh:
+        flags, text = fresh.confidence(2)
+        assert flags == ["LINK_DEFAULTS", "COMPUTE_ESTIMATED"]
+        assert "calibrate_comm" in text and "calibrate_compute" in text
+        assert fresh.confidence(1)[0] == ["COMPUTE_ESTIMATED"]
+        fresh.set_param("link_gbits", 10)
+        assert fresh.confidence(2)[0] == ["COMPUTE_ESTIMATED"]  # a link set by hand
+        with pytest.raises(pcnn.InvalidArgumentError, match="ranks"):
+            fresh.confidence(-1)
+    # The calibrated compute table: no compute estimate; the link never
+    # calibrated, so predictions on several ranks carry LINK_DEFAULTS.
+    out = calibrated.predict(net, ranks=4)
+    assert "COMPUTE_ESTIMATED" not in out["flags"] and "LINK_DEFAULTS" in out["flags"]
+    assert "LINK_DEFAULTS" not in calibrated.predict(net, ranks=1)["flags"]
+    assert "LINK_DEFAULTS" not in calibrated.predict(net, ranks=4, link_gbits=1)["flags"]
