@@ -61,7 +61,7 @@ static void log_conv_fallbacks(const pcnn_net *net)
         if (l->algorithm == 0 || l->algorithm == asked) continue;
         net_log(net, PCNN_LOG_WARNING, "layer %d (%s): PCNN_OPT_CONV_ALGORITHM %d (%s) does "
                 "not apply; it computes with %s", i, l->ops->kind, asked, forced[asked],
-                l->choice);
+                l->decision.kernel);
     }
 }
 

@@ -218,7 +218,9 @@ pcnn_status net_switch_exchanges(pcnn_net *net, const pcnn_exchange *kinds, cons
         if (!l->num_params || kinds[i] == l->exchange) continue;
         l->exchange = kinds[i];
         net_note_exchange(l, how, why ? why[i] : "");
-        net_log(net, PCNN_LOG_INFO, "layer %d (%s): %s", i, l->ops->kind, l->choice);
+        char decided[512];
+        net_decision_text(l, decided, sizeof decided);
+        net_log(net, PCNN_LOG_INFO, "layer %d (%s): %s", i, l->ops->kind, decided);
     }
     return PCNN_OK;
 }

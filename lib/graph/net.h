@@ -255,14 +255,18 @@ void net_log_failure(pcnn_net *net);
  *                        l->exchange); local, nothing posted yet.
  *   net_exchange_start   start exchange x of the network on the engine
  *                        every rank votes for (collective, agreed).
- *   net_note_exchange    write layer l's exchange and why into its summary
- *                        (l->choice), replacing an earlier note.
+ *   net_note_exchange    record layer l's exchange (l->exchange), who chose
+ *                        it and why in l->decision, replacing an earlier one.
  *   net_plan_exchanges   finalize under PCNN_EXCHANGE_AUTO, once the ranks
  *                        agreed on the network: the attached planner's
  *                        choice replaces the heuristics' (collective). */
 pcnn_status net_exchange_create(pcnn_net *net, const pcnn_exchange *kinds, exchange **out);
 pcnn_status net_exchange_start(pcnn_net *net, exchange *x, const char *func);
 void net_note_exchange(pcnn_layer *l, const char *how, const char *why);
+
+/* Layer l's decisions (l->decision) as one line into buf (snprintf-style;
+ * "" when none); returns its full length (graph/decision.c). */
+size_t net_decision_text(const pcnn_layer *l, char *buf, size_t size);
 pcnn_status net_plan_exchanges(pcnn_net *net, const char *func);
 
 /* The learning rate of the next step, schedule included. */

@@ -208,25 +208,6 @@ static void decide_exchanges(pcnn_net *net)
     }
 }
 
-void net_note_exchange(pcnn_layer *l, const char *how, const char *why)
-{
-    /* A later decision replaces the note of an earlier one. */
-    for (char *at = l->choice; (at = strstr(at, "exchange ")) != NULL; at++)
-        if (at == l->choice || (at >= l->choice + 2 && at[-2] == ';' && at[-1] == ' ')) {
-            at[at == l->choice ? 0 : -2] = '\0';
-            break;
-        }
-    const bool by_columns =
-        l->exchange_by_columns && l->exchange == PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
-    const char *name = by_columns ? "all-gather of each rank's columns (each updates its own)"
-                       : l->exchange == PCNN_EXCHANGE_ALLREDUCE ? "allreduce"
-                       : l->exchange == PCNN_EXCHANGE_FC_GRADIENT ? "FC gradient"
-                                                                  : "all-to-all + all-gather";
-    const size_t used = strlen(l->choice);
-    snprintf(l->choice + used, sizeof l->choice - used, "%sexchange %s%s%s%s",
-             used ? "; " : "", name, how, why[0] ? ": " : "", why);
-}
-
 /* The optimizer on one run of this rank's parameters, with the learning
  * rate and step of the step in progress (both owned here, not by the
  * exchange). */

@@ -73,7 +73,9 @@ pcnn_status net_plan_exchanges(pcnn_net *net, const char *func)
          * performance model's predictions read it as they read the user's). */
         l->exchange_chosen = true;
         net_note_exchange(l, " (performance model)", why[i]);
-        net_log(net, PCNN_LOG_INFO, "layer %d (%s): %s", i, l->ops->kind, l->choice);
+        char decided[512];
+        net_decision_text(l, decided, sizeof decided);
+        net_log(net, PCNN_LOG_INFO, "layer %d (%s): %s", i, l->ops->kind, decided);
     }
     mem_free(kinds);
     mem_free(allowed);

@@ -56,8 +56,7 @@ void spatial_plan_box_dense(pcnn_net *net)
         sp->layers[f->index].direct = false;
         sp->layers[i].box_dense = true;
         l->exchange_by_columns = true;
-        snprintf(l->choice, sizeof l->choice,
-                 "on each rank's box of its input (columns of W; no shuffle)");
+        l->decision.box_dense = true;
     }
 }
 

@@ -494,10 +494,7 @@ static pcnn_status plan_twin(pcnn_net *net, int i, const plan_ctx *p, size_t *wo
             sp->dy_scratch_floats[j] = floats;
         if (!sl->in_place) t->accumulate_dx[j] = false;
     }
-    if (sl->in_place) {
-        const size_t used = strlen(l->choice);
-        snprintf(l->choice + used, sizeof l->choice - used, "%shalo in place", used ? "; " : "");
-    }
+    l->decision.halo_in_place = sl->in_place;
     return PCNN_OK;
 }
 

@@ -48,10 +48,9 @@ static pcnn_status overlap_decide(pcnn_net *net, const char *func)
         sl->overlap_on = t[2 * i + 1] <= t[2 * i];
         pcnn_layer *l = net->layers.items[i];
         const double ms = 1e3 / (2.0 * sp->ranks);
-        const size_t used = strlen(l->choice);
-        snprintf(l->choice + used, sizeof l->choice - used, "%shalo overlap %s (%.3g vs %.3g ms)",
-                 used ? "; " : "", sl->overlap_on ? "on" : "off", t[2 * i + 1] * ms,
-                 t[2 * i] * ms);
+        l->decision.halo_overlap = sl->overlap_on ? 1 : -1;
+        l->decision.overlap_ms[0] = t[2 * i + 1] * ms;
+        l->decision.overlap_ms[1] = t[2 * i] * ms;
         char name[64];
         net_log(net, PCNN_LOG_INFO, "%s: halo overlap %s: %.3g ms per step with, %.3g without",
                 layer_name(l, name, sizeof name), sl->overlap_on ? "kept" : "turned off",

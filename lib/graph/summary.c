@@ -32,9 +32,10 @@ PCNN_API pcnn_status pcnn_net_summary(const pcnn_net *net, char *buf, size_t siz
                            l->inputs[j]->index);
         if (l->ops->describe) l->ops->describe(l, config, sizeof config);
         /* What finalize decided for the layer, and why (layer.h's decide). */
-        const bool chose = net->finalized && l->choice[0] != '\0';
+        char decided[512];
+        const bool chose = net->finalized && net_decision_text(l, decided, sizeof decided) > 0;
         text_put(&t, "%-5d %-15s %-18s %10zu  %-12s %s%s%s%s%s\n", i, l->ops->kind, shape_txt,
-            l->num_params, inputs, config, chose ? "  [" : "", chose ? l->choice : "",
+            l->num_params, inputs, config, chose ? "  [" : "", chose ? decided : "",
             chose ? "]" : "", l == net->output ? "  <- output" : "");
         total += l->num_params;
     }

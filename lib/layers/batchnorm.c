@@ -69,7 +69,7 @@ static void bn_decide(pcnn_layer *l, const plan_ctx *p)
 {
     bn_priv *b = l->priv;
     b->sync = b->sync_setting < 0 ? p->sync_batchnorm : b->sync_setting == 1;
-    snprintf(l->choice, sizeof l->choice, "%s",
+    snprintf(l->decision.kernel, sizeof l->decision.kernel, "%s",
              b->sync ? "statistics synchronised across ranks" : "");
 }
 

@@ -67,7 +67,7 @@ static void conv_decide_layer(pcnn_layer *l, const plan_ctx *pc)
                              .keep_im2col = pc->keep_im2col,
                              .direct_available = direct_conv_available()};
     conv_decide(&g, (conv_algorithm)pc->conv_algorithm, &p->choice);
-    conv_choice_describe(&p->choice, l->choice, sizeof l->choice);
+    conv_choice_describe(&p->choice, l->decision.kernel, sizeof l->decision.kernel);
     l->algorithm = (int)p->choice.algorithm;
 }
 

@@ -179,15 +179,15 @@ static void conv3d_decide(pcnn_layer *l, const plan_ctx *pc)
     p->dx_on_box = dx_on_box(p, d);
     p->keep_col = pc->keep_im2col && !p->pointwise && !p->band && !p->direct_dw;
     if (d.forward || d.dw || d.dx)
-        snprintf(l->choice, sizeof l->choice, "forward %s, dW %s, dx %s%s",
+        snprintf(l->decision.kernel, sizeof l->decision.kernel, "forward %s, dW %s, dx %s%s",
                  d.forward ? "direct" : "vol2col + gemm", d.dw ? "direct" : "vol2col + gemm",
                  d.dx ? "direct" : "gemm + col2vol",
                  p->band && !(d.forward && d.dw && d.dx) ? " (gemm in bands)" : "");
     else if (p->band)
-        snprintf(l->choice, sizeof l->choice, "vol2col + gemm in bands of %d output planes",
+        snprintf(l->decision.kernel, sizeof l->decision.kernel, "vol2col + gemm in bands of %d output planes",
                  p->band);
     else
-        snprintf(l->choice, sizeof l->choice, "%s",
+        snprintf(l->decision.kernel, sizeof l->decision.kernel, "%s",
                  p->pointwise ? "gemm (1x1x1: x is the vol2col matrix)"
                  : p->keep_col ? "vol2col + gemm (col kept for dW)"
                                : "vol2col + gemm (col recomputed for dW)");

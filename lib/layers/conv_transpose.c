@@ -58,7 +58,7 @@ static void convt_decide(pcnn_layer *l, const plan_ctx *pc)
 {
     (void)pc;
     const convt_priv *p = l->priv;
-    snprintf(l->choice, sizeof l->choice, "GEMM + %s (the adjoint of a convolution)",
+    snprintf(l->decision.kernel, sizeof l->decision.kernel, "GEMM + %s (the adjoint of a convolution)",
              p->volume ? "col2vol" : "col2im");
 }
 

@@ -107,8 +107,8 @@ typedef struct layer_ops {
     size_t (*workspace_floats)(const pcnn_layer *l, const plan_ctx *p);
 
     /* Decide how the layer will run (its algorithm) from its shape and the
-     * plan, storing the decision in l->priv and a short line in l->choice
-     * for the summary.  Allocates nothing, cannot fail; called for every
+     * plan, storing the decision in l->priv and a short line in
+     * l->decision.kernel for the summary.  Allocates nothing, cannot fail; called for every
      * layer before any setup, and setup and workspace_floats size buffers
      * from the decision.  NULL: nothing to decide. */
     void (*decide)(pcnn_layer *l, const plan_ctx *p);
@@ -145,6 +145,22 @@ typedef struct layer_ops {
     layer_caps caps;
 } layer_ops;
 
+/* What finalize and the first steps decided for a layer, as fields: the
+ * summary and the log compose the text (graph/decision.c), nothing parses
+ * it back.  Each room writes its own fields. */
+typedef struct layer_decision {
+    char kernel[112];        /* the kind's decide(): its kernels and why; "" none */
+    bool box_dense;          /* dense on each rank's box of its input (graph/spatial_dense.c) */
+    bool exchanged;          /* a gradient exchange was decided (parallel, with parameters) */
+    int exchange;            /* the pcnn_exchange decided */
+    bool by_columns;         /* ... as an all-gather of each rank's columns */
+    char exchange_by[48];    /* who decided: "" the heuristics, " (set by the user)", ... */
+    char exchange_why[96];   /* the figures or the rule behind it; "" none */
+    bool halo_in_place;      /* spatial: runs on its block in place (graph/spatial_plan.c) */
+    signed char halo_overlap; /* spatial: 0 not tried, 1 kept, -1 turned off by its trials */
+    double overlap_ms[2];    /* those trials' ms per step: with the overlap, without */
+} layer_decision;
+
 struct pcnn_layer {
     const layer_ops *ops;
     layer_list *list;      /* the owner: ownership and finalized checks */
@@ -180,7 +196,7 @@ struct pcnn_layer {
     pcnn_layer *fused_relu; /* batch norm or add: the ReLU it computes */
     pcnn_layer *fused_into; /* ReLU: the layer that computes it */
     size_t buffer_bytes;   /* bytes allocated by setup */
-    char choice[160];      /* what decide chose and why; "" when nothing */
+    layer_decision decision; /* what finalize and the first steps decided, typed */
     int algorithm;         /* what decide chose, typed: the PCNN_OPT_CONV_ALGORITHM value it
                               computes with (1 GEMM, 2 direct, 3 taps); 0: no such choice */
 

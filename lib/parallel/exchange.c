@@ -22,6 +22,12 @@ static const exchange_ops *ops_of(pcnn_exchange kind)
     return &exchange_allreduce_ops;
 }
 
+const char *exchange_kind_name(pcnn_exchange kind, bool by_columns)
+{
+    if (by_columns && kind == PCNN_EXCHANGE_ALLTOALL_ALLGATHER) return exchange_columns_ops.name;
+    return ops_of(kind)->name;
+}
+
 const exchange_layer *bucket_layer(const exchange *x, const bucket *b)
 {
     for (int i = 0; i < x->setup.num_param_layers; i++)

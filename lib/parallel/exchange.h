@@ -94,6 +94,11 @@ typedef struct exchange_setup {
 /* Plan buckets, slices and buffers (local; no MPI call).  The setup's
  * arrays are copied. */
 pcnn_status exchange_create(const exchange_setup *setup, exchange **out);
+
+/* The name of exchange kind `kind`, its strategy's (parallel/exchange_*.c):
+ * one spelling for the summary, the log and the planner's report.
+ * by_columns: all-to-all as the columns strategy of box dense layers. */
+const char *exchange_kind_name(pcnn_exchange kind, bool by_columns);
 /* The engine: this rank's vote for the communication thread (local; true
  * when it would host it), counted by the caller over every rank in an
  * agreement; exchange_start then starts the engine every rank agreed on

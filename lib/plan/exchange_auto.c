@@ -9,10 +9,8 @@
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "../layers/dense.h"
+#include "../parallel/exchange.h"
 #include "plan.h"
-
-static const char *const exchange_names[3] = {"allreduce", "all-to-all + all-gather",
-                                              "FC gradient"};
 
 static uint64_t identity(void *ctx)
 {
@@ -65,7 +63,7 @@ static void describe_costs(const plan_exchange_choice *c, char *buf, size_t size
     for (int k = 0; k < 3 && n < size; k++)
         if (isfinite(c->cost[k])) {
             const int w = snprintf(buf + n, size - n, "%s%s %.4f ms", n ? ", " : "",
-                                   exchange_names[k], 1e3 * c->cost[k]);
+                                   exchange_kind_name((pcnn_exchange)k, false), 1e3 * c->cost[k]);
             if (w < 0) break;
             n += (size_t)w;
         }

@@ -3,17 +3,12 @@
 #include <math.h>
 
 #include "../core/text.h"
+#include "../parallel/exchange.h"
 #include "plan.h"
 
 static const char *role_name(plan_role r)
 {
     return r == PLAN_FREE ? "chooses" : r == PLAN_INHERIT ? "inherits" : "sample-parallel";
-}
-
-static const char *exchange_name(pcnn_exchange e)
-{
-    return e == PCNN_EXCHANGE_ALLREDUCE ? "allreduce"
-           : e == PCNN_EXCHANGE_FC_GRADIENT ? "FC gradient" : "all-to-all + all-gather";
 }
 
 /* PCNN_EXCHANGE_AUTO's choices: per layer every kind's cost, the chosen
@@ -32,7 +27,7 @@ static void describe_exchanges(text *t, const plan_record *r, const layer_list *
         for (int k = 0; k < 3; k++)
             if (isfinite(e->cost[k]))
                 text_put(t, "  %s %s %.4f", (int)e->chosen == k ? "*" : " ",
-                         exchange_name((pcnn_exchange)k), 1e3 * e->cost[k]);
+                         exchange_kind_name((pcnn_exchange)k, false), 1e3 * e->cost[k]);
         text_put(t, "\n");
     }
 }

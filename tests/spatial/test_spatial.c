@@ -1015,7 +1015,7 @@ static void test_overlap_paths(const int *parts)
         for (int i = 0; i < sp->count; i++)
             if (sp->layers[i].overlap) {
                 decided += sp->overlap_decided;
-                said += strstr(m[2].net->layers.items[i]->choice, "halo overlap o") != NULL;
+                said += m[2].net->layers.items[i]->decision.halo_overlap != 0;
             }
     }
     char what[240];

@@ -83,7 +83,7 @@ static run train(const conf *cf, size_t budget, const float *x, const float *t)
     pcnn_layer *probe;
     pcnn_net *net = build(cf, budget, &probe);
     run r;
-    snprintf(r.choice, sizeof r.choice, "%s", probe->choice);
+    snprintf(r.choice, sizeof r.choice, "%s", probe->decision.kernel);
     OK(pcnn_net_num_params(net, &r.np));
     r.pred = malloc(N * OUT * sizeof(float));
     r.grads = malloc(r.np * sizeof(float));

@@ -87,7 +87,7 @@ static result run(const vcase *v, int algorithm, int threads, const float *x,
     OK(pcnn_net_compute_gradients(net, v->n, x, NULL, targets, &loss));
     OK(pcnn_net_get_grads(net, r.grads, r.np));
     OK(pcnn_net_get_input_grad(net, r.dx, r.nx));
-    snprintf(r.choice, sizeof r.choice, "%s", conv->choice);
+    snprintf(r.choice, sizeof r.choice, "%s", conv->decision.kernel);
     free(targets);
     pcnn_net_destroy(&net);
     return r;
