@@ -14,7 +14,23 @@ sys.path.insert(0, HERE)  # models.py
 C_REFERENCE = os.environ.get("PCNN_C_REFERENCE") or os.path.join(
     REPO, "build", "tests", "python", "c_reference")
 HEADER = os.environ.get("PCNN_HEADER") or os.path.join(REPO, "include", "pcnn.h")
-MPIEXEC = os.environ.get("PCNN_MPIEXEC", "mpiexec")
+
+
+def _launcher():
+    """PCNN_MPIEXEC (meson passes the build's), else the launcher of the
+    MPI family libpcnn was built with: a bare mpiexec may be another MPI's
+    (Debian's mpi4py makes Open MPI's the default)."""
+    if os.environ.get("PCNN_MPIEXEC"):
+        return os.environ["PCNN_MPIEXEC"]
+    try:
+        import pcnn
+        family = pcnn.mpi_info()["family"]
+    except Exception:  # the library is not built: the tests that need it say so
+        return "mpiexec.mpich"
+    return "mpiexec.openmpi" if family == "Open MPI" else "mpiexec.mpich"
+
+
+MPIEXEC = _launcher()
 
 
 def pytest_configure(config):

@@ -3,7 +3,7 @@ Keras user: batch_size, validation_data, a callback reaching the network
 as self.model, ModelCheckpoint, CSVLogger.  Runs unchanged on one process
 or under mpiexec (every rank passes the same arrays).
 
-    python3 keras_style_script.py OUTDIR        (or mpiexec -n 2 ...)
+    python3 keras_style_script.py OUTDIR        (or mpiexec.mpich -n 2 ...)
 """
 import json
 import os
