@@ -70,7 +70,6 @@ __attribute__((target("avx512f,avx512bf16"))) static double peak_bf16(long iters
     for (long it = 0; it < iters; it++) {
 #pragma GCC unroll 24
         for (int i = 0; i < CHAINS; i++) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
-        __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[5]), "+v"(acc[11]), "+v"(acc[23]));
     }
     double t = now() - t0;
     float sink = 0;
@@ -88,7 +87,6 @@ __attribute__((target("avx512f,fma"))) static double peak_fp32(long iters)
     for (long it = 0; it < iters; it++) {
 #pragma GCC unroll 24
         for (int i = 0; i < CHAINS; i++) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-        __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[5]), "+v"(acc[11]), "+v"(acc[23]));
     }
     double t = now() - t0;
     float sink = 0;
@@ -164,7 +162,12 @@ int main(int argc, char **argv)
            exp(geo_blas / counted), exp(geo_own / counted));
 #if PCNN_GEMM_BF16_AVX512
     if (vec) {
-        const double pb = peak_bf16(20000000), pf = peak_fp32(20000000);
+        /* Alternating rounds, the best of each: the cores are shared. */
+        double pb = 0, pf = 0;
+        for (int r = 0; r < 7; r++) {
+            const double xb = peak_bf16(3000000), xf = peak_fp32(3000000);
+            pb = xb > pb ? xb : pb, pf = xf > pf ? xf : pf;
+        }
         printf("{\"peak_vdpbf16ps_gflops\": %.1f, \"peak_fp32_fma_gflops\": %.1f, \"ratio\": %.2f}\n",
                pb, pf, pb / pf);
     }

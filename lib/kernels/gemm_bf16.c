@@ -146,32 +146,39 @@ static void pack_b(bool tb, const bf16 *b, int ldb, int j0, int nc, int p0, int 
     for (int js = 0; js < nc; js += NR) {
         const int cols = min_int(nc - js, NR);
         bf16 *sliver = dst + (size_t)js * kq * 2;
+        if (tb) {
+            /* op(B) = B^T: a column's k-pairs are adjacent in its row of B;
+             * read each row once, in order (the sliver, kq x 128 bytes,
+             * stays in L1 for the strided writes). */
+            const bool odd = kc & 1;
+            for (int j = 0; j < cols; j++) {
+                const bf16 *s = b + (size_t)(j0 + js + j) * ldb + p0;
+                bf16 *d = sliver + 2 * j;
+                for (int q = 0; q < kc / 2; q++) {
+                    const uint32_t v = pair_at(s + 2 * q);
+                    memcpy(d + (size_t)q * NR * 2, &v, 4);
+                }
+                if (odd) d[(size_t)(kq - 1) * NR * 2] = s[kc - 1], d[(size_t)(kq - 1) * NR * 2 + 1] = 0;
+            }
+            if (cols < NR)
+                for (int q = 0; q < kq; q++)
+                    memset(sliver + (size_t)q * NR * 2 + 2 * cols, 0,
+                           sizeof(bf16) * 2 * (size_t)(NR - cols));
+            continue;
+        }
         for (int q = 0; q < kq; q++) {
             bf16 *d = sliver + (size_t)q * NR * 2;
             const int p = p0 + 2 * q;
-            const bool odd_end = 2 * q + 1 >= kc;
-            if (!tb) {
-                const bf16 *r0 = b + (size_t)p * ldb + j0 + js;
-                const bf16 *r1 = odd_end ? NULL : r0 + ldb;
+            const bf16 *r0 = b + (size_t)p * ldb + j0 + js;
+            const bf16 *r1 = 2 * q + 1 >= kc ? NULL : r0 + ldb;
 #if PCNN_GEMM_BF16_AVX512
-                if (vec) {
-                    gemm_bf16_interleave_avx512(r0, r1, cols, d);
-                    continue;
-                }
-#endif
-                (void)vec;
-                for (int j = 0; j < cols; j++) d[2 * j] = r0[j], d[2 * j + 1] = r1 ? r1[j] : 0;
-            } else {
-                for (int j = 0; j < cols; j++) {
-                    const bf16 *s = b + (size_t)(j0 + js + j) * ldb + p;
-                    if (!odd_end) {
-                        const uint32_t v = pair_at(s);
-                        memcpy(d + 2 * j, &v, 4);
-                    } else {
-                        d[2 * j] = s[0], d[2 * j + 1] = 0;
-                    }
-                }
+            if (vec) {
+                gemm_bf16_interleave_avx512(r0, r1, cols, d); /* zeros past cols */
+                continue;
             }
+#endif
+            (void)vec;
+            for (int j = 0; j < cols; j++) d[2 * j] = r0[j], d[2 * j + 1] = r1 ? r1[j] : 0;
             for (int j = cols; j < NR; j++) d[2 * j] = d[2 * j + 1] = 0;
         }
     }
