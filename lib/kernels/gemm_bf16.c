@@ -151,6 +151,19 @@ static void pack_b(bool tb, const bf16 *b, int ldb, int j0, int nc, int p0, int 
              * read each row once, in order (the sliver, kq x 128 bytes,
              * stays in L1 for the strided writes). */
             const bool odd = kc & 1;
+#if PCNN_GEMM_BF16_AVX512
+            if (vec && ldb % 2 == 0) {
+                gemm_bf16_pack_bt_avx512(b + (size_t)(j0 + js) * ldb + p0, ldb / 2, cols, kc / 2,
+                                         sliver);
+                if (odd) {
+                    bf16 *d = sliver + (size_t)(kq - 1) * NR * 2;
+                    for (int j = 0; j < NR; j++)
+                        d[2 * j] = j < cols ? b[(size_t)(j0 + js + j) * ldb + p0 + kc - 1] : 0,
+                        d[2 * j + 1] = 0;
+                }
+                continue;
+            }
+#endif
             for (int j = 0; j < cols; j++) {
                 const bf16 *s = b + (size_t)(j0 + js + j) * ldb + p0;
                 bf16 *d = sliver + 2 * j;

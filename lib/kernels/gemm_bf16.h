@@ -78,6 +78,10 @@ void gemm_bf16_tile_avx512(int kq, const bf16 *a, const bf16 *b, float alpha, fl
 /* Rows r0 and r1 (r1 may be NULL: zeros) of n bf16 interleaved into n
  * pairs: dst[2j] = r0[j], dst[2j+1] = r1[j]. */
 void gemm_bf16_interleave_avx512(const bf16 *r0, const bf16 *r1, int n, bf16 *dst);
+/* k-pairs [0, pairs) of `cols` (<= NR) rows of B, ld32 pairs apart (an
+ * even row stride), as pairs x NR pairs, zero past cols: the op(B) = B^T
+ * sliver. */
+void gemm_bf16_pack_bt_avx512(const bf16 *src, int ld32, int cols, int pairs, bf16 *dst);
 #else
 #define PCNN_GEMM_BF16_AVX512 0
 #endif

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "simd.h" /* transpose16 */
+#undef TARGET
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 TARGET static inline void store_row(float *c, __m512 lo, __m512 hi, float alpha, float beta,
@@ -46,6 +48,22 @@ TARGET void gemm_bf16_tile_avx512(int kq, const bf16 *a, const bf16 *b, float al
     }
     for (int r = 0; r < rows; r++)
         store_row(c + (size_t)r * ldc, acc[r][0], acc[r][1], alpha, beta, cols);
+}
+
+TARGET void gemm_bf16_pack_bt_avx512(const bf16 *src, int ld32, int cols, int pairs, bf16 *dst)
+{
+    /* A k-pair is 32 bits: the pack is a 32-bit transpose, 16 x 16 at a
+     * time (simd.h), the second half of the sliver's columns zero-filled. */
+    const float *s = (const float *)(const void *)src;
+    float *d = (float *)(void *)dst;
+    for (int qb = 0; qb < pairs; qb += 16) {
+        const int nq = pairs - qb < 16 ? pairs - qb : 16;
+        for (int jb = 0; jb < GEMM_BF16_NR; jb += 16) {
+            const int rows = cols - jb < 0 ? 0 : cols - jb > 16 ? 16 : cols - jb;
+            transpose16(s + (size_t)jb * ld32 + qb, (size_t)ld32, rows, nq,
+                        d + (size_t)qb * GEMM_BF16_NR + jb, GEMM_BF16_NR, 16);
+        }
+    }
 }
 
 TARGET void gemm_bf16_interleave_avx512(const bf16 *r0, const bf16 *r1, int n, bf16 *dst)

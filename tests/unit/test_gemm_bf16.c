@@ -50,7 +50,7 @@ static float *run(gemm_bf16_path p, bool ta, bool tb, int m, int n, int k, float
 
 static void check_case(bool ta, bool tb, int m, int n, int k, float alpha, float beta)
 {
-    const int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
+    const int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5 + (k % 3 == 0), ldc = n + 2; /* even and odd: both B^T packs */
     const int arows = ta ? k : m, brows = tb ? n : k;
     const size_t na = (size_t)(arows ? arows : 1) * lda, nb = (size_t)(brows ? brows : 1) * ldb;
     bf16 *a = malloc(sizeof(bf16) * na), *b = malloc(sizeof(bf16) * nb);
