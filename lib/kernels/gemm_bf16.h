@@ -1,0 +1,89 @@
+/* bf16 GEMM with fp32 accumulation:
+ *   C (fp32, row-major) = alpha * op(A) * op(B) + beta * C,
+ * A and B bf16 (bf16.h), row-major with row strides lda/ldb, op(X) = X^T
+ * when trans_X: the products of the convolution and dense layers (W x col,
+ * dy x col^T, W^T x dy).  beta 0 does not read C (NaN there stays out).
+ *
+ * Blocking as the own fp32 GEMM (gemm_own.h) but with op(A) and op(B)
+ * packed as pairs along k, the operand layout of vdpbf16ps: a KC x NC
+ * panel of op(B), NR-wide slivers of k-pairs, and an MC x KC block of
+ * op(A), MR-row panels of k-pairs; an odd k is padded with a zero.  The
+ * packs live in a workspace the caller provides (gemm_bf16_workspace), so
+ * a call allocates nothing.
+ *
+ * Paths, chosen at run time by cpuid:
+ *   avx512bf16  vdpbf16ps (AMD Zen 4/5, Intel Cooper Lake and later)
+ *   portable    the same packs, fp32 arithmetic in C, on any CPU.
+ * The products of two bf16 are exact in fp32, so both paths differ only in
+ * the order of fp32 additions (and vdpbf16ps flushes subnormals).  AMX is
+ * not built yet: PCNN_BF16_PATH=amx falls back to the best path present. */
+#ifndef PCNN_GEMM_BF16_H
+#define PCNN_GEMM_BF16_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "bf16.h"
+
+#define GEMM_BF16_MR 8
+#define GEMM_BF16_NR 32
+#define GEMM_BF16_KC 256  /* even: blocks start on a k-pair */
+#define GEMM_BF16_MC 128  /* a multiple of MR */
+#define GEMM_BF16_NC 1024 /* a multiple of NR */
+
+typedef enum gemm_bf16_path {
+    GEMM_BF16_PORTABLE = 0,
+    GEMM_BF16_AVX512BF16 = 1,
+    GEMM_BF16_AMX = 2, /* reserved: not built, never available */
+    GEMM_BF16_PATHS
+} gemm_bf16_path;
+
+/* Bytes of workspace one serial call of this shape needs (64-byte aligned
+ * inside it; any pointer will do). */
+size_t gemm_bf16_workspace(int m, int n, int k);
+
+/* Whether this CPU (and build) runs a path; the path the library takes:
+ * the best available, or the one PCNN_BF16_PATH names (portable,
+ * avx512bf16, amx, auto) when available, else the best one below it.
+ * Decided once per process; `why` says what and why. */
+bool gemm_bf16_path_available(gemm_bf16_path p);
+gemm_bf16_path gemm_bf16_path_get(void);
+const char *gemm_bf16_path_why(void);
+const char *gemm_bf16_path_name(gemm_bf16_path p);
+
+/* One call on the calling thread through path p.  Returns false, leaving
+ * C untouched, when p is not available or ws_bytes is below
+ * gemm_bf16_workspace(m, n, k). */
+bool gemm_bf16_serial_on(gemm_bf16_path p, bool trans_a, bool trans_b, int m, int n, int k,
+                         float alpha, const bf16 *a, int lda, const bf16 *b, int ldb, float beta,
+                         float *c, int ldc, void *ws, size_t ws_bytes);
+
+/* The same through gemm_bf16_path_get(), the larger of m and n split over
+ * `threads` OpenMP threads as gemm() does (kernels.h); ws holds
+ * threads * gemm_bf16_workspace(m, n, k) bytes.  Same false cases. */
+bool gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const bf16 *a,
+               int lda, const bf16 *b, int ldb, float beta, float *c, int ldc, int threads,
+               void *ws, size_t ws_bytes);
+
+/* The MR x NR tile: acc = sum over kq k-pairs of A pairs (x) B pairs, then
+ * C = alpha * acc + beta * C on the first rows x cols (beta 0: C unread). */
+typedef void (*gemm_bf16_tile_fn)(int kq, const bf16 *a, const bf16 *b, float alpha, float beta,
+                                  float *c, int ldc, int rows, int cols);
+void gemm_bf16_tile_portable(int kq, const bf16 *a, const bf16 *b, float alpha, float beta,
+                             float *c, int ldc, int rows, int cols);
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PCNN_GEMM_BF16_AVX512 1
+void gemm_bf16_tile_avx512(int kq, const bf16 *a, const bf16 *b, float alpha, float beta,
+                           float *c, int ldc, int rows, int cols);
+/* Rows r0 and r1 (r1 may be NULL: zeros) of n bf16 interleaved into n
+ * pairs: dst[2j] = r0[j], dst[2j+1] = r1[j]. */
+void gemm_bf16_interleave_avx512(const bf16 *r0, const bf16 *r1, int n, bf16 *dst);
+/* k-pairs [0, pairs) of `cols` (<= NR) rows of B, ld32 pairs apart (an
+ * even row stride), as pairs x NR pairs, zero past cols: the op(B) = B^T
+ * sliver. */
+void gemm_bf16_pack_bt_avx512(const bf16 *src, int ld32, int cols, int pairs, bf16 *dst);
+#else
+#define PCNN_GEMM_BF16_AVX512 0
+#endif
+
+#endif
