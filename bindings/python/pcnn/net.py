@@ -190,6 +190,56 @@ def _int_arg(value, name, what, lo=None):
     return value
 
 
+def _float_arg(value, name, what):
+    """value as a float, or TypeError naming the parameter."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError("%s: %s must be a number, got %r" % (what, name, value))
+    return float(value)
+
+
+def _window_arg(value, name, what, dims, lo):
+    """An int, or a tuple of `dims` ints for (D,) H, W.  libpcnn's windows
+    are square (cubic): a tuple of different values is refused naming the
+    parameter, never silently squared."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != dims:
+            raise InvalidArgumentError("%s: %s %r has %d values; expected %d (one per spatial "
+                                       "axis) or one int" % (what, name, tuple(value),
+                                                             len(value), dims))
+        values = [_int_arg(v, name, what, lo) for v in value]
+        if len(set(values)) != 1:
+            raise InvalidArgumentError(
+                "%s: %s %r differs per axis; libpcnn's windows are square (cubic in 3D), so "
+                "pass equal values or one int" % (what, name, tuple(values)))
+        return values[0]
+    return _int_arg(value, name, what, lo)
+
+
+def _padding_arg(value, kernel, stride, what, dims):
+    """padding as one int: an int, a tuple of equal ints, "valid" (0) or
+    "same" (output size = input size: stride 1 and an odd kernel k, padded
+    (k - 1) / 2 on every side, as PyTorch's padding="same").  An even
+    kernel would need one more row after than before, which symmetric
+    padding cannot express: refused, saying what to pass instead."""
+    if isinstance(value, str):
+        if value == "valid":
+            return 0
+        if value != "same":
+            raise InvalidArgumentError("%s: padding %r: expected an int, a tuple, \"same\" or "
+                                       "\"valid\"" % (what, value))
+        if stride != 1:
+            raise InvalidArgumentError("%s: padding=\"same\" needs stride 1 (as in PyTorch), "
+                                       "got stride %d" % (what, stride))
+        if kernel % 2 == 0:
+            raise InvalidArgumentError(
+                "%s: padding=\"same\" with the even kernel %d needs %d padded rows before and "
+                "%d after, and libpcnn pads every side equally; use an odd kernel, or padding=%d "
+                "(output one smaller)" % (what, kernel, (kernel - 1) // 2, kernel // 2,
+                                          (kernel - 1) // 2))
+        return (kernel - 1) // 2
+    return _window_arg(value, "padding", what, dims, 0)
+
+
 def _parts(parts):
     """Four positive ints as a C int[4]."""
     parts = tuple(int(p) for p in parts)
@@ -302,7 +352,12 @@ class Net(Handle):
         return layer
 
     def input(self, channels, height, width):
-        """Declare one input sample as (channels, height, width); first."""
+        """Declare one input sample as (channels, height, width); first.
+        Arrays of samples are then (n, C, H, W)."""
+        what = "Net.input"
+        channels = _int_arg(channels, "channels", what, 1)
+        height = _int_arg(height, "height", what, 1)
+        width = _int_arg(width, "width", what, 1)
         layer = self._add("pcnn_net_input", channels, height, width)
         self._input_shape = (channels, height, width)
         return layer
@@ -310,57 +365,105 @@ class Net(Handle):
     def input3d(self, channels, depth, height, width):
         """Declare one input sample as a volume (channels, depth, height,
         width); first.  Arrays of samples are then (n, C, D, H, W)."""
-        layer = self._add("pcnn_net_input3d", channels, depth, height, width)
+        what = "Net.input3d"
+        args = [_int_arg(v, name, what, 1) for v, name in
+                ((channels, "channels"), (depth, "depth"), (height, "height"), (width, "width"))]
+        layer = self._add("pcnn_net_input3d", *args)
         self._input_shape = layer.output_shape
         return layer
 
-    def conv3d(self, src, out_channels, kernel, stride=1, padding=0, bias=True):
-        """3D convolution as torch.nn.Conv3d (cubic kernel, any padding)."""
-        return self._add("pcnn_conv3d", self._in(src), out_channels, kernel, stride, padding,
+    def _conv(self, fn, what, dims, src, out_channels, kernel, stride, padding, bias):
+        out_channels = _int_arg(out_channels, "out_channels", what, 1)
+        kernel = _window_arg(kernel, "kernel", what, dims, 1)
+        stride = _window_arg(stride, "stride", what, dims, 1)
+        padding = _padding_arg(padding, kernel, stride, what, dims)
+        return self._add(fn, self._in(src), out_channels, kernel, stride, padding,
                          int(bool(bias)), inputs=(src,),
                          config=dict(out_channels=out_channels, kernel=kernel, bias=bool(bias)))
+
+    def conv3d(self, src, out_channels, kernel, stride=1, padding=0, bias=True):
+        """3D convolution as torch.nn.Conv3d: out_channels filters of
+        kernel^3 with the given stride and zero padding on every side.
+        kernel, stride and padding are ints or (d, h, w) tuples of equal
+        values (libpcnn's kernels are cubic); padding may be "valid" (0) or
+        "same" (stride 1 and an odd kernel: (kernel - 1) / 2, the output
+        keeps the input's size; even kernels are refused, as the padding
+        would differ before and after).  bias adds a per-channel bias."""
+        return self._conv("pcnn_conv3d", "Net.conv3d", 3, src, out_channels, kernel, stride,
+                          padding, bias)
+
+    def _pool(self, fn, what, dims, src, kernel, stride, padding):
+        kernel = _window_arg(kernel, "kernel", what, dims, 1)
+        stride = kernel if stride is None else _window_arg(stride, "stride", what, dims, 1)
+        padding = _window_arg(padding, "padding", what, dims, 0)
+        return self._add(fn, self._in(src), kernel, stride, padding)
 
     def maxpool3d(self, src, kernel, stride=None, padding=0):
-        """3D max pooling; stride defaults to kernel, as in PyTorch."""
-        return self._add("pcnn_maxpool3d", self._in(src), kernel,
-                         kernel if stride is None else stride, padding)
+        """3D max pooling over kernel^3 windows (padding counts as -inf);
+        stride defaults to kernel, as in PyTorch.  Ints or (d, h, w)
+        tuples of equal values."""
+        return self._pool("pcnn_maxpool3d", "Net.maxpool3d", 3, src, kernel, stride, padding)
 
     def avgpool3d(self, src, kernel, stride=None, padding=0):
-        return self._add("pcnn_avgpool3d", self._in(src), kernel,
-                         kernel if stride is None else stride, padding)
+        """3D average pooling (padded zeros count in the average, as
+        PyTorch's count_include_pad=True); stride defaults to kernel."""
+        return self._pool("pcnn_avgpool3d", "Net.avgpool3d", 3, src, kernel, stride, padding)
 
     def conv2d(self, src, out_channels, kernel, stride=1, padding=0, bias=True):
-        return self._add("pcnn_conv2d", self._in(src), out_channels, kernel, stride, padding,
-                         int(bool(bias)), inputs=(src,),
-                         config=dict(out_channels=out_channels, kernel=kernel, bias=bool(bias)))
+        """2D convolution as torch.nn.Conv2d: out_channels filters of
+        kernel x kernel with the given stride and zero padding on every
+        side; output (out_channels, (H + 2p - k) / s + 1, same along W).
+        kernel, stride and padding are ints or (h, w) tuples of equal
+        values (libpcnn's kernels are square: (3, 5) is refused naming the
+        parameter).  padding="same" keeps the input's size: stride 1 and an
+        odd kernel, padded (kernel - 1) / 2 on every side, as PyTorch; an
+        even kernel is refused (it would need one more row after than
+        before), saying what to pass instead.  padding="valid" is 0.  bias
+        adds a per-channel bias."""
+        return self._conv("pcnn_conv2d", "Net.conv2d", 2, src, out_channels, kernel, stride,
+                          padding, bias)
 
     def maxpool2d(self, src, kernel, stride=None, padding=0):
-        """Max pooling; stride defaults to kernel, as in PyTorch."""
-        return self._add("pcnn_maxpool2d", self._in(src), kernel,
-                         kernel if stride is None else stride, padding)
+        """Max pooling over kernel x kernel windows (padding counts as
+        -inf); stride defaults to kernel, as in PyTorch.  Ints or (h, w)
+        tuples of equal values."""
+        return self._pool("pcnn_maxpool2d", "Net.maxpool2d", 2, src, kernel, stride, padding)
 
     def avgpool2d(self, src, kernel, stride=None, padding=0):
-        return self._add("pcnn_avgpool2d", self._in(src), kernel,
-                         kernel if stride is None else stride, padding)
+        """Average pooling (padded zeros count in the average, as PyTorch's
+        count_include_pad=True); stride defaults to kernel."""
+        return self._pool("pcnn_avgpool2d", "Net.avgpool2d", 2, src, kernel, stride, padding)
 
     def global_avgpool(self, src):
+        """Global average pooling: (C, H, W) or (C, D, H, W) -> (C, 1, 1)."""
         return self._add("pcnn_global_avgpool", self._in(src))
 
     def dense(self, src, out_features, bias=True):
+        """Fully connected layer y = W x + b over the flattened input
+        (PyTorch's flatten order); output (out_features, 1, 1)."""
+        out_features = _int_arg(out_features, "out_features", "Net.dense", 1)
         return self._add("pcnn_dense", self._in(src), out_features, int(bool(bias)),
                          inputs=(src,), config=dict(out_features=out_features, bias=bool(bias)))
 
     def flatten(self, src):
+        """(C, H, W) -> (C*H*W, 1, 1); dense layers flatten by themselves."""
         return self._add("pcnn_flatten", self._in(src))
 
     def relu(self, src):
+        """max(x, 0), element-wise (gradient 0 at 0)."""
         return self._add("pcnn_relu", self._in(src))
 
     def leaky_relu(self, src, slope=0.01):
+        """x for x > 0, slope * x otherwise (slope finite, >= 0)."""
+        slope = _float_arg(slope, "slope", "Net.leaky_relu")
         return self._add("pcnn_leaky_relu", self._in(src), slope)
 
     def batchnorm(self, src, eps=1e-5, momentum=0.1, sync=None):
-        """sync: see Layer.set_sync (None: the network's sync_batchnorm)."""
+        """Batch normalisation per channel over (N, (D,) H, W), as
+        torch.nn.BatchNorm2d/3d (eps, momentum as PyTorch's).  sync: see
+        Layer.set_sync (None: the network's sync_batchnorm)."""
+        eps = _float_arg(eps, "eps", "Net.batchnorm")
+        momentum = _float_arg(momentum, "momentum", "Net.batchnorm")
         layer = self._add("pcnn_batchnorm", self._in(src), eps, momentum, inputs=(src,),
                           config=dict(eps=eps, momentum=momentum))
         if sync is not None:
@@ -368,15 +471,21 @@ class Net(Handle):
         return layer
 
     def dropout(self, src, p=0.5):
+        """Inverted dropout with drop probability p in [0, 1) (identity at
+        inference; masks reproducible from the seed and step)."""
+        p = _float_arg(p, "p", "Net.dropout")
         return self._add("pcnn_dropout", self._in(src), p)
 
     def add(self, a, b, scale=None):
-        """a + b, or a + scale * b (residual scaling)."""
+        """a + b, or a + scale * b (residual scaling), of equal shapes."""
         if scale is None:
             return self._add("pcnn_add", self._in(a, "a"), self._in(b, "b"))
+        scale = _float_arg(scale, "scale", "Net.add")
         return self._add("pcnn_add_scaled", self._in(a, "a"), self._in(b, "b"), scale)
 
     def pixel_shuffle(self, src, upscale):
+        """(C*r*r, H, W) -> (C, H*r, W*r), as torch.nn.PixelShuffle(r)."""
+        upscale = _int_arg(upscale, "upscale", "Net.pixel_shuffle", 1)
         return self._add("pcnn_pixel_shuffle", self._in(src), upscale)
 
     def sigmoid(self, src):

@@ -38,7 +38,9 @@ def test_conv_with_2_pow_32_plus_4_channels_raises_and_adds_no_layer():
         x = net.input(1, 8, 8)
         with pytest.raises(OverflowError, match="pcnn_conv2d: argument 3 is 4294967300"):
             net.conv2d(x, 2 ** 32 + 4, 3)
-        with pytest.raises(OverflowError, match="pcnn_conv2d: argument 4 is -2147483649"):
+        # Below the C range too, but refused first by Net.conv2d's own check.
+        with pytest.raises(pcnn.InvalidArgumentError,
+                           match="Net.conv2d: kernel is -2147483649, must be >= 1"):
             net.conv2d(x, 4, -2 ** 31 - 1)
         assert len(net.layers) == 1
         assert net.conv2d(x, 4, 3).output_shape == (4, 6, 6)
