@@ -955,7 +955,16 @@ PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *byte
  *     always destroy the network and the communicator and carry on, or
  *     call MPI_Finalize, without hanging.
  *
- * MPI cannot cancel a collective, so one left in flight keeps its buffers:
+ * MPI cannot cancel a collective, and after a timeout the ranks may have
+ * started different collectives on a network's exchange communicator; so
+ * destroying a failed or aborted network keeps that communicator and a
+ * record of the collectives it started until the host's MPI_Finalize,
+ * where (in a delete callback on MPI_COMM_SELF, on every rank) the ranks
+ * compare their records by point-to-point messages, a rank behind starts
+ * the ones it missed, and all of them complete, so that MPI_Finalize
+ * returns.  That needs every rank to reach MPI_Finalize within 10 s of the
+ * others; a rank that does not leaves it as MPI has it.  Until then, one
+ * left in flight keeps its buffers:
  * destroying a failed network that had collectives in flight frees only
  * the handle and leaks the rest (about what pcnn_net_memory_bytes reported:
  * parameters, gradients, optimizer state, activations, exchange buffers,
