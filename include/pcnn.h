@@ -1914,14 +1914,17 @@ typedef enum pcnn_collective {
 
 /* Knobs of the model (doubles; pcnn_perfmodel_set_param / get_param). */
 typedef enum pcnn_perf_param {
-    PCNN_PERF_ALPHA_S = 0,            /* latency of every collective's message, s; -1:
-                                         the calibrated ones (default); reads the send-
-                                         receive latency */
-    PCNN_PERF_BETA_S_PER_BYTE = 1,    /* inverse link bandwidth, s/byte; 0: calibrated
-                                         (default); reads the send-receive one */
-    PCNN_PERF_GAMMA_S_PER_BYTE = 2,   /* local summation, s/byte (> 0) */
-    PCNN_PERF_LINK_GBITS = 3,         /* link bandwidth in Gbit/s; sets beta = 8e-9 / v;
-                                         0: calibrated */
+    PCNN_PERF_ALPHA_S = 0,            /* latency of every collective's message, s, at
+                                         most 10; -1: the calibrated ones (default);
+                                         reads the send-receive latency */
+    PCNN_PERF_BETA_S_PER_BYTE = 1,    /* inverse link bandwidth, s/byte, at most 1e-3;
+                                         0: calibrated (default); reads the send-
+                                         receive one */
+    PCNN_PERF_GAMMA_S_PER_BYTE = 2,   /* local summation, s/byte, in (0, 1e-3] */
+    PCNN_PERF_LINK_GBITS = 3,         /* link bandwidth in Gbit/s, in [1e-6, 1e6];
+                                         sets beta = 8e-9 / v; 0: calibrated.  Values
+                                         outside these ranges: INVALID_ARGUMENT, and a
+                                         model file holding one: CORRUPT */
     PCNN_PERF_STRATEGY = 4,           /* -1: each layer's exchange as the network decides
                                          (default); a pcnn_exchange value: every layer's
                                          (PCNN_EXCHANGE_FC_GRADIENT: dense layers, the
