@@ -889,11 +889,12 @@ PCNN_API pcnn_status pcnn_comm_bcast(pcnn_comm *comm, void *buf, size_t bytes, i
  *     max_batch, PCNN_OPT_OVERLAP, PCNN_OPT_BUCKET_BYTES, PCNN_OPT_ENGINE,
  *     the network's exchange and, for a spatial network, the layers'
  *     distributions, PCNN_OPT_HALO_OVERLAP, PCNN_OPT_HALO_SCHEDULE and
- *     PCNN_OPT_SPATIAL_FALLBACK.  Not compared, because they change
- *     neither the communication nor the agreement of the replicas:
- *     PCNN_OPT_THREADS and the convolution algorithm (only the summation
- *     order of a rank's own gradient), KEEP_IM2COL, COMM_CORE, TIMEOUT_MS,
- *     TRACE_EVENTS.  Finalize allocates in phases with an agreement
+ *     PCNN_OPT_SPATIAL_FALLBACK, and whether PCNN_OPT_TRACE_EVENTS is on
+ *     (a tracing finalize pings rank 0 for its clock).  Not compared,
+ *     because they change neither the communication nor the agreement of
+ *     the replicas: PCNN_OPT_THREADS and the convolution algorithm (only
+ *     the summation order of a rank's own gradient), KEEP_IM2COL,
+ *     COMM_CORE, TIMEOUT_MS, the size of TRACE_EVENTS.  Finalize allocates in phases with an agreement
  *     between them: a rank out of memory stops the others before they
  *     allocate the next phase.
  *   - pcnn_net_train_step is collective: each rank passes ITS OWN samples

@@ -177,6 +177,7 @@ static void other_bucket(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_BUCKE
 static void other_engine(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_ENGINE, 3 - g_engine)); }
 static void no_halo_overlap(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_HALO_OVERLAP, 0)); }
 static void other_schedule(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_HALO_SCHEDULE, 1)); }
+static void tracing(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_TRACE_EVENTS, 1000)); }
 
 static void finalize_mismatch(pcnn_comm *comm, const char *name, int width, tweak_fn tweak,
                               const char *first, const char *other)
@@ -211,6 +212,9 @@ static void settings(void)
     finalize_mismatch(comm, "PCNN_OPT_STEP", 5, other_step, "0 on rank 0", "7");
     finalize_mismatch(comm, "PCNN_OPT_BUCKET_BYTES", 5, other_bucket, "256 on rank 0", "512");
     finalize_mismatch(comm, "PCNN_OPT_ENGINE", 5, other_engine, "on rank 0", other_engine_text);
+    /* A tracing finalize pings rank 0 for its clock: tracing on one rank
+     * only gave MISMATCH there, OK elsewhere, then a hung step. */
+    finalize_mismatch(comm, "PCNN_OPT_TRACE_EVENTS", 5, tracing, "0 on rank 0", "1");
     /* A spatial network's halo messages follow these two: a difference
      * hung the first step's halo exchange. */
     g_spatial = true;
