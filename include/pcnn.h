@@ -218,7 +218,9 @@ typedef enum pcnn_option {
     PCNN_OPT_THREADS = 10,
     PCNN_OPT_EXPERIMENTAL_1 = 11, /* section 9 */
     /* 1: check losses and inputs of each step for NaN/Inf and fail with
-     * PCNN_ERR_NUMERIC.  Default 1. */
+     * PCNN_ERR_NUMERIC.  Default 1.  Settable between steps, so it may
+     * differ between ranks: a rank checking covers the summed loss of
+     * every rank (the step or evaluation fails on all of them). */
     PCNN_OPT_CHECK_NUMERICS = 12,
     /* Read only: the number of completed training steps (the step counter
      * that drives warm-up, decay and dropout masks).  Settable, to resume:

@@ -29,6 +29,7 @@
  * In every case each rank's status is printed with the time it took.
  * A hang anywhere is caught by the meson timeout. */
 #define PCNN_EXPERIMENTAL /* PCNN_OPT_ENGINE: pcnn.h section 9 */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,6 +272,27 @@ static void step_values(void)
     if (g_last) CK(pcnn_net_set_option(net, PCNN_OPT_STEP, 1));
     expect(step(net) == PCNN_OK && params_same(net) && query(net) == PCNN_OK,
            "step: restored, every rank trains on with identical parameters");
+
+    /* NaN from the last rank, whose numeric check is off (allowed between
+     * steps): rank 0's check covers the step for every rank. */
+    float *mine = g_x + (size_t)rank * PER_RANK * SAMPLE;
+    const float kept = mine[0];
+    float *after_ok = params_copy(net);
+    if (g_last) {
+        CK(pcnn_net_set_option(net, PCNN_OPT_CHECK_NUMERICS, 0));
+        mine[0] = NAN;
+    }
+    t0 = now();
+    st = step(net);
+    report("step, NaN from a rank not checking", st, now() - t0);
+    expect(st == PCNN_ERR_NUMERIC && same_everywhere(st) && says("NaN or Inf on some rank") &&
+               params_equal(net, after_ok),
+           "step: NaN on a rank whose check is off fails with NUMERIC on every rank, "
+           "parameters unchanged");
+    mine[0] = kept;
+    if (g_last) CK(pcnn_net_set_option(net, PCNN_OPT_CHECK_NUMERICS, 1));
+    expect(step(net) == PCNN_OK && params_same(net), "step: after the NaN, every rank trains on");
+    free(after_ok);
     free(before);
     CK(pcnn_net_destroy(&net));
     CK(pcnn_comm_destroy(&comm));
