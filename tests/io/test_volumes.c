@@ -301,6 +301,12 @@ static void test_malformed(void)
     off = write_npy_header(buf, ">f4", "False", "(2, 5, 4, 6)");
     write_file("big.npy", buf, off + S * 4);
     EXPECT_FAIL(open_manifest("big.npy 1 2\n", &d), PCNN_ERR_CORRUPT, "dtype '>f4'");
+    /* A NUL inside descr ('<f4\\0x'): numpy refuses it; it read as '<f4'. */
+    off = write_npy_header(buf, "<f4Qx", "False", "(2, 5, 4, 6)");
+    for (size_t i = 0; i + 3 < off; i++)
+        if (memcmp(buf + i, "<f4Q", 4) == 0) buf[i + 3] = '\0';
+    write_file("nul.npy", buf, off + S * 4);
+    EXPECT_FAIL(open_manifest("nul.npy 1 2\n", &d), PCNN_ERR_CORRUPT, "descr is not a string");
     off = write_npy_header(buf, "<f4", "False", "(2, 5, 4, 6)");
     write_file("cut.npy", buf, 40);
     EXPECT_FAIL(open_manifest("cut.npy 1 2\n", &d), PCNN_ERR_CORRUPT, "runs past");
