@@ -220,7 +220,9 @@ typedef enum pcnn_option {
     PCNN_OPT_THREADS = 10,
     PCNN_OPT_EXPERIMENTAL_1 = 11, /* section 9 */
     /* 1: check losses and inputs of each step for NaN/Inf and fail with
-     * PCNN_ERR_NUMERIC.  Default 1. */
+     * PCNN_ERR_NUMERIC.  Default 1.  Settable between steps, so it may
+     * differ between ranks: a rank checking covers the summed loss of
+     * every rank (the step or evaluation fails on all of them). */
     PCNN_OPT_CHECK_NUMERICS = 12,
     /* Read only: the number of completed training steps (the step counter
      * that drives warm-up, decay and dropout masks).  Settable, to resume:
@@ -891,11 +893,12 @@ PCNN_API pcnn_status pcnn_comm_bcast(pcnn_comm *comm, void *buf, size_t bytes, i
  *     max_batch, PCNN_OPT_OVERLAP, PCNN_OPT_BUCKET_BYTES, PCNN_OPT_ENGINE,
  *     the network's exchange and, for a spatial network, the layers'
  *     distributions, PCNN_OPT_HALO_OVERLAP, PCNN_OPT_HALO_SCHEDULE and
- *     PCNN_OPT_SPATIAL_FALLBACK.  Not compared, because they change
- *     neither the communication nor the agreement of the replicas:
- *     PCNN_OPT_THREADS and the convolution algorithm (only the summation
- *     order of a rank's own gradient), KEEP_IM2COL, COMM_CORE, TIMEOUT_MS,
- *     TRACE_EVENTS.  Finalize allocates in phases with an agreement
+ *     PCNN_OPT_SPATIAL_FALLBACK, and whether PCNN_OPT_TRACE_EVENTS is on
+ *     (a tracing finalize pings rank 0 for its clock).  Not compared,
+ *     because they change neither the communication nor the agreement of
+ *     the replicas: PCNN_OPT_THREADS and the convolution algorithm (only
+ *     the summation order of a rank's own gradient), KEEP_IM2COL,
+ *     COMM_CORE, TIMEOUT_MS, the size of TRACE_EVENTS.  Finalize allocates in phases with an agreement
  *     between them: a rank out of memory stops the others before they
  *     allocate the next phase.
  *   - pcnn_net_train_step is collective: each rank passes ITS OWN samples
@@ -957,7 +960,16 @@ PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *byte
  *     always destroy the network and the communicator and carry on, or
  *     call MPI_Finalize, without hanging.
  *
- * MPI cannot cancel a collective, so one left in flight keeps its buffers:
+ * MPI cannot cancel a collective, and after a timeout the ranks may have
+ * started different collectives on a network's exchange communicator; so
+ * destroying a failed or aborted network keeps that communicator and a
+ * record of the collectives it started until the host's MPI_Finalize,
+ * where (in a delete callback on MPI_COMM_SELF, on every rank) the ranks
+ * compare their records by point-to-point messages, a rank behind starts
+ * the ones it missed, and all of them complete, so that MPI_Finalize
+ * returns.  That needs every rank to reach MPI_Finalize within 10 s of the
+ * others; a rank that does not leaves it as MPI has it.  Until then, one
+ * left in flight keeps its buffers:
  * destroying a failed network that had collectives in flight frees only
  * the handle and leaks the rest (about what pcnn_net_memory_bytes reported:
  * parameters, gradients, optimizer state, activations, exchange buffers,
@@ -1989,14 +2001,17 @@ typedef enum pcnn_collective {
 
 /* Knobs of the model (doubles; pcnn_perfmodel_set_param / get_param). */
 typedef enum pcnn_perf_param {
-    PCNN_PERF_ALPHA_S = 0,            /* latency of every collective's message, s; -1:
-                                         the calibrated ones (default); reads the send-
-                                         receive latency */
-    PCNN_PERF_BETA_S_PER_BYTE = 1,    /* inverse link bandwidth, s/byte; 0: calibrated
-                                         (default); reads the send-receive one */
-    PCNN_PERF_GAMMA_S_PER_BYTE = 2,   /* local summation, s/byte (> 0) */
-    PCNN_PERF_LINK_GBITS = 3,         /* link bandwidth in Gbit/s; sets beta = 8e-9 / v;
-                                         0: calibrated */
+    PCNN_PERF_ALPHA_S = 0,            /* latency of every collective's message, s, at
+                                         most 10; -1: the calibrated ones (default);
+                                         reads the send-receive latency */
+    PCNN_PERF_BETA_S_PER_BYTE = 1,    /* inverse link bandwidth, s/byte, at most 1e-3;
+                                         0: calibrated (default); reads the send-
+                                         receive one */
+    PCNN_PERF_GAMMA_S_PER_BYTE = 2,   /* local summation, s/byte, in (0, 1e-3] */
+    PCNN_PERF_LINK_GBITS = 3,         /* link bandwidth in Gbit/s, in [1e-6, 1e6];
+                                         sets beta = 8e-9 / v; 0: calibrated.  Values
+                                         outside these ranges: INVALID_ARGUMENT, and a
+                                         model file holding one: CORRUPT */
     PCNN_PERF_STRATEGY = 4,           /* -1: each layer's exchange as the network decides
                                          (default); a pcnn_exchange value: every layer's
                                          (PCNN_EXCHANGE_FC_GRADIENT: dense layers, the

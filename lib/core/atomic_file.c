@@ -209,6 +209,12 @@ pcnn_status atomic_file_cleanup(const char *path, int *removed)
 pcnn_status file_read_whole(const char *path, size_t max_size, unsigned char **out, size_t *len,
                             const char *func)
 {
+    return file_read_magic(path, max_size, NULL, 0, out, len, func);
+}
+
+pcnn_status file_read_magic(const char *path, size_t max_size, const char *magic,
+                            size_t magic_len, unsigned char **out, size_t *len, const char *func)
+{
     /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
     const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return error_set(PCNN_ERR_IO, func, "cannot open '%s': %s", path, strerror(errno));
@@ -231,6 +237,17 @@ pcnn_status file_read_whole(const char *path, size_t max_size, unsigned char **o
                          (long long)sb.st_size, max_size);
     }
     const size_t size = (size_t)sb.st_size;
+    if (magic_len > 0) { /* before the whole file is allocated and read */
+        char head[16] = {0};
+        const size_t n = magic_len < sizeof head ? magic_len : sizeof head;
+        if (fread(head, 1, n, f) == n && memcmp(head, magic, n) != 0) { /* shorter: truncated */
+            fclose(f);
+            *out = NULL;
+            *len = 0;
+            return PCNN_ERR_CORRUPT; /* the caller says what the file is not */
+        }
+        rewind(f);
+    }
     unsigned char *buf = mem_calloc(size ? size : 1, 1);
     if (!buf) {
         fclose(f);

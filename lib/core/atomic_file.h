@@ -52,5 +52,12 @@ pcnn_status atomic_file_cleanup(const char *path, int *removed);
  * truncated). */
 pcnn_status file_read_whole(const char *path, size_t max_size, unsigned char **out, size_t *len,
                             const char *func);
+/* The same, first checking that the file starts with the magic_len
+ * (<= 16) bytes of `magic`: if it does not (a shorter file is read, for
+ * the caller to find it truncated), PCNN_ERR_CORRUPT with no message set
+ * (the caller names the format) and nothing allocated, however large the
+ * file. */
+pcnn_status file_read_magic(const char *path, size_t max_size, const char *magic,
+                            size_t magic_len, unsigned char **out, size_t *len, const char *func);
 
 #endif

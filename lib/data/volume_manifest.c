@@ -55,6 +55,14 @@ static pcnn_status parse_line(const char *p, const char *end, const char *dir, c
     while (p < end && !is_space(*p)) p++;
     const size_t path_len = (size_t)(p - path);
     size_t rest_len = (size_t)(end - p);
+    /* The words after the path counted first: a target_count the line
+     * cannot hold is refused before target_count floats are allocated. */
+    long words = 0;
+    for (const char *q = p; q < end; q++)
+        if (!is_space(*q) && (q == p || is_space(q[-1]))) words++;
+    if (words < target_count)
+        return FAIL(PCNN_ERR_CORRUPT, "%s line %ld: %d targets expected after the path, "
+                    "found %ld", name, line, target_count, words);
     char *rest = mem_alloc(rest_len + 1);
     e->targets = mem_alloc_floats((size_t)target_count);
     e->path = join_path(dir, path, path_len);

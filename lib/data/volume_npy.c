@@ -40,7 +40,7 @@ static int read_string(cursor *c, char *buf, size_t size)
     char quote = *c->p++;
     size_t n = 0;
     while (c->p < c->end && *c->p != quote) {
-        if (n + 1 >= size) return 0;
+        if (n + 1 >= size || *c->p == '\0') return 0; /* a NUL would cut it short */
         buf[n++] = *c->p++;
     }
     if (c->p >= c->end) return 0;

@@ -6,12 +6,13 @@
  * same way (optimizer, its hyper-parameters, the learning-rate schedule,
  * the step counter, the seed, the loss, numeric checks) or the pattern of
  * communication (overlap, engine request, bucket bytes, the network's
- * exchange, the global batch, a spatial network's halo options).  Left
+ * exchange, the global batch, a spatial network's halo options, tracing
+ * on or off: a tracing finalize pings rank 0 for its clock).  Left
  * out, because they change neither the replicas' agreement nor the
  * collectives: PCNN_OPT_THREADS and the
  * convolution algorithm (only the summation order of a rank's own
  * gradient, which the exchange then sums identically everywhere),
- * KEEP_IM2COL, COMM_CORE, TIMEOUT_MS and TRACE_EVENTS.
+ * KEEP_IM2COL, COMM_CORE, TIMEOUT_MS and TRACE_EVENTS' buffer size.
  * Layers: kind and configuration, output shape, inputs, exchange,
  * parameter count, which layer is the output, and batch-norm
  * synchronisation. */
@@ -42,7 +43,7 @@ static uint64_t bits_of(double v)
 
 static uint64_t hash_text(uint64_t h, const char *s) { return hash_fnv1a(h, s, strlen(s) + 1); }
 
-enum { SETTINGS = 22 };
+enum { SETTINGS = 23 };
 
 static const word_name setting_names[SETTINGS] = {
     {"the number of layers", WORD_INT},
@@ -67,6 +68,7 @@ static const word_name setting_names[SETTINGS] = {
     {"PCNN_OPT_HALO_OVERLAP", WORD_INT},
     {"PCNN_OPT_HALO_SCHEDULE", WORD_INT},
     {"PCNN_OPT_SPATIAL_FALLBACK", WORD_INT},
+    {"PCNN_OPT_TRACE_EVENTS (tracing on: 1, off: 0)", WORD_INT},
 };
 
 static void settings_of(const pcnn_net *net, uint64_t *w)
@@ -86,7 +88,7 @@ static void settings_of(const pcnn_net *net, uint64_t *w)
         /* The halo's messages (its regions and phases) and the layers'
          * distributions: a spatial network's only, the others ignore them. */
         spatial ? (uint64_t)o->halo_overlap : 0, spatial ? (uint64_t)o->halo_schedule : 0,
-        spatial ? (uint64_t)o->spatial_fallback : 0};
+        spatial ? (uint64_t)o->spatial_fallback : 0, o->trace_events > 0};
     memcpy(w, words, sizeof words);
 }
 

@@ -371,7 +371,16 @@ static pcnn_status run_parallel_counted(pcnn_net *net, const char *func, int n,
         st = numeric_check(net, func, loss);
     }
     st = net_sync_checked(net, st);
-    st = agree_unless_failed(net, AGREE_STEP_LOSS, st, &loss, 1, func);
+    /* The loss summed with the ranks checking numerics (an option allowed
+     * to differ between steps): one rank's check covers every rank's loss,
+     * and all see the same sum, so they fail together. */
+    double agreed[2] = {loss, net->opt.check_numerics ? 1.0 : 0.0};
+    st = agree_unless_failed(net, AGREE_STEP_LOSS, st, agreed, 2, func);
+    loss = agreed[0];
+    if (st == PCNN_OK && agreed[1] > 0 && !isfinite(loss))
+        st = error_set(PCNN_ERR_NUMERIC, func, "the loss summed over the ranks is %g at step "
+                       "%llu: NaN or Inf on some rank (checked by %g of them)", loss,
+                       (unsigned long long)net->step, agreed[1]);
     if (st != PCNN_OK) {
         /* Drain what the failed step posted (an aborted exchange has
          * nothing to wait for); a drain that gives up fails the network. */

@@ -85,8 +85,13 @@ pcnn_status spatial_compute(pcnn_net *net, const char *func, bool gradients, int
     sp->keep_stats = false;
     double loss = st == PCNN_OK ? spatial_loss(net, labels, targets) : 0.0;
     st = spatial_checked(net, net_sync_checked(net, st));
-    if (net_async_status(net) == PCNN_OK)
-        st = net_agree_sum(net, AGREE_STEP_LOSS, st, &loss, 1, func);
+    double checks = net->opt.check_numerics ? 1.0 : 0.0; /* one rank's check covers all */
+    if (net_async_status(net) == PCNN_OK) {
+        double agreed[2] = {loss, checks};
+        st = net_agree_sum(net, AGREE_STEP_LOSS, st, agreed, 2, func);
+        loss = agreed[0];
+        checks = agreed[1];
+    }
     if (st == PCNN_OK && gradients) {
         st = spatial_checked(net, net_sync_checked(net, spatial_backward(net, reduce)));
         if (st == PCNN_OK) st = sum_gradients(net, func);
@@ -98,7 +103,7 @@ pcnn_status spatial_compute(pcnn_net *net, const char *func, bool gradients, int
     /* Only the boxes' input gradients exist: pcnn_net_get_input_grad refuses. */
     net->last_backward_n = 0;
     TRY(st);
-    if (net->opt.check_numerics && !isfinite(loss)) /* the same sum on every rank */
+    if (checks > 0 && !isfinite(loss)) /* the same sum on every rank */
         return error_set(PCNN_ERR_NUMERIC, func, "the loss is %g at step %llu", loss,
                          (unsigned long long)net->step);
     if (loss_out) *loss_out = (float)loss;

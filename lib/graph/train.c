@@ -61,11 +61,12 @@ static int my_share(const pcnn_net *net, int n, long *first)
 }
 
 /* The means of the summed loss and correct answers.  The sums are the
- * same on every rank, so all fail together. */
+ * same on every rank, and so is sums[2], the ranks checking numerics (one
+ * rank's check covers all), so all fail together. */
 static pcnn_status finish_evaluation(const pcnn_net *net, const pcnn_dataset *data,
                                      const double *sums, double *loss, double *accuracy)
 {
-    if (net->opt.check_numerics && !isfinite(sums[0]))
+    if ((net->comm ? sums[2] > 0 : net->opt.check_numerics) && !isfinite(sums[0]))
         return error_set(PCNN_ERR_NUMERIC, "pcnn_net_evaluate", "the loss over the dataset is "
                          "%g: NaN or Inf in the samples or the network", sums[0]);
     if (loss) *loss = sums[0] / data->n;
@@ -84,11 +85,11 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
     TRY(st);
     TRY(net_agree_dataset(net, data, net->global_max_batch, 0, __func__));
     const bool classify = net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
-    double sums[2] = {0.0, 0.0}; /* loss, correct */
+    double sums[3] = {0.0, 0.0, net->opt.check_numerics ? 1.0 : 0.0}; /* loss, correct, checks */
     if (net_is_spatial(net)) { /* collective over the boxes; fails on every rank alike */
         st = spatial_evaluate(net, data, sums, __func__);
         if (net_async_status(net) == PCNN_OK)
-            st = net_agree_sum(net, AGREE_LATER, st, sums, 2, __func__);
+            st = net_agree_sum(net, AGREE_LATER, st, sums, 3, __func__);
         TRY(st);
         return finish_evaluation(net, data, sums, loss, accuracy);
     }
@@ -107,7 +108,7 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
                                                   net->stage_labels);
     }
     blas_threads_leave(saved);
-    if (net->comm) st = net_agree_sum(net, AGREE_LATER, st, sums, 2, __func__);
+    if (net->comm) st = net_agree_sum(net, AGREE_LATER, st, sums, 3, __func__);
     TRY(st);
     return finish_evaluation(net, data, sums, loss, accuracy);
 }

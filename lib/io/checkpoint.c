@@ -323,7 +323,10 @@ pcnn_status checkpoint_load(pcnn_net *net, const char *path, void *extra, size_t
     size_t len = 0;
     ckpt_view view = {0};
     if (root) {
-        st = file_read_whole(path, (size_t)SIZE_MAX / 2, &buf, &len, func);
+        /* The magic first: a large file of another kind is never read. */
+        st = file_read_magic(path, (size_t)SIZE_MAX / 2, CKPT_MAGIC, 8, &buf, &len, func);
+        if (st == PCNN_ERR_CORRUPT && !buf)
+            st = error_set(PCNN_ERR_CORRUPT, func, "not a libpcnn checkpoint (bad magic)");
         if (st == PCNN_OK) st = ckpt_parse(buf, len, func, &view);
         if (st == PCNN_OK) st = verify_file(net, &view, &e, func);
     }

@@ -1,4 +1,5 @@
 /* The communicator handle: a duplicate of the host's communicator. */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "../core/error.h"
@@ -113,11 +114,49 @@ PCNN_API pcnn_status pcnn_comm_create(MPI_Comm comm, pcnn_comm **out)
     return wrap(comm, false, out);
 }
 
+/* Can `f` name a communicator, judged from its bits alone?  MPI_Comm_f2c
+ * checks nothing in MPICH (a cast), and MPICH's checks in every later call
+ * assert (abort the process) on a handle of the built-in kind that names no
+ * built-in communicator, and read outside its table for a direct handle
+ * beyond it; so those are refused before MPI sees them.  MPICH's layout:
+ * bits 30-31 the kind (1 built-in, 2 direct, 3 indirect: bounds checked by
+ * MPICH), bits 26-29 the object (that of MPI_COMM_WORLD for a
+ * communicator), bits 0-25 the index.  Open MPI's Fortran handles are
+ * indices into its table, which MPI_Comm_f2c checks (MPI_COMM_NULL beyond
+ * it): only negative ones are refused here. */
+static bool fortran_handle_plausible(MPI_Fint f)
+{
+#if defined(MPICH)
+    const uint32_t h = (uint32_t)f, world = (uint32_t)MPI_Comm_c2f(MPI_COMM_WORLD);
+    if (((h >> 26) & 0xFu) != ((world >> 26) & 0xFu)) return false; /* not a communicator */
+    switch (h >> 30) {
+    case 1: /* built-in */
+        return h == world || h == (uint32_t)MPI_Comm_c2f(MPI_COMM_SELF);
+    case 2: /* direct: MPICH's table of preallocated communicators holds 8
+             * (MPIR_COMM_PREALLOC, MPICH 3 and 4); beyond it MPICH reads
+             * other objects (9 and 10 alias the built-ins) or garbage that
+             * asserts or hangs (35, 37, 181, 200 with MPICH 4.0) */
+        return (h & 0x03FFFFFFu) < 8;
+    case 3: /* indirect */
+        return true;
+    default:
+        return false;
+    }
+#else
+    return f >= 0;
+#endif
+}
+
 PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out)
 {
     API_ENTRY();
     REQUIRE_PTR(out);
     TRY(check_initialized(__func__));
+    REQUIRE(comm != MPI_Comm_c2f(MPI_COMM_NULL), PCNN_ERR_INVALID_ARGUMENT,
+            "Fortran handle %d is not a valid communicator (MPI_COMM_NULL)", (int)comm);
+    REQUIRE(fortran_handle_plausible(comm), PCNN_ERR_INVALID_ARGUMENT,
+            "Fortran handle %d (0x%08x) is not a valid communicator", (int)comm,
+            (unsigned)comm);
     MPI_Comm c = MPI_Comm_f2c(comm);
     REQUIRE(c != MPI_COMM_NULL, PCNN_ERR_INVALID_ARGUMENT,
             "Fortran handle %d is not a valid communicator (MPI_COMM_NULL)", (int)comm);

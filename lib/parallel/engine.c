@@ -10,6 +10,7 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "late_peers.h"
 #include "parallel.h"
 
 struct engine {
@@ -35,10 +36,12 @@ struct engine {
      * a step done sooner. */
     long pause_ns;
     atomic_int waiting;
-    struct engine *next_live; /* the live thread engines (stop_at_finalize) */
+    struct engine *next_live; /* the live engines (stop_at_finalize) */
     request *left_in_flight;  /* the collective an abort left in MPI's hands */
     bool abandoned;       /* the thread left a started collective behind */
+    bool handed_over;     /* late_peers.h owns its collectives in flight */
     pcnn_status error;    /* first failed or timed-out wait (main thread) */
+    long started;         /* collectives started on comm (late_peers.h) */
 };
 
 double engine_now(void)
@@ -50,7 +53,7 @@ double engine_now(void)
 
 engine_kind engine_get_kind(const engine *e) { return e->kind; }
 
-static int start_nonblocking(MPI_Comm comm, request *r)
+static int post_collective(MPI_Comm comm, request *r)
 {
     switch (r->kind) {
     case REQ_ALLREDUCE:
@@ -66,6 +69,15 @@ static int start_nonblocking(MPI_Comm comm, request *r)
     return MPI_ERR_OTHER;
 }
 
+/* Start r, numbering it among the collectives started on the engine's
+ * communicator (only one thread starts them at a time). */
+static int start_nonblocking(engine *e, request *r)
+{
+    const int code = post_collective(e->comm, r);
+    if (code == MPI_SUCCESS) r->seq = e->started++;
+    return code;
+}
+
 /* A thread on shared cores sleeps between two tests (see struct engine). */
 static void pause_between_tests(engine *e)
 {
@@ -79,7 +91,7 @@ static void pause_between_tests(engine *e)
  * the MPI code; *left is set when r was abandoned in flight. */
 static int run_polled(engine *e, request *r, bool *left)
 {
-    int code = start_nonblocking(e->comm, r), flag = 0;
+    int code = start_nonblocking(e, r), flag = 0;
     while (code == MPI_SUCCESS && !flag) {
         code = MPI_Test(&r->handle, &flag, MPI_STATUS_IGNORE);
         if (code == MPI_SUCCESS && !flag) pause_between_tests(e);
@@ -133,19 +145,55 @@ static void *comm_thread(void *arg)
  * deletes MPI_COMM_SELF's attributes first thing in MPI_Finalize, and the
  * delete callback of ours stops every live communication thread there,
  * before MPI shuts down, and completes what they had posted.  Their
- * engines are then aborted and destroy joins nothing. */
+ * engines are then aborted and destroy joins nothing.  Live engines that
+ * had failed, and those retired before (engine_retire), have their
+ * collectives settled with the other ranks' there (late_peers.h). */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static engine *live_threads;
 static int finalize_key = MPI_KEYVAL_INVALID;
+
+/* The requests an aborted engine holds in flight (after its thread was
+ * joined): the one the thread left, or the nonblocking engine's queue. */
+static int in_flight(engine *e, request **out)
+{
+    if (e->kind == ENGINE_THREAD) {
+        if (!e->left_in_flight) return 0;
+        out[0] = e->left_in_flight;
+        return 1;
+    }
+    for (int k = 0; k < e->count; k++) out[k] = e->queue[(e->head + k) % e->capacity];
+    return e->count;
+}
+
+/* Hand an aborted, stopped engine's communicator and collectives over to
+ * late_peers.h.  Its collectives then belong there: the engine forgets
+ * them. */
+static bool hand_over(engine *e)
+{
+    request **reqs = mem_calloc((size_t)e->capacity, sizeof *reqs);
+    if (!reqs) return false;
+    const int n = in_flight(e, reqs);
+    const bool kept = late_peers_keep(e->comm, e->started, reqs, n);
+    mem_free(reqs);
+    return kept;
+}
 
 static int stop_at_finalize(MPI_Comm comm, int key, void *value, void *extra)
 {
     (void)comm, (void)key, (void)value, (void)extra;
     pthread_mutex_lock(&live_lock);
     for (engine *e = live_threads; e; e = e->next_live) {
+        const bool failed = atomic_load(&e->aborted);
         engine_abort(e);
-        pthread_join(e->thread, NULL); /* it leaves within one MPI_Test */
-        e->thread_started = false;
+        if (e->thread_started) {
+            pthread_join(e->thread, NULL); /* it leaves within one MPI_Test */
+            e->thread_started = false;
+        }
+        if (failed) { /* the ranks may have started different collectives */
+            if (hand_over(e)) e->handed_over = true;
+            continue;
+        }
+        if (e->kind != ENGINE_THREAD) continue; /* its requests complete in MPI_Finalize */
         /* MPI requires pending communication to complete before
          * MPI_Finalize, and every rank is finalizing: finish here, on the
          * finalizing thread, the collective the thread left in flight and
@@ -157,13 +205,14 @@ static int stop_at_finalize(MPI_Comm comm, int key, void *value, void *extra)
         }
         for (; e->count > 0; e->count--, e->head = (e->head + 1) % e->capacity) {
             request *r = e->queue[e->head];
-            if (start_nonblocking(e->comm, r) == MPI_SUCCESS)
+            if (start_nonblocking(e, r) == MPI_SUCCESS)
                 MPI_Wait(&r->handle, MPI_STATUS_IGNORE);
         }
     }
     live_threads = NULL;
     finalize_key = MPI_KEYVAL_INVALID; /* MPI frees its keyvals */
     pthread_mutex_unlock(&live_lock);
+    late_peers_settle(); /* every rank is here */
     return MPI_SUCCESS;
 }
 
@@ -221,7 +270,6 @@ pcnn_status engine_create(engine **out, engine_kind kind, MPI_Comm comm, int cap
                         rc);
         }
         e->thread_started = true;
-        watch_finalize(e);
         if (core >= 0 && core < CPU_SETSIZE) {
             cpu_set_t set;
             CPU_ZERO(&set);
@@ -234,6 +282,7 @@ pcnn_status engine_create(engine **out, engine_kind kind, MPI_Comm comm, int cap
             }
         }
     }
+    watch_finalize(e);
     *out = e;
     return PCNN_OK;
 }
@@ -242,8 +291,10 @@ bool engine_destroy(engine *e)
 {
     if (!e) return false;
     bool abandoned = false;
-    if (e->kind == ENGINE_THREAD) unwatch_finalize(e);
-    if (e->thread_started) {
+    unwatch_finalize(e);
+    if (e->handed_over) {
+        abandoned = false; /* late_peers.h settled them inside MPI_Finalize */
+    } else if (e->thread_started) {
         pthread_mutex_lock(&e->lock);
         e->stopping = true;
         pthread_cond_broadcast(&e->work);
@@ -257,7 +308,7 @@ bool engine_destroy(engine *e)
          * MPI_Finalize, MPI holds nothing any more. */
         if (!mpi_is_finalized()) engine_progress(e);
         abandoned = e->count > 0 && !mpi_is_finalized();
-    } else {
+    } else if (!mpi_is_finalized()) {
         for (int k = 0; k < e->count; k++) {
             request *r = e->queue[(e->head + k) % e->capacity];
             MPI_Wait(&r->handle, MPI_STATUS_IGNORE);
@@ -269,6 +320,35 @@ bool engine_destroy(engine *e)
     mem_free(e->queue);
     mem_free(e);
     return abandoned;
+}
+
+bool engine_retire(engine *e, bool *comm_kept)
+{
+    *comm_kept = false;
+    if (!e) return false;
+    engine_abort(e);
+    unwatch_finalize(e);
+    if (e->thread_started) {
+        pthread_join(e->thread, NULL); /* aborted: it leaves within one MPI_Test */
+        e->thread_started = false;
+    }
+    if (!e->handed_over && !mpi_is_finalized()) {
+        engine_progress(e); /* what completed need not be settled */
+        const int n = e->kind == ENGINE_THREAD ? (e->left_in_flight != NULL) : e->count;
+        *comm_kept = hand_over(e);
+        if (*comm_kept) {
+            e->handed_over = true;
+            e->abandoned = false;
+            e->count = 0;
+            pthread_cond_destroy(&e->work);
+            pthread_cond_destroy(&e->done);
+            pthread_mutex_destroy(&e->lock);
+            mem_free(e->queue);
+            mem_free(e);
+            return n > 0;
+        }
+    }
+    return engine_destroy(e);
 }
 
 void engine_abort(engine *e)
@@ -315,7 +395,7 @@ void engine_post(engine *e, request *r)
     }
     if (e->kind == ENGINE_NONBLOCKING) {
         r->t_start = engine_now();
-        r->mpi_code = start_nonblocking(e->comm, r);
+        r->mpi_code = start_nonblocking(e, r);
         if (r->mpi_code != MPI_SUCCESS) {
             r->done = true;
             r->t_end = r->t_start;

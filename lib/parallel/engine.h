@@ -40,6 +40,7 @@ typedef struct request {
     /* Filled by the engine. */
     bool posted, done;
     int mpi_code;
+    long seq;                   /* its number among the collectives started on the comm */
     double t_start, t_end;      /* when the communication ran */
     MPI_Request handle;         /* nonblocking engine */
 } request;
@@ -62,6 +63,14 @@ pcnn_status engine_create(engine **out, engine_kind kind, MPI_Comm comm, int cap
  * the caller must never free those.  NULL is a no-op (false). */
 bool engine_destroy(engine *e);
 engine_kind engine_get_kind(const engine *e);
+/* Abort, stop and free an engine whose ranks may have started different
+ * collectives (a failed or aborted network): its communicator, count of
+ * started collectives and the collectives in flight go to late_peers.h,
+ * which completes them inside MPI_Finalize.  *comm_kept is set when the
+ * communicator now belongs there (the caller must not free it).  Returns
+ * what engine_destroy returns: true when collectives were left in flight,
+ * whose buffers the caller must then never free.  NULL: false. */
+bool engine_retire(engine *e, bool *comm_kept);
 
 /* Stop progressing: collectives in flight are abandoned, queued ones never
  * start, later posts and waits fail at once.  Never blocks.  Idempotent. */

@@ -171,10 +171,14 @@ pcnn_status exchange_error(const exchange *x) { return x ? engine_error(x->engin
 bool exchange_abandon(exchange *x)
 {
     if (!x) return false;
-    engine_abort(x->engine);
-    const bool abandoned = engine_destroy(x->engine); /* joins a thread outside MPI */
+    bool comm_kept = false;
+    /* The ranks may have started different collectives: the engine's
+     * communicator and those in flight are settled inside MPI_Finalize. */
+    const bool abandoned = engine_retire(x->engine, &comm_kept); /* joins outside MPI */
     x->engine = NULL;
-    if (abandoned && x->has_mpi && !mpi_is_finalized()) {
+    if (comm_kept) {
+        x->has_mpi = false;
+    } else if (abandoned && x->has_mpi && !mpi_is_finalized()) {
         /* A communicator with collectives pending may be freed. */
         MPI_Comm_free(&x->mpi);
         x->has_mpi = false;

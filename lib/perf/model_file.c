@@ -189,6 +189,15 @@ static pcnn_status corrupt(const char *func, const char *path, const char *why)
 }
 
 static bool finite_at_least(double v, double lo) { return isfinite(v) && v >= lo; }
+static bool within(double v, double lo, double hi) { return v >= lo && v <= hi; } /* NaN: no */
+
+/* A timing a + b n, fitted through two measured batches: possible where it
+ * was measured. */
+static bool line_possible(const double ab[2], int lo, int hi)
+{
+    return within(ab[0] + ab[1] * lo, 0, PERF_MAX_SECONDS) &&
+           within(ab[0] + ab[1] * hi, 0, PERF_MAX_SECONDS);
+}
 
 /* A checksum guards against damage, not against a file written to fit
  * one: every value is held to what pcnn_perfmodel_set_param and the
@@ -196,36 +205,42 @@ static bool finite_at_least(double v, double lo) { return isfinite(v) && v >= lo
 static const char *implausible(const pcnn_perfmodel *m)
 {
     const perf_link *k = &m->link;
-    if (k->ranks < 0 || !finite_at_least(k->gamma, 0) || !finite_at_least(k->poll_work, 0) ||
-        !finite_at_least(k->poll_cpu, 0))
+    if (k->ranks < 0 || !(k->gamma > 0 && k->gamma <= PERF_MAX_S_PER_BYTE) ||
+        !within(k->poll_work, 0, PERF_MAX_SECONDS) || !within(k->poll_cpu, 0, PERF_MAX_SECONDS))
         return "a link calibration out of range";
     for (int c = 0; c < PERF_COLLECTIVES; c++) {
-        if (!finite_at_least(k->alpha[c], 0) || !finite_at_least(k->beta[c], 0))
+        if (!within(k->alpha[c], 0, PERF_MAX_LATENCY_S) ||
+            !within(k->beta[c], 0, PERF_MAX_S_PER_BYTE))
             return "a collective's latency or time per byte out of range";
         for (int i = 0; i < k->curve[c].count; i++)
             if (!finite_at_least(k->curve[c].bytes[i], 1) ||
-                !finite_at_least(k->curve[c].seconds[i], 0) ||
+                !within(k->curve[c].seconds[i], 0, PERF_MAX_SECONDS) ||
                 (i > 0 && !(k->curve[c].bytes[i] > k->curve[c].bytes[i - 1])))
                 return "a collective's measured curve out of range";
     }
     const perf_knobs *o = &m->knobs;
-    if (!(o->alpha == -1 || finite_at_least(o->alpha, 0)) || !finite_at_least(o->beta, 0) ||
-        !finite_at_least(o->link_gbits, 0) || o->strategy < -1 ||
+    if (!(o->alpha == -1 || within(o->alpha, 0, PERF_MAX_LATENCY_S)) ||
+        !within(o->beta, 0, PERF_MAX_S_PER_BYTE) ||
+        !(o->link_gbits == 0 || within(o->link_gbits, PERF_MIN_LINK_GBITS, PERF_MAX_LINK_GBITS)) ||
+        o->strategy < -1 ||
         o->strategy > PCNN_EXCHANGE_FC_GRADIENT || o->engine < 0 || o->engine > 2 ||
         !(o->nb_progress >= 0 && o->nb_progress <= 1) || o->source < 0 || o->source > 2)
         return "a parameter (pcnn_perfmodel_set_param) out of range";
     const perf_compute *c = &m->compute;
     bool ok = c->threads >= 0 && c->batch_lo >= 0 && c->batch_hi >= c->batch_lo &&
-              finite_at_least(c->update_team, 0) && finite_at_least(c->sum_gamma, 0) &&
+              within(c->update_team, 0, PERF_MAX_SECONDS) && finite_at_least(c->sum_gamma, 0) &&
               isfinite(c->spread);
-    for (int i = 0; i < 2; i++)
-        ok = ok && isfinite(c->update[i]) && isfinite(c->overhead[i]);
+    for (int i = 0; i < 2; i++) ok = ok && within(c->update[i], 0, PERF_MAX_SECONDS);
+    ok = ok && line_possible(c->overhead, c->batch_lo, c->batch_hi);
     for (int l = 0; l < c->num_layers && ok; l++) {
         const perf_layer *p = &c->layers[l];
-        for (int i = 0; i < 2; i++)
-            ok = ok && isfinite(p->fwd[i]) && isfinite(p->bwd_w[i]) && isfinite(p->bwd_x[i]);
+        ok = line_possible(p->fwd, c->batch_lo, c->batch_hi) &&
+             line_possible(p->bwd_w, c->batch_lo, c->batch_hi) &&
+             line_possible(p->bwd_x, c->batch_lo, c->batch_hi);
         /* reg_*: NaN where no regressor priced the layer. */
-        ok = ok && !isinf(p->reg_fwd) && !isinf(p->reg_bwd) && finite_at_least(p->update, 0);
+        ok = ok && (isnan(p->reg_fwd) || within(p->reg_fwd, 0, PERF_MAX_SECONDS)) &&
+             (isnan(p->reg_bwd) || within(p->reg_bwd, 0, PERF_MAX_SECONDS)) &&
+             within(p->update, 0, PERF_MAX_SECONDS);
     }
     return ok ? NULL : "a compute timing out of range";
 }

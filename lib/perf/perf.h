@@ -18,6 +18,16 @@
 #define PERF_FORMAT_OLDEST 2u  /* read too (poll_cpu 0, mem_contention 1, pace 1) */
 #define PERF_KIND_LEN 24
 
+/* What any machine can do, held on set_param and load so that every
+ * prediction stays finite: a latency at most 10 s, a time per byte at
+ * most 1 ms (1 kB/s, slower than any link or memory), a link of 1 kbit/s
+ * to 1 Pbit/s, a timing at most a day. */
+#define PERF_MAX_LATENCY_S 10.0
+#define PERF_MAX_S_PER_BYTE 1e-3
+#define PERF_MIN_LINK_GBITS 1e-6
+#define PERF_MAX_LINK_GBITS 1e6
+#define PERF_MAX_SECONDS 86400.0
+
 /* One layer's measured costs, each a + b n over the local batch n, fitted
  * through the two timed batches. */
 typedef struct perf_layer {

@@ -97,23 +97,28 @@ PCNN_API pcnn_status pcnn_perfmodel_set_param(pcnn_perfmodel *model, pcnn_perf_p
     perf_knobs *o = &model->knobs;
     switch (param) {
     case PCNN_PERF_ALPHA_S:
-        REQUIRE(value == -1 || (value >= 0 && isfinite(value)), PCNN_ERR_INVALID_ARGUMENT,
-                "alpha %g s: must be >= 0, or -1 for the calibrated latencies", value);
+        REQUIRE(value == -1 || (value >= 0 && value <= PERF_MAX_LATENCY_S),
+                PCNN_ERR_INVALID_ARGUMENT,
+                "alpha %g s: must be in [0, %g], or -1 for the calibrated latencies", value,
+                PERF_MAX_LATENCY_S);
         o->alpha = value;
         return PCNN_OK;
     case PCNN_PERF_BETA_S_PER_BYTE:
-        REQUIRE(value >= 0 && isfinite(value), PCNN_ERR_INVALID_ARGUMENT,
-                "beta %g s/byte: must be >= 0 (0: calibrated)", value);
+        REQUIRE(value >= 0 && value <= PERF_MAX_S_PER_BYTE, PCNN_ERR_INVALID_ARGUMENT,
+                "beta %g s/byte: must be in [0, %g] (0: calibrated)", value,
+                PERF_MAX_S_PER_BYTE);
         o->beta = value;
         return PCNN_OK;
     case PCNN_PERF_GAMMA_S_PER_BYTE:
-        REQUIRE(value > 0 && isfinite(value), PCNN_ERR_INVALID_ARGUMENT,
-                "gamma %g s/byte: must be positive", value);
+        REQUIRE(value > 0 && value <= PERF_MAX_S_PER_BYTE, PCNN_ERR_INVALID_ARGUMENT,
+                "gamma %g s/byte: must be in (0, %g]", value, PERF_MAX_S_PER_BYTE);
         model->link.gamma = value;
         return PCNN_OK;
     case PCNN_PERF_LINK_GBITS:
-        REQUIRE(value >= 0 && isfinite(value), PCNN_ERR_INVALID_ARGUMENT,
-                "link bandwidth %g Gbit/s: must be >= 0 (0: calibrated)", value);
+        REQUIRE(value == 0 || (value >= PERF_MIN_LINK_GBITS && value <= PERF_MAX_LINK_GBITS),
+                PCNN_ERR_INVALID_ARGUMENT,
+                "link bandwidth %g Gbit/s: must be in [%g, %g] (0: calibrated)", value,
+                PERF_MIN_LINK_GBITS, PERF_MAX_LINK_GBITS);
         o->link_gbits = value;
         return PCNN_OK;
     case PCNN_PERF_STRATEGY:
@@ -195,7 +200,10 @@ PCNN_API pcnn_status pcnn_perfmodel_collective_time(const pcnn_perfmodel *model,
             "bytes %g: must be finite and >= 0", bytes);
     const perf_knobs *o = &model->knobs;
     const double beta = o->beta > 0 ? o->beta : o->link_gbits > 0 ? 8e-9 / o->link_gbits : 0;
-    *seconds = perf_coll_time(&model->link, collective, ranks, bytes, beta, o->alpha);
+    const double t = perf_coll_time(&model->link, collective, ranks, bytes, beta, o->alpha);
+    REQUIRE(isfinite(t) && t >= 0, PCNN_ERR_NUMERIC,
+            "%g s for %g bytes over %d ranks: beyond any machine's range", t, bytes, ranks);
+    *seconds = t;
     return PCNN_OK;
 }
 
@@ -261,17 +269,14 @@ PCNN_API pcnn_status pcnn_perfmodel_predict(pcnn_perfmodel *model, const pcnn_ne
         step = paced_step(&in, layers, buckets, perf_pace(model), step, per);
     mem_free(layers);
     mem_free(buckets);
-    if (!per || isnan(step)) {
-        mem_free(per);
-        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "simulation of %d layers", L);
-    }
+    if (!per) return FAIL(PCNN_ERR_OUT_OF_MEMORY, "simulation of %d layers", L);
     bool finite = isfinite(step);
     for (int l = 0; l < L && finite; l++)
         for (int k = 0; k < SIM_KINDS; k++) finite = finite && isfinite(per[l][k]);
-    if (!finite) { /* set_param's ranges are open-ended: 1e300 s/byte is one */
+    if (!finite) { /* the simulator's guard (sim.c), or out of memory in paced_step */
         mem_free(per);
-        return FAIL(PCNN_ERR_NUMERIC, "the prediction overflows (%g s): a parameter "
-                    "(pcnn_perfmodel_set_param) is beyond any machine's range", step);
+        return FAIL(PCNN_ERR_NUMERIC, "the prediction is not finite (%g s): a timing of "
+                    "the model is beyond any machine's range", step);
     }
     mem_free(model->last);
     model->last = per;

@@ -172,6 +172,12 @@ static pcnn_status read_kind(cursor *c, perf_regressors *set)
     for (size_t i = 0; i < total; i++) {
         m->params[i] = le_get_f32(c->in + c->at);
         c->at += 4;
+        if (!isfinite(m->params[i])) {
+            mem_free(m->params);
+            m->params = NULL;
+            return FAIL(PCNN_ERR_CORRUPT, "regressors: %s has a non-finite weight (%zu of %zu)",
+                        perf_kind_name(kind), i, total);
+        }
     }
     TRY(perf_mlp_build_predictor(m));
     m->fitted = true;

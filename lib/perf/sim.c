@@ -59,7 +59,8 @@ static void compute(sim *s, double dt)
 
 static void post(sim *s, item *it, double work)
 {
-    it->work = it->left = work > 0 ? work : 0;
+    /* NaN work (from inf - inf) must not pass for none: it makes the step inf. */
+    it->work = it->left = isnan(work) ? INFINITY : work > 0 ? work : 0;
     it->finished = it->work == 0;
     if (!it->finished) s->queue[s->tail++] = it;
 }
@@ -75,6 +76,10 @@ static double wait(sim *s, item *it)
             if (s->queue[q] == it) break;
         }
         if (ahead <= 0) ahead = it->left; /* rounding */
+        if (!isfinite(ahead)) { /* never done: the caller refuses the inf step */
+            it->finished = true;
+            return INFINITY;
+        }
         advance(s, ahead, 1.0);
         waited += ahead;
     }

@@ -5,6 +5,7 @@
  * / evaluation from files matching the in-memory dataset exactly. */
 #define PCNN_EXPERIMENTAL /* pcnn.h section 9 */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -245,6 +246,14 @@ static void test_malformed(void)
                 "line 4: target 2 is not a number");
     EXPECT_FAIL(open_manifest("s0_f32.raw 1 2 3\n", &d), PCNN_ERR_CORRUPT,
                 "line 1: text after the 2 targets");
+    /* target_count INT_MAX: refused from the line's length, before 8 GiB
+     * of targets were allocated and touched (37-65 s, or the OOM killer). */
+    write_text("huge.txt", "s0_f32.raw 1 2\n");
+    d = NULL;
+    EXPECT_FAIL(pcnn_dataset_open_volumes(path_of("huge.txt"), C, D, H, W, PCNN_DTYPE_F32,
+                                          INT_MAX, &d),
+                PCNN_ERR_CORRUPT, "line 1: 2147483647 targets expected after the path, found 2");
+    CHECK(d == NULL, "nothing opened");
     EXPECT_FAIL(open_manifest("s0_f32.raw 1 nan\n", &d), PCNN_ERR_CORRUPT,
                 "line 1: target 2 is not a finite float");
     EXPECT_FAIL(open_manifest("s0_f32.raw 1 1e300\n", &d), PCNN_ERR_CORRUPT, "finite");
@@ -292,6 +301,12 @@ static void test_malformed(void)
     off = write_npy_header(buf, ">f4", "False", "(2, 5, 4, 6)");
     write_file("big.npy", buf, off + S * 4);
     EXPECT_FAIL(open_manifest("big.npy 1 2\n", &d), PCNN_ERR_CORRUPT, "dtype '>f4'");
+    /* A NUL inside descr ('<f4\\0x'): numpy refuses it; it read as '<f4'. */
+    off = write_npy_header(buf, "<f4Qx", "False", "(2, 5, 4, 6)");
+    for (size_t i = 0; i + 3 < off; i++)
+        if (memcmp(buf + i, "<f4Q", 4) == 0) buf[i + 3] = '\0';
+    write_file("nul.npy", buf, off + S * 4);
+    EXPECT_FAIL(open_manifest("nul.npy 1 2\n", &d), PCNN_ERR_CORRUPT, "descr is not a string");
     off = write_npy_header(buf, "<f4", "False", "(2, 5, 4, 6)");
     write_file("cut.npy", buf, 40);
     EXPECT_FAIL(open_manifest("cut.npy 1 2\n", &d), PCNN_ERR_CORRUPT, "runs past");

@@ -5,6 +5,7 @@
  * version), and bad inputs with clear errors. */
 #define PCNN_EXPERIMENTAL
 #include <limits.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -139,6 +140,30 @@ static void set_double(const char *path, long at, double v)
     write_model_file(path, buf, n);
 }
 
+/* Knob `param` saved with a mark value, then the mark rewritten to `bad`
+ * (the checksum made to fit): load refuses it. */
+static void refused_in_file(pcnn_perfmodel *m, const char *path, pcnn_perf_param param, double bad)
+{
+    const double mark = 0.0009765625; /* in range for every knob here */
+    double was;
+    CK(pcnn_perfmodel_get_param(m, param, &was));
+    CK(pcnn_perfmodel_set_param(m, param, mark));
+    CK(pcnn_perfmodel_save(m, path));
+    CK(pcnn_perfmodel_set_param(m, param, param == PCNN_PERF_ALPHA_S ? -1 : was));
+    static unsigned char buf[1 << 16];
+    const size_t len = read_model_file(path, buf, sizeof buf);
+    size_t at = 16;
+    while (at + 8 <= len && memcmp(buf + at, &mark, 8) != 0) at++;
+    EXPECT(at + 8 <= len, "knob %d's value found in the file", (int)param);
+    if (at + 8 > len) return;
+    memcpy(buf + at, &bad, 8);
+    write_model_file(path, buf, len);
+    pcnn_perfmodel *back = NULL;
+    EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT,
+               "a parameter (pcnn_perfmodel_set_param) out of range");
+    EXPECT(back == NULL, "knob %d = %g in a file: nothing loaded", (int)param, bad);
+}
+
 int main(void)
 {
     pcnn_perfmodel *m = NULL;
@@ -190,9 +215,26 @@ int main(void)
                "ranks 0");
     EXPECT_ERR(pcnn_perfmodel_predict(m, net, 16, 1, 2, &v), PCNN_ERR_INVALID_ARGUMENT,
                "overlap 2");
-    /* A knob beyond any machine: an error, not an infinite step. */
-    CK(pcnn_perfmodel_set_param(m, PCNN_PERF_BETA_S_PER_BYTE, 1e300));
-    EXPECT_ERR(pcnn_perfmodel_predict(m, net, 64, 4, 1, &v), PCNN_ERR_NUMERIC, "overflows");
+    /* Knobs beyond any machine are refused (they made predict loop
+     * forever on 2 ranks); at the slowest machine allowed the prediction
+     * is finite, and a collective too large for it an error, not inf. */
+    EXPECT_ERR(pcnn_perfmodel_set_param(m, PCNN_PERF_BETA_S_PER_BYTE, 1e308),
+               PCNN_ERR_INVALID_ARGUMENT, "beta 1e+308 s/byte: must be in [0, 0.001]");
+    EXPECT_ERR(pcnn_perfmodel_set_param(m, PCNN_PERF_LINK_GBITS, 1e-314),
+               PCNN_ERR_INVALID_ARGUMENT, "must be in [1e-06, 1e+06]");
+    EXPECT_ERR(pcnn_perfmodel_set_param(m, PCNN_PERF_GAMMA_S_PER_BYTE, 1e300),
+               PCNN_ERR_INVALID_ARGUMENT, "gamma");
+    EXPECT_ERR(pcnn_perfmodel_set_param(m, PCNN_PERF_ALPHA_S, 1e300), PCNN_ERR_INVALID_ARGUMENT,
+               "alpha");
+    CK(pcnn_perfmodel_set_param(m, PCNN_PERF_BETA_S_PER_BYTE, 1e-3));
+    CK(pcnn_perfmodel_predict(m, net, 64, 2, 1, &v));
+    EXPECT(isfinite(v) && v > 0, "beta 1e-3 s/byte on 2 ranks: a finite step (%g s)", v);
+    for (int r = 2; r <= 64; r *= 2) {
+        v = 0;
+        const pcnn_status cs = pcnn_perfmodel_collective_time(m, PCNN_COLL_ALLTOALL, r, DBL_MAX, &v);
+        EXPECT(cs == PCNN_OK ? isfinite(v) : cs == PCNN_ERR_NUMERIC,
+               "an all-to-all of DBL_MAX bytes on %d ranks: %s, %g s", r, pcnn_status_str(cs), v);
+    }
     CK(pcnn_perfmodel_set_param(m, PCNN_PERF_BETA_S_PER_BYTE, 0));
     /* ceil(global_batch / ranks) near INT_MAX: one sample per rank. */
     double one_each, tiny;
@@ -432,7 +474,23 @@ int main(void)
                    "a parameter (pcnn_perfmodel_set_param) out of range");
         memcpy(crafted + at, &mark, 8);
     }
-    memcpy(crafted + 20, &nan_value, 8); /* the link's gamma: header 16, ranks 4 */
+    /* Values set_param refuses are refused in a file too: a link of
+     * 1e-314 Gbit/s, 1e308 s/byte (predict looped on them), gamma 0. */
+    refused_in_file(m, path, PCNN_PERF_LINK_GBITS, 1e-314);
+    refused_in_file(m, path, PCNN_PERF_BETA_S_PER_BYTE, 1e308);
+    refused_in_file(m, path, PCNN_PERF_ALPHA_S, 1e300);
+    CK(pcnn_perfmodel_save(m, path));
+    read_model_file(path, crafted, sizeof crafted);
+    const double zero = 0.0, gamma_big = 1e300;
+    memcpy(crafted + 20, &zero, 8); /* the link's gamma: header 16, ranks 4 */
+    write_model_file(path, crafted, len);
+    EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT,
+               "a link calibration out of range");
+    memcpy(crafted + 20, &gamma_big, 8);
+    write_model_file(path, crafted, len);
+    EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT,
+               "a link calibration out of range");
+    memcpy(crafted + 20, &nan_value, 8);
     write_model_file(path, crafted, len);
     EXPECT_ERR(pcnn_perfmodel_load(path, &back), PCNN_ERR_CORRUPT,
                "a link calibration out of range");

@@ -29,6 +29,7 @@
  * In every case each rank's status is printed with the time it took.
  * A hang anywhere is caught by the meson timeout. */
 #define PCNN_EXPERIMENTAL /* PCNN_OPT_ENGINE: pcnn.h section 9 */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +178,7 @@ static void other_bucket(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_BUCKE
 static void other_engine(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_ENGINE, 3 - g_engine)); }
 static void no_halo_overlap(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_HALO_OVERLAP, 0)); }
 static void other_schedule(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_HALO_SCHEDULE, 1)); }
+static void tracing(pcnn_net *n) { CK(pcnn_net_set_option(n, PCNN_OPT_TRACE_EVENTS, 1000)); }
 
 static void finalize_mismatch(pcnn_comm *comm, const char *name, int width, tweak_fn tweak,
                               const char *first, const char *other)
@@ -211,6 +213,9 @@ static void settings(void)
     finalize_mismatch(comm, "PCNN_OPT_STEP", 5, other_step, "0 on rank 0", "7");
     finalize_mismatch(comm, "PCNN_OPT_BUCKET_BYTES", 5, other_bucket, "256 on rank 0", "512");
     finalize_mismatch(comm, "PCNN_OPT_ENGINE", 5, other_engine, "on rank 0", other_engine_text);
+    /* A tracing finalize pings rank 0 for its clock: tracing on one rank
+     * only gave MISMATCH there, OK elsewhere, then a hung step. */
+    finalize_mismatch(comm, "PCNN_OPT_TRACE_EVENTS", 5, tracing, "0 on rank 0", "1");
     /* A spatial network's halo messages follow these two: a difference
      * hung the first step's halo exchange. */
     g_spatial = true;
@@ -267,6 +272,27 @@ static void step_values(void)
     if (g_last) CK(pcnn_net_set_option(net, PCNN_OPT_STEP, 1));
     expect(step(net) == PCNN_OK && params_same(net) && query(net) == PCNN_OK,
            "step: restored, every rank trains on with identical parameters");
+
+    /* NaN from the last rank, whose numeric check is off (allowed between
+     * steps): rank 0's check covers the step for every rank. */
+    float *mine = g_x + (size_t)rank * PER_RANK * SAMPLE;
+    const float kept = mine[0];
+    float *after_ok = params_copy(net);
+    if (g_last) {
+        CK(pcnn_net_set_option(net, PCNN_OPT_CHECK_NUMERICS, 0));
+        mine[0] = NAN;
+    }
+    t0 = now();
+    st = step(net);
+    report("step, NaN from a rank not checking", st, now() - t0);
+    expect(st == PCNN_ERR_NUMERIC && same_everywhere(st) && says("NaN or Inf on some rank") &&
+               params_equal(net, after_ok),
+           "step: NaN on a rank whose check is off fails with NUMERIC on every rank, "
+           "parameters unchanged");
+    mine[0] = kept;
+    if (g_last) CK(pcnn_net_set_option(net, PCNN_OPT_CHECK_NUMERICS, 1));
+    expect(step(net) == PCNN_OK && params_same(net), "step: after the NaN, every rank trains on");
+    free(after_ok);
     free(before);
     CK(pcnn_net_destroy(&net));
     CK(pcnn_comm_destroy(&comm));

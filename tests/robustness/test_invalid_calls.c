@@ -1058,6 +1058,15 @@ static void mpi_initialised(void)
     CASE(E_ARG, "comm is MPI_COMM_NULL", pcnn_comm_create, MPI_COMM_NULL, &o_comm);
     CASE(E_ARG, "is not a valid communicator", pcnn_comm_create_fortran,
          MPI_Comm_c2f(MPI_COMM_NULL), &o_comm);
+    /* Handles MPICH would assert on (built-in kind, no such built-in) or
+     * read beyond its table for (direct kind): refused before MPI sees
+     * them; with Open MPI, indices beyond its table. */
+    const uint32_t bad_handles[] = {0x44000002u, 0x44000003u, 0x44000007u, 0x44ffffffu,
+                                    0x45000000u, 0x84000008u, 0x84000023u, 0x84000025u,
+                                    0x840000b5u, 0x840000c8u, 0x84000200u, 0x84ffffffu, 0xc4ffffffu};
+    for (size_t i = 0; i < sizeof bad_handles / sizeof bad_handles[0]; i++)
+        CASE(E_ARG, "is not a valid communicator", pcnn_comm_create_fortran,
+             (MPI_Fint)bad_handles[i], &o_comm);
     pcnn_comm *comm;
     OK(pcnn_comm_create(MPI_COMM_WORLD, &comm));
     fixture f = build(PCNN_LOSS_MSE, 0);

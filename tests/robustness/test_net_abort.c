@@ -166,13 +166,16 @@ static void abort_healthy(pcnn_comm *comm, int engine, pcnn_exchange exchange, i
     expect(threads_now() == threads0, what);
 
     /* Idle (the parameters were read, so nothing is in flight): abort and
-     * destroy free everything. */
+     * destroy free everything but the record of the collectives started,
+     * kept (two blocks) for MPI_Finalize, where the ranks compare theirs
+     * (another rank may be ahead: lib/parallel/late_peers.h). */
     const long live = pcnn_debug_live_allocations();
     net = build(comm, engine, exchange);
     bool idle_ok = trains(net) && pcnn_net_abort(net) == PCNN_OK &&
                    pcnn_net_destroy(&net) == PCNN_OK;
-    snprintf(what, sizeof what, "%s: abort of an idle network leaks nothing", name);
-    expect(idle_ok && pcnn_debug_live_allocations() == live, what);
+    snprintf(what, sizeof what, "%s: abort of an idle network keeps only its record for "
+             "MPI_Finalize", name);
+    expect(idle_ok && pcnn_debug_live_allocations() == live + 2, what);
 
     net = build(comm, engine, exchange);
     snprintf(what, sizeof what, "%s: the communicator trains a new network after abort", name);

@@ -10,6 +10,7 @@ if wanted, optionally ahead of time on a helper thread.
 write_volume_manifest() writes the manifest for a list of (path, targets)."""
 import ctypes
 import os
+import tempfile
 
 import numpy as np
 
@@ -132,13 +133,33 @@ def batch_box(dataset, start, count, box_start=None, box_count=None, x=None, tar
 
 def write_volume_manifest(path, entries):
     """Write a manifest: entries is a list of (file path, targets); paths
-    inside the manifest's directory are written relative to it."""
+    inside the manifest's directory are written relative to it.  Every
+    entry is checked before anything is written, and the manifest is
+    replaced whole (a temporary file renamed over it): a refused entry
+    leaves an existing manifest as it was."""
     base = os.path.dirname(os.path.abspath(path))
-    with open(path, "w") as f:
-        for file, t in entries:
-            p = os.path.abspath(file)
-            if os.path.dirname(p).startswith(base):
-                p = os.path.relpath(p, base)
-            if any(ch.isspace() for ch in p):
-                raise InvalidArgumentError("write_volume_manifest: %r contains a space" % p)
-            f.write(p + " " + " ".join(repr(float(v)) for v in np.ravel(t)) + "\n")
+    lines = []
+    for file, t in entries:
+        p = os.path.abspath(file)
+        if os.path.commonpath([base, p]) == base:
+            p = os.path.relpath(p, base)
+        if any(ch.isspace() for ch in p):
+            raise InvalidArgumentError("write_volume_manifest: %r contains a space" % p)
+        if p.startswith("#"):  # the format's comment: the sample would vanish
+            raise InvalidArgumentError("write_volume_manifest: %r starts with '#', which the "
+                                       "manifest reads as a comment" % p)
+        lines.append(p + " " + " ".join(repr(float(v)) for v in np.ravel(t)) + "\n")
+    fd, tmp = tempfile.mkstemp(prefix=".manifest.", dir=base)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.writelines(lines)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as open(path, "w") would create it
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

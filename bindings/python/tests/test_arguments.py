@@ -402,7 +402,9 @@ def test_an_invalid_fortran_handle_raises_instead_of_ending_the_process():
     code = textwrap.dedent("""
         import pcnn
         world = pcnn.Comm.world()
-        for handle in (2 ** 40, 12345):
+        # 0x44000007 and 0x84000023 ended the process inside MPICH (an
+        # assertion) before the library checked the handle's bits.
+        for handle in (2 ** 40, 12345, 0x44000007, 0x45000000, 0x84000023 - 2 ** 32):
             try:
                 pcnn.Comm(handle)
             except (OverflowError, pcnn.InvalidArgumentError) as e:
@@ -413,4 +415,5 @@ def test_an_invalid_fortran_handle_raises_instead_of_ending_the_process():
                        timeout=120)
     assert "refused 1099511627776 OverflowError" in r.stdout, r.stdout + r.stderr
     assert r.returncode == 0, r.stderr
-    assert "refused 12345 InvalidArgumentError" in r.stdout, r.stdout + r.stderr
+    for handle in (12345, 0x44000007, 0x45000000, 0x84000023 - 2 ** 32):
+        assert f"refused {handle} InvalidArgumentError" in r.stdout, r.stdout + r.stderr

@@ -74,3 +74,25 @@ def test_training_from_files_equals_memory(volumes):
             losses.append([net.train_epoch(data, 3) for _ in range(2)])
         data.close()
     assert losses[0] == losses[1]
+
+
+def test_manifest_writer_refuses_before_writing_and_replaces_whole(volumes, tmp_path):
+    """A refused entry left an existing 6-line manifest truncated; a name
+    starting with '#' became a comment and its sample vanished."""
+    manifest, x, t = volumes
+    before = manifest.read_text()
+    assert len(before.splitlines()) == 6
+    spaced = tmp_path / "a b.npy"
+    np.save(spaced, x[0].astype(np.float64))
+    with pytest.raises(pcnn.InvalidArgumentError, match="contains a space"):
+        write_volume_manifest(manifest, [(tmp_path / "v1.npy", t[1]), (spaced, t[0])])
+    assert manifest.read_text() == before
+    hashed = tmp_path / "#v.npy"
+    np.save(hashed, x[0].astype(np.float64))
+    with pytest.raises(pcnn.InvalidArgumentError, match="comment"):
+        write_volume_manifest(manifest, [(tmp_path / "v1.npy", t[1]), (hashed, t[0])])
+    assert manifest.read_text() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".manifest.")]
+    write_volume_manifest(manifest, [(tmp_path / "v1.npy", t[1])])
+    assert len(manifest.read_text().splitlines()) == 1
+    assert len(open_volumes(manifest, SHAPE, targets=2, dtype="float64")) == 1
