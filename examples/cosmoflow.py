@@ -63,6 +63,8 @@ def parse_args():
     p.add_argument("--f64", action="store_true", help="write float64 files")
     p.add_argument("--hdf5", action="store_true",
                    help="write and read HDF5 files in the published layout (needs h5py)")
+    p.add_argument("--generate-only", action="store_true",
+                   help="write the universes and stop (e.g. for the C example's --hdf5-train)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="threads per rank (0: OMP_NUM_THREADS)")
     p.add_argument("--plot", help="PNG of predicted against true parameters (matplotlib)")
@@ -112,8 +114,11 @@ COUNT_SHIFT = 2.0  # counts = round(exp(field + SHIFT) - 1): log1p(counts) - SHI
 
 
 def hdf5_paths(args):
+    """DATA/train/universe_*.h5 and DATA/test/universe_*.h5 (patterns the C
+    example's --hdf5-train / --hdf5-test take)."""
     n = args.train + args.test
-    paths = [os.path.join(args.data, "universe_%05d.h5" % i) for i in range(n)]
+    paths = [os.path.join(args.data, "train" if i < args.train else "test",
+                          "universe_%05d.h5" % i) for i in range(n)]
     return paths[:args.train], paths[args.train:]
 
 
@@ -126,6 +131,8 @@ def generate_hdf5(args, rank, size, targets):
         print("--hdf5 needs h5py (Debian: python3-h5py, with /usr/bin/python3)")
         sys.exit(77)  # "skipped" to the example test
     paths = sum(hdf5_paths(args), [])
+    for sub in ("train", "test"):
+        os.makedirs(os.path.join(args.data, sub), exist_ok=True)
     for i in range(rank, len(targets), size):
         rng = np.random.default_rng([args.seed, i])
         field = universe(targets[i], args.width, rng)
@@ -209,6 +216,8 @@ def main():
     if not (args.reuse and all(os.path.exists(m) for m in marks)):
         generate(args, comm.rank, comm.size)
     mpi_barrier()  # every universe and both manifests are written
+    if args.generate_only:
+        return
     shape = (CHANNELS,) + (args.width,) * 3
     dtype = "float64" if args.f64 else "float32"
     if args.hdf5:
