@@ -794,6 +794,10 @@ class Net(Handle):
         self._handle()
         if not isinstance(data, Dataset):
             raise TypeError("train_epoch: expected a pcnn.Dataset, got %r" % (data,))
+        if data.sharded:  # as pcnn_scheduler_train_epoch says, on every rank alike
+            from .errors import UnsupportedError
+            raise UnsupportedError("Scheduler.train_epoch: sharded data with the scheduler's "
+                                   "min_local: every rank trains its own shard")
         classify = self._check_epoch(data, batch)
         x, y = self._staging_for(batch, classify)  # no share exceeds the batch
         n = len(data)
