@@ -2523,7 +2523,7 @@ PCNN_API pcnn_status pcnn_dataset_io_bytes(const pcnn_dataset *data, uint64_t *d
  * shard of the global data, of any length (in memory or file-backed, HDF5
  * included; only the sample shape, element type and kind of targets must
  * agree); with 0 (the default) every rank passes the same whole dataset.
- * Sharded, pcnn_net_train_epoch and the scheduler's epochs keep `batch` as
+ * Sharded, pcnn_net_train_epoch (and Python's Net.fit) keeps `batch` as
  * the GLOBAL batch: each rank contributes its share of it (rank r of P:
  * batch / P, the first batch % P ranks one more) from its own shard, in
  * the shard's current order (pcnn_dataset_shuffle shuffles a shard
