@@ -55,7 +55,14 @@ static const char usage[] =
     "  --predictions F   write true and predicted parameters of the test set as CSV\n"
     "  --spatial DIMS    split every universe along DIMS (letters of D, H, W, e.g. D or DH):\n"
     "                    the ranks of a group go 2 per letter, the last letter the rest\n"
-    "  --groups G        with --spatial: G sample groups sharing each batch (1)\n";
+    "  --groups G        with --spatial: G sample groups sharing each batch (1)\n"
+    "  --hdf5-train P    read the training universes from HDF5 files P (a glob pattern or\n"
+    "                    one file) in the published layout: 'full' 4 channels-last counts,\n"
+    "                    'unitPar' the 4 parameters (cosmoflow.py --hdf5 --generate-only\n"
+    "                    writes DIR/train/*.h5 and DIR/test/*.h5); needs --hdf5-test\n"
+    "  --hdf5-test P     the test universes, as --hdf5-train\n"
+    "  --hdf5-shift X    samples are log(1 + counts) + X, applied on reading (-2: the\n"
+    "                    shift cosmoflow.py --hdf5 puts into its counts)\n";
 
 enum { CHANNELS = 4, PARAMS = 4 };
 
@@ -347,7 +354,11 @@ int main(int argc, char **argv)
     const char *pred_csv = ex_arg_str("--predictions", NULL);
     const char *spatial = ex_arg_str("--spatial", NULL);
     const int groups = ex_arg_int("--groups", 1);
+    const char *h5_train = ex_arg_str("--hdf5-train", NULL);
+    const char *h5_test = ex_arg_str("--hdf5-test", NULL);
+    const float h5_shift = (float)ex_arg_double("--hdf5-shift", -2.0);
     ex_args_done();
+    if (!h5_train != !h5_test) ex_fail("--hdf5-train and --hdf5-test go together");
     if (w < 8 || (w & (w - 1))) ex_fail("--width must be a power of two >= 8");
     if (n_train < 1 || n_test < 1 || batch < 1 || epochs < 0 || scale < 1)
         ex_fail("--train, --test, --batch and --channels-scale must be >= 1, --epochs >= 0");
@@ -370,7 +381,8 @@ int main(int argc, char **argv)
     char train_manifest[1100], test_manifest[1100];
     snprintf(train_manifest, sizeof train_manifest, "%s/train.txt", dir);
     snprintf(test_manifest, sizeof test_manifest, "%s/test.txt", dir);
-    const int have = reuse && file_exists(train_manifest) && file_exists(test_manifest);
+    const int have = h5_train || (reuse && file_exists(train_manifest) &&
+                                  file_exists(test_manifest));
     double t0 = ex_now();
     if (!have) {
         if (rank == 0 && mkdir(dir, 0777) != 0 && !file_exists(dir))
@@ -382,12 +394,26 @@ int main(int argc, char **argv)
     const double gen_seconds = ex_now() - t0;
     pcnn_dataset *train, *test;
     const pcnn_dtype dtype = f64 ? PCNN_DTYPE_F64 : PCNN_DTYPE_F32;
-    EX_CHECK(pcnn_dataset_open_volumes(train_manifest, CHANNELS, w, w, w, dtype, PARAMS, &train));
-    EX_CHECK(pcnn_dataset_open_volumes(test_manifest, CHANNELS, w, w, w, dtype, PARAMS, &test));
+    if (h5_train) { /* each rank reads its box of every sample: a hyperslab */
+        const int flags = PCNN_HDF5_VOLUMES | PCNN_HDF5_CHANNELS_LAST;
+        EX_CHECK(pcnn_dataset_open_hdf5(h5_train, NULL, NULL, flags, &train));
+        EX_CHECK(pcnn_dataset_open_hdf5(h5_test, NULL, NULL, flags, &test));
+        EX_CHECK(pcnn_dataset_set_transform(train, -1, 1, 1.0f, h5_shift));
+        EX_CHECK(pcnn_dataset_set_transform(test, -1, 1, 1.0f, h5_shift));
+    } else {
+        EX_CHECK(pcnn_dataset_open_volumes(train_manifest, CHANNELS, w, w, w, dtype, PARAMS,
+                                           &train));
+        EX_CHECK(pcnn_dataset_open_volumes(test_manifest, CHANNELS, w, w, w, dtype, PARAMS,
+                                           &test));
+    }
     EX_CHECK(pcnn_dataset_set_prefetch(train, prefetch));
     EX_CHECK(pcnn_dataset_set_prefetch(test, prefetch));
     int n_tr, n_te;
-    EX_CHECK(pcnn_dataset_info3d(train, &n_tr, NULL, NULL, NULL, NULL));
+    int dims[4];
+    EX_CHECK(pcnn_dataset_info3d(train, &n_tr, &dims[0], &dims[1], &dims[2], &dims[3]));
+    if (dims[0] != CHANNELS || dims[1] != w || dims[2] != w || dims[3] != w)
+        ex_fail("the training universes are %d x %d x %d x %d, not %d x %d^3 (--width)",
+                dims[0], dims[1], dims[2], dims[3], CHANNELS, w);
     EX_CHECK(pcnn_dataset_info3d(test, &n_te, NULL, NULL, NULL, NULL));
 
     /* The variance of the test targets: the MSE of always predicting their mean. */
@@ -541,6 +567,15 @@ int main(int argc, char **argv)
     free(y);
     free(tt);
     free(probe);
+    if (h5_train) { /* each rank its box: a spatial split reads its share of the bytes */
+        uint64_t a, b;
+        EX_CHECK(pcnn_dataset_io_bytes(train, &a, NULL));
+        EX_CHECK(pcnn_dataset_io_bytes(test, &b, NULL));
+        const double whole = 2.0 * CHANNELS * w * w * w *
+                             ((double)n_tr * epochs + (double)n_te * (epochs + 1));
+        printf("rank %d read %.2f MB of HDF5 samples, %.0f%% of the whole samples' %.2f MB\n",
+               rank, (double)(a + b) / 1e6, 100.0 * (double)(a + b) / whole, whole / 1e6);
+    }
     EX_CHECK(pcnn_net_destroy(&net));
     EX_CHECK(pcnn_dataset_destroy(&train));
     EX_CHECK(pcnn_dataset_destroy(&test));

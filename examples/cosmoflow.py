@@ -6,7 +6,7 @@ the twin of examples/cosmoflow.c.
         [--width 32] [--train 256] [--test 64] [--epochs 6] [--batch 8] [--lr 5e-4]
         [--channels-scale 1] [--prefetch 2] [--data cosmoflow_data_py] [--reuse] [--f64]
         [--seed 0] [--plot predictions.png] [--library path/to/libpcnn.so]
-        [--spatial D|H|W|DH|... [--groups G]]
+        [--spatial D|H|W|DH|... [--groups G]] [--hdf5]
 
 Synthetic universes (Gaussian random fields whose power spectrum is set by
 four parameters in [-1, 1]: amplitude, slope, small-scale cutoff and the
@@ -22,6 +22,11 @@ timing breakdown, and with --plot draws predicted against true parameters
 (matplotlib).  With --spatial every universe is split across the ranks
 (spatial or hybrid parallelism): train_epoch and evaluate read only each
 rank's box from the files, and the halo and shuffle times are printed.
+With --hdf5 the universes are written as the published CosmoFlow files
+instead (h5py: one file per universe, `full` the 4 channels-last int16
+counts, `unitPar` the 4 float32 parameters) and read by pcnn.open_hdf5
+with the log(1 + counts) transform on reading, each rank its box; the
+bytes each rank read are printed.
 """
 import argparse
 import os
@@ -56,6 +61,10 @@ def parse_args():
     p.add_argument("--data", default="cosmoflow_data_py", help="where the universes go")
     p.add_argument("--reuse", action="store_true", help="keep universes already in --data")
     p.add_argument("--f64", action="store_true", help="write float64 files")
+    p.add_argument("--hdf5", action="store_true",
+                   help="write and read HDF5 files in the published layout (needs h5py)")
+    p.add_argument("--generate-only", action="store_true",
+                   help="write the universes and stop (e.g. for the C example's --hdf5-train)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="threads per rank (0: OMP_NUM_THREADS)")
     p.add_argument("--plot", help="PNG of predicted against true parameters (matplotlib)")
@@ -87,6 +96,8 @@ def generate(args, rank, size):
     os.makedirs(args.data, exist_ok=True)
     rng_t = np.random.default_rng(args.seed)
     targets = rng_t.uniform(-1, 1, (args.train + args.test, PARAMS))
+    if args.hdf5:
+        return generate_hdf5(args, rank, size, targets)
     dtype = np.float64 if args.f64 else np.float32
     paths = [os.path.join(args.data, "universe_%05d.npy" % i) for i in range(len(targets))]
     for i in range(rank, len(targets), size):
@@ -97,6 +108,48 @@ def generate(args, rank, size):
                               list(zip(paths[:args.train], targets[:args.train])))
         write_volume_manifest(os.path.join(args.data, "test.txt"),
                               list(zip(paths[args.train:], targets[args.train:])))
+
+
+COUNT_SHIFT = 2.0  # counts = round(exp(field + SHIFT) - 1): log1p(counts) - SHIFT ~ field
+
+
+def hdf5_paths(args):
+    """DATA/train/universe_*.h5 and DATA/test/universe_*.h5 (patterns the C
+    example's --hdf5-train / --hdf5-test take)."""
+    n = args.train + args.test
+    paths = [os.path.join(args.data, "train" if i < args.train else "test",
+                          "universe_%05d.h5" % i) for i in range(n)]
+    return paths[:args.train], paths[args.train:]
+
+
+def generate_hdf5(args, rank, size, targets):
+    """The published layout: `full` (W, W, W, 4) int16 counts channels
+    last, `unitPar` (4,) float32, one universe per file."""
+    try:
+        import h5py
+    except ImportError:
+        print("--hdf5 needs h5py (Debian: python3-h5py, with /usr/bin/python3)")
+        sys.exit(77)  # "skipped" to the example test
+    paths = sum(hdf5_paths(args), [])
+    for sub in ("train", "test"):
+        os.makedirs(os.path.join(args.data, sub), exist_ok=True)
+    for i in range(rank, len(targets), size):
+        rng = np.random.default_rng([args.seed, i])
+        field = universe(targets[i], args.width, rng)
+        counts = np.rint(np.expm1(np.clip(field + COUNT_SHIFT, 0.0, 10.0)))
+        with h5py.File(paths[i], "w") as f:
+            f["full"] = np.moveaxis(counts, 0, -1).astype(np.int16)
+            f["unitPar"] = targets[i].astype(np.float32)
+    if rank == 0:  # the marker --reuse looks for
+        open(os.path.join(args.data, "hdf5.txt"), "w").write("%d\n" % len(targets))
+
+
+def open_hdf5_sets(args):
+    train, test = (pcnn.open_hdf5(p, volumes=True, channels_last=True)
+                   for p in hdf5_paths(args))
+    for d in (train, test):
+        d.set_transform(log1p=True, shift=-COUNT_SHIFT)
+    return train, test
 
 
 def spatial_parts(dims, groups, ranks):
@@ -158,14 +211,20 @@ def main():
     root = comm.rank == 0
     train_m = os.path.join(args.data, "train.txt")
     test_m = os.path.join(args.data, "test.txt")
+    marks = [os.path.join(args.data, "hdf5.txt")] if args.hdf5 else [train_m, test_m]
     t0 = time.perf_counter()
-    if not (args.reuse and os.path.exists(train_m) and os.path.exists(test_m)):
+    if not (args.reuse and all(os.path.exists(m) for m in marks)):
         generate(args, comm.rank, comm.size)
     mpi_barrier()  # every universe and both manifests are written
+    if args.generate_only:
+        return
     shape = (CHANNELS,) + (args.width,) * 3
     dtype = "float64" if args.f64 else "float32"
-    train = open_volumes(train_m, shape, PARAMS, dtype)
-    test = open_volumes(test_m, shape, PARAMS, dtype)
+    if args.hdf5:
+        train, test = open_hdf5_sets(args)
+    else:
+        train = open_volumes(train_m, shape, PARAMS, dtype)
+        test = open_volumes(test_m, shape, PARAMS, dtype)
     train.set_prefetch(args.prefetch)
     test.set_prefetch(args.prefetch)
     targets = np.concatenate([test.batch_box(i, 1, (0, 0, 0), (1, 1, 1))[1]
@@ -199,6 +258,12 @@ def main():
         print("spatial breakdown per step (rank 0): halo %.2f ms (%.2f ms exposed), shuffle "
               "%.2f ms, of %.2f ms" % tuple(1e3 * net.time(w) for w in (
                   pcnn.Time.HALO, pcnn.Time.HALO_EXPOSED, pcnn.Time.SHUFFLE, pcnn.Time.STEP)))
+    if args.hdf5:  # each rank its box: a spatial split reads its share of the bytes
+        whole = 2 * CHANNELS * args.width ** 3 * (len(train) * args.epochs
+                                                  + len(test) * (args.epochs + 1))
+        got = train.io_bytes()[0] + test.io_bytes()[0]
+        print("rank %d read %.2f MB of HDF5 samples, %.0f%% of the whole samples' %.2f MB"
+              % (comm.rank, got / 1e6, 100.0 * got / whole, whole / 1e6), flush=True)
     if args.plot and args.spatial:  # collective: every rank passes each universe
         pred = np.concatenate([net.predict_parallel(test.batch(i, 1)[0])
                                for i in range(len(test))])

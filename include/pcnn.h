@@ -1515,6 +1515,8 @@ PCNN_EXPERIMENTAL_ONLY(pcnn_dataset_open_hdf5) void pcnn_define_PCNN_EXPERIMENTA
 PCNN_EXPERIMENTAL_ONLY(pcnn_dataset_set_transform) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_set_transform(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_dataset_target_info) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_target_info(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_dataset_io_bytes) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_io_bytes(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_dataset_set_sharded) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_set_sharded(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_dataset_get_sharded) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_get_sharded(PCNN_EXPERIMENTAL_ONLY_ARGS);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective PCNN_EXPERIMENTAL_ONLY(pcnn_collective);
 typedef int pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param PCNN_EXPERIMENTAL_ONLY(pcnn_perf_param);
@@ -1607,6 +1609,8 @@ enum {
 #define pcnn_dataset_set_transform pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_set_transform
 #define pcnn_dataset_target_info pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_target_info
 #define pcnn_dataset_io_bytes pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_io_bytes
+#define pcnn_dataset_set_sharded pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_set_sharded
+#define pcnn_dataset_get_sharded pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_dataset_get_sharded
 #define pcnn_perfmodel pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel
 #define pcnn_collective pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_collective
 #define pcnn_perf_param pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perf_param
@@ -1735,6 +1739,8 @@ enum {
 #undef pcnn_dataset_set_transform
 #undef pcnn_dataset_target_info
 #undef pcnn_dataset_io_bytes
+#undef pcnn_dataset_set_sharded
+#undef pcnn_dataset_get_sharded
 #undef pcnn_perfmodel
 #undef pcnn_collective
 #undef pcnn_perf_param
@@ -2527,6 +2533,34 @@ PCNN_API pcnn_status pcnn_dataset_target_info(const pcnn_dataset *data, int *tar
  * in-memory dataset.  Local.  Errors: INVALID_ARGUMENT (data NULL). */
 PCNN_API pcnn_status pcnn_dataset_io_bytes(const pcnn_dataset *data, uint64_t *data_bytes,
                                            uint64_t *meta_bytes);
+
+/* Sharded data, the DDP way: with sharded 1 each rank's `data` is its own
+ * shard of the global data, of any length (in memory or file-backed, HDF5
+ * included; only the sample shape, element type and kind of targets must
+ * agree); with 0 (the default) every rank passes the same whole dataset.
+ * Sharded, pcnn_net_train_epoch (and Python's Net.fit) keeps `batch` as
+ * the GLOBAL batch: each rank contributes its share of it (rank r of P:
+ * batch / P, the first batch % P ranks one more) from its own shard, in
+ * the shard's current order (pcnn_dataset_shuffle shuffles a shard
+ * locally), so step k trains on the positions [k * share, (k + 1) * share)
+ * of every shard.  The epoch lasts until the longest shard is done: a rank
+ * whose shard is exhausted passes no samples (and takes part in the
+ * exchange), and each step is weighted exactly by the samples it holds,
+ * so the last uneven steps are exact, not padded or dropped; the mean
+ * loss is weighted by sample over all shards.  pcnn_net_evaluate
+ * evaluates each rank's whole shard: the loss and accuracy are those of
+ * the union of the shards, equal on every rank.  Every rank must set the
+ * same mode: the collective calls agree it first (MISMATCH on every rank
+ * otherwise), and a sharded pass needs batch >= the ranks and a
+ * data-parallel network (UNSUPPORTED for a spatial network, whose ranks
+ * share samples, and for the scheduler's min_local > 0).  Local (the
+ * flag is only read by the collective calls).  Errors: INVALID_ARGUMENT
+ * (data NULL, sharded not 0 or 1). */
+PCNN_API pcnn_status pcnn_dataset_set_sharded(pcnn_dataset *data, int sharded);
+
+/* The mode of pcnn_dataset_set_sharded (0 or 1).  Local.  Errors:
+ * INVALID_ARGUMENT (a NULL pointer). */
+PCNN_API pcnn_status pcnn_dataset_get_sharded(const pcnn_dataset *data, int *sharded);
 
 #ifdef __cplusplus
 }

@@ -1349,6 +1349,18 @@ module pcnn
       integer(c_int64_t), optional :: meta_bytes
       integer(c_int) :: pcnn_dataset_io_bytes
     end function pcnn_dataset_io_bytes
+    function pcnn_dataset_set_sharded(data, sharded) bind(c, name='pcnn_dataset_set_sharded')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: data
+      integer(c_int), value :: sharded
+      integer(c_int) :: pcnn_dataset_set_sharded
+    end function pcnn_dataset_set_sharded
+    function pcnn_dataset_get_sharded(data, sharded) bind(c, name='pcnn_dataset_get_sharded')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: data
+      integer(c_int), optional :: sharded
+      integer(c_int) :: pcnn_dataset_get_sharded
+    end function pcnn_dataset_get_sharded
     function pcnn_strlen_c(s) bind(c, name='strlen')
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s

@@ -30,6 +30,7 @@ struct pcnn_dataset {
     int *order;             /* n storage indices: position k holds sample order[k] */
     struct volume_source *vol; /* file-backed volumes (volume.h; x is then NULL), or NULL */
     int elem;               /* data_elem of the files */
+    int sharded;            /* pcnn_dataset_set_sharded: this rank's shard of the data */
 };
 
 /* Does a (c, d, h, w) sample of positive extents hold at most INT_MAX

@@ -14,11 +14,12 @@
 #include "graph.h"
 #include "net.h"
 
-enum { W_N, W_C, W_D, W_H, W_W, W_ELEM, W_TARGETS, W_VALUES, W_ORDER, W_BATCH, W_MIN_LOCAL,
-       W_COUNT };
+enum { W_SHARDED, W_N, W_C, W_D, W_H, W_W, W_ELEM, W_TARGETS, W_VALUES, W_ORDER, W_BATCH,
+       W_MIN_LOCAL, W_COUNT };
 
 static const char *const word_names[W_COUNT] = {
-    "length (samples)", "channels", "depth", "height", "width",
+    "sharded mode (pcnn_dataset_set_sharded)", "length (samples)", "channels", "depth",
+    "height", "width",
     "element type of the files", "targets", "target values (hash)",
     "sample order (hash: shuffled with another seed or epoch?)", "batch",
     "minimum samples per computing rank"};
@@ -55,6 +56,8 @@ pcnn_status net_agree_dataset(pcnn_net *net, const pcnn_dataset *data, int batch
     w[W_ORDER] = hash_fnv1a(HASH_FNV1A_BASIS, data->order, (size_t)data->n * sizeof *data->order);
     w[W_BATCH] = (uint64_t)batch;
     w[W_MIN_LOCAL] = (uint64_t)min_local;
+    w[W_SHARDED] = (uint64_t)data->sharded;
+    if (data->sharded) w[W_N] = w[W_VALUES] = w[W_ORDER] = 0; /* each rank its own shard */
     word_difference d;
     const pcnn_status st = net_agree_words(net, w, W_COUNT, func, &d);
     if (st != PCNN_ERR_MISMATCH) return st;
@@ -64,5 +67,6 @@ pcnn_status net_agree_dataset(pcnn_net *net, const pcnn_dataset *data, int batch
     describe(k, d.other, other, sizeof other);
     return error_set(PCNN_ERR_MISMATCH, func, "the ranks' datasets or batches differ: %s %s on "
                      "rank 0, %s on rank %d (every rank must pass the same dataset, in the "
-                     "same order, with the same batch)", word_names[k], first, other, d.rank);
+                     "same order, with the same batch, or each its shard in sharded mode)",
+                     word_names[k], first, other, d.rank);
 }

@@ -11,6 +11,7 @@
 #include "loss.h"
 #include "net.h"
 #include "spatial.h"
+#include "train_sharded.h"
 
 static pcnn_status check_dataset(const pcnn_net *net, const pcnn_dataset *d, const char *func)
 {
@@ -84,6 +85,7 @@ PCNN_API pcnn_status pcnn_net_evaluate(pcnn_net *net, const pcnn_dataset *data, 
     if (net->comm) TRY(net_agree(net, st, __func__));
     TRY(st);
     TRY(net_agree_dataset(net, data, net->global_max_batch, 0, __func__));
+    if (data->sharded) return sharded_evaluate(net, data, loss, accuracy, __func__);
     const bool classify = net->loss == PCNN_LOSS_SOFTMAX_CROSS_ENTROPY;
     double sums[3] = {0.0, 0.0, net->opt.check_numerics ? 1.0 : 0.0}; /* loss, correct, checks */
     if (net_is_spatial(net)) { /* collective over the boxes; fails on every rank alike */
@@ -128,6 +130,8 @@ pcnn_status net_train_epoch(pcnn_net *net, const pcnn_dataset *data, int batch, 
     if (net->comm) TRY(net_agree(net, st, func));
     TRY(st);
     TRY(net_agree_dataset(net, data, batch, min_local, func));
+    if (data->sharded)
+        return sharded_train_epoch(net, data, batch, min_local, mean_loss, first_loss, func);
     int ranks = net->comm ? net->comm->size : 1, rank = net->comm ? net->comm->rank : 0;
     if (net_is_spatial(net)) { /* the batch is shared by sample groups, not ranks */
         ranks = net->spatial->groups;

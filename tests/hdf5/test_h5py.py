@@ -113,3 +113,18 @@ def test_mismatch_under_mpi(tmp_path, np_):
     assert r.returncode == 0, r.stdout + r.stderr
     for k in range(np_):
         assert open(tmp_path / ("rank%d.txt" % k)).read() == "ok", r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_sharded_under_mpi(tmp_path, np_):
+    """Sharded fit and evaluate on uneven shards equal the unsharded run."""
+    launcher = os.environ.get("PCNN_MPIEXEC")
+    if not launcher:
+        pytest.skip("no MPI launcher")
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    r = subprocess.run([launcher, "-n", str(np_), sys.executable,
+                        os.path.join(HERE, "sharded_worker.py"), str(tmp_path)],
+                       env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for k in range(np_):
+        assert open(tmp_path / ("rank%d.txt" % k)).read() == "ok", r.stdout + r.stderr

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <unistd.h>
 
 #include "../common/mpi_check.h"
@@ -110,6 +111,46 @@ int main(int argc, char **argv)
                     "the scheduler's epoch on datasets of 8 and 9 samples");
     CK(pcnn_scheduler_destroy(&sched));
     pcnn_net_destroy(&scheduled);
+    CK(pcnn_dataset_destroy(&d));
+
+    d = in_memory(last ? 9 : 8, 0.0f);
+    pcnn_status st_sharded;
+    /* Sharded mode (pcnn_dataset_set_sharded): shards of other lengths train
+     * and evaluate, equal on every rank; a rank in the other mode, a batch
+     * without a sample per rank, and the scheduler's min_local are refused
+     * on every rank alike. */
+    expect(pcnn_dataset_set_sharded(NULL, 1) == PCNN_ERR_INVALID_ARGUMENT &&
+               pcnn_dataset_set_sharded(d, 2) == PCNN_ERR_INVALID_ARGUMENT,
+           "set_sharded: NULL and 2 are INVALID_ARGUMENT");
+    CK(pcnn_dataset_set_sharded(d, 1));
+    int mode = -1;
+    CK(pcnn_dataset_get_sharded(d, &mode));
+    expect(mode == 1, "get_sharded gives the mode set");
+    st_sharded = pcnn_net_train_epoch(net, d, MAXB, &loss);
+    double ev[2] = {NAN, NAN};
+    if (st_sharded == PCNN_OK) st_sharded = pcnn_net_evaluate(net, d, &ev[0], &ev[1]);
+    double ev0[2] = {ev[0], ev[1]};
+    MPI_Bcast(ev0, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    expect(st_sharded == PCNN_OK && isfinite(loss) && ev[0] == ev0[0],
+           "sharded train_epoch and evaluate on shards of 8 and 9: OK, the same loss on "
+           "every rank");
+    if (ranks > 1) {
+        const pcnn_status small = pcnn_net_train_epoch(net, d, 1, &loss);
+        expect(small == PCNN_ERR_INVALID_ARGUMENT && strstr(pcnn_last_error(), "per rank"),
+               "sharded with a global batch of 1 < ranks: INVALID_ARGUMENT on every rank");
+    }
+    CK(pcnn_dataset_set_sharded(d, !last));
+    expect_mismatch(pcnn_net_evaluate(net, d, &loss, &acc), "1", "0",
+                    "evaluate with sharded mode on every rank but the last");
+    CK(pcnn_dataset_set_sharded(d, 1));
+    pcnn_net *sched_net = build(4 * ranks);
+    pcnn_scheduler *sched2;
+    CK(pcnn_scheduler_create(sched_net, 2, MAXB, 0.01, &sched2));
+    const pcnn_status sst = pcnn_scheduler_train_epoch(sched2, d, &loss);
+    expect(sst == PCNN_ERR_UNSUPPORTED || (ranks == 1 && sst == PCNN_OK),
+           "the scheduler's min_local on sharded data: UNSUPPORTED on every rank");
+    CK(pcnn_scheduler_destroy(&sched2));
+    pcnn_net_destroy(&sched_net);
     CK(pcnn_dataset_destroy(&d));
 
     /* Targets of the same length but other values (each rank its own data). */

@@ -151,4 +151,6 @@ TABLE = (
     ("pcnn_dataset_set_transform", "STATUS", ("H", "I", "I", "F", "F")),
     ("pcnn_dataset_target_info", "STATUS", ("H", "pI", "pI")),
     ("pcnn_dataset_io_bytes", "STATUS", ("H", "pU64", "pU64")),
+    ("pcnn_dataset_set_sharded", "STATUS", ("H", "I")),
+    ("pcnn_dataset_get_sharded", "STATUS", ("H", "pI")),
 )

@@ -1,5 +1,6 @@
 """Datasets held by libpcnn: IDX files or numpy arrays."""
 import ctypes
+from ctypes import byref, c_int
 
 import numpy as np
 
@@ -92,6 +93,22 @@ class Dataset(Handle):
     def __len__(self):
         self._handle()
         return self._n
+
+    @property
+    def sharded(self):
+        """True when this rank's Dataset is its own shard of the global data
+        (pcnn_dataset_set_sharded): fit, train_epoch and evaluate then take
+        each rank's share of every global batch from its own shard, of any
+        length, and evaluate gives the metrics of the union of the shards.
+        Every rank must set the same (MismatchError on every rank
+        otherwise)."""
+        v = c_int()
+        self._lib.pcnn_dataset_get_sharded(self._handle(), byref(v))
+        return bool(v.value)
+
+    @sharded.setter
+    def sharded(self, value):
+        self._lib.pcnn_dataset_set_sharded(self._handle(), 1 if value else 0)
 
     def shuffle(self, seed, epoch):
         """Reorder the samples: a seeded shuffle of the identity that depends

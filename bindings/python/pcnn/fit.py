@@ -13,6 +13,7 @@ below, the network as self.model.  The signatures of earlier releases
 (on_epoch_end(epoch, logs, net), on_batch_end(info, net), ...) keep
 working: see Callback.
 """
+import contextlib
 import inspect
 import math
 import os
@@ -416,10 +417,26 @@ def as_dataset(net, x, y, what):
     return Dataset(x, targets=y), True
 
 
-def evaluate(net, x, y=None):
+@contextlib.contextmanager
+def sharding(data, sharded):
+    """Data in the sharded mode asked for (None: as it is) for one call,
+    restored after."""
+    if data is None or sharded is None:
+        yield
+        return
+    before = data.sharded
+    data.sharded = bool(sharded)
+    try:
+        yield
+    finally:
+        data.sharded = before
+
+
+def evaluate(net, x, y=None, sharded=None):
     data, made = as_dataset(net, x, y, "Net.evaluate")
     try:
-        return net._evaluate_dataset(data)
+        with sharding(data, sharded):
+            return net._evaluate_dataset(data)
     finally:
         if made:
             data.close()
@@ -444,7 +461,7 @@ def split_validation(net, x, y, validation_split):
 
 def fit(net, x, y=None, batch_size=None, epochs=1, verbose=1, callbacks=None,
         validation_split=0.0, validation_data=None, shuffle=True, initial_epoch=0, seed=None,
-        stream=None, batch=None, validation=None):
+        stream=None, batch=None, validation=None, sharded=None):
     if net._max_batch is None:
         from .errors import InvalidStateError
         raise InvalidStateError("Net.fit: finalize the network first")
@@ -497,46 +514,57 @@ def fit(net, x, y=None, batch_size=None, epochs=1, verbose=1, callbacks=None,
         for c in callers:
             c.train_begin()
         logs = {}
-        for epoch in range(initial_epoch, epochs):
-            for c in callers:
-                c.epoch_begin(epoch)
-            if shuffle:
-                data.shuffle(seed, epoch)
-            bar = ProgressBar(epoch + 1, epochs, stream) if show else None
-            t0 = time.perf_counter()
-            lr = float(net.get_option("learning_rate"))
-            if per_step:
-                def step(info):
-                    if bar is not None and show == 1:
-                        bar.update(info)
-                    for c in callers:
-                        c.batch_end(info)
-                loss = net.train_epoch(data, batch, callback=step)
-            else:
-                loss = net.train_epoch(data, batch)
-            logs = {"loss": loss}
-            if val is not None:
-                ev = net._evaluate_dataset(val)
-                logs["val_loss"] = ev.loss
-                if not math.isnan(ev.accuracy):
-                    logs["val_accuracy"] = ev.accuracy
-            logs["lr"] = lr
-            logs["seconds"] = time.perf_counter() - t0
-            history["epoch"].append(epoch)
-            for k, v in logs.items():
-                history.setdefault(k, []).append(v)
-            if bar is not None:
-                bar.finish(logs)
-            stop = False
-            for c in callers:
-                stop = c.epoch_end(epoch, logs) or stop
-            if stop or getattr(net, "stop_training", False):
-                break
-        for c in callers:
-            c.train_end(history, logs)
-        return history
+        modes = contextlib.ExitStack()
+        modes.enter_context(sharding(data, sharded))
+        modes.enter_context(sharding(val, sharded))
+        with modes:
+            return _epochs(net, data, val, batch, epochs, initial_epoch, shuffle, seed, show,
+                           stream, per_step, callers, history, logs)
     finally:
         if made:
             data.close()
         if val_made:
             val.close()
+
+
+def _epochs(net, data, val, batch, epochs, initial_epoch, shuffle, seed, show, stream,
+            per_step, callers, history, logs):
+    """fit's loop over the epochs."""
+    for epoch in range(initial_epoch, epochs):
+        for c in callers:
+            c.epoch_begin(epoch)
+        if shuffle:
+            data.shuffle(seed, epoch)
+        bar = ProgressBar(epoch + 1, epochs, stream) if show else None
+        t0 = time.perf_counter()
+        lr = float(net.get_option("learning_rate"))
+        if per_step:
+            def step(info):
+                if bar is not None and show == 1:
+                    bar.update(info)
+                for c in callers:
+                    c.batch_end(info)
+            loss = net.train_epoch(data, batch, callback=step)
+        else:
+            loss = net.train_epoch(data, batch)
+        logs = {"loss": loss}
+        if val is not None:
+            ev = net._evaluate_dataset(val)
+            logs["val_loss"] = ev.loss
+            if not math.isnan(ev.accuracy):
+                logs["val_accuracy"] = ev.accuracy
+        logs["lr"] = lr
+        logs["seconds"] = time.perf_counter() - t0
+        history["epoch"].append(epoch)
+        for k, v in logs.items():
+            history.setdefault(k, []).append(v)
+        if bar is not None:
+            bar.finish(logs)
+        stop = False
+        for c in callers:
+            stop = c.epoch_end(epoch, logs) or stop
+        if stop or getattr(net, "stop_training", False):
+            break
+    for c in callers:
+        c.train_end(history, logs)
+    return history

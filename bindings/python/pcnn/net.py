@@ -755,16 +755,19 @@ class Net(Handle):
         self._lib.pcnn_net_predict_parallel(h, n, addr(x), addr(out), count)
         return out
 
-    def evaluate(self, x, y=None):
+    def evaluate(self, x, y=None, sharded=None):
         """Evaluation(loss, accuracy) over a whole Dataset, or over arrays x
         (samples) and y (labels, or targets for a regression loss), in
         inference mode (collective with a communicator, every rank passing
-        the same data; equal on all ranks)."""
-        return _fit.evaluate(self, x, y)
+        the same data; equal on all ranks).  sharded=True: each rank passes
+        its own shard, of any length, and the metrics are those of the union
+        of the shards, equal on every rank (Dataset.sharded; None: the
+        Dataset's own mode)."""
+        return _fit.evaluate(self, x, y, sharded)
 
     def fit(self, x, y=None, batch_size=None, epochs=1, verbose=1, callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, initial_epoch=0,
-            seed=None, stream=None, batch=None, validation=None):
+            seed=None, stream=None, batch=None, validation=None, sharded=None):
         """Train on arrays x, y (labels or targets) or a Dataset x, as Keras's
         Model.fit; returns a History, a dict {"epoch": [...], "loss": [...],
         "val_loss", "val_accuracy", "lr", "seconds"} of one value per epoch
@@ -788,12 +791,17 @@ class Net(Handle):
         epoch (seed: the network's seed option by default), so every rank
         and every resumed run agrees.  batch and validation: the earlier
         names of batch_size and validation_data.  With a communicator,
-        collective: every rank passes the same full data."""
+        collective: every rank passes the same full data, or with
+        sharded=True its own shard of any length, the DDP way (see
+        Dataset.sharded): each rank takes its share of every global batch
+        from its shard until the longest is done, each step weighted by the
+        samples it holds; validation is sharded too.  sharded=None leaves
+        a Dataset's own mode."""
         return _fit.fit(self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
                         callbacks=callbacks, validation_split=validation_split,
                         validation_data=validation_data, shuffle=shuffle,
                         initial_epoch=initial_epoch, seed=seed, stream=stream, batch=batch,
-                        validation=validation)
+                        validation=validation, sharded=sharded)
 
     def _evaluate_dataset(self, data):
         if not isinstance(data, Dataset):
@@ -895,6 +903,10 @@ class Net(Handle):
         self._handle()
         if not isinstance(data, Dataset):
             raise TypeError("train_epoch: expected a pcnn.Dataset, got %r" % (data,))
+        if data.sharded:  # as pcnn_scheduler_train_epoch says, on every rank alike
+            from .errors import UnsupportedError
+            raise UnsupportedError("Scheduler.train_epoch: sharded data with the scheduler's "
+                                   "min_local: every rank trains its own shard")
         classify = self._check_epoch(data, batch)
         x, y = self._staging_for(batch, classify)  # no share exceeds the batch
         n = len(data)
