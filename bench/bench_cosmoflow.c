@@ -26,6 +26,7 @@
 
 #include "malloc_count.h"
 #include "pcnn.h"
+#include "bench_clock.h"
 
 #define CK(call)                                                                          \
     do {                                                                                  \
@@ -35,19 +36,6 @@
             exit(1);                                                                      \
         }                                                                                 \
     } while (0)
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static uint64_t state = 0x2545f4914f6cdd1dull;
 static float randn(void)

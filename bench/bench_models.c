@@ -34,20 +34,8 @@
 #include "malloc_count.h"
 #include "models.h"
 #include "pcnn.h"
+#include "bench_clock.h"
 
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static const char *env_or(const char *name, const char *fallback)
 {

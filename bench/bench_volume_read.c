@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "pcnn.h"
+#include "bench_clock.h"
 
 #define CK(call)                                                                          \
     do {                                                                                  \
@@ -34,13 +35,6 @@
             exit(1);                                                                      \
         }                                                                                 \
     } while (0)
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static const char *arg_str(int argc, char **argv, const char *name, const char *def)
 {

@@ -16,23 +16,11 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "kernels/bf16.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_own.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct { const char *what; int ta, tb, m, n, k; } shape;
 
@@ -59,6 +47,7 @@ static const shape shapes[] = {
 
 #if PCNN_GEMM_BF16_AVX512
 #include <immintrin.h>
+
 /* 24 independent chains: more than latency x throughput on current cores. */
 #define CHAINS 24
 __attribute__((target("avx512f,avx512bf16"))) static double peak_bf16(long iters)

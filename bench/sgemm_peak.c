@@ -9,20 +9,8 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench_clock.h"
 
 int main(int argc, char **argv)
 {

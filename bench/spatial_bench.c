@@ -43,6 +43,7 @@
 #include <time.h>
 
 #include "pcnn.h"
+#include "bench_clock.h"
 
 #define CHECK(call)                                                                       \
     do {                                                                                  \
@@ -52,19 +53,6 @@
             MPI_Abort(MPI_COMM_WORLD, 2);                                                 \
         }                                                                                 \
     } while (0)
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* --report: the library's messages (which layers kept the halo overlap). */
 static void log_line(void *user, pcnn_log_level level, const char *message)
