@@ -5,6 +5,7 @@
 #include <glob.h>
 #include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -282,8 +283,13 @@ static pcnn_status read_targets(opening *o, int index, const char *path, hid_t t
 /* A compact or contiguous dataset must store every byte its extent
  * declares: a damaged header declaring more makes HDF5 itself read past
  * its buffers (found by tests/hdf5/fuzz_hdf5.c under ASan).  Chunked data
- * may legitimately store less (unwritten chunks read as the fill value). */
-static pcnn_status check_storage(hid_t did, const char *path, const char *name)
+ * may legitimately store less (compressed, or unwritten chunks read as the
+ * fill value); but a dataset read whole into memory (`whole`: the targets)
+ * is held to at most 1024 times what it stores, plus 1 MiB, before its
+ * extent is allocated: a damaged header declaring 10^8 values per sample
+ * would otherwise take gigabytes before HDF5 finds the file short. */
+#define WHOLE_MAX_RATIO 1024.0
+static pcnn_status check_storage(hid_t did, const char *path, const char *name, bool whole)
 {
     const hid_t dcpl = H5Dget_create_plist(did), type = H5Dget_type(did);
     const hid_t space = H5Dget_space(did);
@@ -295,8 +301,15 @@ static pcnn_status check_storage(hid_t did, const char *path, const char *name)
     if (type >= 0) H5Tclose(type);
     if (space >= 0) H5Sclose(space);
     H5Eclear2(H5E_DEFAULT);
-    if (layout == H5D_CHUNKED || layout == H5D_VIRTUAL) return PCNN_OK;
     const double declared = count < 0 ? -1.0 : (double)count * (double)elem;
+    if (layout == H5D_CHUNKED || layout == H5D_VIRTUAL) {
+        if (whole && declared > WHOLE_MAX_RATIO * (double)stored + 1048576.0)
+            return FAIL(PCNN_ERR_CORRUPT, "%s: dataset '%s' declares %.0f bytes but stores "
+                        "only %llu (more than %.0f times less: a damaged header, or chunks "
+                        "never written)", path, name, declared, (unsigned long long)stored,
+                        WHOLE_MAX_RATIO);
+        return PCNN_OK;
+    }
     if (layout == H5D_LAYOUT_ERROR || elem == 0 || count < 0 || (double)stored < declared)
         return FAIL(PCNN_ERR_CORRUPT, "%s: dataset '%s' declares %.0f bytes but stores %llu "
                     "(a damaged header or truncated data)", path, name, declared,
@@ -323,13 +336,13 @@ static pcnn_status open_one(opening *o, int index, const char *path)
     if (did < 0)
         st = FAIL(PCNN_ERR_CORRUPT, "%s: no dataset '%s' (the inputs)%s", path, o->inputs,
                   h5_error_text(why, sizeof why));
-    if (st == PCNN_OK) st = check_storage(did, path, o->inputs);
+    if (st == PCNN_OK) st = check_storage(did, path, o->inputs, false);
     if (st == PCNN_OK) st = check_inputs(o, index, path, did, &n);
     const hid_t tid = st == PCNN_OK ? H5Dopen2(fid, o->targets, H5P_DEFAULT) : -1;
     if (st == PCNN_OK && tid < 0)
         st = FAIL(PCNN_ERR_CORRUPT, "%s: no dataset '%s' (the targets)%s", path, o->targets,
                   h5_error_text(why, sizeof why));
-    if (st == PCNN_OK) st = check_storage(tid, path, o->targets);
+    if (st == PCNN_OK) st = check_storage(tid, path, o->targets, true);
     if (st == PCNN_OK) st = read_targets(o, index, path, tid, n);
     if (tid >= 0) H5Dclose(tid);
     if (did >= 0) H5Dclose(did);

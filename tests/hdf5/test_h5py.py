@@ -95,6 +95,13 @@ def test_errors_and_arguments(tmp_path):
         pcnn.open_hdf5(str(tmp_path / "f.h5"), inputs="s", targets="lab", volumes=False)
     with pytest.raises(pcnn.FileError, match="not a regular file"):
         pcnn.open_hdf5(str(tmp_path), volumes=False)
+    # Targets declaring 10^8 floats per sample in chunks never written: refused
+    # before their 800 MB are allocated.
+    with h5py.File(tmp_path / "big.h5", "w") as f:
+        f["full"] = np.zeros((2, 1, 4, 4), np.uint8)
+        f.create_dataset("unitPar", shape=(2, 10 ** 8), dtype="f4", chunks=(1, 1 << 20))
+    with pytest.raises(pcnn.CorruptError, match="declares 800000000 bytes but stores only 0"):
+        pcnn.open_hdf5(str(tmp_path / "big.h5"), volumes=False)
     with pytest.raises(pcnn.InvalidArgumentError):
         pcnn.open_hdf5([], volumes=False)
     with pytest.raises(pcnn.InvalidArgumentError):
