@@ -35,7 +35,10 @@ asan)
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   # The Python binding would need libasan preloaded into the interpreter.
   if [ $# -eq 0 ]; then set -- --suite quick --suite io; fi
-  run_tests build-asan --no-suite python --no-suite fortran "$@"
+  # ASan and UBSan run the gradient checks 2-3x slower: a multiplier keeps
+  # a slower machine within the timeouts; 'variant' repeats kernels run here.
+  run_tests build-asan --no-suite python --no-suite fortran --no-suite variant \
+    --timeout-multiplier 3 "$@"
   # Fortran strings are not NUL-terminated and libgfortran's I/O strndup()s
   # them: strict_string_checks reports that read as an overflow of the
   # literal; the Fortran tests run with everything else checked.
