@@ -290,8 +290,28 @@ typedef enum pcnn_option {
     PCNN_OPT_EXPERIMENTAL_11 = 28, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_12 = 29, /* section 9 */
     PCNN_OPT_EXPERIMENTAL_13 = 30, /* section 9 */
-    PCNN_OPT_EXPERIMENTAL_14 = 31  /* section 9 */
+    PCNN_OPT_EXPERIMENTAL_14 = 31, /* section 9 */
+    /* Arithmetic of the convolutions and dense layers: a pcnn_precision.
+     * PCNN_PRECISION_BF16 is mixed precision: their products (forward,
+     * input gradient, weight gradient) multiply bfloat16 operands with
+     * float32 accumulation, while parameters (the master weights), the
+     * optimizer and its state, batch norm statistics and the loss stay
+     * float32; checkpoints hold float32 and resume in either precision.
+     * The compute path (AMX tiles, AVX512-BF16 dot products, or a portable
+     * one with float32 arithmetic on bf16-rounded operands) is chosen by
+     * cpuid; the environment variable PCNN_BF16_PATH (portable, avx512bf16,
+     * amx) forces a lower one; pcnn_net_summary names it per layer.  Every
+     * rank computes the same bits for the same shapes and path.  Ranks must
+     * agree (finalize fails with PCNN_ERR_MISMATCH otherwise).  Before
+     * finalize.  Default PCNN_PRECISION_FP32. */
+    PCNN_OPT_PRECISION = 32
 } pcnn_option;
+
+/* Values of PCNN_OPT_PRECISION. */
+typedef enum pcnn_precision {
+    PCNN_PRECISION_FP32 = 0, /* float32 throughout */
+    PCNN_PRECISION_BF16 = 1  /* bfloat16 products, float32 accumulation and masters */
+} pcnn_precision;
 
 /* Create an empty network.  *out receives a handle to destroy with
  * pcnn_net_destroy.  Errors: INVALID_ARGUMENT (out NULL), OUT_OF_MEMORY. */

@@ -74,6 +74,11 @@ module pcnn
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_12 = 29
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_13 = 30
   integer(c_int), parameter :: PCNN_OPT_EXPERIMENTAL_14 = 31
+  integer(c_int), parameter :: PCNN_OPT_PRECISION = 32
+
+  ! enum pcnn_precision
+  integer(c_int), parameter :: PCNN_PRECISION_FP32 = 0
+  integer(c_int), parameter :: PCNN_PRECISION_BF16 = 1
 
   ! enum pcnn_memory_part
   integer(c_int), parameter :: PCNN_MEMORY_PARAMETERS = 0

@@ -43,7 +43,7 @@ static uint64_t bits_of(double v)
 
 static uint64_t hash_text(uint64_t h, const char *s) { return hash_fnv1a(h, s, strlen(s) + 1); }
 
-enum { SETTINGS = 23 };
+enum { SETTINGS = 24 };
 
 static const word_name setting_names[SETTINGS] = {
     {"the number of layers", WORD_INT},
@@ -69,6 +69,7 @@ static const word_name setting_names[SETTINGS] = {
     {"PCNN_OPT_HALO_SCHEDULE", WORD_INT},
     {"PCNN_OPT_SPATIAL_FALLBACK", WORD_INT},
     {"PCNN_OPT_TRACE_EVENTS (tracing on: 1, off: 0)", WORD_INT},
+    {"PCNN_OPT_PRECISION", WORD_INT},
 };
 
 static void settings_of(const pcnn_net *net, uint64_t *w)
@@ -88,7 +89,8 @@ static void settings_of(const pcnn_net *net, uint64_t *w)
         /* The halo's messages (its regions and phases) and the layers'
          * distributions: a spatial network's only, the others ignore them. */
         spatial ? (uint64_t)o->halo_overlap : 0, spatial ? (uint64_t)o->halo_schedule : 0,
-        spatial ? (uint64_t)o->spatial_fallback : 0, o->trace_events > 0};
+        spatial ? (uint64_t)o->spatial_fallback : 0, o->trace_events > 0,
+        (uint64_t)o->precision};
     memcpy(w, words, sizeof words);
 }
 

@@ -45,6 +45,7 @@ typedef struct net_options {
     int plan_spatial_dims; /* PCNN_OPT_PLAN_SPATIAL_DIMS */
     bool plan_mixed;      /* PCNN_OPT_PLAN_MIXED */
     double memory_limit_mib; /* PCNN_OPT_MEMORY_LIMIT_MIB (0: none) */
+    int precision;        /* PCNN_OPT_PRECISION: a pcnn_precision */
     size_t conv3d_col_budget; /* not an option: tests set it (plan_ctx) */
 } net_options;
 

@@ -108,6 +108,8 @@ static const option_row rows[] = {
     [PCNN_OPT_MEMORY_LIMIT_MIB] = {"memory_limit_mib", "memory_limit_mib",
                                    REAL(0, INFINITY, false, true), OPTION_BEFORE_FINALIZE, 0,
                                    OPTION_DOUBLE, OFF(memory_limit_mib), NULL, NULL},
+    [PCNN_OPT_PRECISION] = {"precision", "precision", CHOICE(1, "0 (fp32) or 1 (bf16)"),
+                            OPTION_BEFORE_FINALIZE, 0, OPTION_INT, OFF(precision), NULL, NULL},
 };
 
 #define NUM_ROWS (sizeof rows / sizeof rows[0])

@@ -293,7 +293,8 @@ static void plan_decide(pcnn_net *net, plan_ctx *p)
                     .keep_im2col = net->opt.keep_im2col,
                     .conv_algorithm = net->opt.conv_algorithm,
                     .sync_batchnorm = net->opt.sync_batchnorm,
-                    .conv3d_col_budget = net->opt.conv3d_col_budget};
+                    .conv3d_col_budget = net->opt.conv3d_col_budget,
+                    .precision = net->opt.precision};
     if (!net_is_spatial(net)) plan_fusion(net); /* twins run unfused */
     /* Decide first (pure, see layer.h), then allocate what was decided. */
     for (int i = 0; i < net->layers.count; i++)

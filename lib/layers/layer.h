@@ -51,6 +51,7 @@ typedef struct plan_ctx {
     int conv_algorithm; /* PCNN_OPT_CONV_ALGORITHM: 0 auto, 1 GEMM, 2 direct, 3 taps */
     bool sync_batchnorm; /* PCNN_OPT_SYNC_BATCHNORM: the batch norms' default */
     size_t conv3d_col_budget; /* floats; 0: CONV3D_COL_BUDGET_FLOATS (layers.h) */
+    int precision; /* PCNN_OPT_PRECISION: the layers' default (a pcnn_precision) */
 } plan_ctx;
 
 /* A parallel training step's door to the other ranks that share the batch,

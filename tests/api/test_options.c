@@ -60,6 +60,7 @@ static const expected options[] = {
     {PCNN_OPT_PLAN_SPATIAL_DIMS, "plan_spatial_dims", 0, 7, 1, BEFORE_FINALIZE, 7},
     {PCNN_OPT_PLAN_MIXED, "plan_mixed", 0, 1, 1, BEFORE_FINALIZE, 1},
     {PCNN_OPT_MEMORY_LIMIT_MIB, "memory_limit_mib", 0, DBL_MAX, 0, BEFORE_FINALIZE, 0},
+    {PCNN_OPT_PRECISION, "precision", 0, 1, 1, BEFORE_FINALIZE, 0},
 };
 #define NUM_OPTIONS (int)(sizeof options / sizeof options[0])
 
@@ -138,8 +139,8 @@ static void check_info(void)
         CHECK(pcnn_net_option_info(e->option, NULL, NULL, NULL, NULL) == PCNN_OK,
               "%s: NULL outputs refused", e->name);
     }
-    /* PCNN_OPT_SYNC_BATCHNORM is the header's last option. */
-    CHECK(NUM_OPTIONS == PCNN_OPT_MEMORY_LIMIT_MIB + 1, "the expectations miss options");
+    /* PCNN_OPT_PRECISION is the header's last option. */
+    CHECK(NUM_OPTIONS == PCNN_OPT_PRECISION + 1, "the expectations miss options");
     double lo = -7.25;
     const char *name = "untouched";
     pcnn_status st = pcnn_net_option_info((pcnn_option)NUM_OPTIONS, &lo, NULL, NULL, &name);

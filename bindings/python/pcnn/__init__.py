@@ -18,7 +18,7 @@ from . import _api, _args
 from .comm import Comm, MPIMismatchError, mpi_info
 from .dataset import Dataset
 from .enums import (Collective, Dtype, Exchange, Init, LogLevel, Loss, MemoryPart, Optimizer,
-                    Option, PerfFlag, PerfParam, SchedEvent, SchedLrRule, SchedOption, Status,
+                    Option, PerfFlag, PerfParam, Precision, SchedEvent, SchedLrRule, SchedOption, Status,
                     Time, UpsampleMode)
 from .errors import (CorruptError, FileError, InternalError, InvalidArgumentError,
                      InvalidStateError, LibraryError, LibraryNotFoundError, MismatchError,
@@ -70,7 +70,7 @@ _api.try_load_at_import()
 __all__ = [
     "Comm", "Dataset", "Net", "Layer", "Scheduler", "Evaluation", "StepInfo",
     "Exchange", "Init", "Loss", "Optimizer", "Option", "Status", "Time", "Dtype", "LogLevel",
-    "MemoryPart", "UpsampleMode",
+    "MemoryPart", "UpsampleMode", "Precision",
     "SchedOption", "SchedLrRule", "SchedEvent",
     "PerfModel", "PerfParam", "PerfFlag", "Collective",
     "PcnnError", "InvalidArgumentError", "InvalidStateError", "ShapeError",

@@ -76,6 +76,13 @@ class Option(enum.IntEnum):
     PLAN_SPATIAL_DIMS = 29
     PLAN_MIXED = 30
     MEMORY_LIMIT_MIB = 31
+    PRECISION = 32
+
+
+class Precision(enum.IntEnum):
+    """Values of Option.PRECISION (pcnn_precision)."""
+    FP32 = 0
+    BF16 = 1
 
 
 class Exchange(enum.IntEnum):
@@ -203,6 +210,7 @@ C_PREFIX = {
     "pcnn_perf_flag": (PerfFlag, "PCNN_PERF_"),
     "pcnn_dtype": (Dtype, "PCNN_DTYPE_"),
     "pcnn_upsample_mode": (UpsampleMode, "PCNN_UPSAMPLE_"),
+    "pcnn_precision": (Precision, "PCNN_PRECISION_"),
 }
 
 
