@@ -467,6 +467,11 @@ pcnn_status ckpt_parse(const unsigned char *buf, size_t len, const char *func, c
         hb != CKPT_HEADER_FIXED + sections * CKPT_ENTRY_BYTES + 4)
         return error_set(PCNN_ERR_CORRUPT, func, "section table: %u sections in a %u-byte "
                          "header", sections, hb);
+    /* No header flag is defined: one set is a newer writer's, whose meaning
+     * this reader cannot honour (the header checksum held: not damage). */
+    if (hb >= CKPT_HEADER_FIXED && le_get_u32(buf + 20) != 0)
+        return error_set(PCNN_ERR_UNSUPPORTED, func, "header flags 0x%x: none is known to "
+                         "this libpcnn", le_get_u32(buf + 20));
     const uint64_t file_bytes = le_get_u64(buf + 24);
     if (file_bytes > len)
         return error_set(PCNN_ERR_CORRUPT, func, "truncated: %zu of %llu bytes", len,
@@ -565,7 +570,12 @@ pcnn_status ckpt_verify(const ckpt_view *v, const ckpt_expect *e, const char *fu
     for (uint32_t i = 0; i < common; i++) {
         ckpt_layer f;
         ckpt_layer_at(v, i, &f);
-        if (f.hash != e->layers[i].hash) return layer_differs(i, &f, &e->layers[i], func);
+        /* The hash and the record both: a record edited under a kept hash (a
+         * kind, a parameter count moved to the next layer) is refused too. */
+        const ckpt_layer *n = &e->layers[i];
+        if (f.hash != n->hash || strcmp(f.kind, n->kind) != 0 || f.c != n->c || f.h != n->h ||
+            f.w != n->w || f.num_params != n->num_params)
+            return layer_differs(i, &f, n, func);
     }
     if (m->num_layers != e->num_layers)
         return error_set(PCNN_ERR_MISMATCH, func, "the file's network has %u layers, this one "

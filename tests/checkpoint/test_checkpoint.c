@@ -920,6 +920,7 @@ static void test_values(void)
                        floats[k].needle2);
     }
 
+    pcnn_status st;
     const struct {
         int offset;
         bool count;
@@ -945,6 +946,36 @@ static void test_values(void)
         expect_refused(dst, bad, work, len, ref, meta[k].what, meta[k].needle, NULL);
     }
 
+    /* Crafted records with valid checksums: a header flag no reader defines,
+     * a layer kind of 16 characters without its NUL, and parameter counts
+     * moved from one layer to the next (the same sum, the hashes kept). */
+    memcpy(work, img, len);
+    le_put_u32(work + 20, 1);
+    fix_header_crc(work);
+    st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_ERR_UNSUPPORTED && strstr(pcnn_last_error(), "header flags 0x1") &&
+               params_equal(dst, ref),
+           "header flags 1: %s (%s), network unchanged", pcnn_status_str(st), pcnn_last_error());
+    memcpy(work, img, len);
+    memcpy(section_of(work, CKPT_SEC_LAYERS) + 1 * CKPT_LAYER_BYTES + 32, "conv2dconv2dconv", 16);
+    reseal(work, CKPT_SEC_LAYERS);
+    st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_ERR_MISMATCH && strstr(pcnn_last_error(), "conv2dconv2dconv") &&
+               params_equal(dst, ref),
+           "a 16-character kind without NUL: %s (%s), network unchanged", pcnn_status_str(st),
+           pcnn_last_error());
+    memcpy(work, img, len);
+    unsigned char *records = section_of(work, CKPT_SEC_LAYERS);
+    le_put_u64(records + 1 * CKPT_LAYER_BYTES + 8, le_get_u64(records + CKPT_LAYER_BYTES + 8) + 1);
+    le_put_u64(records + 2 * CKPT_LAYER_BYTES + 8,
+               le_get_u64(records + 2 * CKPT_LAYER_BYTES + 8) - 1);
+    reseal(work, CKPT_SEC_LAYERS);
+    st = load_bytes(dst, bad, work, len);
+    expect(st == PCNN_ERR_MISMATCH && strstr(pcnn_last_error(), "layer 1 differs") &&
+               params_equal(dst, ref),
+           "parameter counts shifted by one: %s (%s), network unchanged", pcnn_status_str(st),
+           pcnn_last_error());
+
     /* What a run can produce still loads: -0 and 0 second moments, a
      * negative first moment, a zero running variance. */
     memcpy(work, img, len);
@@ -952,7 +983,7 @@ static void test_values(void)
     patch_f32(work, CKPT_SEC_OPTIM_V, 6, 0.0f);
     patch_f32(work, CKPT_SEC_OPTIM_M, 2, -3.0f);
     patch_f32(work, CKPT_SEC_BN_STATS, 2, 0.0f);
-    pcnn_status st = load_bytes(dst, bad, work, len);
+    st = load_bytes(dst, bad, work, len);
     expect(st == PCNN_OK && dst->step == 1, "-0 and 0 second moments, a negative first moment, "
            "a zero variance: %s", pcnn_status_str(st));
     pcnn_net_destroy(&dst);
