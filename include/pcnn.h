@@ -980,6 +980,21 @@ PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *byte
  *     always destroy the network and the communicator and carry on, or
  *     call MPI_Finalize, without hanging.
  *
+ * How long a call takes to give up: each wait for other ranks is bounded
+ * by PCNN_OPT_TIMEOUT_MS on its own.  A call gives up within one timeout
+ * (plus a few milliseconds) of starting to wait for a rank that stopped,
+ * died or makes another call, whichever of its waits that is.  A call that
+ * waits several times (finalize's phases; a step's batch, loss and
+ * end-of-step agreements and its exchange; evaluate's entry, data and
+ * result agreements; train_epoch's steps) may take up to one timeout per
+ * wait when another rank is slow but arrives each time within the timeout
+ * (slowness under the timeout is not a failure), and a step whose link
+ * breaks during its gradient exchange waits twice: the exchange, then the
+ * loss agreement.  So a step or an evaluation gives up within two timeouts
+ * of its call at most, finalize within one per phase.  pcnn_net_destroy waits at
+ * most one timeout; pcnn_net_abort and calls on a failed network never
+ * wait.
+ *
  * MPI cannot cancel a collective, and after a timeout the ranks may have
  * started different collectives on a network's exchange communicator; so
  * destroying a failed or aborted network keeps that communicator and a

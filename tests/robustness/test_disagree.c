@@ -417,6 +417,28 @@ static void slow_rank(void)
     expect(destroyed, "a slow rank: destroy returns at once on every rank");
 }
 
+/* The same before an evaluation (its entry, dataset and loss agreements,
+ * after the last step's all-gathers still in flight): one timeout, not one
+ * per agreement. */
+static void slow_evaluate(const pcnn_dataset *data)
+{
+    pcnn_comm *comm;
+    CK(pcnn_comm_create(MPI_COMM_WORLD, &comm));
+    pcnn_net *net = build_ok(comm);
+    const bool good = step(net) == PCNN_OK && step(net) == PCNN_OK;
+    if (g_last) sleep_ms(TIMEOUT_MS + 1000);
+    const double t0 = now();
+    double loss = 0;
+    const pcnn_status st = pcnn_net_evaluate(net, data, &loss, NULL);
+    const double took = now() - t0;
+    report(g_last ? "evaluates late (slept past the timeout)" : "evaluates, one rank late", st,
+           took);
+    expect(good && st == PCNN_ERR_TIMEOUT && took < TIMEOUT_MS * 1e-3 + 0.5,
+           "a slow rank before evaluate: every rank gets TIMEOUT within the timeout + 0.5 s");
+    CK(pcnn_net_destroy(&net));
+    CK(pcnn_comm_destroy(&comm));
+}
+
 /* ------------------------------------------------------------------ */
 /* 7. Out of memory on one rank                                         */
 /* ------------------------------------------------------------------ */
@@ -498,6 +520,7 @@ int main(int argc, char **argv)
     other_calls(path, data);
     early_destroy();
     slow_rank();
+    slow_evaluate(data);
     out_of_memory();
 
     pcnn_comm *bad = NULL;
