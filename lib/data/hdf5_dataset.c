@@ -289,6 +289,51 @@ static pcnn_status read_targets(opening *o, int index, const char *path, hid_t t
  * extent is allocated: a damaged header declaring 10^8 values per sample
  * would otherwise take gigabytes before HDF5 finds the file short. */
 #define WHOLE_MAX_RATIO 1024.0
+
+/* Without filters every written chunk stores exactly its bytes; a damaged
+ * chunk record giving less makes HDF5 1.10 copy past the buffer it sized
+ * from that record (H5VM_memcpyvv inside H5Dread, found by
+ * tests/hdf5/fuzz_hdf5.c under ASan), so each chunk is looked up once at
+ * open (a B-tree or index lookup each: about a microsecond).  Datasets of
+ * more than CHUNKS_CHECKED chunks are checked on their first ones only. */
+#define CHUNKS_CHECKED (1 << 20)
+static bool chunks_whole(hid_t did, hid_t dcpl, hid_t space, size_t elem, char *why,
+                         size_t size)
+{
+    hsize_t chunk[H5S_MAX_RANK], dims[H5S_MAX_RANK], at[H5S_MAX_RANK] = {0};
+    const int rank = H5Pget_chunk(dcpl, H5S_MAX_RANK, chunk);
+    if (rank <= 0 || H5Sget_simple_extent_dims(space, dims, NULL) != rank) return true;
+    hsize_t bytes = elem;
+    for (int d = 0; d < rank; d++) {
+        if (chunk[d] == 0) return true; /* HDF5 refuses such a layout itself */
+        bytes *= chunk[d];
+        if (dims[d] == 0) return true; /* no chunk at all */
+    }
+    for (long checked = 0; checked < CHUNKS_CHECKED; checked++) {
+        /* By coordinate: H5Dget_chunk_storage_size answers the nominal size
+         * of an unfiltered chunk, not what its record says. */
+        hsize_t stored = 0;
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        if (H5Dget_chunk_info_by_coord(did, at, &mask, &addr, &stored) < 0) {
+            H5Eclear2(H5E_DEFAULT);
+            addr = HADDR_UNDEF;
+        }
+        /* Not written (no address): read as the fill value.  Written: whole,
+         * an empty record included. */
+        if (addr != HADDR_UNDEF && stored != bytes) {
+            snprintf(why, size, "its chunk %ld stores %llu bytes, not the %llu of a chunk "
+                     "without filters", checked, (unsigned long long)stored,
+                     (unsigned long long)bytes);
+            return false;
+        }
+        int d = rank - 1; /* the next chunk, last dimension fastest */
+        while (d >= 0 && (at[d] += chunk[d]) >= dims[d]) at[d--] = 0;
+        if (d < 0) break;
+    }
+    return true;
+}
+
 static pcnn_status check_storage(hid_t did, const char *path, const char *name, bool whole)
 {
     const hid_t dcpl = H5Dget_create_plist(did), type = H5Dget_type(did);
@@ -297,11 +342,18 @@ static pcnn_status check_storage(hid_t did, const char *path, const char *name, 
     const size_t elem = type < 0 ? 0 : H5Tget_size(type);
     const hssize_t count = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
     const hsize_t stored = H5Dget_storage_size(did);
+    char why[160] = "";
+    const bool whole_chunks = layout != H5D_CHUNKED || space < 0 || elem == 0 ||
+                              H5Pget_nfilters(dcpl) != 0 ||
+                              chunks_whole(did, dcpl, space, elem, why, sizeof why);
     if (dcpl >= 0) H5Pclose(dcpl);
     if (type >= 0) H5Tclose(type);
     if (space >= 0) H5Sclose(space);
     H5Eclear2(H5E_DEFAULT);
     const double declared = count < 0 ? -1.0 : (double)count * (double)elem;
+    if (!whole_chunks)
+        return FAIL(PCNN_ERR_CORRUPT, "%s: dataset '%s': %s (a damaged chunk index)", path,
+                    name, why);
     if (layout == H5D_CHUNKED || layout == H5D_VIRTUAL) {
         if (whole && declared > WHOLE_MAX_RATIO * (double)stored + 1048576.0)
             return FAIL(PCNN_ERR_CORRUPT, "%s: dataset '%s' declares %.0f bytes but stores "
