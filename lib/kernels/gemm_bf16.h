@@ -102,15 +102,18 @@ void gemm_bf16_pack_bt_avx512(const bf16 *src, int ld32, int cols, int pairs, bf
 #endif
 
 /* The AMX path's blocking: KC a multiple of 32 (whole tiles of k), MC and
- * NC multiples of 32 (the 32 x 32 block).  Its own workspace need; the
+ * NC multiples of 32 (the 32 x 32 block).  A deep KC writes C once for
+ * the convolutions' k = 9 C_in; one 32-row A block against a 256-column
+ * B panel keeps both in L2 (2 MiB) at that depth (measured best of KC
+ * 512..4096, MC 32..256, NC 128..1024).  Its own workspace need; the
  * product itself (gemm_bf16_amx.c), to be called only when
  * gemm_bf16_path_available(GEMM_BF16_AMX), with m, n, k > 0, alpha != 0
  * and gemm_bf16_amx_workspace(m, n, k) bytes at ws. */
 #if PCNN_GEMM_BF16_AVX512 && defined(__linux__)
 #define PCNN_GEMM_BF16_AMX 1
-#define GEMM_BF16_AMX_KC 512
-#define GEMM_BF16_AMX_MC 128
-#define GEMM_BF16_AMX_NC 512
+#define GEMM_BF16_AMX_KC 2304
+#define GEMM_BF16_AMX_MC 32
+#define GEMM_BF16_AMX_NC 256
 size_t gemm_bf16_amx_workspace(int m, int n, int k);
 void gemm_bf16_amx(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const bf16 *a,
                    int lda, const bf16 *b, int ldb, float beta, float *c, int ldc, void *ws);

@@ -23,6 +23,7 @@ enum {
     KC = GEMM_BF16_AMX_KC, MC = GEMM_BF16_AMX_MC, NC = GEMM_BF16_AMX_NC,
     TILE_BF16 = 512, /* 16 rows x 32 bf16: one A tile, 1 KiB */
     SLIVER_ROW = 64, /* bf16 in a B sliver row: 32 column pairs, 128 bytes */
+    PF_PAIRS = 2,    /* how far ahead the B pack prefetches its rows */
 };
 
 #define TILE_LOAD(t, base, stride)                                                     \
@@ -43,12 +44,38 @@ typedef struct tile_config {
 static size_t up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 static int min_int(int a, int b) { return a < b ? a : b; }
 
+/* The k slices (even, whole tiles: 576 is 288 + 288, not 512 + 64) and
+ * the A pack: all of op(A), every slice, packed once and kept over the
+ * NC panels when there are several and it fits A_ONCE bytes (the
+ * weights of a convolution, reused by every column panel), else one
+ * MC x KC block repacked per panel. */
+#define A_ONCE ((size_t)2 << 20)
+typedef struct plan { int slices, kc; size_t a_block, a_all, b_panel; bool a_once; } plan;
+
+static plan plan_for(int m, int n, int k)
+{
+    plan p;
+    p.slices = (k + KC - 1) / KC;
+    p.kc = (int)up((size_t)((k + p.slices - 1) / p.slices), 32);
+    p.a_block = up((size_t)min_int(m, MC), 32) * (size_t)p.kc;
+    p.a_all = up((size_t)m, 32) * (size_t)p.kc * (size_t)p.slices;
+    p.a_once = n > NC && p.a_all * sizeof(bf16) <= A_ONCE;
+    p.b_panel = up((size_t)min_int(n, NC), 32) * (size_t)p.kc;
+    return p;
+}
+
 size_t gemm_bf16_amx_workspace(int m, int n, int k)
 {
-    const size_t kc = up((size_t)min_int(k, KC), 32);
-    const size_t a = up((size_t)min_int(m, MC), 32) * kc * sizeof(bf16);
-    const size_t b = up((size_t)min_int(n, NC), 32) * kc * sizeof(bf16);
-    return 64 + up(a, 64) + b;
+    const plan p = plan_for(m, n, k);
+    /* With several panels, room for min(all of A, A_ONCE) whether or not
+     * A fits: the need then never grows as m or n shrink, so a thread's
+     * share of a split product fits the whole product's workspace. */
+    size_t a = p.a_block * sizeof(bf16);
+    if (n > NC) {
+        const size_t all = p.a_all * sizeof(bf16) < A_ONCE ? p.a_all * sizeof(bf16) : A_ONCE;
+        a = all > a ? all : a;
+    }
+    return 64 + up(a, 64) + p.b_panel * sizeof(bf16);
 }
 
 /* ---- packing ---- */
@@ -119,53 +146,101 @@ TARGET static void pack_a(bool ta, const bf16 *a, int lda, int i0, int mc, int p
 
 /* Columns [j0, j0 + nc) x depths [p0, p0 + kc) of op(B) as 32-column
  * slivers of 16 * steps rows (k-pairs) x 32 column pairs, zero past nc and
- * kc: two B tiles side by side per step, 128 bytes a row. */
-TARGET static void pack_b(bool tb, const bf16 *b, int ldb, int j0, int nc, int p0, int kc,
-                          int steps, bf16 *dst)
+ * kc: two B tiles side by side per step, 128 bytes a row.  A job of units
+ * (B: a k-pair row over every sliver; B^T: a sliver's 16 rows of a step),
+ * so that a pack can be run a part at a time.  (Running the next panel's
+ * pack between this panel's tile products measured no faster here: the
+ * pack is bound by reading B, not by issue slots.) */
+typedef struct bjob {
+    bool tb;
+    const bf16 *b;
+    int ldb, j0, nc, p0, kc, steps, kq, slivers;
+    bf16 *dst;
+    int next, units;
+} bjob;
+
+static bjob bjob_make(bool tb, const bf16 *b, int ldb, int j0, int nc, int p0, int kc,
+                      bf16 *dst)
 {
-    const int kq = (kc + 1) / 2, kqp = 16 * steps;
-    const size_t sliver = (size_t)kqp * SLIVER_ROW;
-    if (!tb) {
-        /* Row pairs of B in order, each read once from start to end (the
-         * stream the prefetchers follow), dealt out to the slivers. */
-        for (int q = 0; q < kq; q++) {
-            const bf16 *r0 = b + (size_t)(p0 + 2 * q) * ldb + j0;
-            const bf16 *r1 = 2 * q + 1 < kc ? r0 + ldb : NULL;
-            bf16 *d = dst + (size_t)q * SLIVER_ROW;
-            for (int js = 0; js < nc; js += 32, d += sliver)
-                interleave32(r0 + js, r1 ? r1 + js : NULL, min_int(nc - js, 32), d);
+    bjob j = {tb, b, ldb, j0, nc, p0, kc, (kc + 31) / 32, (kc + 1) / 2, (nc + 31) / 32, dst, 0, 0};
+    j.units = tb ? j.slivers * j.steps : 16 * j.steps;
+    return j;
+}
+
+static size_t bjob_sliver(const bjob *j) { return (size_t)16 * j->steps * SLIVER_ROW; }
+
+/* Row q (a k-pair) of every sliver: B's rows 2q and 2q + 1 read once from
+ * start to end (the stream the prefetchers follow), or zeros past k. */
+TARGET static void bjob_row(const bjob *j, int q)
+{
+    bf16 *d = j->dst + (size_t)q * SLIVER_ROW;
+    const size_t sliver = bjob_sliver(j);
+    if (q >= j->kq) {
+        for (int js = 0; js < j->nc; js += 32, d += sliver) {
+            _mm512_storeu_si512(d, _mm512_setzero_si512());
+            _mm512_storeu_si512(d + 32, _mm512_setzero_si512());
         }
-    } else {
-        /* op(B) = B^T: a column's k-pairs are adjacent in its row of B, so
-         * a sliver is a 32-bit transpose (even ldb) of 32 rows of B. */
-        for (int js = 0; js < nc; js += 32) {
-            const int cols = min_int(nc - js, 32);
-            bf16 *d = dst + (size_t)(js / 32) * sliver;
-            const bf16 *src = b + (size_t)(j0 + js) * ldb + p0;
-            if (ldb % 2 == 0) {
-                gemm_bf16_pack_bt_avx512(src, ldb / 2, cols, kc / 2, d);
-            } else {
-                for (int q = 0; q < kc / 2; q++)
-                    for (int j = 0; j < 32; j++) {
-                        bf16 *x = d + (size_t)q * SLIVER_ROW + 2 * j;
-                        x[0] = j < cols ? src[(size_t)j * ldb + 2 * q] : 0;
-                        x[1] = j < cols ? src[(size_t)j * ldb + 2 * q + 1] : 0;
-                    }
-            }
-            if (kc & 1) {
-                bf16 *x = d + (size_t)(kq - 1) * SLIVER_ROW;
-                for (int j = 0; j < 32; j++)
-                    x[2 * j] = j < cols ? src[(size_t)j * ldb + kc - 1] : 0, x[2 * j + 1] = 0;
-            }
+        return;
+    }
+    const size_t ldb = (size_t)j->ldb;
+    const bf16 *r0 = j->b + (size_t)(j->p0 + 2 * q) * ldb + j->j0;
+    const bf16 *r1 = 2 * q + 1 < j->kc ? r0 + ldb : NULL;
+    /* The row pair PF_PAIRS ahead, a line per 32 columns: the hardware's
+     * streams start late on rows of a few KiB. */
+    const bool pf = 2 * (q + PF_PAIRS) + 1 < j->kc;
+    for (int js = 0; js < j->nc; js += 32, d += sliver) {
+        if (pf) {
+            _mm_prefetch((const char *)(r0 + 2 * PF_PAIRS * ldb + js), _MM_HINT_T0);
+            _mm_prefetch((const char *)(r0 + (2 * PF_PAIRS + 1) * ldb + js), _MM_HINT_T0);
+        }
+        interleave32(r0 + js, r1 ? r1 + js : NULL, min_int(j->nc - js, 32), d);
+    }
+}
+
+/* Rows [16 g, 16 g + 16) of sliver sl of op(B) = B^T: a column's k-pairs
+ * are adjacent in its row of B, so this is a 32-bit transpose (even ldb)
+ * of 32 rows of B; then the odd k's last pair and zeros past k. */
+TARGET static void bjob_bt(const bjob *j, int sl, int g)
+{
+    const int js = 32 * sl, cols = min_int(j->nc - js, 32), full = j->kc / 2;
+    bf16 *d = j->dst + (size_t)sl * bjob_sliver(j);
+    const size_t ldb = (size_t)j->ldb;
+    const bf16 *src = j->b + (size_t)(j->j0 + js) * ldb + j->p0;
+    const int q0 = 16 * g, q1 = q0 + 16, nq = min_int(full - q0, 16);
+    if (nq > 0) {
+        if (ldb % 2 == 0) {
+            gemm_bf16_pack_bt_avx512(src + 2 * q0, (int)(ldb / 2), cols, nq,
+                                     d + (size_t)q0 * SLIVER_ROW);
+        } else {
+            for (int q = q0; q < q0 + nq; q++)
+                for (int c = 0; c < 32; c++) {
+                    bf16 *x = d + (size_t)q * SLIVER_ROW + 2 * c;
+                    x[0] = c < cols ? src[(size_t)c * ldb + 2 * q] : 0;
+                    x[1] = c < cols ? src[(size_t)c * ldb + 2 * q + 1] : 0;
+                }
         }
     }
-    const __m512i zero = _mm512_setzero_si512();
-    for (int js = 0; js < nc; js += 32) /* the pairs past k, up to a whole tile */
-        for (int q = kq; q < kqp; q++) {
-            bf16 *x = dst + (size_t)(js / 32) * sliver + (size_t)q * SLIVER_ROW;
-            _mm512_storeu_si512(x, zero);
-            _mm512_storeu_si512(x + 32, zero);
+    for (int q = q0 + (nq > 0 ? nq : 0); q < q1; q++) {
+        bf16 *x = d + (size_t)q * SLIVER_ROW;
+        if (q == full && (j->kc & 1)) { /* the odd k's last pair */
+            for (int c = 0; c < 32; c++)
+                x[2 * c] = c < cols ? src[(size_t)c * ldb + j->kc - 1] : 0, x[2 * c + 1] = 0;
+        } else {
+            _mm512_storeu_si512(x, _mm512_setzero_si512());
+            _mm512_storeu_si512(x + 32, _mm512_setzero_si512());
         }
+    }
+}
+
+/* The next `count` units (all that are left when fewer). */
+TARGET static __attribute__((noinline)) void bjob_run(bjob *j, int count)
+{
+    for (; count > 0 && j->next < j->units; count--, j->next++) {
+        if (j->tb)
+            bjob_bt(j, j->next / j->steps, j->next % j->steps);
+        else
+            bjob_row(j, j->next);
+    }
 }
 
 /* ---- the 32 x 32 block ---- */
@@ -290,6 +365,9 @@ TARGET static void block_1x1(int steps, const bf16 *a0, const bf16 *a1, const bf
 
 /* ---- the product ---- */
 
+typedef void (*block_fn)(int steps, const bf16 *a0, const bf16 *a1, const bf16 *b, float *c,
+                         int ldc, int rows, int cols, epilogue e);
+
 void gemm_bf16_amx(bool ta, bool tb, int m, int n, int k, float alpha, const bf16 *a, int lda,
                    const bf16 *b, int ldb, float beta, float *c, int ldc, void *ws)
 {
@@ -299,38 +377,40 @@ void gemm_bf16_amx(bool ta, bool tb, int m, int n, int k, float alpha, const bf1
     for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
     __asm__ volatile("ldtilecfg %0" ::"m"(cfg) : "memory");
 
-    /* Even KC slices (whole tiles): 576 is 288 + 288, not 512 + 64. */
-    const int slices = (k + KC - 1) / KC;
-    const int kc_even = (int)up((size_t)((k + slices - 1) / slices), 32);
+    static const block_fn blocks[2][2] = {{block_1x1, block_1x2}, {block_2x1, block_2x2}};
+    const plan pl = plan_for(m, n, k);
     bf16 *a_pack = (bf16 *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-    bf16 *b_pack = a_pack + up(up((size_t)min_int(m, MC), 32) * (size_t)min_int(kc_even, KC), 32);
+    bf16 *b_pack = a_pack + up(pl.a_once ? pl.a_all : pl.a_block, 32);
+    const size_t a_slice = up((size_t)m, 32) * (size_t)pl.kc; /* a_once: one slice of A */
     for (int j0 = 0; j0 < n; j0 += NC) {
         const int nc = min_int(n - j0, NC);
-        for (int p0 = 0; p0 < k; p0 += kc_even) {
-            const int kc = min_int(k - p0, kc_even), steps = (kc + 31) / 32;
+        for (int p0 = 0, sl = 0; p0 < k; p0 += pl.kc, sl++) {
+            const int kc = min_int(k - p0, pl.kc), steps = (kc + 31) / 32;
             const float beta_here = p0 == 0 ? beta : 1.0f; /* later slices add to C */
             const epilogue e = {alpha == 1.0f && (beta_here == 0.0f || beta_here == 1.0f),
                                 alpha == 1.0f && beta_here == 1.0f, alpha, beta_here};
-            pack_b(tb, b, ldb, j0, nc, p0, kc, steps, b_pack);
+            bjob job = bjob_make(tb, b, ldb, j0, nc, p0, kc, b_pack);
+            bjob_run(&job, job.units);
             for (int i0 = 0; i0 < m; i0 += MC) {
                 const int mc = min_int(m - i0, MC);
-                pack_a(ta, a, lda, i0, mc, p0, kc, steps, a_pack);
+                const bf16 *ap;
+                if (pl.a_once) {
+                    bf16 *dst = a_pack + sl * a_slice + (size_t)i0 * steps * 32;
+                    if (j0 == 0) pack_a(ta, a, lda, i0, mc, p0, kc, steps, dst);
+                    ap = dst;
+                } else {
+                    pack_a(ta, a, lda, i0, mc, p0, kc, steps, a_pack);
+                    ap = a_pack;
+                }
                 for (int js = 0; js < nc; js += 32) {
                     const int cols = min_int(nc - js, 32);
                     const bf16 *bs = b_pack + (size_t)(js / 32) * 16 * steps * SLIVER_ROW;
                     for (int ir = 0; ir < mc; ir += 32) {
                         const int rows = min_int(mc - ir, 32);
-                        const bf16 *a0 = a_pack + (size_t)ir * steps * 32;
-                        const bf16 *a1 = a0 + (size_t)steps * TILE_BF16;
-                        float *cb = c + (size_t)(i0 + ir) * ldc + j0 + js;
-                        if (rows > 16 && cols > 16)
-                            block_2x2(steps, a0, a1, bs, cb, ldc, rows, cols, e);
-                        else if (rows > 16)
-                            block_2x1(steps, a0, a1, bs, cb, ldc, rows, cols, e);
-                        else if (cols > 16)
-                            block_1x2(steps, a0, a1, bs, cb, ldc, rows, cols, e);
-                        else
-                            block_1x1(steps, a0, a1, bs, cb, ldc, rows, cols, e);
+                        const bf16 *a0 = ap + (size_t)ir * steps * 32;
+                        blocks[rows > 16][cols > 16](steps, a0, a0 + (size_t)steps * TILE_BF16,
+                                                     bs, c + (size_t)(i0 + ir) * ldc + j0 + js,
+                                                     ldc, rows, cols, e);
                     }
                 }
             }
