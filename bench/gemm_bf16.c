@@ -243,7 +243,7 @@ static void run_shape(const shape *x, int iters, summary *sum)
     printf("{\"shape\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"bf16_amx\": %.1f, "
            "\"bf16_avx512bf16\": %.1f, \"bf16_portable\": %.1f, \"fp32_own\": %.1f, "
            "\"fp32_openblas\": %.1f, \"bf16_over_openblas\": %.2f, \"bf16_over_own\": %.2f, "
-           "\"amx_of_peak\": %.2f}\n",
+           "\"amx_of_peak\": %.3f}\n",
            x->what, x->m, x->n, x->k, g[2], g[1], g[0], g[3], g[4], best / g[4], best / g[3],
            amx_peak > 0 ? g[2] / amx_peak : 0.0);
     fflush(stdout);
@@ -258,7 +258,7 @@ static void run_table(const char *name, const shape *xs, size_t count, int iters
     summary s = {0};
     for (size_t i = 0; i < count; i++) run_shape(&xs[i], iters, &s);
     printf("{\"table\": \"%s\", \"geomean_bf16_over_openblas\": %.2f, "
-           "\"geomean_bf16_over_own\": %.2f, \"geomean_amx_of_peak\": %.2f}\n",
+           "\"geomean_bf16_over_own\": %.2f, \"geomean_amx_of_peak\": %.3f}\n",
            name, exp(s.over_blas / s.n), exp(s.over_own / s.n),
            s.n_amx ? exp(s.amx_frac / s.n_amx) : 0.0);
 }
