@@ -24,7 +24,13 @@ size_t gemm_bf16_workspace(int m, int n, int k)
     const size_t kc = up((size_t)min_int(k, KC), 2);
     const size_t a = up((size_t)min_int(m, MC), MR) * kc * sizeof(bf16);
     const size_t b = up((size_t)min_int(n, NC), NR) * kc * sizeof(bf16);
-    return 64 + up(a, 64) + b; /* 64: room to align the start */
+    const size_t own = 64 + up(a, 64) + b; /* 64: room to align the start */
+#if PCNN_GEMM_BF16_AMX
+    const size_t amx = gemm_bf16_amx_workspace(m, n, k);
+    return amx > own ? amx : own;
+#else
+    return own;
+#endif
 }
 
 /* ---- paths ---- */
@@ -46,6 +52,32 @@ static bool vector_packing(void)
 #endif
 }
 
+/* AMX needs the kernel's permission for tile state: asked once, on first
+ * need; `amx_note` says why not when refused. */
+static bool amx_ok;
+static const char *amx_note = "";
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+
+static void amx_probe(void)
+{
+#if PCNN_GEMM_BF16_AMX
+    const cpu_features *f = cpu_features_get();
+    const char *deny = getenv("PCNN_BF16_AMX_DENY");
+    if (!f->amx_tile || !f->amx_bf16)
+        amx_note = "amx: not on this CPU";
+    else if (!vector_packing())
+        amx_note = "amx: needs AVX-512 for its packs, absent";
+    else if (deny && *deny && strcmp(deny, "0") != 0)
+        amx_note = "amx: tile state refused (PCNN_BF16_AMX_DENY)";
+    else if (!cpu_request_amx())
+        amx_note = "amx: Linux refused tile state (arch_prctl)";
+    else
+        amx_ok = true;
+#else
+    amx_note = "amx: not built for this target";
+#endif
+}
+
 bool gemm_bf16_path_available(gemm_bf16_path p)
 {
     switch (p) {
@@ -53,12 +85,13 @@ bool gemm_bf16_path_available(gemm_bf16_path p)
 #if PCNN_GEMM_BF16_AVX512
     case GEMM_BF16_AVX512BF16: return cpu_features_get()->avx512_bf16 && vector_packing();
 #endif
-    default: return false; /* AMX: not built */
+    case GEMM_BF16_AMX: pthread_once(&amx_once, amx_probe); return amx_ok;
+    default: return false;
     }
 }
 
 static gemm_bf16_path chosen;
-static char why[160];
+static char why[224];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void decide(void)
@@ -73,15 +106,20 @@ static void decide(void)
     int p = want;
     while (p > 0 && !gemm_bf16_path_available((gemm_bf16_path)p)) p--;
     chosen = (gemm_bf16_path)p;
+    /* Passed over AMX: say why (no CPU support, or refused tile state). */
+    const char *sep = want == GEMM_BF16_AMX && p != want ? "; " : "";
+    const char *note = *sep ? amx_note : "";
     if (named && p == want)
         snprintf(why, sizeof why, "bf16 GEMM %s (PCNN_BF16_PATH=%s)", names[p], env);
     else if (named)
-        snprintf(why, sizeof why, "bf16 GEMM %s (PCNN_BF16_PATH=%s: not on this CPU or build)",
-                 names[p], env);
+        snprintf(why, sizeof why, "bf16 GEMM %s (PCNN_BF16_PATH=%s unavailable: %s)", names[p],
+                 env, *sep ? note : "not on this CPU or build");
     else if (env && *env && strcmp(env, "auto") != 0)
-        snprintf(why, sizeof why, "bf16 GEMM %s (PCNN_BF16_PATH=%s unknown: auto)", names[p], env);
+        snprintf(why, sizeof why, "bf16 GEMM %s (PCNN_BF16_PATH=%s unknown: auto%s%s)", names[p],
+                 env, sep, note);
     else
-        snprintf(why, sizeof why, "bf16 GEMM %s (the best this CPU runs)", names[p]);
+        snprintf(why, sizeof why, "bf16 GEMM %s (the best this CPU runs%s%s)", names[p], sep,
+                 note);
 }
 
 gemm_bf16_path gemm_bf16_path_get(void)
@@ -220,6 +258,12 @@ bool gemm_bf16_serial_on(gemm_bf16_path path, bool ta, bool tb, int m, int n, in
         return true;
     }
     if (!ws || ws_bytes < gemm_bf16_workspace(m, n, k)) return false;
+#if PCNN_GEMM_BF16_AMX
+    if (path == GEMM_BF16_AMX) {
+        gemm_bf16_amx(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws);
+        return true;
+    }
+#endif
     gemm_bf16_tile_fn tile = gemm_bf16_tile_portable;
 #if PCNN_GEMM_BF16_AVX512
     if (path == GEMM_BF16_AVX512BF16) tile = gemm_bf16_tile_avx512;

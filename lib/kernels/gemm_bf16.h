@@ -8,15 +8,30 @@
  * packed as pairs along k, the operand layout of vdpbf16ps: a KC x NC
  * panel of op(B), NR-wide slivers of k-pairs, and an MC x KC block of
  * op(A), MR-row panels of k-pairs; an odd k is padded with a zero.  The
- * packs live in a workspace the caller provides (gemm_bf16_workspace), so
- * a call allocates nothing.
+ * packs live in a workspace the caller provides (gemm_bf16_workspace, the
+ * largest any path needs), so a call allocates nothing.
  *
  * Paths, chosen at run time by cpuid:
+ *   amx         tdpbf16ps on 16 x 16 fp32 tiles (Intel Sapphire Rapids and
+ *               later; gemm_bf16_amx.c): 32 x 32 blocks of C in four
+ *               tiles, op(B) in the same pair slivers padded to whole
+ *               tiles of 16 k-pairs, op(A) in 16-row tiles of 32 k, its
+ *               own KC/MC/NC below.  Needs Linux's permission for tile
+ *               state (arch_prctl, asked once per process, cpu_features.h);
+ *               refused, the path is unavailable and the choice falls to
+ *               the next one, `why` saying so.  Each call (each OpenMP
+ *               thread) loads its own tile configuration and releases the
+ *               tiles on return.
  *   avx512bf16  vdpbf16ps (AMD Zen 4/5, Intel Cooper Lake and later)
  *   portable    the same packs, fp32 arithmetic in C, on any CPU.
- * The products of two bf16 are exact in fp32, so both paths differ only in
- * the order of fp32 additions (and vdpbf16ps flushes subnormals).  AMX is
- * not built yet: PCNN_BF16_PATH=amx falls back to the best path present. */
+ * The products of two bf16 are exact in fp32, so the paths differ only in
+ * the order of fp32 additions (and vdpbf16ps and tdpbf16ps treat
+ * subnormal inputs and results as zero): avx512bf16 gives the portable
+ * bits on normal numbers; amx adds C to the tile before the products
+ * (alpha 1, beta 0 or 1) and sums inside tdpbf16ps in its own order, so it
+ * agrees with the others to fp32 rounding (the unit test's bound).
+ *
+ * PCNN_BF16_AMX_DENY=1 (tests): behave as if Linux refused tile state. */
 #ifndef PCNN_GEMM_BF16_H
 #define PCNN_GEMM_BF16_H
 
@@ -34,12 +49,12 @@
 typedef enum gemm_bf16_path {
     GEMM_BF16_PORTABLE = 0,
     GEMM_BF16_AVX512BF16 = 1,
-    GEMM_BF16_AMX = 2, /* reserved: not built, never available */
+    GEMM_BF16_AMX = 2,
     GEMM_BF16_PATHS
 } gemm_bf16_path;
 
-/* Bytes of workspace one serial call of this shape needs (64-byte aligned
- * inside it; any pointer will do). */
+/* Bytes of workspace one serial call of this shape needs on any path
+ * (64-byte aligned inside it; any pointer will do). */
 size_t gemm_bf16_workspace(int m, int n, int k);
 
 /* Whether this CPU (and build) runs a path; the path the library takes:
@@ -84,6 +99,26 @@ void gemm_bf16_interleave_avx512(const bf16 *r0, const bf16 *r1, int n, bf16 *ds
 void gemm_bf16_pack_bt_avx512(const bf16 *src, int ld32, int cols, int pairs, bf16 *dst);
 #else
 #define PCNN_GEMM_BF16_AVX512 0
+#endif
+
+/* The AMX path's blocking: KC a multiple of 32 (whole tiles of k), MC and
+ * NC multiples of 32 (the 32 x 32 block).  A deep KC writes C once for
+ * the convolutions' k = 9 C_in; one 32-row A block against a 256-column
+ * B panel keeps both in L2 (2 MiB) at that depth (measured best of KC
+ * 512..4096, MC 32..256, NC 128..1024).  Its own workspace need; the
+ * product itself (gemm_bf16_amx.c), to be called only when
+ * gemm_bf16_path_available(GEMM_BF16_AMX), with m, n, k > 0, alpha != 0
+ * and gemm_bf16_amx_workspace(m, n, k) bytes at ws. */
+#if PCNN_GEMM_BF16_AVX512 && defined(__linux__)
+#define PCNN_GEMM_BF16_AMX 1
+#define GEMM_BF16_AMX_KC 2304
+#define GEMM_BF16_AMX_MC 32
+#define GEMM_BF16_AMX_NC 256
+size_t gemm_bf16_amx_workspace(int m, int n, int k);
+void gemm_bf16_amx(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const bf16 *a,
+                   int lda, const bf16 *b, int ldb, float beta, float *c, int ldc, void *ws);
+#else
+#define PCNN_GEMM_BF16_AMX 0
 #endif
 
 #endif
