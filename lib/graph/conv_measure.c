@@ -83,23 +83,34 @@ static void time_layer(pcnn_net *net, pcnn_layer *l, bool skip, double values[CO
     conv_measure_adjust(values);
 }
 
-/* The pick from the ranks' mean timings, or the rules' choice when skipped. */
+/* Switch l to algorithm a for good (-1: its rules' choice), and count
+ * what that frees. */
+static void switch_to(pcnn_net *net, pcnn_layer *l, int a, const char *why)
+{
+    const size_t had = l->buffer_bytes;
+    l->ops->use_algorithm(l, a, why);
+    net->memory_part[PCNN_MEMORY_WORKSPACE] -= had - l->buffer_bytes;
+    net->memory_bytes -= had - l->buffer_bytes;
+}
+
+/* The pick from the ranks' mean timings, or the rules' choice when some
+ * rank skipped the layer. */
 static void settle(pcnn_net *net, pcnn_layer *l, const double mean[CONV_ALGO_SLOTS], bool timed)
 {
     conv_choice rules = {0};
     int algos[CONV_MAX_CANDIDATES];
     rules.num_candidates = l->ops->candidates(l, algos);
     for (int i = 0; i < rules.num_candidates; i++) rules.candidates[i] = (conv_algorithm)algos[i];
-    l->ops->use_algorithm(l, -1, NULL); /* back to the rules' choice */
+    l->ops->use_algorithm(l, -1, NULL); /* to learn the rules' choice */
     rules.algorithm = (conv_algorithm)l->algorithm;
-    if (!timed) return;
+    if (!timed) {
+        switch_to(net, l, -1, "");
+        return;
+    }
     const conv_algorithm pick = conv_measure_pick(&rules, mean);
     char why[64];
     conv_measure_reason(&rules, pick, mean, why, sizeof why);
-    const size_t had = l->buffer_bytes;
-    l->ops->use_algorithm(l, (int)pick, why); /* may free a candidate's buffer */
-    net->memory_part[PCNN_MEMORY_WORKSPACE] -= had - l->buffer_bytes;
-    net->memory_bytes -= had - l->buffer_bytes;
+    switch_to(net, l, (int)pick, why);
     l->decision.measured = true;
     memcpy(l->decision.measured_ms, mean, sizeof l->decision.measured_ms);
 }

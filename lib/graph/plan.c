@@ -295,7 +295,8 @@ static void plan_decide(pcnn_net *net, plan_ctx *p)
                     .conv_algorithm = net->opt.conv_algorithm,
                     .sync_batchnorm = net->opt.sync_batchnorm,
                     .conv3d_col_budget = net->opt.conv3d_col_budget,
-                    .measure = conv_measure_enabled()};
+                    /* a spatial network's twins run boxes: their rules decide */
+                    .measure = conv_measure_enabled() && !net_is_spatial(net)};
     if (!net_is_spatial(net)) plan_fusion(net); /* twins run unfused */
     /* Decide first (pure, see layer.h), then allocate what was decided. */
     for (int i = 0; i < net->layers.count; i++)

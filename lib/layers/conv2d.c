@@ -111,7 +111,7 @@ static void conv_use_algorithm(pcnn_layer *l, int algorithm, const char *why)
             p->col = NULL;
             l->buffer_bytes -= conv_col_floats(p, p->geom.batch) * sizeof(float);
         }
-        snprintf(p->choice.reason, sizeof p->choice.reason, "%s", why);
+        if (why[0]) snprintf(p->choice.reason, sizeof p->choice.reason, "%s", why);
         conv_choice_describe(&p->choice, l->decision.kernel, sizeof l->decision.kernel);
     }
     l->algorithm = (int)p->choice.algorithm;

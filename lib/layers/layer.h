@@ -122,8 +122,9 @@ typedef struct layer_ops {
 
     /* Switch to one of those candidates (finalize only, after setup):
      * forward and backward then run it; -1: back to the rules' choice.
-     * why: the measured reason for the summary, or NULL while the graph
-     * times it. */
+     * why: NULL while the graph times it; else final (buffers only other
+     * candidates need may go), the measured reason for the summary or ""
+     * to keep the rules' reason. */
     void (*use_algorithm)(pcnn_layer *l, int algorithm, const char *why);
 
     /* Allocate the layer's own persistent buffers (kept im2col matrix, pool
