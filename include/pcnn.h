@@ -1862,9 +1862,10 @@ extern "C" {
  * their thresholds move by about half their resolution either way) and a
  * 2D convolution's three passes on the local batch come to 150 MFLOP or
  * more, finalize times every algorithm that applies (one warm-up, then the
- * least of two forward + backward runs on the layer's own buffers; layers
- * of the same shape share one timing; at most 300 ms per finalize, later
- * layers keep the rules), sums each algorithm's time over the ranks, and
+ * least of two forward + backward runs on the layer's own buffers, or the
+ * warm-up alone where two would not fit; layers of the same shape share
+ * one timing; at most 500 ms per finalize: a layer that would overrun it
+ * keeps its rules), sums each algorithm's time over the ranks, and
  * every rank takes the fastest (a tie keeps the rules' choice).  The ranks
  * therefore compute the same bits whatever their own timings;
  * pcnn_net_summary shows the means, e.g. "[taps 1.59 ms vs gemm 3.04,

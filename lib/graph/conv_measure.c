@@ -6,8 +6,8 @@
  * bits everywhere, within PCNN_OPT_TIMEOUT_MS), and switch every rank to
  * the pick of strategy/conv_measure.h.  A layer identical to one measured
  * before (kind, configuration, shapes, candidates) takes its result
- * without timing.  Once the budget is spent a rank times nothing more and
- * says so; a layer that any rank skipped keeps its rules' choice.  Only
+ * without timing.  A rank times no layer that would overrun the budget
+ * and says so; a layer that any rank skipped keeps its rules' choice.  Only
  * data-parallel networks: a spatial network's twins run boxes of their
  * own and keep their rules. */
 #include <math.h>
@@ -50,27 +50,33 @@ static const pcnn_layer *measured_twin(const pcnn_net *net, const pcnn_layer *l)
     return NULL;
 }
 
-/* ms of one forward + backward of algorithm a, the least of the timed runs. */
-static double time_algorithm(pcnn_layer *l, int a, const run_ctx *ctx, float *const dx[])
+/* ms of one forward + backward of algorithm a: the least of `runs` after
+ * a warm-up, or the warm-up's own time when runs is 0. */
+static double time_algorithm(pcnn_layer *l, int a, int runs, const run_ctx *ctx,
+                             float *const dx[])
 {
     l->ops->use_algorithm(l, a, NULL);
     double best = INFINITY;
-    for (int r = 0; r <= MEASURE_RUNS; r++) {
+    for (int r = 0; r <= runs; r++) {
         const double t0 = omp_get_wtime();
         l->ops->forward(l, ctx);
         l->ops->backward(l, ctx, dx);
         const double t = (omp_get_wtime() - t0) * 1e3;
-        if (r > 0 && t < best) best = t; /* run 0 warms caches and pages */
+        if ((r > 0 || runs == 0) && t < best) best = t; /* run 0 warms caches and pages */
     }
     return best;
 }
 
-/* values[0]: 1 when this rank skipped the layer; values[a]: ms of algorithm a. */
-static void time_layer(pcnn_net *net, pcnn_layer *l, bool skip, double values[CONV_ALGO_SLOTS])
+/* values[0]: 1 when this rank skipped the layer; values[a]: ms of
+ * algorithm a.  left_ms: what remains of the budget.  The first
+ * candidate's warm-up sizes the rest: a layer whose candidates would not
+ * fit once each is skipped, one that fits only once each runs once. */
+static void time_layer(pcnn_net *net, pcnn_layer *l, double left_ms,
+                       double values[CONV_ALGO_SLOTS])
 {
     memset(values, 0, CONV_ALGO_SLOTS * sizeof *values);
-    values[0] = skip ? 1.0 : 0.0;
-    if (skip) return;
+    values[0] = 1.0;
+    if (left_ms <= 0.0) return;
     int algos[CONV_MAX_CANDIDATES];
     const int n = l->ops->candidates(l, algos);
     pcnn_layer *in = l->inputs[0];
@@ -79,7 +85,12 @@ static void time_layer(pcnn_net *net, pcnn_layer *l, bool skip, double values[CO
     float *dx[LAYER_MAX_INPUTS] = {layer_is_input(in) ? NULL : in->dy};
     const run_ctx ctx = {.n = net->max_batch, .train = true, .threads = net->threads,
                          .seed = net->opt.seed, .workspace = net->workspace};
-    for (int i = 0; i < n; i++) values[algos[i]] = time_algorithm(l, algos[i], &ctx, dx);
+    const double first = time_algorithm(l, algos[0], 0, &ctx, dx);
+    if (first * n > left_ms) return;
+    const int runs = first * n * (1 + MEASURE_RUNS) <= left_ms ? MEASURE_RUNS : 0;
+    values[algos[0]] = runs ? time_algorithm(l, algos[0], runs, &ctx, dx) : first;
+    for (int i = 1; i < n; i++) values[algos[i]] = time_algorithm(l, algos[i], runs, &ctx, dx);
+    values[0] = 0.0;
     conv_measure_adjust(values);
 }
 
@@ -129,9 +140,9 @@ pcnn_status net_measure_layers(pcnn_net *net, const plan_ctx *p)
             settle(net, l, seen->decision.measured_ms, true);
             continue;
         }
-        const bool spent = (omp_get_wtime() - start) * 1e3 > conv_measure_budget_ms();
+        const double left = conv_measure_budget_ms() - (omp_get_wtime() - start) * 1e3;
         double values[CONV_ALGO_SLOTS];
-        time_layer(net, l, spent, values);
+        time_layer(net, l, left, values);
         if (net->comm)
             TRY(net_agree_sum(net, AGREE_LATER, PCNN_OK, values, CONV_ALGO_SLOTS,
                               "pcnn_net_finalize"));
