@@ -1864,8 +1864,9 @@ extern "C" {
  * more, finalize times every algorithm that applies (one warm-up, then the
  * least of two forward + backward runs on the layer's own buffers, or the
  * warm-up alone where two would not fit; layers of the same shape share
- * one timing; at most 500 ms per finalize: a layer that would overrun it
- * keeps its rules), sums each algorithm's time over the ranks, and
+ * one timing; about 500 ms per finalize: the first layer that would overrun
+ * it, after one warm-up that shows it, and every layer after keep their
+ * rules), sums each algorithm's time over the ranks, and
  * every rank takes the fastest (a tie keeps the rules' choice).  The ranks
  * therefore compute the same bits whatever their own timings;
  * pcnn_net_summary shows the means, e.g. "[taps 1.59 ms vs gemm 3.04,

@@ -7,7 +7,9 @@
  * the pick of strategy/conv_measure.h.  A layer identical to one measured
  * before (kind, configuration, shapes, candidates) takes its result
  * without timing.  A rank times no layer that would overrun the budget
- * and says so; a layer that any rank skipped keeps its rules' choice.  Only
+ * (past it by one forward + backward at most: the warm-up that shows it)
+ * and no layer after, and says so; a layer that any rank skipped keeps its
+ * rules' choice.  Only
  * data-parallel networks: a spatial network's twins run boxes of their
  * own and keep their rules. */
 #include <math.h>
@@ -131,6 +133,7 @@ pcnn_status net_measure_layers(pcnn_net *net, const plan_ctx *p)
     if (!p->measure || net_is_spatial(net)) return PCNN_OK;
     const double start = omp_get_wtime();
     const int ranks = net->comm ? net->comm->size : 1;
+    bool spent = false;
     for (int i = 1; i < net->layers.count; i++) {
         pcnn_layer *l = net->layers.items[i];
         int algos[CONV_MAX_CANDIDATES];
@@ -140,9 +143,12 @@ pcnn_status net_measure_layers(pcnn_net *net, const plan_ctx *p)
             settle(net, l, seen->decision.measured_ms, true);
             continue;
         }
-        const double left = conv_measure_budget_ms() - (omp_get_wtime() - start) * 1e3;
+        /* Once one layer did not fit, none is tried: each try costs a run. */
+        const double left = spent ? 0.0
+                                  : conv_measure_budget_ms() - (omp_get_wtime() - start) * 1e3;
         double values[CONV_ALGO_SLOTS];
         time_layer(net, l, left, values);
+        spent = spent || values[0] != 0.0;
         if (net->comm)
             TRY(net_agree_sum(net, AGREE_LATER, PCNN_OK, values, CONV_ALGO_SLOTS,
                               "pcnn_net_finalize"));
