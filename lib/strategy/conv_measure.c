@@ -11,6 +11,9 @@
 #ifdef PCNN_FAULT_INJECTION
 static double debug_scale[CONV_ALGO_SLOTS];
 static bool debug_on, debug_any_size;
+static double debug_budget = -1.0;
+
+void conv_measure_debug_budget(double ms) { debug_budget = ms; }
 
 void conv_measure_debug(const double scale[CONV_ALGO_SLOTS], bool any_size)
 {
@@ -43,7 +46,13 @@ double conv_measure_floor_mflop(void)
     return strategy_table.measure_min_mflop;
 }
 
-double conv_measure_budget_ms(void) { return strategy_table.measure_budget_ms; }
+double conv_measure_budget_ms(void)
+{
+#ifdef PCNN_FAULT_INJECTION
+    if (debug_budget >= 0.0) return debug_budget;
+#endif
+    return strategy_table.measure_budget_ms;
+}
 
 static const char *algorithm_name(conv_algorithm a)
 {

@@ -41,8 +41,11 @@ void conv_measure_adjust(double ms[CONV_ALGO_SLOTS]);
 #ifdef PCNN_FAULT_INJECTION
 /* Test hook (internal builds only): multiply this process's timings of
  * each algorithm by scale[algorithm] before the ranks combine them, and
- * with any_size time layers below the floor too.  NULL scale: off. */
+ * with any_size time layers below the floor too.  NULL scale: off.
+ * conv_measure_debug_budget: the budget in ms instead of the table's
+ * (negative: the table's). */
 void conv_measure_debug(const double scale[CONV_ALGO_SLOTS], bool any_size);
+void conv_measure_debug_budget(double ms);
 #endif
 
 #endif

@@ -3,7 +3,8 @@
  * fastest candidate; ties to the rules' choice, then the lower algorithm;
  * a broken timing leaves the rules'), candidates appear only where the
  * rules are unsure, big enough and automatic, and a finalized network
- * takes the pick and shows the times behind it. */
+ * takes the pick and shows the times behind it, or keeps the rules' choice
+ * when the budget does not cover the layer. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdio.h>
@@ -78,8 +79,9 @@ static void check_candidates(void)
 
 /* One unsure layer (64 -> 64, 8x8) in a network: with the test hook making
  * `slow` 1e6 times slower, the pick avoids it and the summary says so. */
-static void check_network(conv_algorithm slow, const char *want)
+static void check_network(conv_algorithm slow, const char *want, double budget_ms)
 {
+    conv_measure_debug_budget(budget_ms);
     double scale[4] = {1, 1, 1, 1};
     scale[slow] = 1e6;
     if (slow == CONV_ALGO_DIRECT) scale[CONV_ALGO_TAPS] = 1e6; /* GEMM must win */
@@ -98,10 +100,13 @@ static void check_network(conv_algorithm slow, const char *want)
     CK(pcnn_net_summary(net, text, sizeof text, NULL));
     const char *line = strstr(text, "conv2d");
     const char *mark = line ? strchr(line, '[') : NULL;
-    EXPECT(mark && strncmp(mark + 1, want, strlen(want)) == 0 && strstr(mark, "(measured)"),
-           "slow %d: want [%s..(measured)]: %s", (int)slow, want, line ? line : text);
+    const bool measured = mark && strstr(mark, "(measured)");
+    EXPECT(mark && strncmp(mark + 1, want, strlen(want)) == 0 && measured == (budget_ms != 0),
+           "slow %d budget %g: want [%s..%s]: %s", (int)slow, budget_ms, want,
+           budget_ms != 0 ? "(measured)" : "", line ? line : text);
     pcnn_net_destroy(&net);
     conv_measure_debug(NULL, false);
+    conv_measure_debug_budget(-1.0);
 }
 
 int main(void)
@@ -109,8 +114,10 @@ int main(void)
     check_pick();
     check_candidates();
     if (direct_conv_available()) {
-        check_network(CONV_ALGO_DIRECT, "gemm ");
-        check_network(CONV_ALGO_GEMM, "");
+        check_network(CONV_ALGO_DIRECT, "gemm ", -1.0);
+        check_network(CONV_ALGO_GEMM, "", -1.0);
+        /* No budget: the warm-up shows the layer does not fit, the rules decide. */
+        check_network(CONV_ALGO_DIRECT, "direct (grid 79 % useful)", 0.0);
     }
     if (failures) printf("%d failures\n", failures);
     else printf("all passed\n");
