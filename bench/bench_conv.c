@@ -9,7 +9,7 @@
  * 1 = im2col + GEMM) prints the forward + backward milliseconds per step
  * (pcnn_net_time, best of ITERS rounds) and the nominal GFLOP/s of both
  * (2 per multiply-add; backward counts twice the forward, padding taps
- * included). */
+ * included), then the automatic choice as pcnn_net_summary gives it. */
 #define PCNN_EXPERIMENTAL /* PCNN_OPT_CONV_ALGORITHM: pcnn.h section 9 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +84,15 @@ static void run(const shape *s, int threads, int iters)
         printf(" | %s %6.2f + %6.2f ms %4.0f GF/s", names[a], t[0] * 1e3, t[1] * 1e3,
                3 * gflop / (t[0] + t[1]));
     }
-    printf("\n");
+    /* The automatic choice as the summary gives it (measured where the
+     * rules are unsure, unless PCNN_CONV_MEASURE=0). */
+    pcnn_net *net = build(s, 0, threads);
+    static char text[8192];
+    CHECK(pcnn_net_summary(net, text, sizeof text, NULL));
+    pcnn_net_destroy(&net);
+    const char *line = strstr(text, "\n2 "), *mark = line ? strchr(line, '[') : NULL;
+    const size_t len = mark ? strcspn(mark + 1, ";]\n") : 0;
+    printf(" | auto %.*s\n", (int)len, mark ? mark + 1 : "");
     fflush(stdout);
 }
 

@@ -205,7 +205,9 @@ typedef enum pcnn_option {
      * Reproducibility.  Bitwise: the same network, seed, data, number of
      * ranks and number of threads on the same machine and OpenBLAS give the
      * same bits run after run (losses, gradients, parameters, checkpoints),
-     * whatever the timing of threads and messages.  Not bitwise: another
+     * whatever the timing of threads and messages -- except where finalize
+     * measured a convolution's algorithm (PCNN_OPT_CONV_ALGORITHM says
+     * where, and how to turn it off).  Not bitwise: another
      * thread count or number of ranks changes the order in which float sums
      * are combined (per-thread and per-rank partial sums), and may change
      * the convolution algorithm chosen at finalize (pcnn_net_summary shows
@@ -1889,7 +1891,27 @@ extern "C" {
  * 1: im2col + GEMM everywhere; 2: direct wherever it applies; 3: taps
  * wherever it applies.  Elsewhere 2 and 3 fall back to im2col + GEMM.
  * Results differ between algorithms in float rounding only.  Before
- * finalize. */
+ * finalize.
+ *
+ * Measured under 0: where those rules are unsure (another algorithm once
+ * their thresholds move by about half their resolution either way) and a
+ * 2D convolution's three passes on the local batch come to 150 MFLOP or
+ * more, finalize times every algorithm that applies (one warm-up, then the
+ * least of two forward + backward runs on the layer's own buffers, or the
+ * warm-up alone where two would not fit; layers of the same shape share
+ * one timing; about 500 ms per finalize: the first layer that would overrun
+ * it, after one warm-up that shows it, and every layer after keep their
+ * rules), sums each algorithm's time over the ranks, and
+ * every rank takes the fastest (a tie keeps the rules' choice).  The ranks
+ * therefore compute the same bits whatever their own timings;
+ * pcnn_net_summary shows the means, e.g. "[taps 1.59 ms vs gemm 3.04,
+ * direct 1.83 (measured)]".  The workspace is sized for every candidate,
+ * a kept im2col matrix freed when GEMM loses.  Timings vary from run to
+ * run, so two runs may choose differently and then agree to float rounding
+ * only: for bitwise reproducibility across runs set an algorithm here, or
+ * the environment variable PCNN_CONV_MEASURE=0 (the rules decide every
+ * layer, nothing is timed).  Not yet measured: 3D convolutions and the
+ * boxes of a spatial network (their rules decide). */
 #define PCNN_OPT_CONV_ALGORITHM PCNN_OPT_EXPERIMENTAL_5
 
 /* 9.2 Spatial and hybrid parallelism ------------------------------------- */

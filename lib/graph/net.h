@@ -141,6 +141,10 @@ pcnn_status net_forward_layers(pcnn_net *net, int n, int from, int to);
 /* Release everything finalize allocated, after stopping the exchange (also
  * rolls back a failed finalize). */
 void net_release_plan(pcnn_net *net);
+/* Finalize's phase after the buffers: time the layers whose rules were
+ * unsure and switch them to the fastest, agreed across ranks
+ * (graph/conv_measure.c). */
+pcnn_status net_measure_layers(pcnn_net *net, const plan_ctx *p);
 
 /* Finalize's check that every rank built the same network with the same
  * settings (graph/fingerprint.c): PCNN_ERR_MISMATCH naming the option or

@@ -10,6 +10,7 @@
 #include "../layers/batchnorm.h"
 #include "../layers/dense.h"
 #include "../parallel/decomp.h"
+#include "../strategy/conv_measure.h"
 #include "../strategy/exchange_choice.h"
 #include "net.h"
 #include "spatial.h"
@@ -294,7 +295,9 @@ static void plan_decide(pcnn_net *net, plan_ctx *p)
                     .conv_algorithm = net->opt.conv_algorithm,
                     .sync_batchnorm = net->opt.sync_batchnorm,
                     .conv3d_col_budget = net->opt.conv3d_col_budget,
-                    .precision = net->opt.precision};
+                    .precision = net->opt.precision,
+                    /* a spatial network's twins run boxes: their rules decide */
+                    .measure = conv_measure_enabled() && !net_is_spatial(net)};
     if (!net_is_spatial(net)) plan_fusion(net); /* twins run unfused */
     /* Decide first (pure, see layer.h), then allocate what was decided. */
     for (int i = 0; i < net->layers.count; i++)
@@ -401,7 +404,7 @@ static pcnn_status plan_scratch(pcnn_net *net, const plan_ctx *p)
 typedef pcnn_status (*plan_phase)(pcnn_net *net, const plan_ctx *p);
 
 static const plan_phase plan_phases[] = {plan_parameters, plan_optimizer, plan_activations,
-                                         plan_scratch, spatial_plan};
+                                         plan_scratch, net_measure_layers, spatial_plan};
 
 pcnn_status net_exchange_start(pcnn_net *net, exchange *x, const char *func)
 {

@@ -32,43 +32,105 @@ static pixel_conv pixel_geometry(const conv_priv *p, int n)
 
 /* The direct algorithm with a stride: the channel-lane forward and the
  * direct dW on a strided grid, GEMM bands for dx. */
-static bool strided_direct(const conv_priv *p)
+static bool strided_direct(const conv_priv *p, const conv_choice *c)
 {
-    return p->choice.algorithm == CONV_ALGO_DIRECT && p->stride > 1;
+    return c->algorithm == CONV_ALGO_DIRECT && p->stride > 1;
 }
 
-static size_t conv_workspace(const pcnn_layer *l, const plan_ctx *pc)
+static size_t choice_workspace(const conv_priv *p, const conv_choice *c, const plan_ctx *pc)
 {
-    const conv_priv *p = l->priv;
     const int threads = pc->threads > 0 ? pc->threads : 1;
-    if (p->choice.algorithm == CONV_ALGO_TAPS) {
+    if (c->algorithm == CONV_ALGO_TAPS) {
         const pixel_conv s = pixel_geometry(p, pc->max_batch);
         return conv_taps_workspace_floats(&s);
     }
     if (p->pointwise) return 0;
-    if (strided_direct(p)) {
+    if (strided_direct(p, c)) {
         /* The direct forward and dW, then dx in GEMM bands (no col kept). */
         const size_t direct = conv_strided_workspace(p, pc->max_batch, threads);
         const size_t bands = conv_gemm_workspace(p, pc->max_batch, true, threads);
         return direct > bands ? direct : bands;
     }
-    if (p->choice.algorithm == CONV_ALGO_DIRECT)
+    if (c->algorithm == CONV_ALGO_DIRECT)
         return conv_direct_workspace(p, pc->max_batch, threads);
-    return conv_gemm_workspace(p, pc->max_batch, p->choice.keep_col, threads);
+    return conv_gemm_workspace(p, pc->max_batch, c->keep_col, threads);
+}
+
+/* The choice of a forced algorithm a on the layer's geometry. */
+static conv_choice forced_choice(const conv_priv *p, conv_algorithm a)
+{
+    conv_choice c;
+    conv_decide(&p->geom, a, &c);
+    return c;
+}
+
+/* The decided algorithm's, or the most any candidate needs. */
+static size_t conv_workspace(const pcnn_layer *l, const plan_ctx *pc)
+{
+    const conv_priv *p = l->priv;
+    size_t need = choice_workspace(p, &p->choice, pc);
+    for (int i = 0; i < p->rules.num_candidates; i++) {
+        const conv_choice c = forced_choice(p, p->rules.candidates[i]);
+        const size_t w = choice_workspace(p, &c, pc);
+        if (w > need) need = w;
+    }
+    return need;
 }
 
 /* Decide the algorithm from the layer's geometry alone (allocates nothing). */
 static void conv_decide_layer(pcnn_layer *l, const plan_ctx *pc)
 {
     conv_priv *p = l->priv;
-    const conv_geometry g = {.cin = p->cin, .cout = p->cout, .k = p->k, .stride = p->stride,
-                             .pad = p->pad, .h = p->h, .w = p->w, .batch = pc->max_batch,
-                             .threads = pc->threads > 0 ? pc->threads : 1,
-                             .keep_im2col = pc->keep_im2col,
-                             .direct_available = direct_conv_available()};
-    conv_decide(&g, (conv_algorithm)pc->conv_algorithm, &p->choice);
+    p->geom = (conv_geometry){.cin = p->cin, .cout = p->cout, .k = p->k, .stride = p->stride,
+                              .pad = p->pad, .h = p->h, .w = p->w, .batch = pc->max_batch,
+                              .threads = pc->threads > 0 ? pc->threads : 1,
+                              .keep_im2col = pc->keep_im2col,
+                              .direct_available = direct_conv_available(),
+                              .measure = pc->measure};
+    conv_decide(&p->geom, (conv_algorithm)pc->conv_algorithm, &p->rules);
+    p->choice = p->rules;
     conv_choice_describe(&p->choice, l->decision.kernel, sizeof l->decision.kernel);
     l->algorithm = (int)p->choice.algorithm;
+}
+
+static int conv_candidates(const pcnn_layer *l, int *algos)
+{
+    const conv_priv *p = l->priv;
+    for (int i = 0; i < p->rules.num_candidates; i++) algos[i] = (int)p->rules.candidates[i];
+    return p->rules.num_candidates;
+}
+
+static void conv_use_algorithm(pcnn_layer *l, int algorithm, const char *why)
+{
+    conv_priv *p = l->priv;
+    p->choice = algorithm < 0 || algorithm == (int)p->rules.algorithm ? p->rules
+                                                     : forced_choice(p, (conv_algorithm)algorithm);
+    if (why) { /* final: a kept matrix only GEMM reads goes */
+        if (!p->choice.keep_col && p->col) {
+            mem_free(p->col);
+            p->col = NULL;
+            l->buffer_bytes -= conv_col_floats(p, p->geom.batch) * sizeof(float);
+        }
+        if (why[0]) snprintf(p->choice.reason, sizeof p->choice.reason, "%s", why);
+        conv_choice_describe(&p->choice, l->decision.kernel, sizeof l->decision.kernel);
+    }
+    l->algorithm = (int)p->choice.algorithm;
+}
+
+/* Whether the decided algorithm or a candidate repacks the weights for
+ * the taps, or keeps the im2col matrix. */
+static bool any_taps(const conv_priv *p)
+{
+    for (int i = 0; i < p->rules.num_candidates; i++)
+        if (p->rules.candidates[i] == CONV_ALGO_TAPS) return true;
+    return p->choice.algorithm == CONV_ALGO_TAPS;
+}
+
+static bool any_keep_col(const conv_priv *p)
+{
+    for (int i = 0; i < p->rules.num_candidates; i++)
+        if (forced_choice(p, p->rules.candidates[i]).keep_col) return true;
+    return p->choice.keep_col;
 }
 
 /* A buffer the layer keeps from finalize to destroy, counted as its own. */
@@ -97,11 +159,11 @@ static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
                          "%s: max_batch %d x %dx%d outputs exceeds %d columns",
                          layer_name(l, name, sizeof name), pc->max_batch, p->ho, p->wo,
                          INT_MAX);
-    if (p->choice.algorithm == CONV_ALGO_TAPS) {
+    if (any_taps(p)) {
         const pixel_conv s = pixel_geometry(p, pc->max_batch);
-        return conv_buffer(l, conv_taps_weight_floats(&s), "repacked weights", &p->wt);
+        TRY(conv_buffer(l, conv_taps_weight_floats(&s), "repacked weights", &p->wt));
     }
-    if (!p->choice.keep_col) return PCNN_OK;
+    if (!any_keep_col(p)) return PCNN_OK;
     return conv_buffer(l, conv_col_floats(p, pc->max_batch), "im2col buffer", &p->col);
 }
 
@@ -121,7 +183,7 @@ static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
         const pixel_conv s = pixel_geometry(p, ctx->n);
         conv_taps_forward(&s, l->inputs[0]->y, l->params, conv_bias(l), p->wt, l->y,
                           ctx->workspace, ctx->threads);
-    } else if (strided_direct(p)) {
+    } else if (strided_direct(p, &p->choice)) {
         conv_strided_forward(l, ctx);
     } else if (p->choice.algorithm == CONV_ALGO_DIRECT) {
         conv_direct_forward(l, ctx);
@@ -137,10 +199,10 @@ static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
         const pixel_conv s = pixel_geometry(p, ctx->n);
         conv_taps_backward(&s, l->inputs[0]->y, l->dy, p->wt, l->grads, dx[0],
                            l->accumulate_dx[0], ctx->workspace, ctx->threads);
-    } else if (p->choice.algorithm == CONV_ALGO_DIRECT && !strided_direct(p)) {
+    } else if (p->choice.algorithm == CONV_ALGO_DIRECT && !strided_direct(p, &p->choice)) {
         conv_direct_backward(l, ctx, dx[0]);
     } else {
-        if (strided_direct(p))
+        if (strided_direct(p, &p->choice))
             conv_strided_weight_grad(l, ctx);
         else
             conv_gemm_weight_grad(l, ctx);
@@ -188,6 +250,8 @@ static const layer_ops conv_ops = {
     .kind = "conv2d",
     .workspace_floats = conv_workspace,
     .decide = conv_decide_layer,
+    .candidates = conv_candidates,
+    .use_algorithm = conv_use_algorithm,
     .setup = conv_setup,
     .init_params = conv_init,
     .forward = conv_forward,

@@ -18,6 +18,8 @@ typedef struct conv_priv {
     bool bias;
     bool pointwise; /* 1x1, stride 1, no padding: col == x */
     conv_choice choice; /* the algorithm and each pass's kernel (decide) */
+    conv_choice rules;  /* what the rules decided, with the candidates to time */
+    conv_geometry geom; /* what they decided from */
     int cin, h, w, ho, wo, ckk;
     float *col;  /* kept im2col matrix (max_batch columns), or NULL */
     float *wt;   /* taps: the weights repacked by forward for backward */

@@ -52,6 +52,7 @@ typedef struct plan_ctx {
     bool sync_batchnorm; /* PCNN_OPT_SYNC_BATCHNORM: the batch norms' default */
     size_t conv3d_col_budget; /* floats; 0: CONV3D_COL_BUDGET_FLOATS (layers.h) */
     int precision; /* PCNN_OPT_PRECISION: the layers' default (a pcnn_precision) */
+    bool measure;     /* automatic choices may be timed (graph/conv_measure.c) */
 } plan_ctx;
 
 /* A parallel training step's door to the other ranks that share the batch,
@@ -114,6 +115,19 @@ typedef struct layer_ops {
      * from the decision.  NULL: nothing to decide. */
     void (*decide)(pcnn_layer *l, const plan_ctx *p);
 
+    /* The algorithms (PCNN_OPT_CONV_ALGORITHM values, up to
+     * CONV_MAX_CANDIDATES) that decide found worth timing because its rules
+     * were unsure, into algos; 0: none.  setup and workspace_floats then
+     * size for every one of them.  NULL: none. */
+    int (*candidates)(const pcnn_layer *l, int *algos);
+
+    /* Switch to one of those candidates (finalize only, after setup):
+     * forward and backward then run it; -1: back to the rules' choice.
+     * why: NULL while the graph times it; else final (buffers only other
+     * candidates need may go), the measured reason for the summary or ""
+     * to keep the rules' reason. */
+    void (*use_algorithm)(pcnn_layer *l, int algorithm, const char *why);
+
     /* Allocate the layer's own persistent buffers (kept im2col matrix, pool
      * argmax, batch-norm statistics, ...) with mem_alloc, adding their size
      * to l->buffer_bytes.  NULL: none.  Called once, at finalize. */
@@ -160,6 +174,9 @@ typedef struct layer_decision {
     bool halo_in_place;      /* spatial: runs on its block in place (graph/spatial_plan.c) */
     signed char halo_overlap; /* spatial: 0 not tried, 1 kept, -1 turned off by its trials */
     double overlap_ms[2];    /* those trials' ms per step: with the overlap, without */
+    bool measured;           /* its algorithm was timed at finalize (graph/conv_measure.c) */
+    double measured_ms[4];   /* ... ms per forward + backward, the ranks' mean, by
+                                PCNN_OPT_CONV_ALGORITHM value (0 unused; 0: no candidate) */
 } layer_decision;
 
 struct pcnn_layer {

@@ -17,6 +17,7 @@
 
 #include "../kernels/conv_direct.h"
 #include "../kernels/conv_taps.h"
+#include "conv_measure.h"
 #include "thresholds.h"
 
 static const char forced[] = "forced by PCNN_OPT_CONV_ALGORITHM";
@@ -127,7 +128,66 @@ static void gemm_reason(const conv_geometry *g, conv_algorithm requested, conv_c
                  g->cin * g->k * g->k, g->cout);
 }
 
-void conv_decide(const conv_geometry *g, conv_algorithm requested, conv_choice *c)
+/* The algorithm the automatic rules give under table t (conv_decide's
+ * order, without the reasons). */
+static conv_algorithm rule_algorithm(const conv_geometry *g, const strategy_thresholds *t)
+{
+    const bool pointwise = g->k == 1 && g->stride == 1 && g->pad == 0;
+    if (g->pad >= g->k || pointwise) return CONV_ALGO_GEMM;
+    if (g->stride == 1 && taps_preferred(g, t)) return CONV_ALGO_TAPS;
+    if (!g->direct_available) return CONV_ALGO_GEMM;
+    if (direct_conv_supports(g->k, g->stride, g->pad) && direct_preferred(g, t))
+        return CONV_ALGO_DIRECT;
+    if (g->stride > 1 && (g->k == 3 || g->k == 5) && strided_preferred(g, t))
+        return CONV_ALGO_DIRECT;
+    return CONV_ALGO_GEMM;
+}
+
+/* The table moved by the margin: towards the alternatives to GEMM
+ * (loose) or away from them. */
+static strategy_thresholds moved_table(const strategy_thresholds *t, bool loose)
+{
+    const double m = loose ? t->measure_margin : -t->measure_margin;
+    const double f = loose ? t->measure_factor : 1.0 / t->measure_factor;
+    strategy_thresholds o = *t;
+    o.taps_min_channels = (int)(t->taps_min_channels / f);
+    o.taps_max_useful = t->taps_max_useful + m;
+    o.direct_useful = t->direct_useful - m;
+    o.direct_useful_few_channels = t->direct_useful_few_channels - m;
+    o.direct_few_channels = (int)(t->direct_few_channels * f);
+    o.direct_useful_short_window = t->direct_useful_short_window - m;
+    o.direct_short_window = (int)(t->direct_short_window * f);
+    o.strided_min_out = (int)(t->strided_min_out / f);
+    o.strided_max_window = (int)(t->strided_max_window * f);
+    return o;
+}
+
+double conv_geometry_mflop(const conv_geometry *g)
+{
+    const double ho = (g->h + 2.0 * g->pad - g->k) / g->stride + 1;
+    const double wo = (g->w + 2.0 * g->pad - g->k) / g->stride + 1;
+    return 3.0 * 2.0 * g->batch * g->cout * ho * wo * g->cin * g->k * g->k * 1e-6;
+}
+
+/* The candidates of an automatic choice c: when the rules under the two
+ * moved tables do not both agree with it, every algorithm that applies. */
+static void find_candidates(const conv_geometry *g, const strategy_thresholds *t, conv_choice *c)
+{
+    if (!g->measure || conv_geometry_mflop(g) < conv_measure_floor_mflop()) return;
+    const strategy_thresholds loose = moved_table(t, true), tight = moved_table(t, false);
+    if (rule_algorithm(g, &loose) == c->algorithm && rule_algorithm(g, &tight) == c->algorithm)
+        return;
+    const bool pointwise = g->k == 1 && g->stride == 1 && g->pad == 0;
+    const bool direct = g->direct_available && (direct_conv_supports(g->k, g->stride, g->pad) ||
+                                                (g->stride > 1 && (g->k == 3 || g->k == 5)));
+    int n = 0;
+    c->candidates[n++] = CONV_ALGO_GEMM;
+    if (direct) c->candidates[n++] = CONV_ALGO_DIRECT;
+    if (g->stride == 1 && !pointwise) c->candidates[n++] = CONV_ALGO_TAPS;
+    c->num_candidates = n > 1 ? n : 0;
+}
+
+static void decide(const conv_geometry *g, conv_algorithm requested, conv_choice *c)
 {
     const strategy_thresholds *t = &strategy_table;
     const bool pointwise = g->k == 1 && g->stride == 1 && g->pad == 0;
@@ -165,6 +225,12 @@ void conv_decide(const conv_geometry *g, conv_algorithm requested, conv_choice *
     choose(c, CONV_ALGO_GEMM, CONV_KERNEL_GEMM, CONV_KERNEL_GEMM, CONV_KERNEL_GEMM);
     c->keep_col = g->keep_im2col && !pointwise;
     gemm_reason(g, requested, c);
+}
+
+void conv_decide(const conv_geometry *g, conv_algorithm requested, conv_choice *c)
+{
+    decide(g, requested, c);
+    if (requested == CONV_ALGO_AUTO) find_candidates(g, &strategy_table, c);
 }
 
 const char *conv_kernel_name(conv_kernel k)

@@ -41,7 +41,12 @@ typedef struct conv_geometry {
     int threads;           /* compute threads */
     bool keep_im2col;      /* PCNN_OPT_KEEP_IM2COL */
     bool direct_available; /* direct_conv_available(): the CPU has AVX-512F */
+    bool measure;          /* automatic choices where the rules are unsure may be
+                              measured (conv_measure.h); false: the rules decide */
 } conv_geometry;
+
+/* The most algorithms one layer may time. */
+#define CONV_MAX_CANDIDATES 3
 
 /* The decision, and in words why (for pcnn_net_summary). */
 typedef struct conv_choice {
@@ -49,6 +54,12 @@ typedef struct conv_choice {
     conv_kernel forward, input_grad, weight_grad;
     bool keep_col;            /* GEMM keeps its im2col matrix for the backward */
     char reason[64];          /* "direct (grid 79 % useful)" */
+    /* Automatic, g->measure, and the rules unsure (thresholds.h's
+     * measure_margin): the algorithms to time at finalize, every one that
+     * applies in enum order (the rules' own choice among them); 0: none,
+     * the choice above stands. */
+    int num_candidates;
+    conv_algorithm candidates[CONV_MAX_CANDIDATES];
 } conv_choice;
 
 /* Decide the algorithm and the kernel of each pass for a convolution of
@@ -57,8 +68,15 @@ typedef struct conv_choice {
  * shape (per tap with stride > 1, direct without AVX-512 or for another
  * kernel size, anything but GEMM for a 1x1 convolution or for padding >=
  * kernel) falls back to
- * im2col + GEMM.  Pure: the same inputs give the same choice. */
+ * im2col + GEMM.  Pure: the same inputs give the same choice.  Under
+ * CONV_ALGO_AUTO with g->measure, a layer of at least measure_min_mflop
+ * whose rules give another algorithm when their thresholds move by the
+ * margin either way gets candidates (above) for conv_measure.h. */
 void conv_decide(const conv_geometry *g, conv_algorithm requested, conv_choice *out);
+
+/* Millions of floating-point operations of the layer's three passes
+ * (forward, dx, dW) on g->batch samples. */
+double conv_geometry_mflop(const conv_geometry *g);
 
 /* The kernel's name: "gemm", "taps", "grid" or "channels". */
 const char *conv_kernel_name(conv_kernel k);

@@ -40,6 +40,19 @@ const strategy_thresholds strategy_table = {
     .strided_min_out = 32,
     .strided_max_window = 160,
 
+    /* The thresholds above were set on AMD Zen 4/5 with a resolution of
+     * about 0.1 in the shares and 2x in the counts; inside half of that
+     * either way the measurement decides.  Below 150 MFLOP (fwd + dx + dW)
+     * a layer takes under ~5 ms a step on one core: the choice matters
+     * little, the timings are noise and finalize (which tests run by the
+     * hundred) stays fast.  500 ms caps what one finalize spends: a VGG
+     * layer's forward + backward takes 100-300 ms on one core, so large
+     * networks time only their first unsure layers. */
+    .measure_margin = 0.08,
+    .measure_factor = 1.5,
+    .measure_min_mflop = 150.0,
+    .measure_budget_ms = 500.0,
+
     /* MPICH's blocking collectives busy-poll (commit 6ca50f9): a
      * communication thread without a core of its own steals cycles from
      * compute. */

@@ -44,6 +44,17 @@ typedef struct strategy_thresholds {
     int strided_min_out;
     int strided_max_window;
 
+    /* Measured choices (conv_measure.h): a convolution whose rules above
+     * give another algorithm once their shares move by measure_margin and
+     * their counts scale by measure_factor either way is timed at finalize
+     * on each candidate, where its three passes at the local batch come to
+     * measure_min_mflop or more; the timing of one finalize stops after
+     * measure_budget_ms. */
+    double measure_margin;
+    double measure_factor;
+    double measure_min_mflop;
+    double measure_budget_ms;
+
     /* The progress engine: a communication thread is taken only when every
      * rank on the node has its compute threads plus engine_thread_cores
      * cores of its own. */
