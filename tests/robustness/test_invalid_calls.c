@@ -377,7 +377,8 @@ static void fresh_and_building(void)
     CASE(E_ARG, "bucket_bytes 1e+10", pcnn_net_set_option, net, PCNN_OPT_BUCKET_BYTES, 1e10);
     CASE(E_ARG, "net is NULL", pcnn_net_get_option, NULL, PCNN_OPT_SEED, &o_dbl);
     CASE(E_ARG, "value is NULL", pcnn_net_get_option, net, PCNN_OPT_SEED, NULL);
-    CASE(E_ARG, "unknown option 32", pcnn_net_get_option, net, (pcnn_option)32, &o_dbl);
+    CASE(E_ARG, "unknown option 33", pcnn_net_get_option, net, (pcnn_option)33, &o_dbl);
+    CASE(E_ARG, "precision 2", pcnn_net_set_option, net, PCNN_OPT_PRECISION, 2.0);
     CASE(E_ARG, "sync_batchnorm is a flag", pcnn_net_set_option, net, PCNN_OPT_SYNC_BATCHNORM,
          2.0);
     CASE(E_ARG, "unknown option 99", pcnn_net_option_info, (pcnn_option)99, &o_dbl, &o_dbl,
