@@ -3,7 +3,8 @@
 
     /usr/bin/python3 bench/compare.py [--build build] [--threads 2] [--rounds 1]
         [--models lenet:64,lenet:256,resnet20:128,vgg11:64,edsr:16,cosmoflow:4]
-        [--alloc peers,default] [--coretype unset,Haswell] [--json results.jsonl]
+        [--alloc peers,default] [--coretype unset,Haswell] [--precision fp32]
+        [--json results.jsonl]
 
 For every allocator setting (the peers' GLIBC_TUNABLES, see
 ../shared/docs/MACHINE.md, and glibc's default) and every OpenBLAS kernel
@@ -14,6 +15,10 @@ both.  With --rounds > 1 the pair is repeated and the medians of the
 per-round medians are reported (the machines are shared and noisy).  Each
 setting also gets one line of OpenBLAS square SGEMM throughput on the same
 threads (bench/sgemm_peak), the ceiling for the GEMM-bound models.
+
+--precision fp32,bf16 adds the mixed-precision runs: libpcnn with
+PCNN_PRECISION=bf16 (bench_models: PCNN_OPT_PRECISION) against PyTorch's
+bf16 autocast (bench_torch.py ... bf16), each compared with its own kind.
 
 Prints one table per setting and a summary: the median and the largest
 libpcnn/PyTorch step-time ratio, of the medians and of the best steps
@@ -48,6 +53,7 @@ def environment(alloc, coretype, threads):
     env['OMP_NUM_THREADS'] = str(threads)
     env.pop('GLIBC_TUNABLES', None)
     env.pop('OPENBLAS_CORETYPE', None)
+    env.pop('PCNN_PRECISION', None)
     if alloc == 'peers':
         env['GLIBC_TUNABLES'] = PEERS_TUNABLES
     if coretype != 'unset':
@@ -76,6 +82,7 @@ def main():
                                         'cosmoflow:4')
     ap.add_argument('--alloc', default='peers,default')
     ap.add_argument('--coretype', default='unset,Haswell')
+    ap.add_argument('--precision', default='fp32', help='fp32, bf16 or fp32,bf16')
     ap.add_argument('--json', help='append every raw record to this file (JSON lines)')
     args = ap.parse_args()
 
@@ -89,64 +96,74 @@ def main():
     out = open(args.json, 'a') if args.json else None
     summary = []
 
-    for alloc in args.alloc.split(','):
-        for coretype in args.coretype.split(','):
-            env = environment(alloc, coretype, args.threads)
-            title = 'allocator %s%s, OPENBLAS_CORETYPE %s, %d threads' % (
-                alloc, ' (GLIBC_TUNABLES=%s)' % PEERS_TUNABLES if alloc == 'peers' else '',
-                coretype, args.threads)
-            peak = run_json([sgemm, str(args.threads), '2048', '10'], env)
-            print('\n== %s' % title)
-            print('OpenBLAS sgemm 2048^3 on %d threads: %s GFLOP/s median (%s kernels); '
-                  '75%% of it: %s' % (args.threads, fmt(peak.get('median_gflops'), '.1f'),
-                                      peak.get('blas_core', '?'),
-                                      fmt(0.75 * peak['median_gflops'], '.1f')
-                                      if 'median_gflops' in peak else '-'))
-            print('%-10s %5s %11s %11s %6s %9s %8s %8s %8s %8s %8s' % (
-                'model', 'batch', 'libpcnn ms', 'PyTorch ms', 'ratio', 'min-ratio', 'GFLOP/s',
-                'torch', 'faults', 'mallocs', 'RSS MB'))
-            ratios, min_ratios = [], []
-            for name, batch in models:
-                iters = max(3, int(ITERS.get(name, 10) * args.iters_scale))
-                mine, theirs = [], []
-                for _ in range(args.rounds):
-                    r = run_json([ours, name, str(batch), str(args.threads), str(iters)], env)
-                    t = run_json(['/usr/bin/python3', torch_bench, name, str(batch),
-                                  str(args.threads), str(iters)], env, cwd=args.peers)
-                    for rec, who in ((r, 'libpcnn'), (t, 'pytorch')):
-                        rec.update(side=who, alloc=alloc, coretype=coretype)
-                        if out:
-                            out.write(json.dumps(rec) + '\n')
-                    mine.append(r)
-                    theirs.append(t)
-                ms, tms = median_of(mine, 'median_ms'), median_of(theirs, 'median_ms')
-                ratio = ms / tms if ms and tms else None
-                mn = min([r['min_ms'] for r in mine if 'min_ms' in r], default=None)
-                tmn = min([r['min_ms'] for r in theirs if 'min_ms' in r], default=None)
-                min_ratio = mn / tmn if mn and tmn else None
-                if ratio:
-                    ratios.append(ratio)
-                    min_ratios.append(min_ratio)
-                note = ''
-                if ms is None:
-                    note = '  (libpcnn: %s)' % (mine[0].get('unsupported') or
-                                                mine[0].get('error', '?'))
-                print('%-10s %5d %11s %11s %6s %9s %8s %8s %8s %8s %8s%s' % (
-                    name, batch, fmt(ms, '.2f'), fmt(tms, '.2f'), fmt(ratio, '.3f'),
-                    fmt(min_ratio, '.3f'),
-                    fmt(median_of(mine, 'achieved_gflops'), '.1f'),
-                    fmt(median_of(theirs, 'achieved_gflops'), '.1f'),
-                    fmt(median_of(mine, 'faults_per_step'), '.1f'),
-                    fmt(median_of(mine, 'mallocs_per_step'), '.1f'),
-                    fmt(median_of(mine, 'peak_rss_mb'), '.0f'), note))
-                sys.stdout.flush()
-            if ratios:
-                summary.append((title, statistics.median(ratios), max(ratios),
-                                statistics.median(min_ratios), max(min_ratios), len(ratios)))
-                _, med, mx, mmed, mmx, count = summary[-1]
-                print('ratio libpcnn/PyTorch over %d models: median %.3f, max %.3f '
-                      '(of best steps: median %.3f, max %.3f)' % (count, med, mx, mmed, mmx))
-    print('\n== summary (targets: median <= 0.8, max <= 1.0, with OPENBLAS_CORETYPE unset)')
+    settings = [(a, c, p) for a in args.alloc.split(',') for c in args.coretype.split(',')
+                for p in args.precision.split(',')]
+    for alloc, coretype, precision in settings:
+        if precision not in ('fp32', 'bf16'):
+            sys.exit('compare.py: --precision takes fp32 and bf16, not %s' % precision)
+        env = environment(alloc, coretype, args.threads)
+        torch_extra = []
+        if precision == 'bf16':
+            env['PCNN_PRECISION'] = 'bf16'
+            torch_extra = ['bf16']
+        title = 'allocator %s%s, OPENBLAS_CORETYPE %s, %d threads, %s' % (
+            alloc, ' (GLIBC_TUNABLES=%s)' % PEERS_TUNABLES if alloc == 'peers' else '',
+            coretype, args.threads, precision)
+        peak = run_json([sgemm, str(args.threads), '2048', '10'], env)
+        print('\n== %s' % title)
+        print('OpenBLAS sgemm 2048^3 on %d threads: %s GFLOP/s median (%s kernels); '
+              '75%% of it: %s' % (args.threads, fmt(peak.get('median_gflops'), '.1f'),
+                                  peak.get('blas_core', '?'),
+                                  fmt(0.75 * peak['median_gflops'], '.1f')
+                                  if 'median_gflops' in peak else '-'))
+        print('%-10s %5s %11s %11s %6s %9s %8s %8s %8s %8s %8s' % (
+            'model', 'batch', 'libpcnn ms', 'PyTorch ms', 'ratio', 'min-ratio', 'GFLOP/s',
+            'torch', 'faults', 'mallocs', 'RSS MB'))
+        ratios, min_ratios = [], []
+        for name, batch in models:
+            iters = max(3, int(ITERS.get(name, 10) * args.iters_scale))
+            mine, theirs = [], []
+            for _ in range(args.rounds):
+                r = run_json([ours, name, str(batch), str(args.threads), str(iters)], env)
+                t = run_json(['/usr/bin/python3', torch_bench, name, str(batch),
+                              str(args.threads), str(iters)] + torch_extra, env,
+                             cwd=args.peers)
+                for rec, who in ((r, 'libpcnn'), (t, 'pytorch')):
+                    rec.update(side=who, alloc=alloc, coretype=coretype,
+                               precision=precision)
+                    if out:
+                        out.write(json.dumps(rec) + '\n')
+                mine.append(r)
+                theirs.append(t)
+            ms, tms = median_of(mine, 'median_ms'), median_of(theirs, 'median_ms')
+            ratio = ms / tms if ms and tms else None
+            mn = min([r['min_ms'] for r in mine if 'min_ms' in r], default=None)
+            tmn = min([r['min_ms'] for r in theirs if 'min_ms' in r], default=None)
+            min_ratio = mn / tmn if mn and tmn else None
+            if ratio:
+                ratios.append(ratio)
+                min_ratios.append(min_ratio)
+            note = ''
+            if ms is None:
+                note = '  (libpcnn: %s)' % (mine[0].get('unsupported') or
+                                            mine[0].get('error', '?'))
+            print('%-10s %5d %11s %11s %6s %9s %8s %8s %8s %8s %8s%s' % (
+                name, batch, fmt(ms, '.2f'), fmt(tms, '.2f'), fmt(ratio, '.3f'),
+                fmt(min_ratio, '.3f'),
+                fmt(median_of(mine, 'achieved_gflops'), '.1f'),
+                fmt(median_of(theirs, 'achieved_gflops'), '.1f'),
+                fmt(median_of(mine, 'faults_per_step'), '.1f'),
+                fmt(median_of(mine, 'mallocs_per_step'), '.1f'),
+                fmt(median_of(mine, 'peak_rss_mb'), '.0f'), note))
+            sys.stdout.flush()
+        if ratios:
+            summary.append((title, statistics.median(ratios), max(ratios),
+                            statistics.median(min_ratios), max(min_ratios), len(ratios)))
+            _, med, mx, mmed, mmx, count = summary[-1]
+            print('ratio libpcnn/PyTorch over %d models: median %.3f, max %.3f '
+                  '(of best steps: median %.3f, max %.3f)' % (count, med, mx, mmed, mmx))
+    print('\n== summary (targets: fp32 median <= 0.75, max <= 0.95; bf16 against PyTorch bf16 '
+          'median <= 0.7, max <= 0.95)')
     print('ratio = median step time ratio; min-ratio = best step time ratio (less sensitive '
           'to other load on the machine)')
     for title, med, mx, mmed, mmx, n in summary:
