@@ -833,19 +833,23 @@ typedef enum pcnn_exchange {
 
 /* Wrap a duplicate of the host's communicator.  Collective over `comm`
  * (and not timed: no network, so no PCNN_OPT_TIMEOUT_MS, exists yet).  The
- * host may free its own communicator afterwards.  The handle is checked
- * first with MPI_Comm_test_inter, MPI_COMM_WORLD's error handler set to
- * return errors for that one call (MPICH reports invalid handles there):
- * a handle MPI does not know, or an intercommunicator, is refused.  Not
- * checkable: the handle of a communicator the host already freed, whose
- * slot MPI may have reused.  Errors: INVALID_ARGUMENT (MPI_COMM_NULL,
- * invalid handle, intercommunicator), INVALID_STATE (MPI not initialised,
- * or finalised), MPI, OUT_OF_MEMORY. */
+ * host may free its own communicator afterwards.  MPI_COMM_WORLD is never
+ * touched (its error handler is the host's) unless it is `comm`.  The
+ * handle is judged first by what MPI's handles look like (MPICH: its bits;
+ * Open MPI: not NULL) and refused if it names no communicator; then
+ * MPI_Comm_test_inter refuses an intercommunicator.  A handle that looks
+ * right yet names no live communicator (one the host freed, whose slot MPI
+ * may have reused) reaches MPI, which reports it as for any MPI call of the
+ * host's: through MPI_COMM_WORLD's error handler (an abort by default;
+ * INVALID_ARGUMENT here under MPI_ERRORS_RETURN).  Errors: INVALID_ARGUMENT
+ * (MPI_COMM_NULL, invalid handle, intercommunicator), INVALID_STATE (MPI
+ * not initialised, or finalised), MPI, OUT_OF_MEMORY. */
 PCNN_API pcnn_status pcnn_comm_create(MPI_Comm comm, pcnn_comm **out);
 
 /* The same from a Fortran handle (MPI_Fint): for Fortran hosts and for
- * mpi4py via comm.py2f().  An invalid handle (say 12345) returns
- * INVALID_ARGUMENT, as above. */
+ * mpi4py via comm.py2f().  An invalid handle (say 12345; with Open MPI also
+ * an index beyond its table or a freed communicator's) returns
+ * INVALID_ARGUMENT without reaching MPI's error handlers, as above. */
 PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out);
 
 /* For programs that do not otherwise use MPI: initialise MPI if the host
