@@ -547,14 +547,17 @@ PCNN_API pcnn_status pcnn_net_train_step(pcnn_net *net, int n, const float *x,
  * optimizer or for gradient checks.  The step counter is unchanged, so
  * dropout masks repeat until the next train step.  Local on a parallel
  * network: the gradient of this rank's n samples, nothing is exchanged (it
- * waits for parameters still in flight from the last step). */
+ * waits for parameters still in flight from the last step).  Under a
+ * spatial distribution (section 9.2) it is collective instead, n = 0 on a
+ * sample group without samples. */
 PCNN_API pcnn_status pcnn_net_compute_gradients(pcnn_net *net, int n, const float *x,
                                                 const int32_t *labels, const float *targets,
                                                 float *loss);
 
 /* The loss of a forward pass in training mode (batch statistics, this
  * step's dropout masks), with no backward pass and no update of any state
- * (running statistics are left alone). */
+ * (running statistics are left alone).  Local, or collective under a
+ * spatial distribution as pcnn_net_compute_gradients. */
 PCNN_API pcnn_status pcnn_net_compute_loss(pcnn_net *net, int n, const float *x,
                                            const int32_t *labels, const float *targets,
                                            float *loss);
@@ -936,7 +939,8 @@ PCNN_API pcnn_status pcnn_comm_bcast(pcnn_comm *comm, void *buf, size_t bytes, i
  *     reads only its share of every batch of the (identically ordered)
  *     dataset; results are global and equal on all ranks.
  *   - pcnn_net_predict, pcnn_net_compute_loss and pcnn_net_compute_gradients
- *     stay local to the calling rank (no communication). */
+ *     stay local to the calling rank (no communication), except under a
+ *     spatial distribution (section 9.2). */
 PCNN_API pcnn_status pcnn_net_set_comm(pcnn_net *net, pcnn_comm *comm);
 
 /* Choose the exchange strategy of every layer (default
