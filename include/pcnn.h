@@ -1166,6 +1166,8 @@ typedef enum pcnn_log_level {
  *   - once, WARNING: the network failed because one of its collectives
  *     timed out or failed, here or on another rank (the call that noticed
  *     also returns the error).
+ * A performance model (section 9.3) has its own, for its calibrations'
+ * progress (pcnn_perfmodel_set_log_callback).
  * The texts may change; the levels say how much they matter. */
 typedef void (*pcnn_log_callback)(void *user, pcnn_log_level level, const char *message);
 
@@ -1513,6 +1515,7 @@ PCNN_EXPERIMENTAL_ONLY(pcnn_net_train_step_local) void pcnn_define_PCNN_EXPERIME
 PCNN_EXPERIMENTAL_ONLY(pcnn_net_predict_parallel) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_predict_parallel(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_create) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_create(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_destroy) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_destroy(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_set_log_callback) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_set_log_callback(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_calibrate_comm) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_comm(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_calibrate_compute) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_compute(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_calibrate_pace) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_pace(PCNN_EXPERIMENTAL_ONLY_ARGS);
@@ -1607,6 +1610,7 @@ enum {
 #define pcnn_net_predict_parallel pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_predict_parallel
 #define pcnn_perfmodel_create pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_create
 #define pcnn_perfmodel_destroy pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_destroy
+#define pcnn_perfmodel_set_log_callback pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_set_log_callback
 #define pcnn_perfmodel_calibrate_comm pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_comm
 #define pcnn_perfmodel_calibrate_compute pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_compute
 #define pcnn_perfmodel_calibrate_pace pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_pace
@@ -1737,6 +1741,7 @@ enum {
 #undef pcnn_net_predict_parallel
 #undef pcnn_perfmodel_create
 #undef pcnn_perfmodel_destroy
+#undef pcnn_perfmodel_set_log_callback
 #undef pcnn_perfmodel_calibrate_comm
 #undef pcnn_perfmodel_calibrate_compute
 #undef pcnn_perfmodel_calibrate_pace
@@ -2092,6 +2097,22 @@ PCNN_API pcnn_status pcnn_perfmodel_create(pcnn_perfmodel **out);
 
 /* Free the model and set *model to NULL.  NULL or *model NULL: no-op. */
 PCNN_API pcnn_status pcnn_perfmodel_destroy(pcnn_perfmodel **model);
+
+/* Install (or, with callback NULL, remove) the model's log callback
+ * (pcnn_log_callback, section 6); `user` is passed back to it.  The
+ * calibrations, which take seconds to minutes, report their progress
+ * through it: one PCNN_LOG_INFO line per phase (pcnn_perfmodel_calibrate_comm:
+ * its start, the summation, the memory contention and what is left of the
+ * budget, each collective's sweep with its sizes, the nonblocking
+ * progress, the end; pcnn_perfmodel_calibrate_compute: its start, the
+ * warm-up pass and the repetitions it sets, each batch timed with the
+ * spread of its repetitions, the end; pcnn_perfmodel_calibrate_pace: the
+ * pace found).  Each rank's model calls its own callback (a host prints
+ * rank 0's); the library prints nothing.  Not saved in a model file, and
+ * kept by pcnn_perfmodel_share.  Local, any time.  Errors:
+ * INVALID_ARGUMENT (model NULL). */
+PCNN_API pcnn_status pcnn_perfmodel_set_log_callback(pcnn_perfmodel *model,
+                                                     pcnn_log_callback callback, void *user);
 
 /* Calibrate the links of comm within about budget_seconds (> 0): a
  * ping-pong between ranks 0 and 1 and sweeps of all-reduce, all-to-all and
