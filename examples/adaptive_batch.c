@@ -105,6 +105,15 @@ static void print_log(void *user, pcnn_log_level level, const char *message)
     if (*(const int *)user == 0 && strstr(message, "re-plan")) printf("  [model] %s\n", message);
 }
 
+/* Rank 0 prints the calibrations' progress (one line per phase). */
+static void print_progress(void *user, pcnn_log_level level, const char *message)
+{
+    if (*(const int *)user == 0) {
+        printf("  [calibration]%s %s\n", level == PCNN_LOG_WARNING ? " warning:" : "", message);
+        fflush(stdout);
+    }
+}
+
 /* --auto: a model of this machine and network, the same on every rank,
  * attached so that the scheduler's batch changes re-plan the exchanges. */
 static pcnn_perfmodel *attach_model(pcnn_net *net, pcnn_comm *comm, const options *o,
@@ -112,6 +121,7 @@ static pcnn_perfmodel *attach_model(pcnn_net *net, pcnn_comm *comm, const option
 {
     pcnn_perfmodel *m;
     CHECK(pcnn_perfmodel_create(&m));
+    CHECK(pcnn_perfmodel_set_log_callback(m, print_progress, (void *)rank));
     CHECK(pcnn_perfmodel_calibrate_comm(m, comm, o->auto_s));
     CHECK(pcnn_perfmodel_calibrate_compute(m, net, o->auto_s));
     CHECK(pcnn_perfmodel_share(m, comm, 0));

@@ -172,6 +172,13 @@ static void sweep(pcnn_perfmodel *m, pcnn_net *net, const char *name, int batch,
     CHECK(pcnn_perfmodel_set_param(m, PCNN_PERF_LINK_GBITS, 0));
 }
 
+static void print_progress(void *user, pcnn_log_level level, const char *message)
+{
+    (void)user;
+    printf("%s%s\n", level == PCNN_LOG_WARNING ? "warning: " : "  ", message);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -187,6 +194,8 @@ int main(int argc, char **argv)
     CHECK(pcnn_comm_create(MPI_COMM_WORLD, &comm));
     pcnn_perfmodel *m;
     CHECK(pcnn_perfmodel_create(&m));
+    /* The calibrations' progress, one line per phase (rank 0 prints). */
+    if (rank == 0) CHECK(pcnn_perfmodel_set_log_callback(m, print_progress, NULL));
     CHECK(pcnn_perfmodel_calibrate_comm(m, comm, o.budget));
     if (o.alpha_us >= 0) CHECK(pcnn_perfmodel_set_param(m, PCNN_PERF_ALPHA_S, 1e-6 * o.alpha_us));
     int size;

@@ -549,14 +549,17 @@ PCNN_API pcnn_status pcnn_net_train_step(pcnn_net *net, int n, const float *x,
  * optimizer or for gradient checks.  The step counter is unchanged, so
  * dropout masks repeat until the next train step.  Local on a parallel
  * network: the gradient of this rank's n samples, nothing is exchanged (it
- * waits for parameters still in flight from the last step). */
+ * waits for parameters still in flight from the last step).  Under a
+ * spatial distribution (section 9.2) it is collective instead, n = 0 on a
+ * sample group without samples. */
 PCNN_API pcnn_status pcnn_net_compute_gradients(pcnn_net *net, int n, const float *x,
                                                 const int32_t *labels, const float *targets,
                                                 float *loss);
 
 /* The loss of a forward pass in training mode (batch statistics, this
  * step's dropout masks), with no backward pass and no update of any state
- * (running statistics are left alone). */
+ * (running statistics are left alone).  Local, or collective under a
+ * spatial distribution as pcnn_net_compute_gradients. */
 PCNN_API pcnn_status pcnn_net_compute_loss(pcnn_net *net, int n, const float *x,
                                            const int32_t *labels, const float *targets,
                                            float *loss);
@@ -835,19 +838,23 @@ typedef enum pcnn_exchange {
 
 /* Wrap a duplicate of the host's communicator.  Collective over `comm`
  * (and not timed: no network, so no PCNN_OPT_TIMEOUT_MS, exists yet).  The
- * host may free its own communicator afterwards.  The handle is checked
- * first with MPI_Comm_test_inter, MPI_COMM_WORLD's error handler set to
- * return errors for that one call (MPICH reports invalid handles there):
- * a handle MPI does not know, or an intercommunicator, is refused.  Not
- * checkable: the handle of a communicator the host already freed, whose
- * slot MPI may have reused.  Errors: INVALID_ARGUMENT (MPI_COMM_NULL,
- * invalid handle, intercommunicator), INVALID_STATE (MPI not initialised,
- * or finalised), MPI, OUT_OF_MEMORY. */
+ * host may free its own communicator afterwards.  MPI_COMM_WORLD is never
+ * touched (its error handler is the host's) unless it is `comm`.  The
+ * handle is judged first by what MPI's handles look like (MPICH: its bits;
+ * Open MPI: not NULL) and refused if it names no communicator; then
+ * MPI_Comm_test_inter refuses an intercommunicator.  A handle that looks
+ * right yet names no live communicator (one the host freed, whose slot MPI
+ * may have reused) reaches MPI, which reports it as for any MPI call of the
+ * host's: through MPI_COMM_WORLD's error handler (an abort by default;
+ * INVALID_ARGUMENT here under MPI_ERRORS_RETURN).  Errors: INVALID_ARGUMENT
+ * (MPI_COMM_NULL, invalid handle, intercommunicator), INVALID_STATE (MPI
+ * not initialised, or finalised), MPI, OUT_OF_MEMORY. */
 PCNN_API pcnn_status pcnn_comm_create(MPI_Comm comm, pcnn_comm **out);
 
 /* The same from a Fortran handle (MPI_Fint): for Fortran hosts and for
- * mpi4py via comm.py2f().  An invalid handle (say 12345) returns
- * INVALID_ARGUMENT, as above. */
+ * mpi4py via comm.py2f().  An invalid handle (say 12345; with Open MPI also
+ * an index beyond its table or a freed communicator's) returns
+ * INVALID_ARGUMENT without reaching MPI's error handlers, as above. */
 PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out);
 
 /* For programs that do not otherwise use MPI: initialise MPI if the host
@@ -934,7 +941,8 @@ PCNN_API pcnn_status pcnn_comm_bcast(pcnn_comm *comm, void *buf, size_t bytes, i
  *     reads only its share of every batch of the (identically ordered)
  *     dataset; results are global and equal on all ranks.
  *   - pcnn_net_predict, pcnn_net_compute_loss and pcnn_net_compute_gradients
- *     stay local to the calling rank (no communication). */
+ *     stay local to the calling rank (no communication), except under a
+ *     spatial distribution (section 9.2). */
 PCNN_API pcnn_status pcnn_net_set_comm(pcnn_net *net, pcnn_comm *comm);
 
 /* Choose the exchange strategy of every layer (default
@@ -1175,6 +1183,8 @@ typedef enum pcnn_log_level {
  *   - once, WARNING: the network failed because one of its collectives
  *     timed out or failed, here or on another rank (the call that noticed
  *     also returns the error).
+ * A performance model (section 9.3) has its own, for its calibrations'
+ * progress (pcnn_perfmodel_set_log_callback).
  * The texts may change; the levels say how much they matter. */
 typedef void (*pcnn_log_callback)(void *user, pcnn_log_level level, const char *message);
 
@@ -1522,6 +1532,7 @@ PCNN_EXPERIMENTAL_ONLY(pcnn_net_train_step_local) void pcnn_define_PCNN_EXPERIME
 PCNN_EXPERIMENTAL_ONLY(pcnn_net_predict_parallel) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_predict_parallel(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_create) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_create(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_destroy) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_destroy(PCNN_EXPERIMENTAL_ONLY_ARGS);
+PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_set_log_callback) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_set_log_callback(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_calibrate_comm) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_comm(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_calibrate_compute) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_compute(PCNN_EXPERIMENTAL_ONLY_ARGS);
 PCNN_EXPERIMENTAL_ONLY(pcnn_perfmodel_calibrate_pace) void pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_pace(PCNN_EXPERIMENTAL_ONLY_ARGS);
@@ -1616,6 +1627,7 @@ enum {
 #define pcnn_net_predict_parallel pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_net_predict_parallel
 #define pcnn_perfmodel_create pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_create
 #define pcnn_perfmodel_destroy pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_destroy
+#define pcnn_perfmodel_set_log_callback pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_set_log_callback
 #define pcnn_perfmodel_calibrate_comm pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_comm
 #define pcnn_perfmodel_calibrate_compute pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_compute
 #define pcnn_perfmodel_calibrate_pace pcnn_define_PCNN_EXPERIMENTAL_to_use_pcnn_perfmodel_calibrate_pace
@@ -1746,6 +1758,7 @@ enum {
 #undef pcnn_net_predict_parallel
 #undef pcnn_perfmodel_create
 #undef pcnn_perfmodel_destroy
+#undef pcnn_perfmodel_set_log_callback
 #undef pcnn_perfmodel_calibrate_comm
 #undef pcnn_perfmodel_calibrate_compute
 #undef pcnn_perfmodel_calibrate_pace
@@ -2121,6 +2134,22 @@ PCNN_API pcnn_status pcnn_perfmodel_create(pcnn_perfmodel **out);
 
 /* Free the model and set *model to NULL.  NULL or *model NULL: no-op. */
 PCNN_API pcnn_status pcnn_perfmodel_destroy(pcnn_perfmodel **model);
+
+/* Install (or, with callback NULL, remove) the model's log callback
+ * (pcnn_log_callback, section 6); `user` is passed back to it.  The
+ * calibrations, which take seconds to minutes, report their progress
+ * through it: one PCNN_LOG_INFO line per phase (pcnn_perfmodel_calibrate_comm:
+ * its start, the summation, the memory contention and what is left of the
+ * budget, each collective's sweep with its sizes, the nonblocking
+ * progress, the end; pcnn_perfmodel_calibrate_compute: its start, the
+ * warm-up pass and the repetitions it sets, each batch timed with the
+ * spread of its repetitions, the end; pcnn_perfmodel_calibrate_pace: the
+ * pace found).  Each rank's model calls its own callback (a host prints
+ * rank 0's); the library prints nothing.  Not saved in a model file, and
+ * kept by pcnn_perfmodel_share.  Local, any time.  Errors:
+ * INVALID_ARGUMENT (model NULL). */
+PCNN_API pcnn_status pcnn_perfmodel_set_log_callback(pcnn_perfmodel *model,
+                                                     pcnn_log_callback callback, void *user);
 
 /* Calibrate the links of comm within about budget_seconds (> 0): a
  * ping-pong between ranks 0 and 1 and sweeps of all-reduce, all-to-all and

@@ -1095,6 +1095,14 @@ module pcnn
       type(c_ptr), optional :: model
       integer(c_int) :: pcnn_perfmodel_destroy
     end function pcnn_perfmodel_destroy
+    function pcnn_perfmodel_set_log_callback(model, callback, user) bind(c, &
+        name='pcnn_perfmodel_set_log_callback')
+      import :: c_funptr, c_int, c_ptr
+      type(c_ptr), value :: model
+      type(c_funptr), value :: callback
+      type(c_ptr), value :: user
+      integer(c_int) :: pcnn_perfmodel_set_log_callback
+    end function pcnn_perfmodel_set_log_callback
     function pcnn_perfmodel_calibrate_comm(model, comm, budget_seconds) bind(c, &
         name='pcnn_perfmodel_calibrate_comm')
       import :: c_double, c_int, c_ptr

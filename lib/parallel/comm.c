@@ -1,7 +1,4 @@
 /* The communicator handle: a duplicate of the host's communicator. */
-#include <stdint.h>
-#include <stdio.h>
-
 #include "../core/error.h"
 #include "../core/memory.h"
 #include "parallel.h"
@@ -69,29 +66,6 @@ static pcnn_status wrap(MPI_Comm host, bool owns_mpi, pcnn_comm **out)
     return PCNN_OK;
 }
 
-/* Is `comm` a communicator MPI knows, and an intracommunicator?  MPICH
- * reports an invalid handle through MPI_COMM_WORLD's error handler, fatal
- * by default: it is set to return errors for the one query and restored.
- * What cannot be checked: a handle of a communicator already freed, whose
- * slot MPI may have reused (then it names another communicator or, in
- * MPICH, still fails the check). */
-static pcnn_status check_handle(MPI_Comm comm, const char *func, const char *what)
-{
-    MPI_Errhandler host;
-    MPI_Comm_get_errhandler(MPI_COMM_WORLD, &host);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    int inter = 0;
-    const int code = MPI_Comm_test_inter(comm, &inter);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, host);
-    MPI_Errhandler_free(&host);
-    if (code != MPI_SUCCESS)
-        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "%s is not a valid communicator", what);
-    if (inter)
-        return error_set(PCNN_ERR_INVALID_ARGUMENT, func, "%s is an intercommunicator; pcnn "
-                         "needs an intracommunicator", what);
-    return PCNN_OK;
-}
-
 static pcnn_status check_initialized(const char *func)
 {
     int initialized = 0, finalized = 0;
@@ -109,42 +83,8 @@ PCNN_API pcnn_status pcnn_comm_create(MPI_Comm comm, pcnn_comm **out)
     API_ENTRY();
     REQUIRE_PTR(out);
     TRY(check_initialized(__func__));
-    REQUIRE(comm != MPI_COMM_NULL, PCNN_ERR_INVALID_ARGUMENT, "comm is MPI_COMM_NULL");
-    TRY(check_handle(comm, __func__, "comm"));
+    TRY(comm_check_handle(comm, __func__));
     return wrap(comm, false, out);
-}
-
-/* Can `f` name a communicator, judged from its bits alone?  MPI_Comm_f2c
- * checks nothing in MPICH (a cast), and MPICH's checks in every later call
- * assert (abort the process) on a handle of the built-in kind that names no
- * built-in communicator, and read outside its table for a direct handle
- * beyond it; so those are refused before MPI sees them.  MPICH's layout:
- * bits 30-31 the kind (1 built-in, 2 direct, 3 indirect: bounds checked by
- * MPICH), bits 26-29 the object (that of MPI_COMM_WORLD for a
- * communicator), bits 0-25 the index.  Open MPI's Fortran handles are
- * indices into its table, which MPI_Comm_f2c checks (MPI_COMM_NULL beyond
- * it): only negative ones are refused here. */
-static bool fortran_handle_plausible(MPI_Fint f)
-{
-#if defined(MPICH)
-    const uint32_t h = (uint32_t)f, world = (uint32_t)MPI_Comm_c2f(MPI_COMM_WORLD);
-    if (((h >> 26) & 0xFu) != ((world >> 26) & 0xFu)) return false; /* not a communicator */
-    switch (h >> 30) {
-    case 1: /* built-in */
-        return h == world || h == (uint32_t)MPI_Comm_c2f(MPI_COMM_SELF);
-    case 2: /* direct: MPICH's table of preallocated communicators holds 8
-             * (MPIR_COMM_PREALLOC, MPICH 3 and 4); beyond it MPICH reads
-             * other objects (9 and 10 alias the built-ins) or garbage that
-             * asserts or hangs (35, 37, 181, 200 with MPICH 4.0) */
-        return (h & 0x03FFFFFFu) < 8;
-    case 3: /* indirect */
-        return true;
-    default:
-        return false;
-    }
-#else
-    return f >= 0;
-#endif
 }
 
 PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out)
@@ -152,17 +92,8 @@ PCNN_API pcnn_status pcnn_comm_create_fortran(MPI_Fint comm, pcnn_comm **out)
     API_ENTRY();
     REQUIRE_PTR(out);
     TRY(check_initialized(__func__));
-    REQUIRE(comm != MPI_Comm_c2f(MPI_COMM_NULL), PCNN_ERR_INVALID_ARGUMENT,
-            "Fortran handle %d is not a valid communicator (MPI_COMM_NULL)", (int)comm);
-    REQUIRE(fortran_handle_plausible(comm), PCNN_ERR_INVALID_ARGUMENT,
-            "Fortran handle %d (0x%08x) is not a valid communicator", (int)comm,
-            (unsigned)comm);
-    MPI_Comm c = MPI_Comm_f2c(comm);
-    REQUIRE(c != MPI_COMM_NULL, PCNN_ERR_INVALID_ARGUMENT,
-            "Fortran handle %d is not a valid communicator (MPI_COMM_NULL)", (int)comm);
-    char what[48];
-    snprintf(what, sizeof what, "Fortran handle %d", (int)comm);
-    TRY(check_handle(c, __func__, what));
+    MPI_Comm c;
+    TRY(comm_check_fortran_handle(comm, &c, __func__));
     return wrap(c, false, out);
 }
 

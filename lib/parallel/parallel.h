@@ -46,6 +46,13 @@ void format_double(double v, char *out, size_t size);
 /* Has the host finalised MPI?  Then pcnn makes no MPI call at all. */
 bool mpi_is_finalized(void);
 
+/* The host's communicator handle checked without touching MPI_COMM_WORLD
+ * (comm_handle.c): INVALID_ARGUMENT for MPI_COMM_NULL, a handle that names
+ * no communicator, or an intercommunicator.  The Fortran form gives the C
+ * handle in *out. */
+pcnn_status comm_check_handle(MPI_Comm comm, const char *func);
+pcnn_status comm_check_fortran_handle(MPI_Fint f, MPI_Comm *out, const char *func);
+
 /* This step's batch on rank q, from the last agree_batch. */
 static inline int comm_batch_of(const pcnn_comm *c, int q) { return c->batches[q]; }
 

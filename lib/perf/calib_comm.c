@@ -4,6 +4,7 @@
  * repetitions, when to stop a sweep) is taken from values all ranks agreed
  * on, so every rank posts the same collectives; rank 0's fit is broadcast. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -391,17 +392,56 @@ static pcnn_status budget_left(bench *b, double start, double budget, double *le
     return PCNN_OK;
 }
 
+/* "8 B", "2 KiB", "64 MiB": a message size for the progress lines. */
+static const char *size_text(double bytes, char *buf, size_t size)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 3) {
+        bytes /= 1024;
+        u++;
+    }
+    snprintf(buf, size, "%.0f %s", bytes, unit[u]);
+    return buf;
+}
+
+static void log_sweep(const pcnn_perfmodel *log, const perf_link *k, pcnn_collective c,
+                      double seconds)
+{
+    static const char *const name[PERF_COLLECTIVES] = {"send-recv", "all-reduce", "all-to-all",
+                                                       "all-gather"};
+    const perf_curve *cv = &k->curve[c];
+    char lo[32], hi[32];
+    if (cv->count == 0) {
+        perf_log(log, PCNN_LOG_INFO, "calibrate_comm: %s: no size measured in %.3g s (the "
+                 "defaults stay)", name[c], seconds);
+        return;
+    }
+    size_text(cv->bytes[0], lo, sizeof lo);
+    size_text(cv->bytes[cv->count - 1], hi, sizeof hi);
+    if (cv->count == 1)
+        perf_log(log, PCNN_LOG_INFO, "calibrate_comm: %s swept, 1 size (%s) in %.3g s",
+                 name[c], lo, seconds);
+    else
+        perf_log(log, PCNN_LOG_INFO, "calibrate_comm: %s swept, %d sizes %s..%s in %.3g s",
+                 name[c], cv->count, lo, hi, seconds);
+}
+
 pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, pcnn_status local,
-                                const char *func)
+                                const pcnn_perfmodel *log, const char *func)
 {
     const double start = clock_now();
     TRY(comm_check_usable(comm, func));
     TRY(agree_budget(comm, budget, local, func));
+    perf_log(log, PCNN_LOG_INFO, "calibrate_comm: %d rank(s), budget %g s", comm->size, budget);
     perf_link fresh;
     perf_link_defaults(&fresh);
     fresh.ranks = comm->size;
     fresh.gamma = measure_gamma();
+    perf_log(log, PCNN_LOG_INFO, "calibrate_comm: summation timed, gamma %.3g s/B (%.3g s)",
+             fresh.gamma, clock_now() - start);
     if (comm->size == 1) {
+        perf_log(log, PCNN_LOG_INFO, "calibrate_comm: one rank, no link to measure: done");
         *k = fresh;
         return PCNN_OK;
     }
@@ -412,14 +452,26 @@ pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, pc
     st = agree(comm, st, TIMEOUT_MS, func);
     /* The fixed costs first (the contention's sizes do not depend on the
      * budget), so that the sweeps take what is left of it. */
+    double t = clock_now();
     if (st == PCNN_OK) st = measure_contention(&b, fresh.mem_contention);
     double left = 0;
     if (st == PCNN_OK) st = budget_left(&b, start, budget, &left);
+    if (st == PCNN_OK)
+        perf_log(log, PCNN_LOG_INFO, "calibrate_comm: memory contention timed (%.3g s); %.3g s "
+                 "left for the sweeps", clock_now() - t, left > 0 ? left : 0);
     const pcnn_collective order[4] = {PCNN_COLL_ALLREDUCE, PCNN_COLL_ALLTOALL,
                                       PCNN_COLL_ALLGATHER, PCNN_COLL_SENDRECV};
     const double share[4] = {0.3, 0.3, 0.24, 0.16};
-    for (int i = 0; i < 4 && st == PCNN_OK; i++) st = sweep(&b, &fresh, order[i], left * share[i]);
+    for (int i = 0; i < 4 && st == PCNN_OK; i++) {
+        t = clock_now();
+        st = sweep(&b, &fresh, order[i], left * share[i]);
+        if (st == PCNN_OK) log_sweep(log, &fresh, order[i], clock_now() - t);
+    }
+    t = clock_now();
     if (st == PCNN_OK) st = measure_polling(&b, &fresh, &fresh.poll_work, &fresh.poll_cpu);
+    if (st == PCNN_OK)
+        perf_log(log, PCNN_LOG_INFO, "calibrate_comm: nonblocking progress timed (%.3g s)",
+                 clock_now() - t);
     double packed[PACKED];
     if (st == PCNN_OK) {
         for (int c = 0; c < PERF_COLLECTIVES; c++) perf_coll_fit(&fresh, (pcnn_collective)c);
@@ -434,6 +486,8 @@ pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, pc
     if (st == PCNN_OK) {
         pack(&fresh, packed, false);
         *k = fresh;
+        perf_log(log, PCNN_LOG_INFO, "calibrate_comm: done in %.3g s (rank 0's fits kept on "
+                 "every rank)", clock_now() - start);
     }
     if (!comm_gave_up(comm)) { /* else MPI may still write them */
         mem_free(b.send);

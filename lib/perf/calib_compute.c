@@ -308,6 +308,8 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
     update_bench u = {0};
     double *upd = mem_calloc((size_t)L, sizeof *upd);
     if (st == PCNN_OK && !upd) st = FAIL(PCNN_ERR_OUT_OF_MEMORY, "update table");
+    perf_log(m, PCNN_LOG_INFO, "calibrate_compute: %d layers at batches %d and %d, budget %g s",
+             L, hi, lo, budget);
     if (st == PCNN_OK) st = update_bench_open(&u, net);
     if (st == PCNN_OK) st = calibrate_update_calls(&u.calls, &u);
     double cold_sum = 0;
@@ -317,9 +319,21 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
     int reps = pass > 0 ? (int)((budget / pass - 1) / 1.5) : 3;
     reps = reps < 2 ? 2 : reps > 15 ? 15 : reps;
     if (st == PCNN_OK)
+        perf_log(m, PCNN_LOG_INFO, "calibrate_compute: warm-up pass %.3g s: %d repetitions at "
+                 "each batch", pass, reps);
+    double t = clock_now();
+    if (st == PCNN_OK)
         st = time_batch(net, hi, reps, L, med_hi, &spread_hi, &over_hi, &u, upd, &cold_sum);
-    if (st == PCNN_OK && lo != hi)
+    if (st == PCNN_OK)
+        perf_log(m, PCNN_LOG_INFO, "calibrate_compute: batch %d timed (%.3g s, spread %.0f %%)",
+                 hi, clock_now() - t, 100 * spread_hi);
+    t = clock_now();
+    if (st == PCNN_OK && lo != hi) {
         st = time_batch(net, lo, reps, L, med_lo, &spread_lo, &over_lo, NULL, NULL, NULL);
+        if (st == PCNN_OK)
+            perf_log(m, PCNN_LOG_INFO, "calibrate_compute: batch %d timed (%.3g s, spread "
+                     "%.0f %%)", lo, clock_now() - t, 100 * spread_lo);
+    }
     if (st == PCNN_OK) {
         for (int i = 0; i < L; i++) {
             const pcnn_layer *l = ll->items[i];
@@ -364,6 +378,7 @@ pcnn_status perf_calibrate_compute(pcnn_perfmodel *m, pcnn_net *net, double budg
             count += (double)c->layers[i].num_params;
         }
         c->update[1] = count > 0 ? fmax(0, work) / count : 0;
+        perf_log(m, PCNN_LOG_INFO, "calibrate_compute: done in %.3g s", clock_now() - start);
     }
     update_bench_close(&u);
     mem_free(upd);

@@ -52,5 +52,7 @@ pcnn_status perf_calibrate_pace(pcnn_perfmodel *m, pcnn_comm *comm, pcnn_status 
     TRY(comm_complete(comm, code, &req, PACE_TIMEOUT_MS, func, "MPI_Allreduce (pace)"));
     c->pace = slowest > own ? slowest / own : 1;
     if (!(c->pace < 1e3)) c->pace = 999; /* the range a model file holds */
+    perf_log(m, PCNN_LOG_INFO, "calibrate_pace: the slowest rank's step of computation is "
+             "%.3f times this rank's (%d ranks)", c->pace, comm->size);
     return PCNN_OK;
 }

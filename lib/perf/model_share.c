@@ -76,6 +76,8 @@ pcnn_status perf_share(pcnn_perfmodel *m, pcnn_comm *comm, int root, pcnn_status
         perf_model_release(&fresh);
         return st;
     }
+    fresh.log = m->log; /* the host's, not the root's */
+    fresh.log_user = m->log_user;
     perf_model_release(m);
     *m = fresh;
     return PCNN_OK;

@@ -82,7 +82,15 @@ struct pcnn_perfmodel {
     double last_step;
     uint64_t last_fingerprint;
     int last_ranks;     /* the ranks it was for */
+    /* pcnn_perfmodel_set_log_callback's (perf/progress.c); neither saved
+     * nor shared: each rank's host has its own. */
+    pcnn_log_callback log;
+    void *log_user;
 };
+
+/* A line through the model's log callback, if it has one (m may be NULL). */
+void perf_log(const pcnn_perfmodel *m, pcnn_log_level level, const char *fmt, ...)
+    PCNN_PRINTF(3, 4);
 
 /* A hash of the network's layer kinds and shapes: a compute table and a
  * prediction belong to the network whose fingerprint they carry. */
@@ -194,7 +202,7 @@ size_t perf_regressors_describe(const pcnn_perfmodel *m, char *buf, size_t size)
  * rank's verdict on its arguments: every rank learns of a bad one, and of
  * budgets that differ, before any sweep (k is then not touched). */
 pcnn_status perf_calibrate_link(perf_link *k, pcnn_comm *comm, double budget, pcnn_status local,
-                                const char *func);
+                                const pcnn_perfmodel *log, const char *func);
 
 /* The model file (perf/model_file.c): perf_encode writes its bytes to a
  * new buffer (*out, mem_free it), perf_decode reads them into a model that

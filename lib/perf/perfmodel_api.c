@@ -56,7 +56,8 @@ PCNN_API pcnn_status pcnn_perfmodel_calibrate_comm(pcnn_perfmodel *model, pcnn_c
     /* Collective: a bad argument fails on every rank, not on its own. */
     const pcnn_status st = model ? check_budget(budget_seconds)
                                  : FAIL(PCNN_ERR_INVALID_ARGUMENT, "model is NULL");
-    return perf_calibrate_link(model ? &model->link : NULL, comm, budget_seconds, st, __func__);
+    return perf_calibrate_link(model ? &model->link : NULL, comm, budget_seconds, st, model,
+                               __func__);
 }
 
 PCNN_API pcnn_status pcnn_perfmodel_calibrate_compute(pcnn_perfmodel *model, pcnn_net *net,

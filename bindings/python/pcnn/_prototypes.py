@@ -121,6 +121,7 @@ TABLE = (
     ("pcnn_net_predict_parallel", "STATUS", ("H", "I", "H", "H", "Z")),
     ("pcnn_perfmodel_create", "STATUS", ("HH",)),
     ("pcnn_perfmodel_destroy", "STATUS", ("HH",)),
+    ("pcnn_perfmodel_set_log_callback", "STATUS", ("H", "H", "H")),
     ("pcnn_perfmodel_calibrate_comm", "STATUS", ("H", "H", "D")),
     ("pcnn_perfmodel_calibrate_compute", "STATUS", ("H", "H", "D")),
     ("pcnn_perfmodel_calibrate_pace", "STATUS", ("H", "H")),

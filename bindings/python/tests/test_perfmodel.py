@@ -3,6 +3,7 @@ ranks with no communicator), validation against the network's own timings,
 the model file, and bad inputs raising the library's errors."""
 import math
 import os
+import re
 
 import pytest
 
@@ -202,3 +203,23 @@ def test_confidence_flags_say_what_the_figures_rest_on(lenet):
     assert "COMPUTE_ESTIMATED" not in out["flags"] and "LINK_DEFAULTS" in out["flags"]
     assert "LINK_DEFAULTS" not in calibrated.predict(net, ranks=1)["flags"]
     assert "LINK_DEFAULTS" not in calibrated.predict(net, ranks=4, link_gbits=1)["flags"]
+
+
+def test_calibration_progress_through_the_log_callback(lenet):
+    net, _ = lenet
+    heard = []
+    with pcnn.PerfModel() as m:
+        m.set_log_callback(lambda level, message: heard.append((level, message)))
+        m.calibrate_compute(net, budget=0.2)
+        assert [level for level, _ in heard] == [pcnn.LogLevel.INFO] * 5, heard
+        assert re.match(r"calibrate_compute: \d+ layers at batches \d+ and \d+, budget 0.2 s$",
+                        heard[0][1]), heard
+        assert heard[-1][1].startswith("calibrate_compute: done in"), heard
+        # An exception cannot cross C: kept, and the calibration goes on.
+        m.set_log_callback(lambda level, message: 1 / 0)
+        m.calibrate_compute(net, budget=0.2)
+        assert isinstance(m.log_callback_error, ZeroDivisionError)
+        m.set_log_callback(None)
+        heard.clear()
+        m.calibrate_compute(net, budget=0.2)
+        assert heard == []
