@@ -41,6 +41,7 @@ static size_t conv_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const conv_priv *p = l->priv;
     const int threads = pc->threads > 0 ? pc->threads : 1;
+    if (p->bf16) return conv_bf16_workspace(p, pc->max_batch, threads);
     if (p->choice.algorithm == CONV_ALGO_TAPS) {
         const pixel_conv s = pixel_geometry(p, pc->max_batch);
         return conv_taps_workspace_floats(&s);
@@ -65,7 +66,9 @@ static void conv_decide_layer(pcnn_layer *l, const plan_ctx *pc)
                              .pad = p->pad, .h = p->h, .w = p->w, .batch = pc->max_batch,
                              .threads = pc->threads > 0 ? pc->threads : 1,
                              .keep_im2col = pc->keep_im2col,
-                             .direct_available = direct_conv_available()};
+                             .direct_available = direct_conv_available(),
+                             .bf16 = layer_decide_precision(l, pc)};
+    p->bf16 = g.bf16;
     conv_decide(&g, (conv_algorithm)pc->conv_algorithm, &p->choice);
     conv_choice_describe(&p->choice, l->decision.kernel, sizeof l->decision.kernel);
     l->algorithm = (int)p->choice.algorithm;
@@ -97,6 +100,7 @@ static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
                          "%s: max_batch %d x %dx%d outputs exceeds %d columns",
                          layer_name(l, name, sizeof name), pc->max_batch, p->ho, p->wo,
                          INT_MAX);
+    if (p->bf16) return conv_bf16_setup(l, pc);
     if (p->choice.algorithm == CONV_ALGO_TAPS) {
         const pixel_conv s = pixel_geometry(p, pc->max_batch);
         return conv_buffer(l, conv_taps_weight_floats(&s), "repacked weights", &p->wt);
@@ -117,7 +121,9 @@ static void conv_init(pcnn_layer *l, uint64_t seed)
 static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const conv_priv *p = l->priv;
-    if (p->choice.algorithm == CONV_ALGO_TAPS) {
+    if (p->bf16) {
+        conv_bf16_forward(l, ctx);
+    } else if (p->choice.algorithm == CONV_ALGO_TAPS) {
         const pixel_conv s = pixel_geometry(p, ctx->n);
         conv_taps_forward(&s, l->inputs[0]->y, l->params, conv_bias(l), p->wt, l->y,
                           ctx->workspace, ctx->threads);
@@ -133,7 +139,9 @@ static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
 static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 {
     const conv_priv *p = l->priv;
-    if (p->choice.algorithm == CONV_ALGO_TAPS) {
+    if (p->bf16) {
+        conv_bf16_backward(l, ctx, dx[0]);
+    } else if (p->choice.algorithm == CONV_ALGO_TAPS) {
         const pixel_conv s = pixel_geometry(p, ctx->n);
         conv_taps_backward(&s, l->inputs[0]->y, l->dy, p->wt, l->grads, dx[0],
                            l->accumulate_dx[0], ctx->workspace, ctx->threads);
@@ -152,7 +160,7 @@ static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 static void conv_destroy(pcnn_layer *l)
 {
     conv_priv *p = l->priv;
-    if (p) mem_free(p->col), mem_free(p->wt);
+    if (p) mem_free(p->col), mem_free(p->wt), mem_free(p->wb), mem_free(p->colb);
     mem_free(p);
     l->priv = NULL;
 }
@@ -181,7 +189,7 @@ static pcnn_status conv_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *
 static bool conv_recomputable(const pcnn_layer *l)
 {
     const conv_priv *p = l->priv;
-    return p->col == NULL;
+    return p->col == NULL && p->colb == NULL;
 }
 
 static const layer_ops conv_ops = {
@@ -200,7 +208,8 @@ static const layer_ops conv_ops = {
              .twin = conv_twin,
              .recomputable = conv_recomputable,
              .in_place = true,
-             .weights_alone = true},
+             .weights_alone = true,
+             .bf16 = true},
 };
 
 pcnn_status conv2d_add(layer_list *list, pcnn_layer *in, int out_channels, int kernel,

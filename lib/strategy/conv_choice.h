@@ -41,6 +41,7 @@ typedef struct conv_geometry {
     int threads;           /* compute threads */
     bool keep_im2col;      /* PCNN_OPT_KEEP_IM2COL */
     bool direct_available; /* direct_conv_available(): the CPU has AVX-512F */
+    bool bf16;             /* bf16 products: only im2col + GEMM has them (gemm_bf16.h) */
 } conv_geometry;
 
 /* The decision, and in words why (for pcnn_net_summary). */
