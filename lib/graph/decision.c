@@ -35,10 +35,10 @@ size_t net_decision_text(const pcnn_layer *l, char *buf, size_t size)
         sep = "; ";
     }
     if (d->box_dense) {
-        text_put(&t, "on each rank's box of its input (columns of W; no shuffle)");
+        text_put(&t, "%son each rank's box of its input (columns of W; no shuffle)", sep);
         sep = "; ";
     } else if (d->kernel[0]) {
-        text_put(&t, "%s", d->kernel);
+        text_put(&t, "%s%s", sep, d->kernel);
         sep = "; ";
     }
     if (d->exchanged) {
