@@ -317,7 +317,8 @@ typedef enum pcnn_precision {
  * first or last layer kept in float32 in a bf16 network, or one layer in
  * bf16 in a float32 one): -1 follows the network (the default),
  * PCNN_PRECISION_FP32 or PCNN_PRECISION_BF16.  Only layers whose products
- * have a bf16 path take it: pcnn_conv2d, pcnn_conv3d and pcnn_dense; any
+ * have a bf16 path take it: pcnn_conv2d, pcnn_conv3d, pcnn_dense and
+ * the transposed convolutions (section 9); any
  * other layer, or another value, gives PCNN_ERR_INVALID_ARGUMENT.  A bf16
  * convolution runs im2col + GEMM whatever PCNN_OPT_CONV_ALGORITHM says
  * (the direct and per-tap kernels are float32).  Ranks must agree layer by

@@ -145,7 +145,8 @@ PCNN_API pcnn_status pcnn_layer_set_precision(pcnn_layer *layer, int precision)
     REQUIRE(precision >= -1 && precision <= PCNN_PRECISION_BF16, PCNN_ERR_INVALID_ARGUMENT,
             "precision %d: -1 (the network's), 0 (fp32) or 1 (bf16)", precision);
     REQUIRE(layer->ops->caps.bf16, PCNN_ERR_INVALID_ARGUMENT,
-            "%s has no products with a bf16 path (conv2d, conv3d and dense have)",
+            "%s has no products with a bf16 path (conv2d, conv3d, dense and the "
+            "transposed convolutions have)",
             layer_name(layer, name, sizeof name));
     layer->precision = precision;
     return PCNN_OK;

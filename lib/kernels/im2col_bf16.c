@@ -141,26 +141,31 @@ void im2col_batch_bf16(const float *x, const conv_shape *g, bf16 *col, int threa
     parallel_for(rows, 1, rows * g->n * g->ho * g->wo, threads, batch_rows, &a);
 }
 
+/* Samples [s0, s0 + ns), output planes [d0, d1) of each; rows of ld
+ * values, a sample's block after the previous one's. */
 typedef struct vol_call {
     const float *x;
     const vol_shape *g;
     bf16 *col;
-    int s, d0, d1;
+    int s0, ns, d0, d1;
+    size_t ld;
 } vol_call;
 
-/* Col rows r = (ci, kd, kh, kw) of the band, each (d1 - d0) x Ho x Wo. */
+/* Col rows r = (ci, kd, kh, kw), each ns blocks of (d1 - d0) x Ho x Wo. */
 static void vol_rows(void *arg, size_t r0, size_t r1)
 {
     const vol_call *a = arg;
     const vol_shape *g = a->g;
     const int k = g->k, st = g->stride, pad = g->pad;
     const size_t volume = (size_t)g->d * g->h * g->w;
-    const size_t ld = (size_t)(a->d1 - a->d0) * g->oh * g->ow;
-    for (size_t r = r0; r < r1; r++) {
+    const size_t block = (size_t)(a->d1 - a->d0) * g->oh * g->ow;
+    for (size_t u = r0 * a->ns; u < r1 * a->ns; u++) {
+        const size_t r = u / (size_t)a->ns;
+        const int s = (int)(u % (size_t)a->ns);
         const int ci = (int)r / (k * k * k), kd = (int)r / (k * k) % k, kh = (int)r / k % k,
                   kw = (int)r % k;
-        const float *src = a->x + ((size_t)ci * g->n + a->s) * volume;
-        bf16 *dst = a->col + r * ld;
+        const float *src = a->x + ((size_t)ci * g->n + a->s0 + s) * volume;
+        bf16 *dst = a->col + r * a->ld + (size_t)s * block;
         int lo, hi;
         valid_range(kw, st, pad, g->w, g->ow, &lo, &hi);
         for (int od = a->d0; od < a->d1; od++) {
@@ -181,7 +186,14 @@ static void vol_rows(void *arg, size_t r0, size_t r1)
 void vol2col_band_bf16(const float *x, const vol_shape *g, int s, int d0, int d1, bf16 *col,
                        int threads)
 {
-    vol_call a = {x, g, col, s, d0, d1};
+    vol_call a = {x, g, col, s, 1, d0, d1, (size_t)(d1 - d0) * g->oh * g->ow};
     const size_t rows = (size_t)g->c * g->k * g->k * g->k;
-    parallel_for(rows, 1, rows * (size_t)(d1 - d0) * g->oh * g->ow, threads, vol_rows, &a);
+    parallel_for(rows, 1, rows * a.ld, threads, vol_rows, &a);
+}
+
+void vol2col_batch_bf16(const float *x, const vol_shape *g, bf16 *col, int threads)
+{
+    vol_call a = {x, g, col, 0, g->n, 0, g->od, (size_t)g->n * g->od * g->oh * g->ow};
+    const size_t rows = (size_t)g->c * g->k * g->k * g->k;
+    parallel_for(rows, 1, rows * a.ld, threads, vol_rows, &a);
 }

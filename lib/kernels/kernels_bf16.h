@@ -28,4 +28,7 @@ void im2col_batch_bf16(const float *x, const conv_shape *g, bf16 *col, int threa
 void vol2col_band_bf16(const float *x, const vol_shape *g, int s, int d0, int d1, bf16 *col,
                        int threads);
 
+/* vol2col_batch (kernels.h) in bf16: the whole batch, rows over threads. */
+void vol2col_batch_bf16(const float *x, const vol_shape *g, bf16 *col, int threads);
+
 #endif

@@ -1,5 +1,6 @@
 /* bf16 analytic gradients against fp32 analytic gradients, layer by layer,
- * for every layer kind with bf16 products (conv2d, conv3d, dense) in the
+ * for every layer kind with bf16 products (conv2d, conv3d, dense, the
+ * transposed convolutions) in the
  * shapes that take different code (3x3, strided, 1x1, 5x5, padding >=
  * kernel, a kept im2col matrix, many channels, dense on a flat and on a
  * spatial input, conv3d 3x3x3, strided and 1x1x1), a small CNN trained by
@@ -17,7 +18,7 @@
  * ||g_bf16 - g_fp32|| / ||g_fp32|| should sit below 2^-6 (4x the product's
  * error).  It must also exceed 2^-13: a bf16 layer equal to fp32 to better
  * than that did not run its products in bf16. */
-#define PCNN_EXPERIMENTAL /* PCNN_OPT_KEEP_IM2COL */
+#define PCNN_EXPERIMENTAL /* PCNN_OPT_KEEP_IM2COL, the transposed convolutions */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -39,7 +40,8 @@ typedef struct bcase {
     int n;
     int keep;       /* PCNN_OPT_KEEP_IM2COL */
     int cnn;        /* the small CNN with labels */
-    /* the layer: kind 0 conv2d, 1 conv3d, 2 dense */
+    /* the layer: kind 0 conv2d, 1 conv3d, 2 dense, 3 conv_transpose2d, 4 conv_transpose3d
+     * (output padding 1 when stride > 1) */
     int kind, out, k, s, p, bias;
 } bcase;
 
@@ -56,6 +58,9 @@ static const bcase cases[] = {
     {"conv3d 3x3x3", 3, 6, 6, 6, 2, 0, 0, 1, 5, 3, 1, 1, 1},
     {"conv3d 3x3x3 stride 2", 4, 7, 6, 5, 2, 0, 0, 1, 6, 3, 2, 1, 0},
     {"conv3d 1x1x1", 6, 4, 4, 4, 2, 0, 0, 1, 5, 1, 1, 0, 1},
+    {"conv_transpose2d k3 s2", 4, 0, 5, 6, 3, 0, 0, 3, 5, 3, 2, 1, 1},
+    {"conv_transpose2d k2 s1", 6, 0, 4, 4, 2, 0, 0, 3, 3, 2, 1, 0, 0},
+    {"conv_transpose3d k2 s2", 3, 3, 4, 3, 2, 0, 0, 4, 4, 2, 2, 0, 1},
     {"small CNN, first conv fp32", 3, 0, 12, 12, 8, 0, 1, 0, 0, 0, 0, 0, 0},
 };
 
@@ -101,8 +106,14 @@ static pcnn_status build(const bcase *t, int precision, built *b)
             CK(pcnn_conv2d(b->net, x, t->out, t->k, t->s, t->p, t->bias, &l));
         else if (t->kind == 1)
             CK(pcnn_conv3d(b->net, x, t->out, t->k, t->s, t->p, t->bias, &l));
-        else
+        else if (t->kind == 2)
             CK(pcnn_dense(b->net, x, t->out, t->bias, &l));
+        else if (t->kind == 3)
+            CK(pcnn_conv_transpose2d(b->net, x, t->out, t->k, t->s, t->p, t->s > 1, t->bias,
+                                     &l));
+        else
+            CK(pcnn_conv_transpose3d(b->net, x, t->out, t->k, t->s, t->p, t->s > 1, t->bias,
+                                     &l));
         note(b, l);
         CK(pcnn_net_set_loss(b->net, l, PCNN_LOSS_MSE));
     }

@@ -141,10 +141,10 @@ class Layer:
                                                          "Layer.set_exchange"))
 
     def set_precision(self, precision):
-        """The precision of this conv2d, conv3d or dense layer's products:
-        a pcnn.Precision, or None to follow the network's precision option
-        (the default); before finalize.  E.g. a first or last layer kept in
-        FP32 in a BF16 network."""
+        """The precision of this conv2d, conv3d, dense or transposed
+        convolution layer's products: a pcnn.Precision, or None to follow
+        the network's precision option (the default); before finalize.
+        E.g. a first or last layer kept in FP32 in a BF16 network."""
         net = self._owner()
         value = -1 if precision is None else coerce(precision, Precision, "Layer.set_precision")
         net._lib.pcnn_layer_set_precision(self._h, value)
