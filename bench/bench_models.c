@@ -1,7 +1,7 @@
 /* Training-step benchmark of the peers' reference models.
  *
  *   bench_models MODEL [BATCH [THREADS [ITERS]]] [--layers]
- *                [--conv-gemm | --conv-direct | --conv-taps]
+ *                [--conv-gemm | --conv-direct | --conv-taps] [--bf16]
  *
  * Builds MODEL of /work/shared/bench/models.py layer for layer through the
  * public API, trains on one synthetic batch (standard-normal inputs, random
@@ -19,7 +19,10 @@
  * also prints the library's per-layer timing table of the timed steps to
  * stderr; --conv-gemm, --conv-direct and --conv-taps set
  * PCNN_OPT_CONV_ALGORITHM 1 (im2col + GEMM for every convolution), 2 (direct
- * wherever it applies) or 3 (one GEMM per tap wherever it applies). */
+ * wherever it applies) or 3 (one GEMM per tap wherever it applies); --bf16
+ * (or PCNN_PRECISION=bf16 in the environment) sets PCNN_OPT_PRECISION to
+ * bf16, to compare with `bench_torch.py MODEL BATCH THREADS ITERS bf16`
+ * (PCNN_BF16_PATH forces a lower bf16 path). */
 #define PCNN_EXPERIMENTAL /* PCNN_OPT_CONV_ALGORITHM, pcnn_net_input3d: pcnn.h section 9 */
 #include <cblas.h>
 #include <math.h>
@@ -47,13 +50,16 @@ int main(int argc, char **argv)
 {
     bool layers = false;
     int conv_algorithm = 0;
+    bool bf16 = strcmp(env_or("PCNN_PRECISION", "fp32"), "bf16") == 0;
     for (int i = 1; i < argc; i++) {
         static const char *const algorithms[] = {"--conv-gemm", "--conv-direct", "--conv-taps"};
         int algorithm = 0;
         for (int a = 0; a < 3; a++)
             if (!strcmp(argv[i], algorithms[a])) algorithm = a + 1;
-        if (!strcmp(argv[i], "--layers") || algorithm) {
+        const bool want_bf16 = !strcmp(argv[i], "--bf16");
+        if (!strcmp(argv[i], "--layers") || algorithm || want_bf16) {
             if (algorithm) conv_algorithm = algorithm;
+            else if (want_bf16) bf16 = true;
             else layers = true;
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
             argc--;
@@ -92,6 +98,7 @@ int main(int argc, char **argv)
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_MOMENTUM, 0.9));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_THREADS, threads));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_CONV_ALGORITHM, conv_algorithm));
+    CHECK(pcnn_net_set_option(b.net, PCNN_OPT_PRECISION, bf16));
     CHECK(pcnn_net_finalize(b.net, batch));
 
     size_t in_count = (size_t)batch * m->c * m->d * m->h * m->w, out_size, params;
@@ -137,13 +144,14 @@ int main(int argc, char **argv)
            "\"fwd_mflop_per_sample\": %.2f, \"train_gflop_per_step\": %.3f, "
            "\"achieved_gflops\": %.1f, \"params\": %zu, \"loss\": %.4f, "
            "\"faults_per_step\": %.1f, \"mallocs_per_step\": %.1f, \"peak_rss_mb\": %.1f, "
-           "\"blas_core\": \"%s\", \"openblas_coretype\": \"%s\", \"glibc_tunables\": \"%s\"}\n",
+           "\"blas_core\": \"%s\", \"openblas_coretype\": \"%s\", \"glibc_tunables\": \"%s\", "
+           "\"precision\": \"%s\"}\n",
            m->name, batch, (int)used_threads, iters, med * 1e3, times[0] * 1e3,
            times[iters - 1] * 1e3, batch / med, b.flops / 1e6, train_flop / 1e9,
            train_flop / med / 1e9, params, (double)loss,
            (double)(r1.ru_minflt - r0.ru_minflt) / iters, (double)(a1 - a0) / iters,
            r1.ru_maxrss / 1024.0, openblas_get_corename(), env_or("OPENBLAS_CORETYPE", ""),
-           env_or("GLIBC_TUNABLES", ""));
+           env_or("GLIBC_TUNABLES", ""), bf16 ? "bf16" : "fp32");
     fflush(stdout);
     if (layers) {
         static char report[1 << 16];

@@ -29,6 +29,8 @@ static const char usage[] =
     "                      communication thread when MPI provides THREAD_MULTIPLE)\n"
     "  --threads N         OpenMP threads per rank (0 = OMP_NUM_THREADS)\n"
     "  --seed N            initialisation and shuffling seed (0)\n"
+    "  --precision NAME    fp32 (the default) or bf16: bf16 products with fp32\n"
+    "                      sums and master weights (PCNN_OPT_PRECISION)\n"
     "  --train-limit N     train on N images per epoch (all 60000)\n"
     "  --csv FILE          write the training curves as CSV\n"
     "  --plot FILE.png     draw the curves with examples/plot_curves.py (implies a CSV)\n"
@@ -88,7 +90,10 @@ int main(int argc, char **argv)
     const char *png = ex_arg_str("--plot", NULL), *trace = ex_arg_str("--trace", NULL);
     const char *csv = ex_arg_str("--csv", NULL);
     const char *dir = ex_arg_str("--data", "/usr/share/datasets/fashion-mnist");
+    const char *precision = ex_arg_str("--precision", "fp32");
     ex_args_done();
+    if (strcmp(precision, "fp32") && strcmp(precision, "bf16"))
+        ex_fail("--precision must be fp32 or bf16, not '%s'", precision);
     if (strcmp(xname, "a2a") && strcmp(xname, "allreduce"))
         ex_fail("--exchange must be a2a or allreduce, not '%s'", xname);
     if (batch < 1 || epochs < 0 || warmup < 0 || decay_every < 0 || train_limit < 0)
@@ -127,6 +132,9 @@ int main(int argc, char **argv)
     }
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_WARMUP_STEPS, (double)warmup * steps_per_epoch));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_SEED, seed));
+    EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_PRECISION, strcmp(precision, "bf16") == 0
+                                                              ? PCNN_PRECISION_BF16
+                                                              : PCNN_PRECISION_FP32));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_OVERLAP, overlap));
     EX_CHECK(pcnn_net_set_option(net, PCNN_OPT_ENGINE, engine));

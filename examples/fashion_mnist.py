@@ -64,6 +64,8 @@ def parse_args():
     p.add_argument("--no-overlap", action="store_true",
                    help="exchange gradients after the backward pass, not during it")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: bf16 products with fp32 sums and master weights")
     p.add_argument("--threads", type=int, default=0,
                    help="OpenMP threads per rank (0: OMP_NUM_THREADS)")
     p.add_argument("--exchange", choices=["a2a", "allreduce"], default="a2a")
@@ -139,7 +141,8 @@ def build_lenet(comm, args, threads, steps_per_epoch):
     net = pcnn.Net(comm, optimizer="momentum", learning_rate=args.lr,
                    momentum=args.momentum, warmup_steps=args.warmup * steps_per_epoch,
                    seed=args.seed, threads=threads, overlap=0 if args.no_overlap else 1,
-                   engine=ENGINES.index(args.engine))
+                   engine=ENGINES.index(args.engine),
+                   precision=pcnn.Precision.BF16 if args.precision == "bf16" else pcnn.Precision.FP32)
     if args.trace:
         net.configure(trace_events=4096)
     if args.decay_every > 0 and not args.schedule:

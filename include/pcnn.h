@@ -315,6 +315,19 @@ typedef enum pcnn_precision {
     PCNN_PRECISION_BF16 = 1  /* bfloat16 products, float32 accumulation and masters */
 } pcnn_precision;
 
+/* One layer's precision, overriding PCNN_OPT_PRECISION for it (e.g. a
+ * first or last layer kept in float32 in a bf16 network, or one layer in
+ * bf16 in a float32 one): -1 follows the network (the default),
+ * PCNN_PRECISION_FP32 or PCNN_PRECISION_BF16.  Only layers whose products
+ * have a bf16 path take it: pcnn_conv2d, pcnn_conv3d, pcnn_dense and
+ * the transposed convolutions (section 9); any
+ * other layer, or another value, gives PCNN_ERR_INVALID_ARGUMENT.  A bf16
+ * convolution runs im2col + GEMM whatever PCNN_OPT_CONV_ALGORITHM says
+ * (the direct and per-tap kernels are float32).  Ranks must agree layer by
+ * layer (finalize fails with PCNN_ERR_MISMATCH otherwise).  Before finalize
+ * (PCNN_ERR_INVALID_STATE after). */
+PCNN_API pcnn_status pcnn_layer_set_precision(pcnn_layer *layer, int precision);
+
 /* Create an empty network.  *out receives a handle to destroy with
  * pcnn_net_destroy.  Errors: INVALID_ARGUMENT (out NULL), OUT_OF_MEMORY. */
 PCNN_API pcnn_status pcnn_net_create(pcnn_net **out);

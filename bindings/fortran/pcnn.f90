@@ -233,6 +233,12 @@ module pcnn
       import :: c_ptr
       type(c_ptr) :: pcnn_last_error_c
     end function pcnn_last_error_c
+    function pcnn_layer_set_precision(layer, precision) bind(c, name='pcnn_layer_set_precision')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: layer
+      integer(c_int), value :: precision
+      integer(c_int) :: pcnn_layer_set_precision
+    end function pcnn_layer_set_precision
     function pcnn_net_create(out) bind(c, name='pcnn_net_create')
       import :: c_int, c_ptr
       type(c_ptr), optional :: out

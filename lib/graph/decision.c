@@ -1,12 +1,14 @@
 /* A layer's decisions (layer.h's layer_decision) as the one line the
  * summary and the log show: the kind's kernels (or the box dense note),
  * its gradient exchange and who chose it, its halo in place, its halo
- * overlap trials; each room records its fields, only this file writes
+ * overlap trials, and first the precision of its products where bf16 is
+ * in play ("bf16 (amx)", "fp32"); each room records its fields, only this file writes
  * the text. */
 #include <stdio.h>
 #include <string.h>
 
 #include "../core/text.h"
+#include "../kernels/gemm_bf16.h"
 #include "../parallel/exchange.h"
 #include "net.h"
 
@@ -25,11 +27,18 @@ size_t net_decision_text(const pcnn_layer *l, char *buf, size_t size)
     const layer_decision *d = &l->decision;
     text t = text_start(buf, size);
     const char *sep = "";
+    if (d->precision >= 0) {
+        if (d->precision > 0)
+            text_put(&t, "bf16 (%s)", gemm_bf16_path_name((gemm_bf16_path)d->bf16_path));
+        else
+            text_put(&t, "fp32");
+        sep = "; ";
+    }
     if (d->box_dense) {
-        text_put(&t, "on each rank's box of its input (columns of W; no shuffle)");
+        text_put(&t, "%son each rank's box of its input (columns of W; no shuffle)", sep);
         sep = "; ";
     } else if (d->kernel[0]) {
-        text_put(&t, "%s", d->kernel);
+        text_put(&t, "%s%s", sep, d->kernel);
         sep = "; ";
     }
     if (d->exchanged) {

@@ -14,8 +14,8 @@
  * gradient, which the exchange then sums identically everywhere),
  * KEEP_IM2COL, COMM_CORE, TIMEOUT_MS and TRACE_EVENTS' buffer size.
  * Layers: kind and configuration, output shape, inputs, exchange,
- * parameter count, which layer is the output, and batch-norm
- * synchronisation. */
+ * parameter count, which layer is the output, batch-norm
+ * synchronisation, and the layer's own precision. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -94,7 +94,7 @@ static void settings_of(const pcnn_net *net, uint64_t *w)
     memcpy(w, words, sizeof words);
 }
 
-enum { LAYER_WORDS = 11 };
+enum { LAYER_WORDS = 12 };
 
 static const word_name layer_word_names[LAYER_WORDS] = {
     {"output channels", WORD_INT},        {"output height", WORD_INT},
@@ -104,6 +104,7 @@ static const word_name layer_word_names[LAYER_WORDS] = {
     {"parameter count", WORD_INT},        {"being the output (pcnn_net_set_loss)", WORD_INT},
     {"batch-norm statistics synchronised (PCNN_OPT_SYNC_BATCHNORM)", WORD_INT},
     {"distribution (pcnn_net_set_distribution, pcnn_layer_set_distribution)", WORD_HASH},
+    {"precision (pcnn_layer_set_precision; here 0: the network's, 1: fp32, 2: bf16)", WORD_INT},
 };
 
 static void layer_words(const pcnn_net *net, uint64_t *w)
@@ -119,7 +120,8 @@ static void layer_words(const pcnn_net *net, uint64_t *w)
             (uint64_t)l->out.c, (uint64_t)l->out.h, (uint64_t)l->out.w, (uint64_t)l->out.d,
             hash_text(hash_text(HASH_FNV1A_BASIS, l->ops->kind), config), inputs,
             (uint64_t)l->exchange, l->num_params, l == net->output,
-            batchnorm_synchronised(l), spatial_fingerprint(net, i)};
+            batchnorm_synchronised(l), spatial_fingerprint(net, i),
+            (uint64_t)(l->precision + 1)};
         memcpy(w, words, sizeof words);
     }
 }

@@ -134,6 +134,24 @@ PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange ex
     return PCNN_OK;
 }
 
+PCNN_API pcnn_status pcnn_layer_set_precision(pcnn_layer *layer, int precision)
+{
+    API_ENTRY();
+    REQUIRE_PTR(layer);
+    TRY(net_check_alive(net_of_layer(layer), __func__));
+    char name[64];
+    REQUIRE(!layer->list->frozen, PCNN_ERR_INVALID_STATE,
+            "the precision must be set before finalize");
+    REQUIRE(precision >= -1 && precision <= PCNN_PRECISION_BF16, PCNN_ERR_INVALID_ARGUMENT,
+            "precision %d: -1 (the network's), 0 (fp32) or 1 (bf16)", precision);
+    REQUIRE(layer->ops->caps.bf16, PCNN_ERR_INVALID_ARGUMENT,
+            "%s has no products with a bf16 path (conv2d, conv3d, dense and the "
+            "transposed convolutions have)",
+            layer_name(layer, name, sizeof name));
+    layer->precision = precision;
+    return PCNN_OK;
+}
+
 PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *bytes_per_step)
 {
     API_ENTRY();

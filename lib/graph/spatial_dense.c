@@ -57,6 +57,8 @@ void spatial_plan_box_dense(pcnn_net *net)
         sp->layers[i].box_dense = true;
         l->exchange_by_columns = true;
         l->decision.box_dense = true;
+        /* Its products here are this file's fp32 GEMMs, not the layer's. */
+        if (l->decision.precision > 0) l->decision.precision = 0;
     }
 }
 

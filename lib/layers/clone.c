@@ -31,5 +31,7 @@ pcnn_status clone_local_with(layer_list *list, const pcnn_layer *l, const shape 
     TRY(input_add(list, in[0].c, in[0].d, in[0].h, in[0].w, &ins[0], func));
     for (int j = 1; j < l->num_inputs; j++)
         TRY(layer_append(list, &stand_in_ops, &ins[0], 1, in[j], 0, NULL, &ins[j]));
-    return l->ops->caps.twin(l, list, ins, o, out, func);
+    TRY(l->ops->caps.twin(l, list, ins, o, out, func));
+    (*out)->precision = l->precision; /* a twin computes as its original */
+    return PCNN_OK;
 }

@@ -40,6 +40,7 @@ static bool strided_direct(const conv_priv *p, const conv_choice *c)
 static size_t choice_workspace(const conv_priv *p, const conv_choice *c, const plan_ctx *pc)
 {
     const int threads = pc->threads > 0 ? pc->threads : 1;
+    if (p->bf16) return conv_bf16_workspace(p, pc->max_batch, threads);
     if (c->algorithm == CONV_ALGO_TAPS) {
         const pixel_conv s = pixel_geometry(p, pc->max_batch);
         return conv_taps_workspace_floats(&s);
@@ -81,12 +82,15 @@ static size_t conv_workspace(const pcnn_layer *l, const plan_ctx *pc)
 static void conv_decide_layer(pcnn_layer *l, const plan_ctx *pc)
 {
     conv_priv *p = l->priv;
+    const bool bf16 = layer_decide_precision(l, pc);
+    p->bf16 = bf16;
     p->geom = (conv_geometry){.cin = p->cin, .cout = p->cout, .k = p->k, .stride = p->stride,
                               .pad = p->pad, .h = p->h, .w = p->w, .batch = pc->max_batch,
                               .threads = pc->threads > 0 ? pc->threads : 1,
                               .keep_im2col = pc->keep_im2col,
                               .direct_available = direct_conv_available(),
-                              .measure = pc->measure};
+                              .measure = pc->measure && !bf16, /* bf16: GEMM only */
+                              .bf16 = bf16};
     conv_decide(&p->geom, (conv_algorithm)pc->conv_algorithm, &p->rules);
     p->choice = p->rules;
     conv_choice_describe(&p->choice, l->decision.kernel, sizeof l->decision.kernel);
@@ -159,6 +163,7 @@ static pcnn_status conv_setup(pcnn_layer *l, const plan_ctx *pc)
                          "%s: max_batch %d x %dx%d outputs exceeds %d columns",
                          layer_name(l, name, sizeof name), pc->max_batch, p->ho, p->wo,
                          INT_MAX);
+    if (p->bf16) return conv_bf16_setup(l, pc);
     if (any_taps(p)) {
         const pixel_conv s = pixel_geometry(p, pc->max_batch);
         TRY(conv_buffer(l, conv_taps_weight_floats(&s), "repacked weights", &p->wt));
@@ -179,7 +184,9 @@ static void conv_init(pcnn_layer *l, uint64_t seed)
 static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const conv_priv *p = l->priv;
-    if (p->choice.algorithm == CONV_ALGO_TAPS) {
+    if (p->bf16) {
+        conv_bf16_forward(l, ctx);
+    } else if (p->choice.algorithm == CONV_ALGO_TAPS) {
         const pixel_conv s = pixel_geometry(p, ctx->n);
         conv_taps_forward(&s, l->inputs[0]->y, l->params, conv_bias(l), p->wt, l->y,
                           ctx->workspace, ctx->threads);
@@ -195,7 +202,9 @@ static void conv_forward(pcnn_layer *l, const run_ctx *ctx)
 static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 {
     const conv_priv *p = l->priv;
-    if (p->choice.algorithm == CONV_ALGO_TAPS) {
+    if (p->bf16) {
+        conv_bf16_backward(l, ctx, dx[0]);
+    } else if (p->choice.algorithm == CONV_ALGO_TAPS) {
         const pixel_conv s = pixel_geometry(p, ctx->n);
         conv_taps_backward(&s, l->inputs[0]->y, l->dy, p->wt, l->grads, dx[0],
                            l->accumulate_dx[0], ctx->workspace, ctx->threads);
@@ -214,7 +223,7 @@ static void conv_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
 static void conv_destroy(pcnn_layer *l)
 {
     conv_priv *p = l->priv;
-    if (p) mem_free(p->col), mem_free(p->wt);
+    if (p) mem_free(p->col), mem_free(p->wt), mem_free(p->wb), mem_free(p->colb);
     mem_free(p);
     l->priv = NULL;
 }
@@ -243,7 +252,7 @@ static pcnn_status conv_twin(const pcnn_layer *l, layer_list *list, pcnn_layer *
 static bool conv_recomputable(const pcnn_layer *l)
 {
     const conv_priv *p = l->priv;
-    return p->col == NULL;
+    return p->col == NULL && p->colb == NULL;
 }
 
 static const layer_ops conv_ops = {
@@ -264,7 +273,8 @@ static const layer_ops conv_ops = {
              .twin = conv_twin,
              .recomputable = conv_recomputable,
              .in_place = true,
-             .weights_alone = true},
+             .weights_alone = true,
+             .bf16 = true},
 };
 
 pcnn_status conv2d_add(layer_list *list, pcnn_layer *in, int out_channels, int kernel,

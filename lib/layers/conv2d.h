@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../kernels/bf16.h"
 #include "../strategy/conv_choice.h"
 #include "layer.h"
 
@@ -23,6 +24,9 @@ typedef struct conv_priv {
     int cin, h, w, ho, wo, ckk;
     float *col;  /* kept im2col matrix (max_batch columns), or NULL */
     float *wt;   /* taps: the weights repacked by forward for backward */
+    bool bf16;   /* bf16 products (conv2d_bf16.c), decided at finalize */
+    bf16 *wb;    /* bf16: the weights' bf16 copy, made by each forward */
+    bf16 *colb;  /* bf16: the kept im2col matrix in bf16, or NULL */
 } conv_priv;
 
 /* The bias parameters, or NULL without a bias. */
@@ -44,6 +48,17 @@ size_t conv_gemm_workspace(const conv_priv *p, int max_batch, bool keep_col, int
 void conv_gemm_forward(const pcnn_layer *l, const run_ctx *ctx);
 void conv_gemm_weight_grad(const pcnn_layer *l, const run_ctx *ctx);
 void conv_gemm_input_grad(const pcnn_layer *l, const run_ctx *ctx, float *dx);
+
+/* bf16 products (conv2d_bf16.c): im2col written in bf16, W converted to
+ * wb at each forward, dY converted once per backward for dW and dx, all
+ * through gemm_bf16 with fp32 sums; activations stay fp32.  The shared
+ * workspace (floats) holds dY in bf16, then per-thread bands or the
+ * whole batch's col, and the GEMM's packing workspaces.  setup allocates
+ * wb and the kept colb. */
+size_t conv_bf16_workspace(const conv_priv *p, int max_batch, int threads);
+pcnn_status conv_bf16_setup(pcnn_layer *l, const plan_ctx *pc);
+void conv_bf16_forward(const pcnn_layer *l, const run_ctx *ctx);
+void conv_bf16_backward(const pcnn_layer *l, const run_ctx *ctx, float *dx);
 
 /* The direct kernels (conv2d_direct.c): stride 1, and the strided forward
  * and dW (whose dx is conv_gemm_input_grad). */

@@ -25,14 +25,23 @@
  * (direct_passes).  A direct dW needs no col at all, banded or not.  A
  * spatial split's twin, whose input is its box staged with the halo and
  * the padding around it, wants dx only inside the sample
- * (conv3d_want_dx_box): the direct dx then computes only that box. */
+ * (conv3d_want_dx_box): the direct dx then computes only that box.
+ *
+ * bf16 products (PCNN_OPT_PRECISION, pcnn_layer_set_precision): always
+ * vol2col + GEMM in bands of output planes of one sample (the budget's,
+ * or the whole volume), col written in bf16 (kernels_bf16.h), W copied to
+ * bf16 at each forward, dY converted once per backward; gemm_bf16 sums in
+ * fp32.  No col is kept: it is half the bytes, and the band is remade for
+ * dW.  Activations stay fp32. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../kernels/gemm_bf16.h"
 #include "../kernels/kernels.h"
+#include "../kernels/kernels_bf16.h"
 #include "../kernels/vol_direct.h"
 #include "layers.h"
 
@@ -54,6 +63,8 @@ typedef struct conv3d_priv {
     bool dx_box_set;     /* dx is wanted on this box of the input only */
     int dx_lo[3], dx_ext[3];
     bool dx_on_box;      /* ... and the direct dx computes only it */
+    bool bf16;           /* bf16 products (decided at finalize) */
+    bf16 *wb;            /* bf16: W's copy, made by each forward */
 } conv3d_priv;
 
 /* The network's vol2col budget in floats (layers.h). */
@@ -117,7 +128,7 @@ typedef struct direct_passes {
 static direct_passes direct_choice(const conv3d_priv *p, const plan_ctx *pc)
 {
     direct_passes d = {false, false, false};
-    if (!vol_direct_available() || p->pointwise || p->stride != 1 || p->k > 5 || p->ow < 4)
+    if (p->bf16 || !vol_direct_available() || p->pointwise || p->stride != 1 || p->k > 5 || p->ow < 4)
         return d;
     const vol_shape g = geometry(p, 1);
     const bool dx_fits = vol_direct_data_supports(&g) && p->w >= 4;
@@ -142,9 +153,38 @@ static bool dx_on_box(const conv3d_priv *p, direct_passes d)
 /* The workspace holds col (when not kept) and dcol, one after the other,
  * or one band's col then dcol; the direct passes' padded x, or padded x
  * and dW's lanes, or padded dY, whichever pass needs most. */
+static size_t up64(size_t x) { return (x + 63) / 64 * 64; }
+
+/* bf16: planes per band, and the workspace's parts in bytes: dY in bf16,
+ * one band's col (bf16, then its fp32 dcol in the same bytes), then the
+ * threaded GEMMs' packing workspaces. */
+typedef struct bf16_layout {
+    int planes;
+    size_t dyb, band, gemm;
+} bf16_layout;
+
+static bf16_layout bf16_layout_of(const conv3d_priv *p, int n, int threads)
+{
+    bf16_layout L;
+    L.planes = p->band ? p->band : p->od;
+    const int cols = L.planes * p->oh * p->ow;
+    L.dyb = up64((size_t)p->cout * (size_t)n * out_volume(p) * sizeof(bf16));
+    L.band = up64((size_t)p->ck3 * (size_t)cols * sizeof(float));
+    size_t w = gemm_bf16_workspace(p->cout, cols, p->ck3), dw =
+        gemm_bf16_workspace(p->cout, p->ck3, cols), dx = gemm_bf16_workspace(p->ck3, cols, p->cout);
+    if (dw > w) w = dw;
+    if (dx > w) w = dx;
+    L.gemm = (size_t)(threads > 0 ? threads : 1) * w;
+    return L;
+}
+
 static size_t conv3d_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const conv3d_priv *p = l->priv;
+    if (p->bf16) {
+        const bf16_layout L = bf16_layout_of(p, pc->max_batch, pc->threads);
+        return (L.dyb + L.band + L.gemm + 3) / 4;
+    }
     if (p->pointwise) return 0;
     const direct_passes d = direct_choice(p, pc);
     const int band = band_planes(p, pc);
@@ -171,14 +211,19 @@ static size_t conv3d_workspace(const pcnn_layer *l, const plan_ctx *pc)
 static void conv3d_decide(pcnn_layer *l, const plan_ctx *pc)
 {
     conv3d_priv *p = l->priv;
+    p->bf16 = layer_decide_precision(l, pc);
     const direct_passes d = direct_choice(p, pc);
     p->band = band_planes(p, pc);
     p->direct = d.forward;
     p->direct_dw = d.dw;
     p->direct_dx = d.dx;
     p->dx_on_box = dx_on_box(p, d);
-    p->keep_col = pc->keep_im2col && !p->pointwise && !p->band && !p->direct_dw;
-    if (d.forward || d.dw || d.dx)
+    p->keep_col = pc->keep_im2col && !p->pointwise && !p->band && !p->direct_dw && !p->bf16;
+    if (p->bf16)
+        snprintf(l->decision.kernel, sizeof l->decision.kernel,
+                 "vol2col + gemm in bands of %d output planes (bf16 products)",
+                 p->band ? p->band : p->od);
+    else if (d.forward || d.dw || d.dx)
         snprintf(l->decision.kernel, sizeof l->decision.kernel, "forward %s, dW %s, dx %s%s",
                  d.forward ? "direct" : "vol2col + gemm", d.dw ? "direct" : "vol2col + gemm",
                  d.dx ? "direct" : "gemm + col2vol",
@@ -204,6 +249,15 @@ static pcnn_status conv3d_setup(pcnn_layer *l, const plan_ctx *pc)
                          "%s: max_batch %d x %dx%dx%d outputs exceeds %d columns",
                          layer_name(l, name, sizeof name), pc->max_batch, p->od, p->oh, p->ow,
                          INT_MAX);
+    if (p->bf16) {
+        const size_t n = (size_t)p->cout * p->ck3;
+        p->wb = mem_alloc(n * sizeof(bf16));
+        if (!p->wb)
+            return error_set(PCNN_ERR_OUT_OF_MEMORY, "pcnn_net_finalize",
+                             "%s: cannot allocate %zu bf16 weights",
+                             layer_name(l, name, sizeof name), n);
+        l->buffer_bytes += n * sizeof(bf16);
+    }
     if (p->direct) {
         const size_t n = vol_direct_packed_floats(p->cout, p->cin, p->k);
         p->packed = mem_alloc_floats(n);
@@ -303,12 +357,65 @@ static void conv3d_backward_banded(pcnn_layer *l, const run_ctx *ctx, float *con
         }
 }
 
+/* bf16 forward: band by band, Y_band = W_b col_b (+ bias, set first). */
+static void conv3d_forward_bf16(pcnn_layer *l, const run_ctx *ctx, int np)
+{
+    const conv3d_priv *p = l->priv;
+    const vol_shape g = geometry(p, ctx->n);
+    const bf16_layout L = bf16_layout_of(p, ctx->n, ctx->threads);
+    bf16 *col = (bf16 *)((char *)ctx->workspace + L.dyb);
+    char *ws = (char *)ctx->workspace + L.dyb + L.band;
+    bf16_from_f32_parallel(l->params, p->wb, (size_t)p->cout * p->ck3, ctx->threads);
+    if (p->bias) fill_rows(l->y, (size_t)p->cout, (size_t)np, conv3d_bias(l), ctx->threads);
+    for (int s = 0; s < ctx->n; s++)
+        for (int d0 = 0; d0 < p->od; d0 += L.planes) {
+            const int d1 = p->od - d0 > L.planes ? d0 + L.planes : p->od;
+            const int cols = (d1 - d0) * p->oh * p->ow;
+            const size_t first = (size_t)s * out_volume(p) + (size_t)d0 * p->oh * p->ow;
+            vol2col_band_bf16(l->inputs[0]->y, &g, s, d0, d1, col, ctx->threads);
+            gemm_bf16(false, false, p->cout, cols, p->ck3, 1.0f, p->wb, p->ck3, col, cols,
+                      p->bias ? 1.0f : 0.0f, l->y + first, np, ctx->threads, ws, L.gemm);
+        }
+}
+
+/* bf16 backward: dY_b once, then band by band dW += dY_b col_b^T and
+ * dcol = W_b^T dY_b (fp32, over col_b's bytes) folded into dx. */
+static void conv3d_backward_bf16(pcnn_layer *l, const run_ctx *ctx, float *dx, int np)
+{
+    const conv3d_priv *p = l->priv;
+    const vol_shape g = geometry(p, ctx->n);
+    const bf16_layout L = bf16_layout_of(p, ctx->n, ctx->threads);
+    bf16 *dyb = (bf16 *)ctx->workspace;
+    bf16 *col = (bf16 *)((char *)ctx->workspace + L.dyb);
+    char *ws = (char *)ctx->workspace + L.dyb + L.band;
+    bf16_from_f32_parallel(l->dy, dyb, (size_t)p->cout * np, ctx->threads);
+    float beta = 0.0f;
+    for (int s = 0; s < ctx->n; s++)
+        for (int d0 = 0; d0 < p->od; d0 += L.planes) {
+            const int d1 = p->od - d0 > L.planes ? d0 + L.planes : p->od;
+            const int cols = (d1 - d0) * p->oh * p->ow;
+            const size_t first = (size_t)s * out_volume(p) + (size_t)d0 * p->oh * p->ow;
+            vol2col_band_bf16(l->inputs[0]->y, &g, s, d0, d1, col, ctx->threads);
+            gemm_bf16(false, true, p->cout, p->ck3, cols, 1.0f, dyb + first, np, col, cols, beta,
+                      l->grads, p->ck3, ctx->threads, ws, L.gemm);
+            beta = 1.0f;
+            if (!dx) continue;
+            gemm_bf16(true, false, p->ck3, cols, p->cout, 1.0f, p->wb, p->ck3, dyb + first, np,
+                      0.0f, (float *)col, cols, ctx->threads, ws, L.gemm);
+            col2vol_band((float *)col, &g, s, d0, d1, dx, l->accumulate_dx[0], ctx->threads);
+        }
+}
+
 /* Y[Cout x NP] = W[Cout x CK3] col[CK3 x NP] (+ bias: Y starts as the bias
  * and the GEMM adds into it). */
 static void conv3d_forward(pcnn_layer *l, const run_ctx *ctx)
 {
     const conv3d_priv *p = l->priv;
     const int np = (int)((size_t)ctx->n * out_volume(p));
+    if (p->bf16) {
+        conv3d_forward_bf16(l, ctx, np);
+        return;
+    }
     if (p->direct) {
         const vol_shape g = geometry(p, ctx->n);
         vol_direct_pack(l->params, p->cout, p->cin, p->k, p->packed);
@@ -376,6 +483,10 @@ static void conv3d_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2
     if (p->bias)
         row_sums(l->dy, (size_t)p->cout, (size_t)np, l->grads + (size_t)p->cout * p->ck3,
                  ctx->threads);
+    if (p->bf16) {
+        conv3d_backward_bf16(l, ctx, dx[0], np);
+        return;
+    }
     if (p->direct_dw) {
         float *xp = ctx->workspace;
         vol_direct_backward_weights(l->inputs[0]->y, &g, l->dy, p->cout, xp,
@@ -408,6 +519,7 @@ static void conv3d_destroy(pcnn_layer *l)
         mem_free(p->col);
         mem_free(p->packed);
         mem_free(p->flipped);
+        mem_free(p->wb);
     }
     mem_free(p);
     l->priv = NULL;
@@ -482,7 +594,8 @@ static const layer_ops conv3d_ops = {
              .twin_share = conv3d_share_col_budget,
              .twin_want_dx_box = conv3d_want_dx_box,
              .in_place = true,
-             .weights_alone = true},
+             .weights_alone = true,
+             .bf16 = true},
 };
 
 pcnn_status conv3d_add(layer_list *list, pcnn_layer *in, int out_channels, int kernel,

@@ -10,14 +10,21 @@
  *             col2vol) scatters col into y, on top of the bias;
  *   backward  col = im2col(dy) (the convolution's own gather), then
  *             dx = W col and dW = x col^T (two GEMMs), db = row sums of dy.
- * col lives in the shared workspace (no allocation per step). */
+ * col lives in the shared workspace (no allocation per step).
+ *
+ * bf16 products (PCNN_OPT_PRECISION, pcnn_layer_set_precision): forward
+ * copies W and x to bf16 (x kept for dW) and the GEMM sums in fp32
+ * (gemm_bf16.h) into the fp32 col; backward writes im2col(dy) straight in
+ * bf16, which is dY's only conversion, for both dx and dW. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../kernels/gemm_bf16.h"
 #include "../kernels/kernels.h"
+#include "../kernels/kernels_bf16.h"
 #include "layer.h"
 #include "layers.h"
 
@@ -25,7 +32,12 @@ typedef struct convt_priv {
     int cin, cout, k, stride, pad, out_pad;
     bool bias, volume;
     int ckk; /* Cout * k^dims: col rows */
+    bool bf16; /* bf16 products, decided at finalize */
+    bf16 *wb;  /* bf16: W's copy, made by each forward */
+    bf16 *xb;  /* bf16: the input matrix of the last forward (Cin x N*D*H*W) */
 } convt_priv;
+
+static size_t up64(size_t x) { return (x + 63) / 64 * 64; }
 
 static size_t kernel_taps(const convt_priv *p)
 {
@@ -48,16 +60,63 @@ static vol_shape vol_of(const pcnn_layer *l, int n)
     return (vol_shape){p->cout, n, o.d, o.h, o.w, p->k, p->stride, p->pad, i.d, i.h, i.w};
 }
 
+/* bf16: the col's bytes (fp32 forward, bf16 backward), then the GEMMs'
+ * packing workspaces on `threads`. */
+static size_t col_bytes(const pcnn_layer *l, int n)
+{
+    const convt_priv *p = l->priv;
+    return up64((size_t)p->ckk * (size_t)n * shape_spatial(l->inputs[0]->out) * sizeof(float));
+}
+
+static size_t gemm_bytes(const pcnn_layer *l, int n, int threads)
+{
+    const convt_priv *p = l->priv;
+    const int np_in = n * (int)shape_spatial(l->inputs[0]->out);
+    size_t w = gemm_bf16_workspace(p->ckk, np_in, p->cin),
+           dw = gemm_bf16_workspace(p->cin, p->ckk, np_in),
+           dx = gemm_bf16_workspace(p->cin, np_in, p->ckk);
+    if (dw > w) w = dw;
+    if (dx > w) w = dx;
+    return (size_t)(threads > 0 ? threads : 1) * w;
+}
+
 static size_t convt_workspace(const pcnn_layer *l, const plan_ctx *pc)
 {
     const convt_priv *p = l->priv;
+    if (p->bf16)
+        return (col_bytes(l, pc->max_batch) + gemm_bytes(l, pc->max_batch, pc->threads) + 3) / 4;
     return (size_t)p->ckk * (size_t)pc->max_batch * shape_spatial(l->inputs[0]->out);
+}
+
+static pcnn_status convt_setup(pcnn_layer *l, const plan_ctx *pc)
+{
+    convt_priv *p = l->priv;
+    if (!p->bf16) return PCNN_OK;
+    const size_t nw = (size_t)p->cin * p->ckk,
+                 nx = (size_t)p->cin * pc->max_batch * shape_spatial(l->inputs[0]->out);
+    p->wb = mem_alloc(nw * sizeof(bf16));
+    p->xb = mem_alloc(nx * sizeof(bf16));
+    if (!p->wb || !p->xb) {
+        char name[64];
+        return FAIL(PCNN_ERR_OUT_OF_MEMORY, "%s: %zu + %zu bf16 for the weights and input",
+                    layer_name(l, name, sizeof name), nw, nx);
+    }
+    l->buffer_bytes += (nw + nx) * sizeof(bf16);
+    return PCNN_OK;
+}
+
+static void convt_destroy(pcnn_layer *l)
+{
+    convt_priv *p = l->priv;
+    if (p) mem_free(p->wb), mem_free(p->xb);
+    mem_free(p);
+    l->priv = NULL;
 }
 
 static void convt_decide(pcnn_layer *l, const plan_ctx *pc)
 {
-    (void)pc;
-    const convt_priv *p = l->priv;
+    convt_priv *p = l->priv;
+    p->bf16 = layer_decide_precision(l, pc);
     snprintf(l->decision.kernel, sizeof l->decision.kernel, "GEMM + %s (the adjoint of a convolution)",
              p->volume ? "col2vol" : "col2im");
 }
@@ -78,8 +137,16 @@ static void convt_forward(pcnn_layer *l, const run_ctx *ctx)
     const int np_in = n * (int)shape_spatial(l->inputs[0]->out);
     const size_t np_out = (size_t)n * shape_spatial(l->out);
     float *col = ctx->workspace;
-    gemm(true, false, p->ckk, np_in, p->cin, 1.0f, l->params, p->ckk, l->inputs[0]->y, np_in,
-         0.0f, col, np_in, ctx->threads);
+    if (p->bf16) {
+        bf16_from_f32_parallel(l->params, p->wb, (size_t)p->cin * p->ckk, ctx->threads);
+        bf16_from_f32_parallel(l->inputs[0]->y, p->xb, (size_t)p->cin * np_in, ctx->threads);
+        gemm_bf16(true, false, p->ckk, np_in, p->cin, 1.0f, p->wb, p->ckk, p->xb, np_in, 0.0f,
+                  col, np_in, ctx->threads, (char *)ctx->workspace + col_bytes(l, n),
+                  gemm_bytes(l, n, ctx->threads));
+    } else {
+        gemm(true, false, p->ckk, np_in, p->cin, 1.0f, l->params, p->ckk, l->inputs[0]->y,
+             np_in, 0.0f, col, np_in, ctx->threads);
+    }
     if (p->bias) fill_rows(l->y, (size_t)p->cout, np_out, l->params + (size_t)p->cin * p->ckk,
                            ctx->threads);
     if (p->volume) {
@@ -99,6 +166,27 @@ static void convt_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2]
     const int np_in = n * (int)shape_spatial(l->inputs[0]->out);
     const size_t np_out = (size_t)n * shape_spatial(l->out);
     float *col = ctx->workspace;
+    if (p->bias)
+        row_sums(l->dy, (size_t)p->cout, np_out, l->grads + (size_t)p->cin * p->ckk,
+                 ctx->threads);
+    if (p->bf16) {
+        bf16 *colb = (bf16 *)ctx->workspace;
+        void *ws = (char *)ctx->workspace + col_bytes(l, n);
+        const size_t wsb = gemm_bytes(l, n, ctx->threads);
+        if (p->volume) {
+            const vol_shape g = vol_of(l, n);
+            vol2col_batch_bf16(l->dy, &g, colb, ctx->threads);
+        } else {
+            const conv_shape g = conv_of(l, n);
+            im2col_batch_bf16(l->dy, &g, colb, ctx->threads);
+        }
+        gemm_bf16(false, true, p->cin, p->ckk, np_in, 1.0f, p->xb, np_in, colb, np_in, 0.0f,
+                  l->grads, p->ckk, ctx->threads, ws, wsb);
+        if (dx[0])
+            gemm_bf16(false, false, p->cin, np_in, p->ckk, 1.0f, p->wb, p->ckk, colb, np_in,
+                      l->accumulate_dx[0] ? 1.0f : 0.0f, dx[0], np_in, ctx->threads, ws, wsb);
+        return;
+    }
     if (p->volume) {
         const vol_shape g = vol_of(l, n);
         vol2col_batch(l->dy, &g, col, ctx->threads);
@@ -109,9 +197,6 @@ static void convt_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2]
     }
     gemm(false, true, p->cin, p->ckk, np_in, 1.0f, l->inputs[0]->y, np_in, col, np_in, 0.0f,
          l->grads, p->ckk, ctx->threads);
-    if (p->bias)
-        row_sums(l->dy, (size_t)p->cout, np_out, l->grads + (size_t)p->cin * p->ckk,
-                 ctx->threads);
     if (dx[0])
         gemm(false, false, p->cin, np_in, p->ckk, 1.0f, l->params, p->ckk, col, np_in,
              l->accumulate_dx[0] ? 1.0f : 0.0f, dx[0], np_in, ctx->threads);
@@ -136,26 +221,32 @@ static const layer_ops convt2d_ops = {
     .kind = "conv_transpose2d",
     .workspace_floats = convt_workspace,
     .decide = convt_decide,
+    .setup = convt_setup,
     .init_params = convt_init,
     .forward = convt_forward,
     .backward = convt_backward,
+    .destroy = convt_destroy,
     .describe = convt_describe,
     .caps = {.split = LAYER_SPLIT_WHOLE,
              .cost = LAYER_COST_CONV_TRANSPOSE2D,
-             .window = convt_window},
+             .window = convt_window,
+             .bf16 = true},
 };
 
 static const layer_ops convt3d_ops = {
     .kind = "conv_transpose3d",
     .workspace_floats = convt_workspace,
     .decide = convt_decide,
+    .setup = convt_setup,
     .init_params = convt_init,
     .forward = convt_forward,
     .backward = convt_backward,
+    .destroy = convt_destroy,
     .describe = convt_describe,
     .caps = {.split = LAYER_SPLIT_WHOLE,
              .cost = LAYER_COST_CONV_TRANSPOSE3D,
-             .window = convt_window},
+             .window = convt_window,
+             .bf16 = true},
 };
 
 /* One output extent, or -1 when it is below 1. */

@@ -3,14 +3,22 @@
  *
  * X is the input flattened in PyTorch order (f = c*HW + hw).  In CNHW a
  * (C, 1, 1) input already is that F x N matrix; otherwise it is transposed
- * into a persistent buffer, kept because backward needs X for dW. */
+ * into a persistent buffer, kept because backward needs X for dW.
+ *
+ * bf16 products (PCNN_OPT_PRECISION, pcnn_layer_set_precision): forward
+ * converts W to a bf16 copy (the parameters change every step) and X to a
+ * kept bf16 copy, backward dY once into the workspace; the three GEMMs
+ * then multiply bf16 operands with fp32 sums (gemm_bf16.h).  The FC
+ * gradient exchange computes dW from gathered fp32 blocks, in fp32. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../kernels/gemm_bf16.h"
 #include "../kernels/kernels.h"
+#include "../kernels/kernels_bf16.h"
 #include "dense.h"
 #include "flatten.h"
 #include "layer.h"
@@ -22,18 +30,62 @@ typedef struct dense_priv {
     size_t spatial;  /* H*W of the input; 1: no transpose needed */
     bool bias;
     float *xt;       /* F x max_batch flattened input, when spatial > 1 */
+    bool bf16;       /* bf16 products, decided at finalize */
+    bf16 *wb;        /* bf16: W's copy, made by each forward */
+    bf16 *xb;        /* bf16: the F x n input matrix of the last forward */
 } dense_priv;
+
+static size_t up64(size_t x) { return (x + 63) / 64 * 64; }
+
+/* bf16: the workspace's bytes before the GEMMs' packing workspaces: dY
+ * in bf16, then dX in fp32 when it is transposed back. */
+static size_t bf16_head(const dense_priv *d, int n)
+{
+    return up64((size_t)d->out * (size_t)n * sizeof(bf16)) +
+           (d->spatial > 1 ? up64((size_t)d->features * (size_t)n * sizeof(float)) : 0);
+}
+
+/* bf16: the packing workspace bytes of the three GEMMs on `threads`. */
+static size_t bf16_gemm_ws(const dense_priv *d, int n, int threads)
+{
+    const int k = d->out, f = d->features;
+    size_t w = gemm_bf16_workspace(k, n, f), dw = gemm_bf16_workspace(k, f, n),
+           dx = gemm_bf16_workspace(f, n, k);
+    if (dw > w) w = dw;
+    if (dx > w) w = dx;
+    return (size_t)(threads > 0 ? threads : 1) * w;
+}
 
 static size_t dense_workspace(const pcnn_layer *l, const plan_ctx *p)
 {
     const dense_priv *d = l->priv;
+    if (d->bf16)
+        return (bf16_head(d, p->max_batch) + bf16_gemm_ws(d, p->max_batch, p->threads) + 3) / 4;
     /* dX before it is transposed back into the input's CNHW layout. */
     return d->spatial > 1 ? (size_t)d->features * (size_t)p->max_batch : 0;
+}
+
+static void dense_decide(pcnn_layer *l, const plan_ctx *p)
+{
+    dense_priv *d = l->priv;
+    d->bf16 = layer_decide_precision(l, p);
 }
 
 static pcnn_status dense_setup(pcnn_layer *l, const plan_ctx *p)
 {
     dense_priv *d = l->priv;
+    if (d->bf16) {
+        const size_t nw = (size_t)d->out * (size_t)d->features,
+                     nx = (size_t)d->features * (size_t)p->max_batch;
+        d->wb = mem_alloc(nw * sizeof(bf16));
+        d->xb = mem_alloc(nx * sizeof(bf16));
+        if (!d->wb || !d->xb) {
+            char name[64];
+            return FAIL(PCNN_ERR_OUT_OF_MEMORY, "%s: %zu + %zu bf16 for the weights and input",
+                        layer_name(l, name, sizeof name), nw, nx);
+        }
+        l->buffer_bytes += (nw + nx) * sizeof(bf16);
+    }
     if (d->spatial == 1) return PCNN_OK;
     size_t count = (size_t)d->features * (size_t)p->max_batch;
     d->xt = mem_alloc_floats(count);
@@ -98,7 +150,38 @@ static void dense_forward(pcnn_layer *l, const run_ctx *ctx)
         parallel_for((size_t)k, 1, (size_t)k * n, ctx->threads, bias_rows, &a);
         beta = 1.0f;
     }
+    if (d->bf16) {
+        bf16_from_f32_parallel(l->params, d->wb, (size_t)k * (size_t)f, ctx->threads);
+        bf16_from_f32_parallel(dense_x(l), d->xb, (size_t)f * (size_t)n, ctx->threads);
+        gemm_bf16(false, false, k, n, f, 1.0f, d->wb, f, d->xb, n, beta, l->y, n, ctx->threads,
+                  ctx->workspace, bf16_gemm_ws(d, n, ctx->threads));
+        return;
+    }
     gemm(false, false, k, n, f, 1.0f, l->params, f, dense_x(l), n, beta, l->y, n, ctx->threads);
+}
+
+/* The bf16 backward: dY_b = bf16(dY) once, dW = dY_b X_b^T, dX = W_b^T dY_b. */
+static void dense_backward_bf16(pcnn_layer *l, const run_ctx *ctx, float *dx, bool dw)
+{
+    dense_priv *d = l->priv;
+    const int n = ctx->n, k = d->out, f = d->features;
+    bf16 *dyb = (bf16 *)ctx->workspace;
+    char *ws = (char *)ctx->workspace + bf16_head(d, n);
+    const size_t wsb = bf16_gemm_ws(d, n, ctx->threads);
+    bf16_from_f32_parallel(l->dy, dyb, (size_t)k * (size_t)n, ctx->threads);
+    if (dw)
+        gemm_bf16(false, true, k, f, n, 1.0f, dyb, n, d->xb, n, 0.0f, l->grads, f, ctx->threads,
+                  ws, wsb);
+    if (!dx) return;
+    const bool acc = l->accumulate_dx[0];
+    if (d->spatial == 1) {
+        gemm_bf16(true, false, f, n, k, 1.0f, d->wb, f, dyb, n, acc ? 1.0f : 0.0f, dx, n,
+                  ctx->threads, ws, wsb);
+        return;
+    }
+    float *dxt = (float *)((char *)ctx->workspace + up64((size_t)k * (size_t)n * sizeof(bf16)));
+    gemm_bf16(true, false, f, n, k, 1.0f, d->wb, f, dyb, n, 0.0f, dxt, n, ctx->threads, ws, wsb);
+    unflatten_cnhw(dxt, dx, l->inputs[0]->out.c, n, d->spatial, acc, ctx->threads);
 }
 
 static void dense_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2])
@@ -110,6 +193,14 @@ static void dense_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2]
     /* dW = dY X^T, unless the FC exchange computes it from the whole batch
      * (dense_slice_gradient). */
     const bool exchange_owns_dw = ctx->exchange_step && l->exchange == PCNN_EXCHANGE_FC_GRADIENT;
+    if (d->bf16) {
+        dense_backward_bf16(l, ctx, dx[0], !exchange_owns_dw);
+        if (d->bias && !exchange_owns_dw) {
+            rows_args a = {dy, l->grads + (size_t)k * (size_t)f, (size_t)n};
+            parallel_for((size_t)k, 1, (size_t)k * n, ctx->threads, sum_rows, &a);
+        }
+        return;
+    }
     if (!exchange_owns_dw)
         gemm(false, true, k, f, n, 1.0f, dy, n, dense_x(l), n, 0.0f, l->grads, f, ctx->threads);
     if (d->bias && !exchange_owns_dw) {
@@ -132,7 +223,7 @@ static void dense_backward(pcnn_layer *l, const run_ctx *ctx, float *const dx[2]
 static void dense_destroy(pcnn_layer *l)
 {
     dense_priv *d = l->priv;
-    if (d) mem_free(d->xt);
+    if (d) mem_free(d->xt), mem_free(d->wb), mem_free(d->xb);
     mem_free(d);
     l->priv = NULL;
 }
@@ -154,6 +245,7 @@ static pcnn_status dense_twin(const pcnn_layer *l, layer_list *list, pcnn_layer 
 static const layer_ops dense_ops = {
     .kind = "dense",
     .workspace_floats = dense_workspace,
+    .decide = dense_decide,
     .setup = dense_setup,
     .init_params = dense_init,
     .forward = dense_forward,
@@ -163,7 +255,8 @@ static const layer_ops dense_ops = {
     .caps = {.split = LAYER_SPLIT_WHOLE,
              .cost = LAYER_COST_DENSE,
              .twin = dense_twin,
-             .weights_alone = true},
+             .weights_alone = true,
+             .bf16 = true},
 };
 
 bool layer_is_dense(const pcnn_layer *l) { return l->ops == &dense_ops; }

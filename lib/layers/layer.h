@@ -177,6 +177,9 @@ typedef struct layer_decision {
     bool measured;           /* its algorithm was timed at finalize (graph/conv_measure.c) */
     double measured_ms[4];   /* ... ms per forward + backward, the ranks' mean, by
                                 PCNN_OPT_CONV_ALGORITHM value (0 unused; 0: no candidate) */
+    signed char precision;   /* its products: -1 not stated (an fp32 network, no override,
+                                or no products), 0 fp32, 1 bf16 (layer_decide_precision) */
+    signed char bf16_path;   /* bf16: the gemm_bf16_path its products take */
 } layer_decision;
 
 struct pcnn_layer {
@@ -217,6 +220,8 @@ struct pcnn_layer {
     layer_decision decision; /* what finalize and the first steps decided, typed */
     int algorithm;         /* what decide chose, typed: the PCNN_OPT_CONV_ALGORITHM value it
                               computes with (1 GEMM, 2 direct, 3 taps); 0: no such choice */
+    int precision;         /* pcnn_layer_set_precision: -1 the network's (PCNN_OPT_PRECISION),
+                              0 fp32, 1 bf16; only kinds with caps.bf16 take 1 */
 
     void *priv;            /* per-kind configuration and state */
 };
@@ -247,6 +252,12 @@ bool layer_is_add(const pcnn_layer *l);  /* residual add, scaled or not */
 
 /* Label for messages: "layer 3 (conv2d)". */
 const char *layer_name(const pcnn_layer *l, char *buf, size_t size);
+
+/* Whether l computes its products in bf16 under plan p: its own
+ * precision, else the network's, for kinds with caps.bf16 (the others
+ * are fp32 throughout).  Records the answer and the bf16 path in
+ * l->decision for the summary; for the kinds' decide(). */
+bool layer_decide_precision(pcnn_layer *l, const plan_ctx *p);
 
 /* Fill n weights with the layer's init (He/Glorot) given fan_in/fan_out,
  * from a stream keyed by (seed, layer index). */

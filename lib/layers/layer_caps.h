@@ -120,6 +120,8 @@ typedef struct layer_caps {
                               the halo lies (a windowed layer with weights: convolutions) */
     bool weights_alone;    /* its backward may compute the weight gradient without any
                               input gradient (as when the input feeds it) */
+    bool bf16;             /* its products (forward, dx, dW) can run as bf16 x bf16 with
+                              fp32 sums (PCNN_OPT_PRECISION, pcnn_layer_set_precision) */
     bool folds_into_dense; /* a flatten: a dense layer right after it may take its input's
                               box as is (graph/spatial_dense.c) */
 } layer_caps;

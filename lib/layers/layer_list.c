@@ -65,6 +65,8 @@ pcnn_status layer_append(layer_list *list, const layer_ops *ops, pcnn_layer *con
     l->out = out;
     l->num_params = num_params;
     l->init = PCNN_INIT_HE_NORMAL;
+    l->precision = -1;
+    l->decision.precision = -1;
     l->priv = priv;
     list->items[list->count++] = l;
     *out_layer = l;

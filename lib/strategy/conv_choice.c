@@ -8,7 +8,8 @@
  *   strided   stride > 1, k3/k5: forced, or with short windows and enough
  *             output channels; the channel-lane forward, the direct dW and
  *             GEMMs for dx
- *   GEMM      everything else, 1x1 convolutions and padding >= kernel always
+ *   GEMM      everything else, 1x1 convolutions and padding >= kernel always,
+ *             and every bf16 convolution (the only algorithm with bf16 products)
  *
  * Both direct kinds need AVX-512F. */
 #include "conv_choice.h"
@@ -193,6 +194,14 @@ static void decide(const conv_geometry *g, conv_algorithm requested, conv_choice
     const bool pointwise = g->k == 1 && g->stride == 1 && g->pad == 0;
     const bool automatic = requested == CONV_ALGO_AUTO;
     *c = (conv_choice){.algorithm = CONV_ALGO_GEMM};
+    if (g->bf16) {
+        /* The direct and per-tap kernels are fp32; a 1x1 convolution too
+         * makes a (bf16) col of x. */
+        choose(c, CONV_ALGO_GEMM, CONV_KERNEL_GEMM, CONV_KERNEL_GEMM, CONV_KERNEL_GEMM);
+        c->keep_col = g->keep_im2col;
+        snprintf(c->reason, sizeof c->reason, "gemm (bf16 products)");
+        return;
+    }
     if (g->pad >= g->k) {
         /* Windows of pure padding: only im2col + GEMM handles them (the
          * direct kernels and the per-tap GEMMs assume padding < kernel). */

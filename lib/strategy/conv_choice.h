@@ -43,6 +43,7 @@ typedef struct conv_geometry {
     bool direct_available; /* direct_conv_available(): the CPU has AVX-512F */
     bool measure;          /* automatic choices where the rules are unsure may be
                               measured (conv_measure.h); false: the rules decide */
+    bool bf16;             /* bf16 products: only im2col + GEMM has them (gemm_bf16.h) */
 } conv_geometry;
 
 /* The most algorithms one layer may time. */

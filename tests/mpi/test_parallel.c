@@ -3,7 +3,9 @@
  * a private single-process copy of the network on the whole batch, and the
  * parameters must agree (relative 1e-5) after every case.  Images with
  * class labels, and volumes (3D convolutions and pools) with regression
- * targets. */
+ * targets.  bf16 products too: ranks bitwise equal, and equal to one-rank
+ * bf16 training to bf16 tolerance (BF16_TOL); precisions that differ
+ * between ranks fail finalize with PCNN_ERR_MISMATCH. */
 #define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, PCNN_OPT_ENGINE, the 3D calls: pcnn.h section 9 */
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +27,16 @@ typedef struct config {
     int fc;             /* dense layers: 0 default (eq. 4.8 decides), 1 FC gradient,
                            2 the network's exchange, chosen explicitly */
     int volume;         /* the 3D network (build_volume) */
+    int precision;      /* PCNN_OPT_PRECISION */
 } config;
+
+/* bf16 against one rank: both compute with the same bf16 operands, but a
+ * rank's partial sums are added in another order (as in fp32, 1e-5); a
+ * master weight differing in its last fp32 bits can round to the next
+ * bf16 value, a 2^-8 relative change of one operand, which the next steps
+ * carry on.  Max |difference| / max |parameter| after 4 steps stays well
+ * below 2^-8. */
+#define BF16_TOL 0x1p-10
 
 /* Floats per sample: (2, 9, 9) images or (2, 5, 6, 4) volumes. */
 static int sample_floats(const config *c) { return c->volume ? 2 * 5 * 6 * 4 : 2 * 81; }
@@ -87,6 +98,7 @@ static pcnn_net *configure(pcnn_net *net, const config *c, pcnn_comm *comm, int 
     CK(pcnn_net_set_option(net, PCNN_OPT_SEED, 42));
     CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, 1));
     CK(pcnn_net_set_option(net, PCNN_OPT_BUCKET_BYTES, c->bucket_bytes));
+    CK(pcnn_net_set_option(net, PCNN_OPT_PRECISION, c->precision));
     if (comm) {
         CK(pcnn_net_set_comm(net, comm));
         CK(pcnn_net_set_exchange(net, c->exchange));
@@ -171,7 +183,10 @@ static void run_case(const config *c, pcnn_comm *comm, const char *name)
     char what[256];
     snprintf(what, sizeof what, "%-46s params rel diff %.2e, loss rel diff %.2e, ranks identical %d",
              name, worst, worst_loss, identical);
-    expect(worst < 1e-5 && worst_loss < 1e-5 && identical, what);
+    /* The FC gradient's dW comes from the gathered fp32 blocks, in fp32:
+     * against one rank's bf16 dW it differs by bf16's product error. */
+    const double tol = !c->precision ? 1e-5 : c->fc ? 0x1p-7 : BF16_TOL;
+    expect(worst < tol && worst_loss < tol && identical, what);
     free(r0);
     free(wp);
     free(ws);
@@ -289,6 +304,26 @@ static void check_mismatch(pcnn_comm *comm)
     int ok = st == PCNN_ERR_MISMATCH && strstr(pcnn_last_error(), "layer 1") != NULL;
     expect(ok, "different networks on different ranks: PCNN_ERR_MISMATCH naming layer 1 on all");
     pcnn_net_destroy(&net);
+
+    /* Precisions that differ: the network's, then one layer's. */
+    for (int layer = 0; layer <= 1; layer++) {
+        CK(pcnn_net_create(&net));
+        CK(pcnn_net_input(net, 1, 8, 8, &l));
+        CK(pcnn_conv2d(net, l, 3, 3, 1, 1, 1, &l));
+        if (layer && rank == 1) CK(pcnn_layer_set_precision(l, PCNN_PRECISION_BF16));
+        CK(pcnn_dense(net, l, 3, 1, &l));
+        CK(pcnn_net_set_loss(net, l, PCNN_LOSS_SOFTMAX_CROSS_ENTROPY));
+        if (!layer) CK(pcnn_net_set_option(net, PCNN_OPT_PRECISION, rank == 1));
+        CK(pcnn_net_set_comm(net, comm));
+        st = pcnn_net_finalize(net, 4);
+        ok = st == PCNN_ERR_MISMATCH &&
+             strstr(pcnn_last_error(), layer ? "precision (pcnn_layer_set_precision"
+                                             : "PCNN_OPT_PRECISION") != NULL;
+        expect(ok, layer ? "a layer bf16 on rank 1 only: PCNN_ERR_MISMATCH naming its precision"
+                         : "bf16 on rank 1 only: PCNN_ERR_MISMATCH naming PCNN_OPT_PRECISION");
+        if (!ok && rank == 0) printf("  %s: %s\n", pcnn_status_str(st), pcnn_last_error());
+        pcnn_net_destroy(&net);
+    }
 
     /* One rank's bad input fails every rank, nobody hangs. */
     config c = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = PCNN_OPTIMIZER_SGD,
@@ -446,6 +481,26 @@ int main(int argc, char **argv)
     config nb = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = PCNN_OPTIMIZER_MOMENTUM,
                  .batch = 4 * ranks + 1, .dropout = 1, .engine = 2};
     run_case(&nb, comm, "alltoall+allgather momentum, nonblocking engine");
+    /* bf16 products: both exchanges, an FC gradient (its dW in fp32 from
+     * the gathered blocks), volumes. */
+    for (int e = 0; e < 2; e++) {
+        config c = {.exchange = exchanges[e], .optimizer = e ? PCNN_OPTIMIZER_ADAM
+                                                             : PCNN_OPTIMIZER_SGD,
+                    .batch = 4 * ranks + e, .bucket_bytes = 1 << 20, .precision = 1};
+        char name[128];
+        snprintf(name, sizeof name, "bf16 %s %s batch %d", e ? "alltoall+allgather" : "allreduce",
+                 e ? "adam" : "sgd", c.batch);
+        run_case(&c, comm, name);
+        c.volume = 1;
+        c.batch = 2 * ranks + e;
+        snprintf(name, sizeof name, "bf16 3D %s batch %d", e ? "alltoall+allgather" : "allreduce",
+                 c.batch);
+        run_case(&c, comm, name);
+    }
+    config fcb = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER,
+                  .optimizer = PCNN_OPTIMIZER_MOMENTUM, .batch = 2 * ranks + 1, .fc = 1,
+                  .precision = 1};
+    run_case(&fcb, comm, "bf16 FC gradient momentum");
     check_bytes(comm);
     check_mismatch(comm);
     CK(pcnn_comm_destroy(&comm));

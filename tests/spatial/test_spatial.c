@@ -34,7 +34,9 @@
  *      equal to one rank after training, parameters set between steps and
  *      a checkpoint resumed on one rank; the bytes it sends.
  *  12. Staged inputs kept from forward to backward, or shared and staged
- *      again, train alike. */
+ *      again, train alike.
+ *  13. bf16 products (2D and 3D): spatial training equals one-rank bf16
+ *      training to bf16 tolerance. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
 #include <stdbool.h>
@@ -84,6 +86,7 @@ static int in_place_seen;    /* convolutions run on their input's block in place
 static int kept_seen, shared_seen; /* staged layers keeping their input, or sharing */
 static int keep_inputs;      /* spatial.keep_inputs of the networks built */
 static int overlap;          /* PCNN_OPT_OVERLAP */
+static int precision;        /* PCNN_OPT_PRECISION */
 static pcnn_exchange exchange_kind = PCNN_EXCHANGE_ALLREDUCE; /* grads: the global sum */
 static float frand(void)
 {
@@ -110,6 +113,7 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
     CK(pcnn_net_set_option(net, PCNN_OPT_HALO_SCHEDULE, schedule));
     CK(pcnn_net_set_option(net, PCNN_OPT_CONV_ALGORITHM, conv_algorithm));
     CK(pcnn_net_set_option(net, PCNN_OPT_KEEP_IM2COL, keep_im2col));
+    CK(pcnn_net_set_option(net, PCNN_OPT_PRECISION, precision));
     pcnn_layer *l;
     CK(pcnn_net_input3d(net, c, depth, h, w, &l));
     for (const layer_spec *s = spec; s->kind != END; s++) {
@@ -123,7 +127,12 @@ static pcnn_status build(model *m, pcnn_comm *comm, const int *parts, const laye
             break;
         case RELU: CK(pcnn_relu(net, l, &l)); break;
         case FLATTEN: CK(pcnn_flatten(net, l, &l)); break;
-        case DENSE: CK(pcnn_dense(net, l, s->a, 1, &l)); break;
+        case DENSE:
+            CK(pcnn_dense(net, l, s->a, 1, &l));
+            /* A dense layer on each rank's box computes in fp32
+             * (graph/spatial_dense.c): the same on one rank. */
+            if (precision) CK(pcnn_layer_set_precision(l, PCNN_PRECISION_FP32));
+            break;
         case DROPOUT: CK(pcnn_dropout(net, l, (float)s->a / 100.0f, &l)); break;
         case CONV3D: CK(pcnn_conv3d(net, l, s->a, s->k, s->s, s->p, 1, &l)); break;
         case MAXPOOL3D: CK(pcnn_maxpool3d(net, l, s->k, s->s, s->p, &l)); break;
@@ -443,6 +452,35 @@ static void test_training(const int *parts)
         expect(o.params <= 1e-5 && o.loss <= 1e-5, what);
     }
     sync_bn = 0;
+}
+
+/* bf16 on boxes: every twin multiplies the same bf16 operands as one rank
+ * (the same W copy, the same x and dY values), only its fp32 partial
+ * sums come in another order; after a step a master weight that differs
+ * in its last fp32 bits may round to the neighbouring bf16 value (2^-8
+ * relative), which the next steps carry.  2^-10 of the norm. */
+static void test_bf16(const int *parts, const int *volume_parts)
+{
+    precision = 1;
+    const layer_spec spec[] = {{CONV, 4, 3, 1, 1}, {RELU, 0, 0, 0, 0}, {MAXPOOL, 0, 2, 2, 0},
+                               {CONV, 4, 5, 1, 2}, {RELU, 0, 0, 0, 0}, {CONV, 3, 3, 2, 1},
+                               {FLATTEN, 0, 0, 0, 0}, {DENSE, 5, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    outcome o = compare(spec, 3, 17, 14, parts, 5, 3, PCNN_OPTIMIZER_MOMENTUM);
+    char what[200];
+    snprintf(what, sizeof what, "bf16, 3 steps on {%d,%d,%d,%d}: parameters %.2g, losses %.2g, "
+             "first gradients %.2g relative to one rank in bf16", parts[0], parts[1], parts[2],
+             parts[3], o.params, o.loss, o.grads);
+    expect(o.params <= 0x1p-10 && o.loss <= 0x1p-10 && o.grads <= 0x1p-10, what);
+    const layer_spec vol[] = {{CONV3D, 3, 3, 1, 1}, {RELU, 0, 0, 0, 0}, {CONV3D, 2, 3, 1, 1},
+                              {FLATTEN, 0, 0, 0, 0}, {DENSE, 3, 0, 0, 0}, {END, 0, 0, 0, 0}};
+    depth = 4 * ranks;
+    o = compare(vol, 2, 5, 4, volume_parts, 2, 3, PCNN_OPTIMIZER_MOMENTUM);
+    depth = 1;
+    snprintf(what, sizeof what, "bf16 3D, 3 steps on {%d,%d,%d,%d}: parameters %.2g, losses "
+             "%.2g, first gradients %.2g relative to one rank in bf16", volume_parts[0],
+             volume_parts[1], volume_parts[2], volume_parts[3], o.params, o.loss, o.grads);
+    expect(o.params <= 0x1p-10 && o.loss <= 0x1p-10 && o.grads <= 0x1p-10, what);
+    precision = 0;
 }
 
 static void test_data_parallel_unchanged(void)
@@ -1094,6 +1132,7 @@ int main(int argc, char **argv)
         memcpy(volume_splits[1], b, sizeof b);
     }
     test_volumes((const int(*)[4])volume_splits, ranks == 1 ? 1 : 2);
+    test_bf16(ranks == 4 ? hybrid : splits[0], volume_splits[0]);
     test_data_parallel_unchanged();
     test_box_moves();
     test_local_step(ranks == 4 ? hybrid : splits[ranks == 1 ? 0 : 1]);

@@ -242,6 +242,22 @@ static void known_shapes(void)
         expect_choice(16, 32, 3, 2, 4, 32, true, requested, CONV_ALGO_GEMM,
                       "gemm (padding 4 >= kernel 3)");
     }
+    /* bf16 products: im2col + GEMM, whatever was asked for (the direct
+     * and per-tap kernels are fp32), the im2col matrix kept as asked. */
+    for (int requested = 0; requested <= 3; requested++)
+        for (int keep = 0; keep <= 1; keep++) {
+            const conv_geometry g = {.cin = 64, .cout = 64, .k = 3, .stride = 1, .pad = 1,
+                                     .h = 8, .w = 8, .batch = 32, .threads = 2,
+                                     .keep_im2col = keep, .direct_available = true,
+                                     .bf16 = true};
+            conv_choice c;
+            conv_decide(&g, (conv_algorithm)requested, &c);
+            EXPECT(c.algorithm == CONV_ALGO_GEMM && c.forward == CONV_KERNEL_GEMM &&
+                       c.input_grad == CONV_KERNEL_GEMM && c.weight_grad == CONV_KERNEL_GEMM &&
+                       c.keep_col == (keep != 0) && strcmp(c.reason, "gemm (bf16 products)") == 0,
+                   "bf16, requested %d, keep %d: algorithm %d \"%s\"", requested, keep,
+                   c.algorithm, c.reason);
+        }
 }
 
 /* ---- The summary of a finalized network shows each convolution's choice. ---- */

@@ -4,7 +4,8 @@
  * threads, at batch 1 (a few output voxels: GEMMs of 8 columns) and 4, 3D
  * networks whose rows of 16 run every conv3d pass by the direct kernels
  * (where AVX-512F is there), and a 2D network with a small batch (a dense
- * layer over 2 samples).  Heap allocations are counted by
+ * layer over 2 samples); the 2D and 3D networks again with bf16
+ * products (their bf16 copies and GEMM packs are made at finalize).  Heap allocations are counted by
  * bench/malloc_count.c (every caller of malloc: libpcnn, OpenBLAS,
  * libgomp), page faults by getrusage. */
 #define PCNN_EXPERIMENTAL /* the 3D calls, PCNN_OPT_KEEP_IM2COL: pcnn.h section 9 */
@@ -31,7 +32,7 @@
  * 16 -> conv3d 8 -> leaky -> conv3d 8 (rows of 16: direct forward, dW and
  * dx) -> the same head; volume 0: (3, 8, 8) -> conv2d -> the same head on
  * images. */
-static pcnn_net *build(int volume, int threads, int keep, int batch)
+static pcnn_net *build(int volume, int threads, int keep, int batch, int precision)
 {
     pcnn_net *net;
     pcnn_layer *l;
@@ -62,13 +63,14 @@ static pcnn_net *build(int volume, int threads, int keep, int batch)
     CK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_ADAM));
     CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, threads));
     CK(pcnn_net_set_option(net, PCNN_OPT_KEEP_IM2COL, keep));
+    CK(pcnn_net_set_option(net, PCNN_OPT_PRECISION, precision));
     CK(pcnn_net_finalize(net, batch));
     return net;
 }
 
-static void check(int volume, int threads, int keep, int batch)
+static void check_in(int volume, int threads, int keep, int batch, int precision)
 {
-    pcnn_net *net = build(volume, threads, keep, batch);
+    pcnn_net *net = build(volume, threads, keep, batch, precision);
     const size_t sample = volume == 2 ? 4 * 4 * 4 * 16 : volume ? 4 * 8 * 8 * 8 : 3 * 8 * 8;
     float *x = malloc(sizeof(float) * sample * batch), t[4 * 4];
     for (size_t i = 0; i < sample * batch; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
@@ -93,11 +95,16 @@ static void check(int volume, int threads, int keep, int batch)
         if (faults < 0 || f < faults) faults = f;
     }
     EXPECT(mallocs == 0 && faults == 0,
-           "%s, %d thread(s), keep_im2col %d, batch %d: %lu mallocs in 15 steps, %ld page "
+           "%s%s, %d thread(s), keep_im2col %d, batch %d: %lu mallocs in 15 steps, %ld page "
            "faults in the best 5", volume == 2 ? "3D rows of 16" : volume ? "3D" : "2D",
-           threads, keep, batch, mallocs, faults);
+           precision ? " bf16" : "", threads, keep, batch, mallocs, faults);
     free(x);
     pcnn_net_destroy(&net);
+}
+
+static void check(int volume, int threads, int keep, int batch)
+{
+    check_in(volume, threads, keep, batch, PCNN_PRECISION_FP32);
 }
 
 int main(void)
@@ -114,6 +121,12 @@ int main(void)
     for (int threads = 1; threads <= 2; threads++) check(2, threads, 0, 4);
     check(0, 1, 1, 2);
     check(0, 2, 1, 2);
+    for (int threads = 1; threads <= 2; threads++)
+        for (int keep = 0; keep <= 1; keep++) {
+            check_in(0, threads, keep, 2, PCNN_PRECISION_BF16);
+            check_in(1, threads, keep, 4, PCNN_PRECISION_BF16);
+        }
+    check_in(2, 2, 0, 4, PCNN_PRECISION_BF16);
     if (failures) {
         printf("%d check(s) failed\n", failures);
         return 1;

@@ -9,6 +9,7 @@ TABLE = (
     ("pcnn_version_string", "STR", ()),
     ("pcnn_status_str", "STR", ("E",)),
     ("pcnn_last_error", "STR", ()),
+    ("pcnn_layer_set_precision", "STATUS", ("H", "I")),
     ("pcnn_net_create", "STATUS", ("HH",)),
     ("pcnn_net_destroy", "STATUS", ("HH",)),
     ("pcnn_net_input", "STATUS", ("H", "I", "I", "I", "HH")),

@@ -17,8 +17,8 @@ from ._args import path as _path
 from ._handle import Handle, new_handle
 from .comm import Comm
 from .dataset import Dataset
-from .enums import (Exchange, Init, LogLevel, Loss, MemoryPart, Optimizer, Option, Status, Time,
-                    UpsampleMode, coerce)
+from .enums import (Exchange, Init, LogLevel, Loss, MemoryPart, Optimizer, Option, Precision,
+                    Status, Time, UpsampleMode, coerce)
 from .errors import InvalidArgumentError, InvalidStateError, ShapeError
 
 Evaluation = collections.namedtuple("Evaluation", "loss accuracy")
@@ -139,6 +139,15 @@ class Layer:
         net = self._owner()
         net._lib.pcnn_layer_set_exchange(self._h, coerce(exchange, Exchange,
                                                          "Layer.set_exchange"))
+
+    def set_precision(self, precision):
+        """The precision of this conv2d, conv3d, dense or transposed
+        convolution layer's products: a pcnn.Precision, or None to follow
+        the network's precision option (the default); before finalize.
+        E.g. a first or last layer kept in FP32 in a BF16 network."""
+        net = self._owner()
+        value = -1 if precision is None else coerce(precision, Precision, "Layer.set_precision")
+        net._lib.pcnn_layer_set_precision(self._h, value)
 
     def set_sync(self, sync):
         """A batch norm's statistics across ranks (experimental): True
