@@ -212,7 +212,10 @@ static int in_flight(engine *e, request **out)
     if (e->kind == ENGINE_THREAD) {
         if (e->left_in_flight) out[n++] = e->left_in_flight;
     } else {
-        for (; n < e->count; n++) out[n] = e->queue[(e->head + n) % e->capacity];
+        for (int k = 0; k < e->count; k++) {
+            request *r = e->queue[(e->head + k) % e->capacity];
+            if (r->in_mpi) out[n++] = r; /* the later ones never started */
+        }
     }
     /* A bf16 allreduce is in MPI's hands as the collective of its phase. */
     for (int k = 0; k < n; k++) {
@@ -264,7 +267,16 @@ static int stop_at_finalize(MPI_Comm comm, int key, void *value, void *extra)
             if (hand_over(e)) e->handed_over = true;
             continue;
         }
-        if (e->kind != ENGINE_THREAD) continue; /* its requests complete in MPI_Finalize */
+        if (e->kind != ENGINE_THREAD) {
+            /* Its requests complete in MPI_Finalize, once started: those
+             * a bf16 allreduce held back start here, in order. */
+            for (int k = 0; k < e->count; k++) {
+                request *r = e->queue[(e->head + k) % e->capacity];
+                if (r->in_mpi || start_nonblocking(e, r) == MPI_SUCCESS) finish_blocking(e, r);
+            }
+            e->count = 0;
+            continue;
+        }
         /* MPI requires pending communication to complete before
          * MPI_Finalize, and every rank is finalizing: finish here, on the
          * finalizing thread, the collective the thread left in flight and
@@ -382,7 +394,10 @@ bool engine_destroy(engine *e)
         if (!mpi_is_finalized()) engine_progress(e);
         abandoned = e->count > 0 && !mpi_is_finalized();
     } else if (!mpi_is_finalized()) {
-        for (int k = 0; k < e->count; k++) finish_blocking(e, e->queue[(e->head + k) % e->capacity]);
+        for (int k = 0; k < e->count; k++) {
+            request *r = e->queue[(e->head + k) % e->capacity];
+            if (r->in_mpi || start_nonblocking(e, r) == MPI_SUCCESS) finish_blocking(e, r);
+        }
     }
     pthread_cond_destroy(&e->work);
     pthread_cond_destroy(&e->done);
@@ -436,19 +451,39 @@ void engine_abort(engine *e)
 pcnn_status engine_error(const engine *e) { return e ? e->error : PCNN_OK; }
 
 /* Test every request in flight (nonblocking engine) and keep only the
- * unfinished ones, in posting order. */
+ * unfinished ones, in posting order.  Collectives must start in one order
+ * on every rank, and a bf16 allreduce's all-gather starts only once its
+ * pieces arrived, at a moment that differs between ranks: so requests
+ * posted after one whose pieces are still travelling wait in the queue
+ * (not yet started) until its all-gather has started.  After an abort
+ * nothing more starts. */
 void engine_progress(engine *e)
 {
     if (e->kind != ENGINE_NONBLOCKING) return;
+    const bool aborted = atomic_load(&e->aborted);
     int kept = 0;
+    bool gate = aborted;
     for (int k = 0; k < e->count; k++) {
         request *r = e->queue[(e->head + k) % e->capacity];
+        if (!r->in_mpi && gate) {
+            e->queue[(e->head + kept++) % e->capacity] = r;
+            continue;
+        }
+        if (!r->in_mpi) {
+            r->t_start = engine_now();
+            r->mpi_code = start_nonblocking(e, r);
+            r->in_mpi = r->mpi_code == MPI_SUCCESS;
+        }
         int flag = 0;
-        r->mpi_code = MPI_Test(&r->handle, &flag, MPI_STATUS_IGNORE);
+        if (r->in_mpi) r->mpi_code = MPI_Test(&r->handle, &flag, MPI_STATUS_IGNORE);
         /* A bf16 allreduce's pieces arrived: it continues with its gather. */
-        if (flag && r->mpi_code == MPI_SUCCESS && next_phase(e, r, &r->mpi_code) &&
-            r->mpi_code == MPI_SUCCESS)
+        if (flag && r->mpi_code == MPI_SUCCESS && two_phase(r) && r->phase == 0 && aborted) {
+            r->mpi_code = MPI_ERR_OTHER; /* its gather would start after the abort */
+        } else if (flag && r->mpi_code == MPI_SUCCESS && next_phase(e, r, &r->mpi_code) &&
+                   r->mpi_code == MPI_SUCCESS) {
             flag = 0;
+        }
+        if (r->mpi_code == MPI_SUCCESS && !flag && two_phase(r) && r->phase == 0) gate = true;
         if (flag || r->mpi_code != MPI_SUCCESS) {
             r->done = true;
             r->t_end = engine_now();
@@ -471,15 +506,10 @@ void engine_post(engine *e, request *r)
         return;
     }
     if (e->kind == ENGINE_NONBLOCKING) {
-        r->t_start = engine_now();
-        r->mpi_code = start_nonblocking(e, r);
-        if (r->mpi_code != MPI_SUCCESS) {
-            r->done = true;
-            r->t_end = r->t_start;
-            return;
-        }
+        r->in_mpi = false;
         e->queue[(e->head + e->count) % e->capacity] = r;
         e->count++;
+        engine_progress(e); /* starts it, unless a bf16 allreduce before it holds it back */
         return;
     }
     pthread_mutex_lock(&e->lock);

@@ -56,6 +56,7 @@ typedef struct request {
     uint16_t *wire_send, *wire_pieces, *wire_gather; /* bf16 allreduce */
     int rank, ranks;            /* bf16 allreduce: this rank's slice */
     int phase;                  /* bf16 allreduce: the collective running (0, 1) */
+    bool in_mpi;                /* nonblocking engine: started (not held back) */
 
     /* Filled by the engine. */
     bool posted, done;

@@ -72,7 +72,7 @@ void exchange_apply_update_strided(exchange *x, const bucket *b, float *params,
     publish(b, params, x->master + at, len * runs);
 }
 
-float *exchange_masters(exchange *x) { return x ? x->master : NULL; }
+float *exchange_masters(const exchange *x) { return x ? x->master : NULL; }
 
 static void master_from_param(void *arg, owned_run run)
 {

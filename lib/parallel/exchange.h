@@ -139,7 +139,7 @@ bool exchange_abandon(exchange *x);
  * exchange_masters_from_params takes the masters from the parameters and
  * rounds those parameters (at creation, after the user or a checkpoint set
  * the parameters: the same values on every rank, so the same bits). */
-float *exchange_masters(exchange *x);
+float *exchange_masters(const exchange *x);
 void exchange_masters_from_params(exchange *x);
 /* Do the layer's parameters travel in bf16 (and hold bf16 values)? */
 bool exchange_layer_rounded(const exchange *x, int layer);
