@@ -166,6 +166,7 @@ net_plan_options net_get_plan_options(const pcnn_net *net)
                               .memory_limit_mib = net->opt.memory_limit_mib,
                               .halo_overlap = net->opt.halo_overlap,
                               .exchange_auto = net->opt.exchange == PCNN_EXCHANGE_AUTO,
+                              .precision = net->opt.precision,
                               .editable = !net->finalized && !net->plan_failed && !net->aborted};
 }
 

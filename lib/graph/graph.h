@@ -130,6 +130,7 @@ typedef struct net_plan_options {
     double memory_limit_mib; /* 0: none */
     bool halo_overlap;     /* PCNN_OPT_HALO_OVERLAP */
     bool exchange_auto;    /* the network's exchange is PCNN_EXCHANGE_AUTO */
+    int precision;         /* PCNN_OPT_PRECISION: bf16 halves what the exchange sends */
     bool editable;         /* before finalize, not failed or aborted */
 } net_plan_options;
 net_plan_options net_get_plan_options(const pcnn_net *net);

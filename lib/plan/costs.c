@@ -113,11 +113,16 @@ static double update_seconds(const plan_env *env, double count)
 double plan_exchange_cost(const plan_env *env, const pcnn_layer *l, pcnn_exchange kind)
 {
     const int P = env->ranks;
-    const double count = (double)l->num_params, bytes = 4.0 * count;
+    const double value = env->value > 0 ? env->value : 4.0;
+    const double count = (double)l->num_params, bytes = value * count;
     if (P <= 1) return update_seconds(env, count);
     const double own = ceil(count / P);
     switch ((int)kind) {
     case PCNN_EXCHANGE_ALLREDUCE:
+        if (value < 4) /* bf16: reduce-scatter by all-to-all, fp32 sums, all-gather */
+            return coll(env, PCNN_COLL_ALLTOALL, P, bytes) +
+                   (P - 1) * own * 4.0 * env->model->link.gamma +
+                   coll(env, PCNN_COLL_ALLGATHER, P, bytes) + update_seconds(env, count);
         return coll(env, PCNN_COLL_ALLREDUCE, P, bytes) + update_seconds(env, count);
     case PCNN_EXCHANGE_ALLTOALL_ALLGATHER:
         /* Each rank sums the P pieces of its slice, updates it, gathers all. */
