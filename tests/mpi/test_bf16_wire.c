@@ -382,6 +382,73 @@ static void check_checkpoint(pcnn_comm *comm, pcnn_exchange exchange, pcnn_optim
     if (rank == 0) remove(path);
 }
 
+/* A spatial split along H: the convolutions' input halos travel in bf16.
+ * conv(2->4,k3,p1) relu conv(4->3,k3,p1), MSE on its 3 x 12 x 8 output;
+ * the last conv by samples, its input shuffled there in bf16.
+ * The halo rows arrive rounded (2^-9 relative): the loss and parameters
+ * stay within bf16 tolerance of one rank's; a halo packed or widened
+ * wrongly (shifted, truncated values) moves the loss by far more. */
+static pcnn_net *build_spatial(pcnn_comm *comm, int precision)
+{
+    pcnn_net *net;
+    pcnn_layer *l;
+    CK(pcnn_net_create(&net));
+    if (comm) CK(pcnn_net_set_comm(net, comm));
+    CK(pcnn_net_set_option(net, PCNN_OPT_SEED, 7));
+    CK(pcnn_net_set_option(net, PCNN_OPT_LEARNING_RATE, 0.05));
+    CK(pcnn_net_set_option(net, PCNN_OPT_THREADS, 1));
+    CK(pcnn_net_set_option(net, PCNN_OPT_PRECISION, precision));
+    CK(pcnn_net_set_optimizer(net, PCNN_OPTIMIZER_SGD));
+    CK(pcnn_net_input(net, 2, 12, 8, &l));
+    CK(pcnn_conv2d(net, l, 4, 3, 1, 1, 1, &l));
+    CK(pcnn_relu(net, l, &l));
+    CK(pcnn_conv2d(net, l, 3, 3, 1, 1, 1, &l));
+    /* The output by samples: its input shuffled in (bf16 too). */
+    if (comm) CK(pcnn_layer_set_distribution(l, (const int[4]){ranks, 1, 1, 1}));
+    CK(pcnn_net_set_loss(net, l, PCNN_LOSS_MSE));
+    if (comm) CK(pcnn_net_set_distribution(net, (const int[4]){1, 1, ranks, 1}));
+    CK(pcnn_net_finalize(net, 4));
+    return net;
+}
+
+static void check_spatial(pcnn_comm *comm)
+{
+    pcnn_net *sp = build_spatial(comm, PCNN_PRECISION_BF16);
+    pcnn_net *one = build_spatial(NULL, PCNN_PRECISION_BF16);
+    const int batch = 4, in = 2 * 12 * 8, out = 3 * 12 * 8;
+    float *x = malloc(sizeof(float) * (size_t)batch * in);
+    float *t = malloc(sizeof(float) * (size_t)batch * out);
+    double worst_loss = 0.0;
+    unsigned r = 99u;
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < batch * in; i++) {
+            r = r * 1664525u + 1013904223u;
+            x[i] = (float)((r >> 8) & 0xffff) / 65536.0f - 0.5f;
+        }
+        for (int i = 0; i < batch * out; i++) t[i] = (float)((i * 3 + step) % 5) / 5.0f - 0.4f;
+        float ls, lo;
+        CK(pcnn_net_train_step(sp, batch, x, NULL, t, &ls));
+        CK(pcnn_net_train_step(one, batch, x, NULL, t, &lo));
+        const double d = fabs((double)ls - lo) / fabs((double)lo);
+        if (d > worst_loss) worst_loss = d;
+    }
+    size_t n;
+    float *ws = params_of(sp, &n), *wo = params_of(one, &n);
+    const double worst = max_rel_diff(ws, wo, n);
+    const bool identical = same_on_every_rank(ws, n);
+    char what[200];
+    snprintf(what, sizeof what, "spatial H split, bf16 halos: loss to 1 rank %.2e, params %.2e "
+             "(<= %.2e each), ranks identical %d", worst_loss, worst, TOLERANCE_GATHERED,
+             identical);
+    expect(worst_loss <= TOLERANCE_GATHERED && worst <= TOLERANCE_GATHERED && identical, what);
+    free(x);
+    free(t);
+    free(ws);
+    free(wo);
+    pcnn_net_destroy(&sp);
+    pcnn_net_destroy(&one);
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -413,6 +480,7 @@ int main(int argc, char **argv)
             check_overlap_bitwise(comm, c);
         }
     check_bytes(comm);
+    check_spatial(comm);
     check_checkpoint(comm, PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_OPTIMIZER_ADAM);
     check_checkpoint(comm, PCNN_EXCHANGE_ALLREDUCE, PCNN_OPTIMIZER_MOMENTUM);
 
