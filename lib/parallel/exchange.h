@@ -133,8 +133,8 @@ bool exchange_abandon(exchange *x);
  * this rank's optimizer state (exchange_owned_runs: state offset ->
  * flat parameter); the parameters the network computes with are written
  * from them: rounded to bf16 for buckets whose parameters are all-gathered
- * in bf16 (all-to-all + all-gather), so that every rank holds the same
- * bits as the owner, exact elsewhere (allreduce, FC gradient, columns:
+ * in bf16 (all-to-all + all-gather, the FC gradient), so that every rank
+ * holds the same bits as the owner, exact elsewhere (allreduce, columns:
  * every rank or the owner computes them in fp32 from identical sums).
  * exchange_masters_from_params takes the masters from the parameters and
  * rounds those parameters (at creation, after the user or a checkpoint set

@@ -148,15 +148,15 @@ static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_spa
         const pcnn_layer *l = net_layer_list(net)->items[sp->first_layer];
         const dense_shape d = dense_get_shape(l);
         const double F = d.features, K = d.out;
-        b->fwd_comm = coll(c, PCNN_COLL_ALLTOALL, 4.0 * F * n);
-        b->bwd_comm = coll(c, PCNN_COLL_ALLGATHER, 4.0 * K * global_batch);
+        b->fwd_comm = coll(c, PCNN_COLL_ALLTOALL, c->value * F * n);
+        b->bwd_comm = coll(c, PCNN_COLL_ALLGATHER, c->value * K * global_batch);
         /* dW of this rank's F/P columns over the whole batch: the flops of
          * the local weight gradient; the layer's backward keeps dx only. */
         /* Two optimizer calls: this rank's weight columns, then the bias. */
         b->update = comp[sp->first_layer][1] + update_time(c, sp, K * ceil(F / P)) +
                     (d.bias ? update_time(c, sp, K) : 0);
         layers[sp->first_layer].bwd = comp[sp->first_layer][2];
-        b->gather_comm = coll(c, PCNN_COLL_ALLGATHER, 4.0 * K * F);
+        b->gather_comm = coll(c, PCNN_COLL_ALLGATHER, c->value * K * F);
         break;
     }
     }

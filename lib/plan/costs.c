@@ -137,10 +137,10 @@ double plan_exchange_cost(const plan_env *env, const pcnn_layer *l, pcnn_exchang
         const dense_shape d = dense_get_shape(l);
         const double F = d.features, K = d.out;
         const double b = ceil((double)env->batch / P);
-        return coll(env, PCNN_COLL_ALLTOALL, P, 4.0 * F * b) +
-               coll(env, PCNN_COLL_ALLGATHER, P, 4.0 * K * env->batch) +
+        return coll(env, PCNN_COLL_ALLTOALL, P, value * F * b) +
+               coll(env, PCNN_COLL_ALLGATHER, P, value * K * env->batch) +
                update_seconds(env, K * ceil(F / P) + (d.bias ? K : 0)) +
-               coll(env, PCNN_COLL_ALLGATHER, P, 4.0 * K * F);
+               coll(env, PCNN_COLL_ALLGATHER, P, value * K * F);
     }
     default:
         return INFINITY;

@@ -182,9 +182,6 @@ static const char *exchange_name(const config *c)
     return c->exchange == PCNN_EXCHANGE_ALLREDUCE ? "allreduce" : "all-to-all + all-gather";
 }
 
-/* Parameters of the convolutions: the first 95 + 135 floats. */
-#define CONV_PARAMS (5 * 2 * 9 + 5 + 3 * 5 * 9)
-
 static void check_training(pcnn_comm *comm, config c)
 {
     c.precision = PCNN_PRECISION_BF16;
@@ -200,11 +197,12 @@ static void check_training(pcnn_comm *comm, config c)
     const double to_seq = max_rel_diff(wp, ws, n), to_fp32 = max_rel_diff(wp, wf, n);
     const double l2 = rel_l2(wp, ws, n);
     const bool identical = same_on_every_rank(wp, n);
-    /* All-gathered parameters are bf16 numbers: the convolutions' with
-     * the all-to-all, everything but the FC layers'. */
+    /* All-gathered parameters are bf16 numbers: every one with the
+     * all-to-all and the FC gradient (whose bias every rank updates
+     * alike, rounded alike). */
     const bool gathered = ranks > 1 && c.exchange == PCNN_EXCHANGE_ALLTOALL_ALLGATHER;
     const double tolerance = gathered ? TOLERANCE_GATHERED : TOLERANCE_REDUCED;
-    const size_t rounded_end = !gathered ? 0 : c.fc ? CONV_PARAMS : n;
+    const size_t rounded_end = gathered ? n : 0;
     const size_t bad = not_bf16(wp, 0, rounded_end);
     /* The allreduce's parameters are fp32, updated alike everywhere;
      * the FC layers' likewise. */
@@ -217,7 +215,10 @@ static void check_training(pcnn_comm *comm, config c)
              "fp32 wire %.2e, non-bf16 gathered %zu, bf16 among fp32 %zu of %zu",
              exchange_name(&c), c.engine == 1 ? "thread" : "nonblocking",
              c.no_overlap ? ", no overlap" : "",
-             c.optimizer == PCNN_OPTIMIZER_ADAM ? "adam" : "sgd", identical, to_seq, tolerance, l2,
+             c.optimizer == PCNN_OPTIMIZER_ADAM       ? "adam"
+             : c.optimizer == PCNN_OPTIMIZER_MOMENTUM ? "momentum"
+                                                      : "sgd",
+             identical, to_seq, tolerance, l2,
              to_fp32, bad, fp32_values, n - rounded_end);
     const bool engine_ok = ranks == 1 || (int)active == c.engine;
     /* On one rank nothing travels: bf16 training is the one-rank run. */
@@ -294,13 +295,17 @@ static void check_bytes(pcnn_comm *comm)
         const bool halved = fabs(2.0 * (double)got[1] - (double)got[0]) <= 0.01 * (double)got[0];
         expect(got[0] == expected[0] && got[1] == expected[1] && halved, what);
     }
-    /* The FC gradient keeps fp32 (its activations, errors and weight
-     * slices): eqs. 4.2-4.4 at 4 bytes, the convolutions' at 2. */
+    /* The FC gradient's activations, errors and weight slices in bf16:
+     * eqs. 4.2-4.4 at 2 bytes, half of fp32's. */
     config c = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .optimizer = PCNN_OPTIMIZER_SGD,
                 .precision = PCNN_PRECISION_BF16, .engine = 2, .fc = 1, .batch = 8};
     pcnn_net *net = build(&c, comm);
-    uint64_t got, expected = 0;
+    uint64_t got, expected = 0, got32;
     CK(pcnn_net_exchange_bytes(net, &got));
+    pcnn_net_destroy(&net);
+    c.precision = PCNN_PRECISION_FP32;
+    net = build(&c, comm);
+    CK(pcnn_net_exchange_bytes(net, &got32));
     pcnn_net_destroy(&net);
     if (ranks > 1) {
         const long b = (8 + ranks - 1) / ranks;
@@ -309,13 +314,14 @@ static void check_bytes(pcnn_comm *comm)
         for (int k = 0; k < 2; k++) {
             const long K = fc_shapes[k][0], F = fc_shapes[k][1];
             const long fr = F / ranks + (rank < F % ranks);
-            expected += (uint64_t)((F - fr) * b + K * b * (ranks - 1) + K * fr * (ranks - 1)) * 4;
+            expected += (uint64_t)((F - fr) * b + K * b * (ranks - 1) + K * fr * (ranks - 1)) * 2;
         }
     }
     char what[160];
-    snprintf(what, sizeof what, "bytes per step, bf16 convs + fp32 FC gradient: %llu (formula %llu)",
-             (unsigned long long)got, (unsigned long long)expected);
-    expect(got == expected, what);
+    snprintf(what, sizeof what, "bytes per step, bf16 convs + FC gradient: %llu (formula %llu), "
+             "fp32 %llu", (unsigned long long)got, (unsigned long long)expected,
+             (unsigned long long)got32);
+    expect(got == expected && 2 * got == got32, what);
 }
 
 /* The checkpoint of a bf16 network holds its fp32 masters. */
@@ -467,9 +473,13 @@ int main(int argc, char **argv)
                             .optimizer = o ? PCNN_OPTIMIZER_ADAM : PCNN_OPTIMIZER_SGD};
                 check_training(comm, c);
             }
-    config fc = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .engine = 1, .fc = 1,
-                 .batch = 4 * ranks, .optimizer = PCNN_OPTIMIZER_MOMENTUM};
-    check_training(comm, fc);
+    for (int engine = 1; engine <= 2; engine++) {
+        config fc = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .engine = engine, .fc = 1,
+                     .batch = 4 * ranks + 1, .optimizer = PCNN_OPTIMIZER_MOMENTUM};
+        check_training(comm, fc);
+        fc.optimizer = PCNN_OPTIMIZER_ADAM;
+        check_overlap_bitwise(comm, fc);
+    }
     config nov = {.exchange = PCNN_EXCHANGE_ALLTOALL_ALLGATHER, .engine = 2, .no_overlap = 1,
                   .batch = 3 * ranks, .optimizer = PCNN_OPTIMIZER_ADAM};
     check_training(comm, nov);
