@@ -12,9 +12,9 @@ static int samples_of(const box *b) { return box_extent(b, LAYOUT_N); }
 
 bool spatial_halo_bf16(const pcnn_net *net, int i)
 {
-    const char *kind = net->layers.items[i]->ops->kind;
+    const layer_cost_class cost = net->layers.items[i]->ops->caps.cost;
     return net->opt.precision == PCNN_PRECISION_BF16 &&
-           (strcmp(kind, "conv2d") == 0 || strcmp(kind, "conv3d") == 0);
+           (cost == LAYER_COST_CONV2D || cost == LAYER_COST_CONV3D);
 }
 
 /* Post phase f of layer i's dimension-ordered halo: forward, the box grows
