@@ -455,6 +455,43 @@ static void check_spatial(pcnn_comm *comm)
     pcnn_net_destroy(&one);
 }
 
+/* The performance model prices bf16 on the wire: with a bandwidth-bound
+ * link (alpha 1 ns, 1 GB/s) its communication per step on 4 ranks (a
+ * what-if from one process, overlap off) halves, within the sums' share
+ * (the bf16 allreduce's fp32 sums at gamma). */
+static void check_model(void)
+{
+    double comm[2];
+    for (int p = 0; p < 2; p++) {
+        for (int e = 0; e < 2; e++) {
+            config c = {.exchange = e ? PCNN_EXCHANGE_ALLTOALL_ALLGATHER : PCNN_EXCHANGE_ALLREDUCE,
+                        .optimizer = PCNN_OPTIMIZER_SGD, .precision = p, .batch = 8};
+            pcnn_net *net = build(&c, NULL);
+            pcnn_perfmodel *m;
+            CK(pcnn_perfmodel_create(&m));
+            CK(pcnn_perfmodel_set_param(m, PCNN_PERF_ALPHA_S, 1e-9));
+            CK(pcnn_perfmodel_set_param(m, PCNN_PERF_BETA_S_PER_BYTE, 1e-9));
+            CK(pcnn_perfmodel_set_param(m, PCNN_PERF_GAMMA_S_PER_BYTE, 1e-12));
+            CK(pcnn_perfmodel_set_param(m, PCNN_PERF_STRATEGY, (double)c.exchange));
+            CK(pcnn_perfmodel_calibrate_compute(m, net, 0.2));
+            double step;
+            CK(pcnn_perfmodel_predict(m, net, 8, 4, 0, &step));
+            double t;
+            CK(pcnn_perfmodel_layer_time(m, -1, PCNN_TIME_COMM, &t));
+            comm[p] = t;
+            pcnn_perfmodel_destroy(&m);
+            pcnn_net_destroy(&net);
+            if (p == 1) {
+                char what[200];
+                snprintf(what, sizeof what, "model, %s on 4 ranks: communication per step fp32 "
+                         "%.3g s, bf16 %.3g s (ratio %.3f)", e ? "all-to-all + all-gather"
+                         : "allreduce", comm[0], comm[1], comm[1] / comm[0]);
+                expect(comm[1] / comm[0] > 0.45 && comm[1] / comm[0] < 0.55, what);
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -491,6 +528,7 @@ int main(int argc, char **argv)
         }
     check_bytes(comm);
     check_spatial(comm);
+    check_model();
     check_checkpoint(comm, PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_OPTIMIZER_ADAM);
     check_checkpoint(comm, PCNN_EXCHANGE_ALLREDUCE, PCNN_OPTIMIZER_MOMENTUM);
 
