@@ -900,7 +900,10 @@ static void test_box_moves(void)
     CK(box_move(m, 4, C, g, e, src, mid, false, 1));
     expect(check_box(mid, &e[rank], C, H, W, -1.0f),
            "halo move of a 5x5 window on a 2D split: corners included, padding untouched");
-    /* bf16 messages (a bf16 convolution's input halo), half the bytes. */
+    /* bf16 messages (a bf16 convolution's input halo), half the bytes;
+     * on a split into disjoint boxes (an odd number of ranks leaves g's
+     * parts overlapping: a rank's own points then arrive from another). */
+    const bool disjoint = g_parts[2] * g_parts[3] == ranks;
     for (size_t i = 0; i < most; i++) mid[i] = -1.0f;
     CK(box_move_post_args(m, &(box_move_args){.tag = 5, .c = C, .threads = 1, .src_boxes = g,
                                               .dst_boxes = e, .src = src, .dst = mid,
@@ -911,7 +914,7 @@ static void test_box_moves(void)
     char what[160];
     snprintf(what, sizeof what, "the same halo in bf16: own points exact, the others' rounded "
              "to nearest even (%zu of them changed by it), padding untouched", rounded);
-    expect(bf16_ok && (ranks == 1 || rounded > 0), what);
+    if (disjoint) expect(bf16_ok && (ranks == 1 || rounded > 0), what);
     free(src);
     free(mid);
     free(back);
