@@ -94,7 +94,10 @@ pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_
         /* Staged unless in place; the plan prices the staging kept. */
         const bool in_place = runs_in_place(l, &g, group);
         const perf_halo_how how = {.overlap = env->halo_overlap, .in_place = in_place,
-                                   .staged = !in_place, .keeps_input = true};
+                                   .staged = !in_place, .keeps_input = true,
+                                   .bf16_fwd = env->value > 0 && env->value < 4 &&
+                                               (l->ops->caps.cost == LAYER_COST_CONV2D ||
+                                                l->ops->caps.cost == LAYER_COST_CONV3D)};
         const perf_halo h = perf_halo_terms(env->model, l, &g, t, &how);
         c->halo = h.fwd + h.bwd + h.border_fwd + h.border_bwd;
     }
