@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../bench/malloc_count.h"
 #include "../common/mpi_check.h"
 #include "pcnn.h"
 
@@ -492,6 +493,33 @@ static void check_model(void)
     }
 }
 
+/* No allocation per step of its own: a warm bf16 step allocates no more
+ * than the same fp32 step (what is left is MPI's, per collective: bf16
+ * posts as many collectives but the allreduce, two instead of one). */
+static void check_allocations(pcnn_comm *comm)
+{
+    for (int e = 0; e < 2; e++) {
+        unsigned long count[2];
+        for (int p = 0; p < 2; p++) {
+            config c = {.exchange = e ? PCNN_EXCHANGE_ALLTOALL_ALLGATHER : PCNN_EXCHANGE_ALLREDUCE,
+                        .optimizer = PCNN_OPTIMIZER_ADAM, .precision = p, .engine = 2,
+                        .batch = 4 * ranks, .fc = e};
+            pcnn_net *net = build(&c, comm);
+            train(net, &c, 0, 3, true);
+            MPI_Barrier(MPI_COMM_WORLD);
+            const unsigned long before = malloc_count();
+            train(net, &c, 3, 6, true);
+            count[p] = malloc_count() - before;
+            MPI_Barrier(MPI_COMM_WORLD);
+            pcnn_net_destroy(&net);
+        }
+        char what[200];
+        snprintf(what, sizeof what, "allocations in 3 warm steps, %s: fp32 %lu, bf16 %lu",
+                 e ? "all-to-all + all-gather, FC gradient" : "allreduce", count[0], count[1]);
+        expect(count[1] <= count[0] || (e == 0 && count[1] <= 2 * count[0]), what);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -529,6 +557,7 @@ int main(int argc, char **argv)
     check_bytes(comm);
     check_spatial(comm);
     check_model();
+    check_allocations(comm);
     check_checkpoint(comm, PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_OPTIMIZER_ADAM);
     check_checkpoint(comm, PCNN_EXCHANGE_ALLREDUCE, PCNN_OPTIMIZER_MOMENTUM);
 
