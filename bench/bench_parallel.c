@@ -3,7 +3,7 @@
  *   mpiexec -n 2 bench_parallel MODEL [GLOBAL_BATCH [ITERS]]
  *       [--exchange allreduce|a2a] [--overlap 0|1] [--engine 0|1|2]
  *       [--threads T] [--bucket-bytes B] [--sync-bn 0|1] [--fc auto|on|off]
- *       [--trace FILE]
+ *       [--trace FILE] [--precision fp32|bf16]
  *
  * Builds MODEL (see models.c), splits each synthetic global batch over the
  * ranks, trains with momentum SGD, and prints from rank 0 one JSON line:
@@ -15,7 +15,8 @@
  * layer's exchange: on, the FC gradient of seed 001 section 4.1.1; off, the
  * network's exchange; auto (default), eq. 4.8 decides under all-to-all +
  * all-gather.  --trace FILE: every rank's spans of the last steps in one
- * Chrome trace (rank 0 writes it): where a step waits, and for what. */
+ * Chrome trace (rank 0 writes it): where a step waits, and for what.
+ * --precision bf16: PCNN_OPT_PRECISION bf16 (bf16 on the wire). */
 #define PCNN_EXPERIMENTAL /* PCNN_OPT_ACTIVE_ENGINE, ENGINE, SYNC_BATCHNORM: pcnn.h section 9 */
 #include <math.h>
 #include <stdbool.h>
@@ -33,7 +34,7 @@ int main(int argc, char **argv)
 {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    const char *exchange = "a2a", *fc = "auto", *trace = NULL;
+    const char *exchange = "a2a", *fc = "auto", *trace = NULL, *precision = "fp32";
     int overlap = 1, engine = 0, threads = 0, sync_bn = 0;
     double bucket_bytes = -1;
     char *pos[3] = {NULL, NULL, NULL};
@@ -47,6 +48,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--bucket-bytes") && i + 1 < argc) bucket_bytes = atof(argv[++i]);
         else if (!strcmp(argv[i], "--fc") && i + 1 < argc) fc = argv[++i];
         else if (!strcmp(argv[i], "--trace") && i + 1 < argc) trace = argv[++i];
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) precision = argv[++i];
         else if (npos < 3) pos[npos++] = argv[i];
     }
     const model *m = pos[0] ? model_find(pos[0]) : NULL;
@@ -81,6 +83,9 @@ int main(int argc, char **argv)
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_OVERLAP, overlap));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_ENGINE, engine));
     CHECK(pcnn_net_set_option(b.net, PCNN_OPT_SYNC_BATCHNORM, sync_bn));
+    CHECK(pcnn_net_set_option(b.net, PCNN_OPT_PRECISION,
+                              strcmp(precision, "bf16") ? PCNN_PRECISION_FP32
+                                                        : PCNN_PRECISION_BF16));
     if (bucket_bytes >= 0) CHECK(pcnn_net_set_option(b.net, PCNN_OPT_BUCKET_BYTES, bucket_bytes));
     if (trace) CHECK(pcnn_net_set_option(b.net, PCNN_OPT_TRACE_EVENTS, 65536));
     CHECK(pcnn_net_finalize(b.net, batch));
@@ -135,12 +140,13 @@ int main(int argc, char **argv)
                "\"min_ms\": %.2f, \"mean_ms\": %.2f, "
                "\"forward_ms\": %.2f, \"backward_ms\": %.2f, \"update_ms\": %.2f, "
                "\"comm_ms\": %.2f, \"exposed_ms\": %.2f, \"exposed_pct\": %.1f, "
-               "\"overlap_ratio\": %.1f, \"mb_per_step\": %.2f, \"fc\": \"%s\"}\n",
+               "\"overlap_ratio\": %.1f, \"mb_per_step\": %.2f, \"fc\": \"%s\", "
+               "\"precision\": \"%s\"}\n",
                m->name, ranks, batch, exchange,
                allreduce || strcmp(fc, "auto") ? "" : " (+fc by eq. 4.8)", overlap,
                active == 1 ? "thread" : active == 2 ? "nonblocking" : "none", sync_bn, med * 1e3,
                best * 1e3, mean * 1e3, part[1] * 1e3, part[2] * 1e3, part[3] * 1e3, part[4] * 1e3,
-               part[5] * 1e3, 100.0 * part[5] / part[0], r, (double)bytes / 1e6, fc);
+               part[5] * 1e3, 100.0 * part[5] / part[0], r, (double)bytes / 1e6, fc, precision);
     fflush(stdout); /* the figures are out even if MPI_Finalize never returns */
     if (trace) CHECK(pcnn_net_write_trace_merged(b.net, trace));
     free(times);

@@ -299,6 +299,24 @@ typedef enum pcnn_option {
      * float32 accumulation, while parameters (the master weights), the
      * optimizer and its state, batch norm statistics and the loss stay
      * float32; checkpoints hold float32 and resume in either precision.
+ * On more than one rank the gradient exchange carries bfloat16 (2-byte
+ * MPI values; the receiver sums in float32 in rank order, so the bits do
+ * not depend on timing): all-to-all + all-gather sends bf16 gradient
+ * pieces and all-gathers bf16 parameters, whose owner keeps the float32
+ * masters of its slice and updates them, so every rank's parameters
+ * (pcnn_net_get_params) are the same bf16 values, the masters rounded;
+ * allreduce runs as a reduce-scatter of bf16 pieces, float32 sums and an
+ * all-gather of the sums rounded to bf16 (no MPI reduction rounding at
+ * each hop), every rank then updating its float32 parameters alike; the
+ * FC gradient sends bf16 activations, errors and weight columns (its
+ * owner's masters rounded; the bias, updated alike everywhere, rounded
+ * alike); the columns of box dense layers stay float32.  A convolution's
+ * input halo and shuffle travel in bf16 too (it rounds its inputs anyway);
+ * pools' and every gradient going back stay float32.  Every
+ * layer's parameters travel so, batch norm's too (their float32 masters
+ * keep the small updates; the value used is within 2^-9 of it).
+ * pcnn_net_save writes the masters; pcnn_net_load and
+ * pcnn_net_set_params set them and round the parameters.
      * The compute path (AMX tiles, AVX512-BF16 dot products, or a portable
      * one with float32 arithmetic on bf16-rounded operands) is chosen by
      * cpuid; the environment variable PCNN_BF16_PATH (portable, avx512bf16,
@@ -974,7 +992,11 @@ PCNN_API pcnn_status pcnn_layer_set_exchange(pcnn_layer *layer, pcnn_exchange ex
  * batch: activations (F - F/P) * b, errors K * b * (P-1), weights
  * K * F/P * (P-1), b = max_batch / P; a dense layer on each rank's box of
  * a split input (section 9.2) sends its K x F_r columns to the P-1 others and
- * allreduces its biases.  After finalize; 0 on a single rank. */
+ * allreduces its biases.  With PCNN_OPT_PRECISION bf16 the all-to-all +
+ * all-gather, allreduce and FC gradient buckets send 2-byte values, and an
+ * allreduce bucket is a reduce-scatter and an all-gather of this rank's
+ * slice n_r: 2(n - n_r) + 2 n_r (P-1) bytes; the columns of box dense
+ * layers stay 4-byte.  After finalize; 0 on a single rank. */
 PCNN_API pcnn_status pcnn_net_exchange_bytes(const pcnn_net *net, uint64_t *bytes_per_step);
 
 /*

@@ -16,6 +16,7 @@ size_t net_num_params(const pcnn_net *net) { return net->num_params; }
 float *net_params(const pcnn_net *net) { return net->params; }
 optim_state *net_optim(const pcnn_net *net) { return (optim_state *)&net->optim; }
 const exchange *net_exchange(const pcnn_net *net) { return net->exchange; }
+void net_masters_from_params(pcnn_net *net) { exchange_masters_from_params(net->exchange); }
 pcnn_optimizer net_optimizer(const pcnn_net *net) { return net->optimizer; }
 pcnn_loss net_loss_kind(const pcnn_net *net) { return net->loss; }
 int net_local_max_batch(const pcnn_net *net) { return net->max_batch; }
@@ -165,6 +166,7 @@ net_plan_options net_get_plan_options(const pcnn_net *net)
                               .memory_limit_mib = net->opt.memory_limit_mib,
                               .halo_overlap = net->opt.halo_overlap,
                               .exchange_auto = net->opt.exchange == PCNN_EXCHANGE_AUTO,
+                              .precision = net->opt.precision,
                               .editable = !net->finalized && !net->plan_failed && !net->aborted};
 }
 

@@ -73,17 +73,20 @@ static pcnn_status lower_owned(const exchange *x, int rank, span_list *s, const 
 }
 
 /* This rank's part of the whole state: its runs outside `lower`. */
+/* Up to three vectors laid out as the optimizer state: m, v and the fp32
+ * master weights of bf16 on the wire (exchange_masters). */
+enum { STATE_VECTORS = 3 };
 typedef struct state_out {
     const span_list *lower;
-    const float *m, *v; /* this rank's state under the old exchange */
-    float *full_m, *full_v;
+    const float *s[STATE_VECTORS]; /* this rank's, under the old exchange (or NULL) */
+    float *full[STATE_VECTORS];
 } state_out;
 
 static void copy_piece(const state_out *o, size_t at, size_t state_at, size_t count)
 {
     if (!count) return;
-    memcpy(o->full_m + at, o->m + state_at, count * sizeof(float));
-    if (o->v) memcpy(o->full_v + at, o->v + state_at, count * sizeof(float));
+    for (int k = 0; k < STATE_VECTORS; k++)
+        if (o->s[k]) memcpy(o->full[k] + at, o->s[k] + state_at, count * sizeof(float));
 }
 
 static void write_run(void *arg, owned_run run)
@@ -103,17 +106,17 @@ static void write_run(void *arg, owned_run run)
 
 /* This rank's runs of the new exchange from the whole. */
 typedef struct state_in {
-    const float *full_m, *full_v;
-    float *m, *v;
+    const float *full[STATE_VECTORS];
+    float *s[STATE_VECTORS];
 } state_in;
 
 static void read_run(void *arg, owned_run run)
 {
     const state_in *in = arg;
-    memcpy(in->m + run.state_offset, in->full_m + run.param_index, run.count * sizeof(float));
-    if (in->v)
-        memcpy(in->v + run.state_offset, in->full_v + run.param_index,
-               run.count * sizeof(float));
+    for (int k = 0; k < STATE_VECTORS; k++)
+        if (in->s[k])
+            memcpy(in->s[k] + run.state_offset, in->full[k] + run.param_index,
+                   run.count * sizeof(float));
 }
 
 /* The whole of one state vector on every rank: a bitwise OR of the ranks'
@@ -163,25 +166,29 @@ pcnn_status net_switch_exchanges(pcnn_net *net, const pcnn_exchange *kinds, cons
 
     const size_t n = net->num_params;
     const bool has_m = net->optim.m != NULL, has_v = net->optim.v != NULL;
+    const float *masters = exchange_masters(net->exchange);
     float *full_m = has_m ? mem_calloc(n ? n : 1, sizeof(float)) : NULL;
     float *full_v = has_v ? mem_calloc(n ? n : 1, sizeof(float)) : NULL;
+    float *full_w = masters ? mem_calloc(n ? n : 1, sizeof(float)) : NULL;
+    const bool moved = has_m || masters; /* any state vector to move */
     span_list lower = {0};
     exchange *next = NULL;
     optim_state state = {0};
-    pcnn_status st = (has_m && !full_m) || (has_v && !full_v)
+    pcnn_status st = (has_m && !full_m) || (has_v && !full_v) || (masters && !full_w)
                          ? error_set(PCNN_ERR_OUT_OF_MEMORY, func, "a copy of the optimizer "
                                      "state of %zu parameters", n)
                          : PCNN_OK;
     const int rank = net->comm ? net->comm->rank : 0;
-    if (st == PCNN_OK && has_m) st = lower_owned(net->exchange, rank, &lower, func);
+    if (st == PCNN_OK && moved) st = lower_owned(net->exchange, rank, &lower, func);
     if (st == PCNN_OK) st = net_exchange_create(net, kinds, &next);
     if (st == PCNN_OK) st = optim_state_alloc(&state, net->optimizer, exchange_state_count(next));
     if (net->comm) st = net_agree(net, st, func);
-    if (st == PCNN_OK && has_m) {
-        state_out o = {&lower, net->optim.m, net->optim.v, full_m, full_v};
+    if (st == PCNN_OK && moved) {
+        state_out o = {&lower, {net->optim.m, net->optim.v, masters}, {full_m, full_v, full_w}};
         exchange_owned_runs(net->exchange, rank, write_run, &o);
-        st = assemble(net, full_m, n, func);
+        if (has_m) st = assemble(net, full_m, n, func);
         if (st == PCNN_OK && has_v) st = assemble(net, full_v, n, func);
+        if (st == PCNN_OK && masters) st = assemble(net, full_w, n, func);
     }
     /* The new exchange starts (its engine, its communicator) beside the
      * old one, idle since settled: a failure anywhere keeps the old. */
@@ -193,6 +200,7 @@ pcnn_status net_switch_exchanges(pcnn_net *net, const pcnn_exchange *kinds, cons
         if (!(net->comm && comm_gave_up(net->comm))) { /* else MPI may still write them */
             mem_free(full_m);
             mem_free(full_v);
+            mem_free(full_w);
         }
         return st;
     }
@@ -207,12 +215,15 @@ pcnn_status net_switch_exchanges(pcnn_net *net, const pcnn_exchange *kinds, cons
     net->optim = state;
     net_count_memory(net, PCNN_MEMORY_COMMUNICATION, exchange_memory_bytes(next));
     net_count_memory(net, PCNN_MEMORY_OPTIMIZER, optim_state_bytes(&net->optim));
-    if (has_m) {
-        state_in in = {full_m, full_v, net->optim.m, net->optim.v};
+    /* The new exchange took its masters from the (rounded) parameters:
+     * the old masters replace them. */
+    if (moved) {
+        state_in in = {{full_m, full_v, full_w}, {net->optim.m, net->optim.v, exchange_masters(next)}};
         exchange_owned_runs(next, rank, read_run, &in);
     }
     mem_free(full_m);
     mem_free(full_v);
+    mem_free(full_w);
     for (int i = 0; i < L; i++) {
         pcnn_layer *l = net->layers.items[i];
         if (!l->num_params || kinds[i] == l->exchange) continue;

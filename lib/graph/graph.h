@@ -29,6 +29,9 @@ size_t net_num_params(const pcnn_net *net);
 float *net_params(const pcnn_net *net);     /* the flat parameter array */
 optim_state *net_optim(const pcnn_net *net); /* this rank's optimizer state */
 const exchange *net_exchange(const pcnn_net *net);
+/* The parameters were set (a checkpoint): bf16 on the wire takes the
+ * masters from them and rounds them (exchange_masters_from_params). */
+void net_masters_from_params(pcnn_net *net);
 pcnn_optimizer net_optimizer(const pcnn_net *net);
 pcnn_loss net_loss_kind(const pcnn_net *net);
 int net_local_max_batch(const pcnn_net *net);  /* this rank's share */
@@ -127,6 +130,7 @@ typedef struct net_plan_options {
     double memory_limit_mib; /* 0: none */
     bool halo_overlap;     /* PCNN_OPT_HALO_OVERLAP */
     bool exchange_auto;    /* the network's exchange is PCNN_EXCHANGE_AUTO */
+    int precision;         /* PCNN_OPT_PRECISION: bf16 halves what the exchange sends */
     bool editable;         /* before finalize, not failed or aborted */
 } net_plan_options;
 net_plan_options net_get_plan_options(const pcnn_net *net);

@@ -74,7 +74,9 @@ PCNN_API pcnn_status pcnn_net_get_params(const pcnn_net *net, float *buf, size_t
 PCNN_API pcnn_status pcnn_net_set_params(pcnn_net *net, const float *buf, size_t count)
 {
     API_ENTRY();
-    return copy_flat(net, __func__, net ? net->params : NULL, buf, count);
+    TRY(copy_flat(net, __func__, net ? net->params : NULL, buf, count));
+    exchange_masters_from_params(net->exchange); /* bf16 on the wire: masters, rounding */
+    return PCNN_OK;
 }
 
 PCNN_API pcnn_status pcnn_net_get_grads(const pcnn_net *net, float *buf, size_t count)
@@ -110,6 +112,7 @@ PCNN_API pcnn_status pcnn_layer_set_params(pcnn_layer *layer, const float *buf, 
     API_ENTRY();
     TRY(check_layer_buf(layer, buf, count, __func__));
     memcpy(layer->params, buf, count * sizeof(float));
+    exchange_masters_from_params(net_of_layer(layer)->exchange);
     return PCNN_OK;
 }
 

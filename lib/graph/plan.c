@@ -269,6 +269,7 @@ pcnn_status net_exchange_create(pcnn_net *net, const pcnn_exchange *kinds, excha
         .comm_core = net->opt.comm_core,
         .timeout_ms = &net->opt.timeout_ms,
         .threads = net->threads,
+        .precision = net->opt.precision,
         .profile = &net->profile,
         .update = apply_update,
         .update_strided = apply_update_strided,

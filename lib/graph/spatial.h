@@ -208,6 +208,12 @@ double spatial_timed_halo(pcnn_net *net, int i, double t0, double t1, double exp
 void spatial_note_staged(spatial *sp, int i, int j, pcnn_status st);
 /* Padding values where input j's box of layer i leaves the sample. */
 void spatial_fill_padding(pcnn_net *net, int i, int j);
+/* Does layer i's input halo travel in bf16 (box_move_args.bf16)?  With
+ * PCNN_OPT_PRECISION bf16, for convolutions: they round their inputs to
+ * bf16 anyway.  Pools, other consumers and every gradient going back stay
+ * fp32 (a max pool would compare rounded with unrounded values; the
+ * gradients are summed by their owners). */
+bool spatial_halo_bf16(const pcnn_net *net, int i);
 /* A border cell of layer i: forward, over the layer's output (halo_only:
  * its inputs on the halo alone, the rest read as zeros, and its output
  * added); backward, its input gradient on the `slabs` boxes of `halo`

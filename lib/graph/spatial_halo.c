@@ -10,6 +10,15 @@
 
 static int samples_of(const box *b) { return box_extent(b, LAYOUT_N); }
 
+bool spatial_halo_bf16(const pcnn_net *net, int i)
+{
+    const layer_cost_class cost = net->layers.items[i]->ops->caps.cost;
+    /* The layer's own decision: a layer kept fp32 in a bf16 network
+     * (pcnn_layer_set_precision) receives its halo in fp32. */
+    return net->layers.items[i]->decision.precision == 1 &&
+           (cost == LAYER_COST_CONV2D || cost == LAYER_COST_CONV3D);
+}
+
 /* Post phase f of layer i's dimension-ordered halo: forward, the box grows
  * along phase_dim[f]; back, its gradient returns to the previous box (to
  * the producer's dy from phase 0). */
@@ -31,6 +40,7 @@ static pcnn_status phase_post_deferred(pcnn_net *net, int i, int f, bool back, b
         a.dst = sl->in_y[0];
         a.dst_over = over;
         a.defer_self = defer;
+        a.bf16 = spatial_halo_bf16(net, i);
     } else {
         a.src_boxes = sl->phase_box[f];
         a.src = sl->in_dy[0];
@@ -141,8 +151,11 @@ pcnn_status spatial_move_in(pcnn_net *net, int i, int j)
         if (st == PCNN_OK) st = box_move_finish(sp->mover);
         if (st == PCNN_OK) st = phases_rest(net, i, false);
     } else {
-        st = box_move(sp->mover, 4 * i + 2 * j, in->out.c, sp->layers[in->index].have,
-                      sl->need[j], in->y, sl->in_y[j], false, net->threads);
+        st = box_move_post_args(sp->mover, &(box_move_args){
+            .tag = 4 * i + 2 * j, .c = in->out.c, .threads = net->threads,
+            .src_boxes = sp->layers[in->index].have, .dst_boxes = sl->need[j], .src = in->y,
+            .dst = sl->in_y[j], .bf16 = spatial_halo_bf16(net, i)});
+        if (st == PCNN_OK) st = box_move_finish(sp->mover);
     }
     timed_move(net, i, j, t0, clock_now());
     spatial_note_staged(sp, i, j, st);
@@ -166,7 +179,7 @@ pcnn_status spatial_restage(pcnn_net *net, int i, int j)
         st = box_move_post_args(sp->mover, &(box_move_args){
             .tag = 4 * i + 2 * j, .c = in->out.c, .threads = net->threads,
             .src_boxes = sp->layers[in->index].have, .dst_boxes = sl->need[j], .src = in->y,
-            .dst = sl->in_y[j], .defer_self = true});
+            .dst = sl->in_y[j], .defer_self = true, .bf16 = spatial_halo_bf16(net, i)});
     const double t1 = clock_now();
     box_move_copy_self(sp->mover);
     const double t2 = clock_now();
@@ -292,7 +305,7 @@ pcnn_status spatial_overlapped_forward(pcnn_net *net, int i, const run_ctx *ctx,
         TRY(box_move_post_args(sp->mover, &(box_move_args){
             .tag = 4 * i, .c = in->out.c, .threads = net->threads,
             .src_boxes = sp->layers[in->index].have, .dst_boxes = sl->need[0], .src = in->y,
-            .dst = sl->in_y[0], .defer_self = true}));
+            .dst = sl->in_y[0], .defer_self = true, .bf16 = spatial_halo_bf16(net, i)}));
     const double t1 = clock_now();
     box_move_copy_self(sp->mover); /* this rank's own points while the halo travels */
     if (ctx->n > 0) sl->twin->ops->forward(sl->twin, ctx);

@@ -24,7 +24,7 @@ static pcnn_status post_halo(pcnn_net *net, int i)
     return box_move_post_args(sp->mover, &(box_move_args){
         .tag = 4 * i, .c = in->out.c, .threads = net->threads,
         .src_boxes = sp->layers[in->index].have, .dst_boxes = sl->need[0], .src = in->y,
-        .dst = sl->in_y[0], .skip_self = true});
+        .dst = sl->in_y[0], .skip_self = true, .bf16 = spatial_halo_bf16(net, i)});
 }
 
 /* The halo's input gradient back to its owners, added to theirs. */

@@ -253,7 +253,7 @@ pcnn_status checkpoint_save(pcnn_net *net, const char *path, const void *extra,
                      .epsilon = o.epsilon, .warmup_steps = o.warmup_steps,
                      .decay_every_steps = o.decay_every_steps,
                      .decay_factor = o.decay_factor},
-            .layers = e.layers, .params = net_params(net), .m = g.m, .v = g.v, .bn = g.bn,
+            .layers = e.layers, .params = state_saved_params(net, &g), .m = g.m, .v = g.v, .bn = g.bn,
             .extra = extra, .extra_bytes = extra_bytes};
         st = write_file(path, &d, func);
     }

@@ -71,11 +71,14 @@ pcnn_status state_gather_alloc(pcnn_net *net, state_gather *g, const char *func)
     bool ok = true;
     if (root && net_optim(net)->m) ok = ok && (g->m = mem_alloc_floats(n));
     if (root && net_optim(net)->v) ok = ok && (g->v = mem_alloc_floats(n));
+    const bool masters = exchange_masters(net_exchange(net)) != NULL;
+    if (root && masters) ok = ok && (g->masters = mem_alloc_floats(n));
     if (g->bn_floats) {
         ok = ok && (g->bn_mine = mem_alloc_floats(g->bn_floats));
         if (root) ok = ok && (g->bn = mem_alloc_floats(g->bn_floats * P));
     }
-    const size_t largest = collective(net) && net_optim(net)->m ? largest_state(net) : 0;
+    const size_t largest =
+        collective(net) && (net_optim(net)->m || masters) ? largest_state(net) : 0;
     if (collective(net) && largest > (size_t)INT32_MAX)
         return error_set(PCNN_ERR_UNSUPPORTED, func, "%zu optimizer state values on one rank "
                          "exceed one MPI message", largest);
@@ -123,6 +126,8 @@ pcnn_status state_gather_run(pcnn_net *net, state_gather *g, const char *func)
 {
     if (net_optim(net)->m) TRY(gather_vector(net, net_optim(net)->m, g->m, g, func));
     if (net_optim(net)->v) TRY(gather_vector(net, net_optim(net)->v, g->v, g, func));
+    const float *masters = exchange_masters(net_exchange(net));
+    if (masters) TRY(gather_vector(net, masters, g->masters, g, func));
     if (!g->bn_floats) return PCNN_OK;
     float *dst = g->bn_mine;
     for (int i = 0; i < net_layer_list(net)->count; i++) {
@@ -145,6 +150,7 @@ void state_gather_free(state_gather *g)
 {
     mem_free(g->m);
     mem_free(g->v);
+    mem_free(g->masters);
     mem_free(g->bn);
     mem_free(g->bn_mine);
     mem_free(g->received);
@@ -203,9 +209,18 @@ static void scatter_bn(pcnn_net *net, const ckpt_view *v)
     }
 }
 
+const float *state_saved_params(pcnn_net *net, const state_gather *g)
+{
+    return g->masters ? g->masters : net_params(net);
+}
+
 void state_scatter(pcnn_net *net, const ckpt_view *v)
 {
     if (net_optim(net)->m) scatter_vector(net, v->m, net_optim(net)->m);
     if (net_optim(net)->v) scatter_vector(net, v->v, net_optim(net)->v);
     if (v->bn) scatter_bn(net, v);
+    /* The file's parameters are fp32 masters (or fp32 parameters): with
+     * bf16 on the wire they become this rank's masters, and the
+     * parameters are rounded as every rank's are. */
+    net_masters_from_params(net);
 }

@@ -15,6 +15,7 @@
  * everywhere on the other ranks but bn_mine). */
 typedef struct state_gather {
     float *m, *v;        /* num_params floats each, flat parameter order */
+    float *masters;      /* the fp32 master weights (bf16 on the wire), likewise */
     float *bn;           /* ranks x bn_floats, rank after rank */
     float *bn_mine;      /* this rank's statistics (every rank) */
     size_t bn_floats;    /* per rank */
@@ -38,5 +39,10 @@ void state_gather_free(state_gather *g);
  * the current number of ranks and exchange plan, and batch-norm statistics
  * (this rank's own if the file has as many ranks, else their mean). */
 void state_scatter(pcnn_net *net, const ckpt_view *v);
+
+/* What a save writes as the parameters: the fp32 masters gathered (bf16
+ * on the wire, where the parameters hold them rounded), else the
+ * parameters. */
+const float *state_saved_params(pcnn_net *net, const state_gather *g);
 
 #endif

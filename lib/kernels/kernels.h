@@ -128,6 +128,10 @@ void vol_direct_forward(const float *x, const vol_shape *g, const float *packed,
  * added in piece order (the same bits as one float accumulated that way),
  * split over threads (pieces.c).  count 1 copies. */
 void sum_pieces(const float *pieces, size_t n, int count, float *dst, int threads);
+/* The same for pieces of bfloat16 values (the top halves of binary32,
+ * kernels/bf16.h): each widened exactly and added in fp32, in piece order
+ * (the receiving side of a bf16 exchange). */
+void sum_pieces_bf16(const uint16_t *pieces, size_t n, int count, float *dst, int threads);
 
 /* Per-row sums and fills of a rows x n row-major matrix (a convolution's
  * bias gradient and bias), rows split over threads.  row_sums sums each

@@ -7,6 +7,7 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../kernels/bf16.h"
 
 /* The move in flight between box_move_post and box_move_finish. */
 typedef struct box_flight {
@@ -15,7 +16,7 @@ typedef struct box_flight {
     box src_over, dst_over; /* the layouts of this rank's src and dst */
     const float *src;
     float *dst;
-    bool add, overwrite, self, active;
+    bool add, overwrite, self, active, bf16;
     bool self_pending; /* this rank's own points still to copy (defer_self) */
     box self_part;
 } box_flight;
@@ -169,6 +170,33 @@ pcnn_status box_mover_error(const box_mover *m) { return m ? m->failed : PCNN_OK
 
 pcnn_status box_mover_reserve(box_mover *m, size_t floats) { return grow(m, floats); }
 
+/* bf16 messages live in the float slots of their fp32 layout, in the first
+ * half: packed in place, ascending (value i's two bytes land at or below
+ * the four of value i, read before), and widened in place, descending
+ * (value i's four bytes cover values 2i and 2i+1, already widened but for
+ * i = 0, whose value is read first). */
+static void narrow_in_place(float *v, size_t n)
+{
+    unsigned char *b = (unsigned char *)v; /* bytes: no type-based aliasing */
+    for (size_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, b + 4 * i, 4);
+        const bf16 h = bf16_from_f32(x);
+        memcpy(b + 2 * i, &h, 2);
+    }
+}
+
+static void widen_in_place(float *v, size_t n)
+{
+    unsigned char *b = (unsigned char *)v;
+    for (size_t i = n; i-- > 0;) {
+        bf16 h;
+        memcpy(&h, b + 2 * i, 2);
+        const float x = bf16_to_f32(h);
+        memcpy(b + 4 * i, &x, 4);
+    }
+}
+
 /* The floats of a message of `part` (MPI counts them in an int: *most
  * keeps the largest). */
 static size_t message_floats(const box *part, int c, size_t *most)
@@ -217,7 +245,8 @@ pcnn_status box_move_post_args(box_mover *m, const box_move_args *a)
     m->flight = (box_flight){.c = c, .src_boxes = src_boxes, .dst_boxes = dst_boxes,
                              .src_over = *src_over, .dst_over = *dst_over, .src = src,
                              .dst = dst, .add = add, .overwrite = add && a->overwrite && src != dst,
-                             .threads = threads, .active = true};
+                             .threads = threads, .active = true, .bf16 = a->bf16};
+    const MPI_Datatype type = a->bf16 ? MPI_UINT16_T : MPI_FLOAT;
     box_flight *f = &m->flight;
     size_t at = 0;
     pcnn_status st = PCNN_OK;
@@ -229,7 +258,7 @@ pcnn_status box_move_post_args(box_mover *m, const box_move_args *a)
             continue;
         const size_t count = box_volume(&part) * (size_t)c;
         recv_at[q] = at;
-        int code = MPI_Irecv(m->buf + at, (int)count, MPI_FLOAT, q, tag, m->comm,
+        int code = MPI_Irecv(m->buf + at, (int)count, type, q, tag, m->comm,
                              &m->reqs[f->nreq++]);
         if (code != MPI_SUCCESS) st = mpi_status(code, __func__, "MPI_Irecv (halo)");
         at += count;
@@ -240,7 +269,8 @@ pcnn_status box_move_post_args(box_mover *m, const box_move_args *a)
         const size_t count = box_volume(&part) * (size_t)c;
         /* Packed: the part laid over itself. */
         box_copy(c, &part, src, src_over, m->buf + at, &part, false, threads);
-        int code = MPI_Isend(m->buf + at, (int)count, MPI_FLOAT, q, tag, m->comm,
+        if (a->bf16) narrow_in_place(m->buf + at, count);
+        int code = MPI_Isend(m->buf + at, (int)count, type, q, tag, m->comm,
                              &m->reqs[f->nreq++]);
         if (code != MPI_SUCCESS) st = mpi_status(code, __func__, "MPI_Isend (halo)");
         at += count;
@@ -303,6 +333,7 @@ pcnn_status box_move_finish(box_mover *m)
         }
         box in;
         if (m->recv_at[q] == SIZE_MAX || !box_intersect(&f->src_boxes[q], my_dst, &in)) continue;
+        if (f->bf16) widen_in_place(m->buf + m->recv_at[q], box_volume(&in) * (size_t)f->c);
         box_copy(f->c, &in, m->buf + m->recv_at[q], &in, f->dst, &f->dst_over, f->add,
                  f->threads);
     }

@@ -75,6 +75,12 @@ typedef struct box_move_args {
     /* This rank's own points are not moved at all: the caller computes on
      * them where they are (a convolution run on its block in place). */
     bool skip_self;
+    /* The messages carry bfloat16 (MPI_UINT16_T, half the bytes): the
+     * points received from other ranks arrive rounded to bf16 (round to
+     * nearest even), this rank's own points stay as they are.  For a
+     * consumer that rounds its inputs to bf16 anyway (a bf16
+     * convolution), the same values. */
+    bool bf16;
 } box_move_args;
 pcnn_status box_move_post_args(box_mover *m, const box_move_args *a);
 void box_move_copy_self(box_mover *m);

@@ -10,6 +10,8 @@
 
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../kernels/bf16.h"
+#include "../kernels/kernels.h"
 #include "late_peers.h"
 #include "parallel.h"
 
@@ -21,6 +23,7 @@ struct engine {
      * not yet completed (nonblocking engine). */
     request **queue;
     int capacity, head, count;
+    request *views;       /* in_flight's copies of bf16 allreduces (capacity) */
 
     pthread_t thread;
     bool thread_started, stopping;
@@ -53,18 +56,36 @@ double engine_now(void)
 
 engine_kind engine_get_kind(const engine *e) { return e->kind; }
 
+/* A bf16 allreduce: two collectives of 2-byte values (engine.h). */
+static bool two_phase(const request *r) { return r->kind == REQ_ALLREDUCE && r->bf16; }
+
+/* Phase 0 of a bf16 allreduce: the rank's values rounded, the slices out. */
+static int post_pieces(MPI_Comm comm, request *r)
+{
+    bf16_from_f32_array(r->send, r->wire_send, (size_t)r->count);
+    return MPI_Ialltoallv(r->wire_send, r->scounts, r->sdispls, MPI_UINT16_T, r->wire_pieces,
+                          r->rcounts, r->rdispls, MPI_UINT16_T, comm, &r->handle);
+}
+
 static int post_collective(MPI_Comm comm, request *r)
 {
+    const MPI_Datatype type = r->bf16 ? MPI_UINT16_T : MPI_FLOAT;
     switch (r->kind) {
     case REQ_ALLREDUCE:
+        if (two_phase(r))
+            return r->phase == 0
+                       ? post_pieces(comm, r)
+                       : MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->wire_gather,
+                                         r->scounts, r->sdispls, MPI_UINT16_T, comm,
+                                         &r->handle);
         return MPI_Iallreduce(MPI_IN_PLACE, r->send, r->count, MPI_FLOAT, MPI_SUM, comm,
                               &r->handle);
     case REQ_ALLTOALLV:
-        return MPI_Ialltoallv(r->send, r->scounts, r->sdispls, MPI_FLOAT, r->recv, r->rcounts,
-                              r->rdispls, MPI_FLOAT, comm, &r->handle);
+        return MPI_Ialltoallv(r->send, r->scounts, r->sdispls, type, r->recv, r->rcounts,
+                              r->rdispls, type, comm, &r->handle);
     case REQ_ALLGATHERV:
         return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->recv, r->rcounts,
-                               r->rdispls, MPI_FLOAT, comm, &r->handle);
+                               r->rdispls, type, comm, &r->handle);
     }
     return MPI_ERR_OTHER;
 }
@@ -75,6 +96,34 @@ static int start_nonblocking(engine *e, request *r)
 {
     const int code = post_collective(e->comm, r);
     if (code == MPI_SUCCESS) r->seq = e->started++;
+    return code;
+}
+
+/* r's collective completed: what follows it.  A bf16 allreduce's pieces
+ * are summed in fp32 in rank order and its all-gather started (true, the
+ * MPI code in *code); its gathered sums are converted (false: r is done). */
+static bool next_phase(engine *e, request *r, int *code)
+{
+    if (!two_phase(r)) return false;
+    if (r->phase == 1) {
+        bf16_to_f32_array(r->wire_gather, r->send, (size_t)r->count);
+        return false;
+    }
+    const size_t own = (size_t)r->scounts[r->rank], lo = (size_t)r->sdispls[r->rank];
+    float *sums = (float *)r->send + lo;
+    sum_pieces_bf16(r->wire_pieces, own, r->ranks, sums, 1);
+    bf16_from_f32_array(sums, r->wire_gather + lo, own);
+    r->phase = 1;
+    *code = start_nonblocking(e, r);
+    return true;
+}
+
+/* Complete r (started) blocking, every phase of it. */
+static int finish_blocking(engine *e, request *r)
+{
+    int code = MPI_Wait(&r->handle, MPI_STATUS_IGNORE);
+    while (code == MPI_SUCCESS && next_phase(e, r, &code))
+        if (code == MPI_SUCCESS) code = MPI_Wait(&r->handle, MPI_STATUS_IGNORE);
     return code;
 }
 
@@ -91,17 +140,20 @@ static void pause_between_tests(engine *e)
  * the MPI code; *left is set when r was abandoned in flight. */
 static int run_polled(engine *e, request *r, bool *left)
 {
-    int code = start_nonblocking(e, r), flag = 0;
-    while (code == MPI_SUCCESS && !flag) {
-        code = MPI_Test(&r->handle, &flag, MPI_STATUS_IGNORE);
-        if (code == MPI_SUCCESS && !flag) pause_between_tests(e);
-        if (code == MPI_SUCCESS && !flag &&
-            atomic_load_explicit(&e->aborted, memory_order_relaxed)) {
-            *left = true;
-            break;
+    int code = start_nonblocking(e, r);
+    for (;;) {
+        int flag = 0;
+        while (code == MPI_SUCCESS && !flag) {
+            code = MPI_Test(&r->handle, &flag, MPI_STATUS_IGNORE);
+            if (code == MPI_SUCCESS && !flag) pause_between_tests(e);
+            if (code == MPI_SUCCESS && !flag &&
+                atomic_load_explicit(&e->aborted, memory_order_relaxed)) {
+                *left = true;
+                return code;
+            }
         }
+        if (code != MPI_SUCCESS || !next_phase(e, r, &code)) return code;
     }
-    return code;
 }
 
 /* The communication thread: take requests in posting order and run them.
@@ -156,13 +208,35 @@ static int finalize_key = MPI_KEYVAL_INVALID;
  * joined): the one the thread left, or the nonblocking engine's queue. */
 static int in_flight(engine *e, request **out)
 {
+    int n = 0;
     if (e->kind == ENGINE_THREAD) {
-        if (!e->left_in_flight) return 0;
-        out[0] = e->left_in_flight;
-        return 1;
+        if (e->left_in_flight) out[n++] = e->left_in_flight;
+    } else {
+        for (int k = 0; k < e->count; k++) {
+            request *r = e->queue[(e->head + k) % e->capacity];
+            if (r->in_mpi) out[n++] = r; /* the later ones never started */
+        }
     }
-    for (int k = 0; k < e->count; k++) out[k] = e->queue[(e->head + k) % e->capacity];
-    return e->count;
+    /* A bf16 allreduce is in MPI's hands as the collective of its phase. */
+    for (int k = 0; k < n; k++) {
+        const request *r = out[k];
+        if (!two_phase(r)) continue;
+        request *v = &e->views[k];
+        *v = *r;
+        if (r->phase == 0) {
+            *v = (request){.kind = REQ_ALLTOALLV, .send = r->wire_send, .recv = r->wire_pieces,
+                           .scounts = r->scounts, .sdispls = r->sdispls, .rcounts = r->rcounts,
+                           .rdispls = r->rdispls};
+        } else {
+            *v = (request){.kind = REQ_ALLGATHERV, .recv = r->wire_gather,
+                           .rcounts = r->scounts, .rdispls = r->sdispls};
+        }
+        v->bf16 = true;
+        v->handle = r->handle;
+        v->seq = r->seq;
+        out[k] = v;
+    }
+    return n;
 }
 
 /* Hand an aborted, stopped engine's communicator and collectives over to
@@ -193,20 +267,28 @@ static int stop_at_finalize(MPI_Comm comm, int key, void *value, void *extra)
             if (hand_over(e)) e->handed_over = true;
             continue;
         }
-        if (e->kind != ENGINE_THREAD) continue; /* its requests complete in MPI_Finalize */
+        if (e->kind != ENGINE_THREAD) {
+            /* Its requests complete in MPI_Finalize, once started: those
+             * a bf16 allreduce held back start here, in order. */
+            for (int k = 0; k < e->count; k++) {
+                request *r = e->queue[(e->head + k) % e->capacity];
+                if (r->in_mpi || start_nonblocking(e, r) == MPI_SUCCESS) finish_blocking(e, r);
+            }
+            e->count = 0;
+            continue;
+        }
         /* MPI requires pending communication to complete before
          * MPI_Finalize, and every rank is finalizing: finish here, on the
          * finalizing thread, the collective the thread left in flight and
          * those still queued, in posting order as the partners do. */
         if (e->left_in_flight) {
-            MPI_Wait(&e->left_in_flight->handle, MPI_STATUS_IGNORE);
+            finish_blocking(e, e->left_in_flight);
             e->left_in_flight = NULL;
             e->abandoned = false;
         }
         for (; e->count > 0; e->count--, e->head = (e->head + 1) % e->capacity) {
             request *r = e->queue[e->head];
-            if (start_nonblocking(e, r) == MPI_SUCCESS)
-                MPI_Wait(&r->handle, MPI_STATUS_IGNORE);
+            if (start_nonblocking(e, r) == MPI_SUCCESS) finish_blocking(e, r);
         }
     }
     live_threads = NULL;
@@ -251,7 +333,10 @@ pcnn_status engine_create(engine **out, engine_kind kind, MPI_Comm comm, int cap
     atomic_init(&e->waiting, 0);
     e->capacity = capacity > 0 ? capacity : 1;
     e->queue = mem_calloc((size_t)e->capacity, sizeof *e->queue);
-    if (!e->queue) {
+    e->views = mem_calloc((size_t)e->capacity, sizeof *e->views);
+    if (!e->queue || !e->views) {
+        mem_free(e->queue);
+        mem_free(e->views);
         mem_free(e);
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "progress engine queue of %d", capacity);
     }
@@ -311,13 +396,14 @@ bool engine_destroy(engine *e)
     } else if (!mpi_is_finalized()) {
         for (int k = 0; k < e->count; k++) {
             request *r = e->queue[(e->head + k) % e->capacity];
-            MPI_Wait(&r->handle, MPI_STATUS_IGNORE);
+            if (r->in_mpi || start_nonblocking(e, r) == MPI_SUCCESS) finish_blocking(e, r);
         }
     }
     pthread_cond_destroy(&e->work);
     pthread_cond_destroy(&e->done);
     pthread_mutex_destroy(&e->lock);
     mem_free(e->queue);
+    mem_free(e->views);
     mem_free(e);
     return abandoned;
 }
@@ -344,6 +430,7 @@ bool engine_retire(engine *e, bool *comm_kept)
             pthread_cond_destroy(&e->done);
             pthread_mutex_destroy(&e->lock);
             mem_free(e->queue);
+            mem_free(e->views);
             mem_free(e);
             return n > 0;
         }
@@ -364,15 +451,39 @@ void engine_abort(engine *e)
 pcnn_status engine_error(const engine *e) { return e ? e->error : PCNN_OK; }
 
 /* Test every request in flight (nonblocking engine) and keep only the
- * unfinished ones, in posting order. */
+ * unfinished ones, in posting order.  Collectives must start in one order
+ * on every rank, and a bf16 allreduce's all-gather starts only once its
+ * pieces arrived, at a moment that differs between ranks: so requests
+ * posted after one whose pieces are still travelling wait in the queue
+ * (not yet started) until its all-gather has started.  After an abort
+ * nothing more starts. */
 void engine_progress(engine *e)
 {
     if (e->kind != ENGINE_NONBLOCKING) return;
+    const bool aborted = atomic_load(&e->aborted);
     int kept = 0;
+    bool gate = aborted;
     for (int k = 0; k < e->count; k++) {
         request *r = e->queue[(e->head + k) % e->capacity];
+        if (!r->in_mpi && gate) {
+            e->queue[(e->head + kept++) % e->capacity] = r;
+            continue;
+        }
+        if (!r->in_mpi) {
+            r->t_start = engine_now();
+            r->mpi_code = start_nonblocking(e, r);
+            r->in_mpi = r->mpi_code == MPI_SUCCESS;
+        }
         int flag = 0;
-        r->mpi_code = MPI_Test(&r->handle, &flag, MPI_STATUS_IGNORE);
+        if (r->in_mpi) r->mpi_code = MPI_Test(&r->handle, &flag, MPI_STATUS_IGNORE);
+        /* A bf16 allreduce's pieces arrived: it continues with its gather. */
+        if (flag && r->mpi_code == MPI_SUCCESS && two_phase(r) && r->phase == 0 && aborted) {
+            r->mpi_code = MPI_ERR_OTHER; /* its gather would start after the abort */
+        } else if (flag && r->mpi_code == MPI_SUCCESS && next_phase(e, r, &r->mpi_code) &&
+                   r->mpi_code == MPI_SUCCESS) {
+            flag = 0;
+        }
+        if (r->mpi_code == MPI_SUCCESS && !flag && two_phase(r) && r->phase == 0) gate = true;
         if (flag || r->mpi_code != MPI_SUCCESS) {
             r->done = true;
             r->t_end = engine_now();
@@ -387,6 +498,7 @@ void engine_post(engine *e, request *r)
 {
     r->posted = true;
     r->done = false;
+    r->phase = 0;
     r->mpi_code = MPI_SUCCESS;
     if (atomic_load(&e->aborted)) { /* a collective the other ranks may never match */
         r->done = true;
@@ -394,15 +506,10 @@ void engine_post(engine *e, request *r)
         return;
     }
     if (e->kind == ENGINE_NONBLOCKING) {
-        r->t_start = engine_now();
-        r->mpi_code = start_nonblocking(e, r);
-        if (r->mpi_code != MPI_SUCCESS) {
-            r->done = true;
-            r->t_end = r->t_start;
-            return;
-        }
+        r->in_mpi = false;
         e->queue[(e->head + e->count) % e->capacity] = r;
         e->count++;
+        engine_progress(e); /* starts it, unless a bf16 allreduce before it holds it back */
         return;
     }
     pthread_mutex_lock(&e->lock);

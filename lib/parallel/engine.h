@@ -24,18 +24,39 @@
 #define PCNN_PARALLEL_ENGINE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "pcnn.h"
 
 typedef enum request_kind { REQ_ALLREDUCE, REQ_ALLTOALLV, REQ_ALLGATHERV } request_kind;
 
+/* A bfloat16 allreduce (REQ_ALLREDUCE with bf16 set) is no MPI reduction:
+ * a custom operation would round every partial sum to bf16 at each hop,
+ * and MPI may combine in any order.  The engine runs it as two
+ * collectives of 2-byte values, one after the other:
+ *   1. the rank's fp32 vector (send, count floats, in place) rounded into
+ *      wire_send, and an all-to-all of slices: rank p receives slice p
+ *      (scounts[p] values at sdispls[p]) from every rank into wire_pieces
+ *      (rcounts, rdispls: the P pieces of its slice, in rank order);
+ *   2. each rank sums its pieces in fp32 in rank order into its slice of
+ *      send, rounds the sums into its slice of wire_gather, and an
+ *      all-gather of the slices (scounts, sdispls) brings every rank every
+ *      slice's sums, which it converts into send.
+ * Every rank ends with the same bits: the owner's sums, rounded once. */
 typedef struct request {
     request_kind kind;
     /* Arguments of the collective (pointers stay valid: planned buffers). */
-    float *send, *recv;
+    void *send, *recv;
     int count;                  /* allreduce */
     const int *scounts, *sdispls, *rcounts, *rdispls;
     int tag;                    /* the bucket, for timing and traces */
+    /* The values on the wire are bfloat16 (MPI_UINT16_T): send and recv
+     * hold uint16_t, except for an allreduce (above). */
+    bool bf16;
+    uint16_t *wire_send, *wire_pieces, *wire_gather; /* bf16 allreduce */
+    int rank, ranks;            /* bf16 allreduce: this rank's slice */
+    int phase;                  /* bf16 allreduce: the collective running (0, 1) */
+    bool in_mpi;                /* nonblocking engine: started (not held back) */
 
     /* Filled by the engine. */
     bool posted, done;

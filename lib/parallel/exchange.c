@@ -7,6 +7,7 @@
 #include "../core/clock.h"
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../kernels/bf16.h"
 #include "../strategy/exchange_choice.h"
 #include "../strategy/thresholds.h"
 #include "engine_choice.h"
@@ -35,18 +36,65 @@ const exchange_layer *bucket_layer(const exchange *x, const bucket *b)
     return NULL; /* unreachable: buckets start at a layer with parameters */
 }
 
+/* The parameters of count updated masters: the values every rank gets. */
+static void publish(const bucket *b, float *params, const float *master, size_t count)
+{
+    if (!b->round_params) {
+        memcpy(params, master, count * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < count; i++) params[i] = bf16_to_f32(bf16_from_f32(master[i]));
+}
+
 void exchange_apply_update(exchange *x, const bucket *b, float *params, const float *grads,
                            size_t state_offset, size_t count)
 {
-    x->setup.update(x->setup.update_arg, params, grads, b->state_offset + state_offset, count);
+    const size_t at = b->state_offset + state_offset;
+    if (!x->master) {
+        x->setup.update(x->setup.update_arg, params, grads, at, count);
+        return;
+    }
+    x->setup.update(x->setup.update_arg, x->master + at, grads, at, count);
+    publish(b, params, x->master + at, count);
 }
 
 void exchange_apply_update_strided(exchange *x, const bucket *b, float *params,
                                    const float *grads, size_t state_offset, size_t len,
                                    size_t stride, size_t runs)
 {
-    x->setup.update_strided(x->setup.update_arg, params, grads, b->state_offset + state_offset,
-                            len, stride, runs);
+    const size_t at = b->state_offset + state_offset;
+    if (!x->master) {
+        x->setup.update_strided(x->setup.update_arg, params, grads, at, len, stride, runs);
+        return;
+    }
+    /* Packed parameters and state alike: the masters are packed too. */
+    x->setup.update_strided(x->setup.update_arg, x->master + at, grads, at, len, stride, runs);
+    publish(b, params, x->master + at, len * runs);
+}
+
+float *exchange_masters(const exchange *x) { return x ? x->master : NULL; }
+
+static void master_from_param(void *arg, owned_run run)
+{
+    exchange *x = arg;
+    memcpy(x->master + run.state_offset, x->setup.params + run.param_index,
+           run.count * sizeof(float));
+}
+
+void exchange_masters_from_params(exchange *x)
+{
+    if (!x || !x->master) return;
+    exchange_owned_runs(x, x->rank, master_from_param, x);
+    for (int k = 0; k < x->num_buckets; k++) {
+        const bucket *b = &x->buckets[k];
+        if (b->round_params) publish(b, x->setup.params + b->lo, x->setup.params + b->lo, b->count);
+    }
+}
+
+bool exchange_layer_rounded(const exchange *x, int layer)
+{
+    const int k = layer >= 0 && layer < x->setup.num_layers ? x->bucket_of_layer[layer] : -1;
+    return k >= 0 && x->buckets[k].round_params;
 }
 
 static pcnn_status add_bucket(exchange *x, int *cap)
@@ -119,6 +167,13 @@ static pcnn_status plan_buckets(exchange *x)
         x->state_count += b->state_count;
         for (int i = b->first_layer; i <= b->last_layer; i++) x->bucket_of_layer[i] = k;
     }
+    if (x->bf16) {
+        x->master = mem_alloc_floats(x->state_count ? x->state_count : 1);
+        if (!x->master)
+            return FAIL(PCNN_ERR_OUT_OF_MEMORY, "%zu fp32 master weights", x->state_count);
+        x->memory_bytes += x->state_count * sizeof(float);
+        exchange_masters_from_params(x);
+    }
     return PCNN_OK;
 }
 
@@ -130,6 +185,7 @@ pcnn_status exchange_create(const exchange_setup *setup, exchange **out)
     x->comm = setup->comm;
     x->ranks = setup->comm ? setup->comm->size : 1;
     x->rank = setup->comm ? setup->comm->rank : 0;
+    x->bf16 = setup->precision == PCNN_PRECISION_BF16 && x->ranks > 1;
     const size_t n = (size_t)setup->num_param_layers;
     x->layers = mem_calloc(n ? n : 1, sizeof *x->layers);
     x->bucket_of_layer = mem_calloc((size_t)setup->num_layers, sizeof(int));
@@ -156,6 +212,7 @@ void exchange_destroy(exchange *x)
     if (x->has_mpi && !mpi_is_finalized()) MPI_Comm_free(&x->mpi);
     for (int k = 0; k < x->num_buckets; k++) x->buckets[k].ops->free(&x->buckets[k]);
     mem_free(x->buckets);
+    mem_free(x->master);
     mem_free(x->bucket_of_layer);
     mem_free(x->layers);
     if (!x->dup_given_up || mpi_is_finalized()) mem_free(x);

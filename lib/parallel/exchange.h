@@ -85,6 +85,11 @@ typedef struct exchange_setup {
     int comm_core;             /* -1: not pinned */
     const long *timeout_ms;    /* PCNN_OPT_TIMEOUT_MS, read at each wait */
     int threads;
+    /* PCNN_OPT_PRECISION (a pcnn_precision).  bf16 on more than one rank:
+     * gradients and gathered parameters travel as bfloat16 (sums in fp32
+     * at the receiver), and the exchange keeps fp32 master weights of the
+     * runs this rank updates (exchange_masters). */
+    int precision;
     profile *profile;
     exchange_update_fn update;
     exchange_update_strided_fn update_strided;
@@ -122,6 +127,22 @@ void exchange_destroy(exchange *x);
 void exchange_abort(exchange *x);
 pcnn_status exchange_error(const exchange *x);
 bool exchange_abandon(exchange *x);
+
+/* Master weights (bf16 on the wire, more than one rank; else NULL and the
+ * calls below do nothing).  The optimizer updates fp32 masters laid out as
+ * this rank's optimizer state (exchange_owned_runs: state offset ->
+ * flat parameter); the parameters the network computes with are written
+ * from them: rounded to bf16 for buckets whose parameters are all-gathered
+ * in bf16 (all-to-all + all-gather, the FC gradient), so that every rank
+ * holds the same bits as the owner, exact elsewhere (allreduce, columns:
+ * every rank or the owner computes them in fp32 from identical sums).
+ * exchange_masters_from_params takes the masters from the parameters and
+ * rounds those parameters (at creation, after the user or a checkpoint set
+ * the parameters: the same values on every rank, so the same bits). */
+float *exchange_masters(const exchange *x);
+void exchange_masters_from_params(exchange *x);
+/* Do the layer's parameters travel in bf16 (and hold bf16 values)? */
+bool exchange_layer_rounded(const exchange *x, int layer);
 
 /* What planning found. */
 size_t exchange_state_count(const exchange *x);   /* optimizer state of this rank */

@@ -8,11 +8,18 @@
  *   update    the dense layer computes dW[:, F_r] and db from the gathered
  *             blocks; the optimizer updates the packed slice and the bias,
  *             then an all-gather of the packed weight slices, unpacked into
- *             W before the layer's next forward. */
+ *             W before the layer's next forward.
+ *
+ * bf16 on the wire: activations, errors and weight slices travel as bf16
+ * (rounded where they are sent, widened where they arrive, before the
+ * gradient); the owner updates fp32 masters of its columns and of the
+ * bias (exchange_masters) and every rank's weights and bias are the
+ * masters rounded (the bias is updated alike everywhere, rounded alike). */
 #include <string.h>
 
 #include "../core/error.h"
 #include "../core/memory.h"
+#include "../kernels/bf16.h"
 #include "../layers/dense.h"
 #include "decomp.h"
 #include "exchange_strategy.h"
@@ -31,6 +38,9 @@ typedef struct fc_gradient {
     float *w_stage;    /* [p][K][F_p]: packed weight slices */
     float *grad_slice; /* K x F_r */
     size_t capacity;   /* samples the buffers hold (all ranks together) */
+    /* bf16: what travels (same layouts as their fp32 twins above). */
+    bf16 *act_send16;  /* F x b: this rank's input matrix rounded */
+    bf16 *act_recv16, *err16, *w16;
     bool act_posted, err_posted;
 } fc_gradient;
 
@@ -91,12 +101,24 @@ static pcnn_status fc_plan(exchange *x, bucket *b)
         return FAIL(PCNN_ERR_OUT_OF_MEMORY, "FC exchange buffers of layer %d", layer);
     bytes += ((size_t)fr * fc->capacity + k * fc->capacity + k * (size_t)d.features +
               k * (size_t)fr) * sizeof(float);
+    if (x->bf16) {
+        const size_t send = (size_t)d.features * (size_t)local, recv = (size_t)fr * fc->capacity;
+        const size_t err = k * fc->capacity, w = k * (size_t)d.features;
+        fc->act_send16 = mem_alloc((send ? send : 1) * sizeof(bf16));
+        fc->act_recv16 = mem_alloc((recv ? recv : 1) * sizeof(bf16));
+        fc->err16 = mem_alloc((err ? err : 1) * sizeof(bf16));
+        fc->w16 = mem_alloc((w ? w : 1) * sizeof(bf16));
+        if (!fc->act_send16 || !fc->act_recv16 || !fc->err16 || !fc->w16)
+            return FAIL(PCNN_ERR_OUT_OF_MEMORY, "bf16 FC exchange buffers of layer %d", layer);
+        bytes += (send + recv + err + w) * sizeof(bf16);
+        b->round_params = true;
+    }
     x->memory_bytes += bytes;
 
     /* Optimizer state: the packed weight slice, then the whole bias. */
     b->state_count = k * (size_t)fr + (d.bias ? k : 0);
     /* Eqs. 4.2-4.4 for a full local batch. */
-    const uint64_t f4 = sizeof(float);
+    const uint64_t f4 = x->bf16 ? sizeof(bf16) : sizeof(float);
     x->bytes_per_step += (uint64_t)(d.features - fr) * local * f4;
     x->bytes_per_step += (uint64_t)k * local * (P - 1) * f4;
     x->bytes_per_step += (uint64_t)k * fr * (P - 1) * f4;
@@ -114,13 +136,16 @@ static void fc_free(bucket *b)
     mem_free(fc->err_all);
     mem_free(fc->w_stage);
     mem_free(fc->grad_slice);
+    mem_free(fc->act_send16);
+    mem_free(fc->act_recv16);
+    mem_free(fc->err16);
+    mem_free(fc->w16);
     mem_free(fc);
     b->impl = NULL;
 }
 
 static void fc_prepare(exchange *x, bucket *b)
 {
-    (void)x;
     fc_gradient *fc = b->impl;
     const int tag = b->first_layer;
     b->reduce[FC_ACTIVATIONS] =
@@ -132,6 +157,13 @@ static void fc_prepare(exchange *x, bucket *b)
     b->num_reduce = 2;
     b->gather = (request){.kind = REQ_ALLGATHERV, .recv = fc->w_stage, .rcounts = fc->w_counts,
                           .rdispls = fc->w_displs, .tag = tag};
+    if (!x->bf16) return;
+    b->reduce[FC_ACTIVATIONS].send = fc->act_send16;
+    b->reduce[FC_ACTIVATIONS].recv = fc->act_recv16;
+    b->reduce[FC_ERRORS].recv = fc->err16;
+    b->gather.recv = fc->w16;
+    for (int q = 0; q < b->num_reduce; q++) b->reduce[q].bf16 = true;
+    b->gather.bf16 = true;
 }
 
 /* The batch split of this step, from the step's batch agreement. */
@@ -162,7 +194,12 @@ static void post_activations(exchange *x, bucket *b)
     if (fc->act_posted) return;
     /* The input matrix is F x b (rows are features): rank p's rows are one
      * contiguous block.  It stays untouched until the next forward pass. */
-    b->reduce[FC_ACTIVATIONS].send = (float *)dense_input_matrix(fc->layer);
+    const float *input = dense_input_matrix(fc->layer);
+    if (x->bf16)
+        bf16_from_f32_array(input, fc->act_send16,
+                            (size_t)fc->features * (size_t)fc->batch[x->rank]);
+    else
+        b->reduce[FC_ACTIVATIONS].send = (float *)input;
     engine_post(x->engine, &b->reduce[FC_ACTIVATIONS]);
     fc->act_posted = true;
 }
@@ -181,7 +218,10 @@ static void fc_before_backward(exchange *x, bucket *b)
 {
     fc_gradient *fc = b->impl;
     const size_t count = (size_t)fc->out * (size_t)fc->batch[x->rank];
-    memcpy(fc->err_all + fc->err_displs[x->rank], fc->layer->dy, count * sizeof(float));
+    if (x->bf16)
+        bf16_from_f32_array(fc->layer->dy, fc->err16 + fc->err_displs[x->rank], count);
+    else
+        memcpy(fc->err_all + fc->err_displs[x->rank], fc->layer->dy, count * sizeof(float));
     if (x->setup.overlap) post_errors(x, b);
 }
 
@@ -197,6 +237,12 @@ static void fc_update(exchange *x, bucket *b)
     const pcnn_layer *l = fc->layer;
     const int k = fc->out, f = fc->features, fr = fc->feat_counts[x->rank];
     const int lo = fc->feat_displs[x->rank];
+    if (x->bf16) { /* every rank's blocks widened, the own ones too (the same bits everywhere) */
+        size_t samples = 0;
+        for (int q = 0; q < x->ranks; q++) samples += (size_t)fc->batch[q];
+        bf16_to_f32_array(fc->act_recv16, fc->act_recv, (size_t)fr * samples);
+        bf16_to_f32_array(fc->err16, fc->err_all, (size_t)k * samples);
+    }
     const dense_blocks blocks = {
         .ranks = x->ranks, .batch = fc->batch, .features = fr,
         .errors = fc->err_all, .err_displs = fc->err_displs,
@@ -212,6 +258,8 @@ static void fc_update(exchange *x, bucket *b)
     const size_t nw = (size_t)k * fr;
     exchange_apply_update(x, b, mine, fc->grad_slice, 0, nw);
     if (fc->bias) exchange_apply_update(x, b, l->params + (size_t)k * f, db, nw, (size_t)k);
+    /* bf16: the own columns as updated (the masters rounded), exactly. */
+    if (x->bf16) bf16_from_f32_array(mine, fc->w16 + fc->w_displs[x->rank], nw);
 }
 
 static void fc_post_gather(exchange *x, bucket *b) { engine_post(x->engine, &b->gather); }
@@ -224,8 +272,14 @@ static void fc_unpack(exchange *x, bucket *b)
     for (int p = 0; p < x->ranks; p++) {
         const int fp = fc->feat_counts[p], lo = fc->feat_displs[p];
         const float *src = fc->w_stage + fc->w_displs[p];
-        for (int row = 0; row < k; row++)
-            memcpy(w + (size_t)row * f + lo, src + (size_t)row * fp, (size_t)fp * sizeof(float));
+        const bf16 *src16 = x->bf16 ? fc->w16 + fc->w_displs[p] : NULL;
+        for (int row = 0; row < k; row++) {
+            float *dst = w + (size_t)row * f + lo;
+            if (src16)
+                bf16_to_f32_array(src16 + (size_t)row * fp, dst, (size_t)fp);
+            else
+                memcpy(dst, src + (size_t)row * fp, (size_t)fp * sizeof(float));
+        }
     }
 }
 

@@ -66,6 +66,9 @@ struct bucket {
     int first_layer, last_layer;
     size_t state_offset;       /* of this rank's runs in the optimizer state */
     size_t state_count;
+    /* Parameters all-gathered in bf16: the update writes them rounded
+     * from the masters (exchange_masters). */
+    bool round_params;
 
     /* Requests of a step: the reductions (all must arrive before the
      * update) and the all-gather of the updated parameters. */
@@ -94,6 +97,8 @@ struct exchange {
     bool vote_thread;          /* this rank would host the communication thread */
     bool thread_shares_core;   /* ... on cores its compute threads use */
     bool step_active;          /* a parallel training step is in progress */
+    bool bf16;                 /* bf16 on the wire (precision bf16, ranks > 1) */
+    float *master;             /* state_count fp32 masters when bf16, else NULL */
     size_t state_count;
     uint64_t bytes_per_step;
     size_t memory_bytes;
@@ -107,6 +112,16 @@ void exchange_apply_update(exchange *x, const bucket *b, float *params, const fl
 void exchange_apply_update_strided(exchange *x, const bucket *b, float *params,
                                    const float *grads, size_t state_offset, size_t len,
                                    size_t stride, size_t runs);
+/* Rank p's slice of a bucket cut into P slices (decomp_share): slice p is
+ * [displs[p], +counts[p]) of the bucket; recv_* describe the P pieces of
+ * this rank's slice, one after the other in rank order (all-to-all). */
+typedef struct slices {
+    int *counts, *displs, *recv_counts, *recv_displs;
+    size_t owned_lo, owned_count;
+} slices;
+pcnn_status slices_plan(const exchange *x, const bucket *b, slices *s);
+void slices_free(slices *s);
+
 /* A columns bucket's own columns, packed (exchange_columns.c). */
 float *exchange_columns_own(exchange *x, bucket *b);
 

@@ -18,6 +18,7 @@ typedef struct kept_request {
     long seq;
     request_kind kind;
     int count;
+    bool bf16;              /* 2-byte values (MPI_UINT16_T) */
     int *scounts, *rcounts; /* size entries each, or NULL */
 } kept_request;
 
@@ -66,6 +67,7 @@ bool late_peers_keep(MPI_Comm comm, long started, request *const *in_flight, int
         q->seq = r->seq;
         q->kind = r->kind;
         q->count = r->count;
+        q->bf16 = r->bf16;
         if (r->kind == REQ_ALLTOALLV) q->scounts = copy_counts(r->scounts, k->size);
         if (r->kind != REQ_ALLREDUCE) q->rcounts = copy_counts(r->rcounts, k->size);
         ok = (r->kind != REQ_ALLTOALLV || q->scounts) && (r->kind == REQ_ALLREDUCE || q->rcounts);
@@ -87,9 +89,11 @@ bool late_peers_keep(MPI_Comm comm, long started, request *const *in_flight, int
     return true;
 }
 
-/* The message: started, n, then per request seq, kind, count, the send
- * counts and the receive counts (size each, zeros when unused). */
-static int record_len(int size) { return 3 + 2 * size; }
+/* The message: started, n, then per request seq, kind, count, bf16, the
+ * send counts and the receive counts (size each, zeros when unused). */
+enum { REC_SEQ, REC_KIND, REC_COUNT, REC_BF16, REC_SCOUNTS };
+static int record_len(int size) { return REC_SCOUNTS + 2 * size; }
+static int rec_rcounts(int size) { return REC_SCOUNTS + size; }
 
 static bool build_message(kept *k)
 {
@@ -102,12 +106,13 @@ static bool build_message(kept *k)
     for (int i = 0; i < k->n; i++) {
         const kept_request *q = &k->reqs[i];
         int64_t *m = k->mine + 2 + (size_t)i * rec;
-        m[0] = q->seq;
-        m[1] = q->kind;
-        m[2] = q->count;
+        m[REC_SEQ] = q->seq;
+        m[REC_KIND] = q->kind;
+        m[REC_COUNT] = q->count;
+        m[REC_BF16] = q->bf16;
         for (int p = 0; p < k->size; p++) {
-            m[3 + p] = q->scounts ? q->scounts[p] : 0;
-            m[3 + k->size + p] = q->rcounts ? q->rcounts[p] : 0;
+            m[REC_SCOUNTS + p] = q->scounts ? q->scounts[p] : 0;
+            m[rec_rcounts(k->size) + p] = q->rcounts ? q->rcounts[p] : 0;
         }
     }
     return true;
@@ -123,7 +128,7 @@ static const int64_t *record_of(const kept *k, int p, long seq)
     const int64_t n = m[1];
     if (n < 0 || 2 + n * rec > k->theirs_len[p]) return NULL;
     for (int64_t i = 0; i < n; i++)
-        if (m[2 + i * rec] == seq) return m + 2 + i * rec;
+        if (m[2 + i * rec + REC_SEQ] == seq) return m + 2 + i * rec;
     return NULL;
 }
 
@@ -158,20 +163,22 @@ static bool post_stand_in(const kept *k, long seq, stand_in *s)
     s->rdispls = mem_calloc((size_t)size, sizeof(int));
     if (!s->scounts || !s->sdispls || !s->rcounts || !s->rdispls) return false;
     int code = MPI_ERR_OTHER;
-    switch ((request_kind)any[1]) {
+    const MPI_Datatype type = any[REC_BF16] ? MPI_UINT16_T : MPI_FLOAT;
+    const int rc = rec_rcounts(size);
+    switch ((request_kind)any[REC_KIND]) {
     case REQ_ALLREDUCE:
-        s->recv = mem_calloc(any[2] > 0 ? (size_t)any[2] : 1, sizeof(float));
+        s->recv = mem_calloc(any[REC_COUNT] > 0 ? (size_t)any[REC_COUNT] : 1, sizeof(float));
         if (s->recv)
-            code = MPI_Iallreduce(MPI_IN_PLACE, s->recv, (int)any[2], MPI_FLOAT, MPI_SUM,
+            code = MPI_Iallreduce(MPI_IN_PLACE, s->recv, (int)any[REC_COUNT], MPI_FLOAT, MPI_SUM,
                                   k->comm, &s->handle);
         break;
     case REQ_ALLGATHERV: {
-        for (int p = 0; p < size; p++) s->rcounts[p] = (int)any[3 + size + p];
+        for (int p = 0; p < size; p++) s->rcounts[p] = (int)any[rc + p];
         const int total = prefix(s->rcounts, s->rdispls, size);
         s->recv = mem_calloc(total > 0 ? (size_t)total : 1, sizeof(float));
         if (s->recv)
             code = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s->recv, s->rcounts,
-                                   s->rdispls, MPI_FLOAT, k->comm, &s->handle);
+                                   s->rdispls, type, k->comm, &s->handle);
         break;
     }
     case REQ_ALLTOALLV: {
@@ -179,16 +186,16 @@ static bool post_stand_in(const kept *k, long seq, stand_in *s)
          * one as late as we are (or done with it), nothing. */
         for (int p = 0; p < size; p++) {
             const int64_t *r = p == k->rank ? NULL : record_of(k, p, seq);
-            s->scounts[p] = r ? (int)r[3 + size + k->rank] : 0;
-            s->rcounts[p] = r ? (int)r[3 + k->rank] : 0;
+            s->scounts[p] = r ? (int)r[rc + k->rank] : 0;
+            s->rcounts[p] = r ? (int)r[REC_SCOUNTS + k->rank] : 0;
         }
         const int sent = prefix(s->scounts, s->sdispls, size);
         const int received = prefix(s->rcounts, s->rdispls, size);
         s->send = mem_calloc(sent > 0 ? (size_t)sent : 1, sizeof(float));
         s->recv = mem_calloc(received > 0 ? (size_t)received : 1, sizeof(float));
         if (s->send && s->recv)
-            code = MPI_Ialltoallv(s->send, s->scounts, s->sdispls, MPI_FLOAT, s->recv,
-                                  s->rcounts, s->rdispls, MPI_FLOAT, k->comm, &s->handle);
+            code = MPI_Ialltoallv(s->send, s->scounts, s->sdispls, type, s->recv, s->rcounts,
+                                  s->rdispls, type, k->comm, &s->handle);
         break;
     }
     }

@@ -78,6 +78,8 @@ typedef struct costing {
     int P;
     double link_beta, alpha;
     const bool *columns; /* per layer: its weights exchanged by columns (box dense) */
+    double value;        /* bytes of a gradient or parameter value on the wire:
+                          * 2 with bf16 (allreduce, all-to-all + all-gather), 4 */
 } costing;
 
 static double coll(const costing *c, pcnn_collective k, double bytes)
@@ -105,7 +107,7 @@ static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_spa
                          sim_layer *layers)
 {
     const int P = c->P;
-    const double count = (double)sp->count, bytes = 4.0 * count;
+    const double count = (double)sp->count, bytes = c->value * count;
     *b = (sim_bucket){.first_layer = sp->first_layer, .last_layer = sp->last_layer};
     if (P <= 1) {
         b->update = update_time(c, sp, count);
@@ -113,7 +115,12 @@ static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_spa
     }
     switch (sp->kind) {
     case PCNN_EXCHANGE_ALLREDUCE:
-        b->reduce_comm = coll(c, PCNN_COLL_ALLREDUCE, bytes);
+        /* bf16: a reduce-scatter by all-to-all, the owner's fp32 sums and
+         * their all-gather, one after the other (parallel/engine.h). */
+        b->reduce_comm = c->value < 4 ? coll(c, PCNN_COLL_ALLTOALL, bytes) +
+                                            (P - 1) * ceil(count / P) * 4.0 * c->m->link.gamma +
+                                            coll(c, PCNN_COLL_ALLGATHER, bytes)
+                                      : coll(c, PCNN_COLL_ALLREDUCE, bytes);
         b->update = update_time(c, sp, count);
         break;
     case PCNN_EXCHANGE_ALLTOALL_ALLGATHER: {
@@ -141,15 +148,15 @@ static void bucket_costs(const costing *c, const pcnn_net *net, const bucket_spa
         const pcnn_layer *l = net_layer_list(net)->items[sp->first_layer];
         const dense_shape d = dense_get_shape(l);
         const double F = d.features, K = d.out;
-        b->fwd_comm = coll(c, PCNN_COLL_ALLTOALL, 4.0 * F * n);
-        b->bwd_comm = coll(c, PCNN_COLL_ALLGATHER, 4.0 * K * global_batch);
+        b->fwd_comm = coll(c, PCNN_COLL_ALLTOALL, c->value * F * n);
+        b->bwd_comm = coll(c, PCNN_COLL_ALLGATHER, c->value * K * global_batch);
         /* dW of this rank's F/P columns over the whole batch: the flops of
          * the local weight gradient; the layer's backward keeps dx only. */
         /* Two optimizer calls: this rank's weight columns, then the bias. */
         b->update = comp[sp->first_layer][1] + update_time(c, sp, K * ceil(F / P)) +
                     (d.bias ? update_time(c, sp, K) : 0);
         layers[sp->first_layer].bwd = comp[sp->first_layer][2];
-        b->gather_comm = coll(c, PCNN_COLL_ALLGATHER, 4.0 * K * F);
+        b->gather_comm = coll(c, PCNN_COLL_ALLGATHER, c->value * K * F);
         break;
     }
     }
@@ -221,7 +228,9 @@ pcnn_status perf_build_sim(pcnn_perfmodel *m, const pcnn_net *net, int global_ba
         const costing c = {
             .m = m, .table = matches, .P = ranks, .alpha = m->knobs.alpha,
             .link_beta = perf_link_beta(m),
-            .columns = columns};
+            .columns = columns,
+            .value = ranks > 1 && net_get_plan_options(net).precision == PCNN_PRECISION_BF16
+                         ? 2.0 : 4.0};
         B = exchange_group_buckets(counts, kinds, columns, L, net_bucket_bytes(net), ranks > 1,
                                    spans);
         for (int k = 0; k < B; k++)

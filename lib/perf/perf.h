@@ -141,9 +141,10 @@ pcnn_status perf_box_compute(pcnn_perfmodel *m, const pcnn_layer *l, bool table,
                              double frac, double t[3], const char *func);
 /* One dimension's halo after another (PCNN_OPT_HALO_SCHEDULE 0): two
  * messages per split dimension, each a face of the box; forward the
- * input's (channels of the input), backward the output gradient's. */
+ * input's (channels of the input), backward the output gradient's;
+ * `value` bytes per value (4, or 2 for a bf16 halo). */
 double perf_halo_seconds(const pcnn_perfmodel *m, const perf_geometry *g, bool backward,
-                         int channels);
+                         int channels, double value);
 /* How a split windowed layer (interior < 1 on a spatial group) runs its
  * halo, and what that costs on the calling thread given its box compute
  * t[3] (forward, weight gradient, input gradient): per pass the exposed
@@ -152,6 +153,7 @@ double perf_halo_seconds(const pcnn_perfmodel *m, const perf_geometry *g, bool b
  * duration. */
 typedef struct perf_halo_how {
     bool overlap, in_place, staged, keeps_input;
+    bool bf16_fwd; /* the forward halo travels in bf16 (graph/spatial.h spatial_halo_bf16) */
 } perf_halo_how;
 typedef struct perf_halo {
     double fwd, bwd, border_fwd, border_bwd, duration;

@@ -117,14 +117,14 @@ pcnn_status perf_box_compute(pcnn_perfmodel *m, const pcnn_layer *l, bool table,
 }
 
 double perf_halo_seconds(const pcnn_perfmodel *m, const perf_geometry *g, bool backward,
-                         int channels)
+                         int channels, double value)
 {
     const int *widths = backward ? g->halo_bwd : g->halo_fwd;
     const int *box = backward ? g->out : g->in;
     double t = 0;
     for (int dim = 0; dim < 3; dim++) {
         if (!widths[dim]) continue;
-        double face = 4.0 * g->n * channels;
+        double face = value * g->n * channels;
         for (int o = 0; o < 3; o++)
             if (o != dim) face *= box[o];
         t += 2 * perf_coll(m, PCNN_COLL_SENDRECV, 2, face * widths[dim] / 2.0);
@@ -163,8 +163,8 @@ perf_halo perf_halo_terms(const pcnn_perfmodel *m, const pcnn_layer *l, const pe
                           const double t[3], const perf_halo_how *how)
 {
     perf_halo h = {0};
-    const double hf = perf_halo_seconds(m, g, false, l->inputs[0]->out.c);
-    const double hb = perf_halo_seconds(m, g, true, l->out.c);
+    const double hf = perf_halo_seconds(m, g, false, l->inputs[0]->out.c, how->bf16_fwd ? 2.0 : 4.0);
+    const double hb = perf_halo_seconds(m, g, true, l->out.c, 4.0);
     /* Seed 002's overlap (spec A.10): the forward halo hides behind the
      * interior (in place: the whole block), the backward one behind the
      * weight gradient. */

@@ -28,6 +28,7 @@ typedef struct split_env {
     bool table;
     int batch, ranks, net_ranks, groups;
     bool halo_overlap;
+    bool bf16;          /* PCNN_OPT_PRECISION bf16: convolutions' forward halos in bf16 */
     const char *func;
 } split_env;
 
@@ -82,7 +83,9 @@ static pcnn_status split_layer(const split_env *e, const pcnn_layer *l, sim_laye
     if (s.windowed && group > 1 && g.interior < 1) {
         const perf_halo_how how = {.overlap = s.overlap && e->halo_overlap,
                                    .in_place = s.in_place, .staged = s.staged,
-                                   .keeps_input = s.keeps_input};
+                                   .keeps_input = s.keeps_input,
+                                   .bf16_fwd = e->bf16 && (l->ops->caps.cost == LAYER_COST_CONV2D ||
+                                                           l->ops->caps.cost == LAYER_COST_CONV3D)};
         const perf_halo h = perf_halo_terms(e->m, l, &g, t, &how);
         y->fwd += h.border_fwd;
         y->bwd += h.border_bwd;
@@ -122,7 +125,8 @@ pcnn_status perf_split_layers(pcnn_perfmodel *m, const pcnn_net *net, bool table
                          ranks, group);
     const split_env e = {.m = m, .net = net, .table = table, .batch = batch, .ranks = ranks,
                          .net_ranks = net_ranks, .groups = ranks / group,
-                         .halo_overlap = net_get_plan_options(net).halo_overlap, .func = func};
+                         .halo_overlap = net_get_plan_options(net).halo_overlap, .func = func,
+                         .bf16 = net_get_plan_options(net).precision == PCNN_PRECISION_BF16};
     if (e.groups > batch)
         return error_set(PCNN_ERR_INVALID_ARGUMENT, func,
                          "global_batch %d: fewer samples than the %d sample groups of %d ranks",

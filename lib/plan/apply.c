@@ -83,7 +83,8 @@ pcnn_status plan_make_env(pcnn_net *net, pcnn_perfmodel *m, int batch, plan_env 
                       .dims = o.spatial_dims, .memory_cap = o.memory_limit_mib * 1048576.0,
                       .halo_overlap = o.halo_overlap, .table = table,
                       .exchange = o.exchange_auto ? PCNN_EXCHANGE_AUTO
-                                                  : net_default_exchange(net)};
+                                                  : net_default_exchange(net),
+                      .value = o.precision == PCNN_PRECISION_BF16 ? 2.0 : 4.0};
     *mixed = o.mixed;
     return PCNN_OK;
 }

@@ -94,7 +94,10 @@ pcnn_status plan_candidate_costs(const plan_env *env, const pcnn_layer *l, plan_
         /* Staged unless in place; the plan prices the staging kept. */
         const bool in_place = runs_in_place(l, &g, group);
         const perf_halo_how how = {.overlap = env->halo_overlap, .in_place = in_place,
-                                   .staged = !in_place, .keeps_input = true};
+                                   .staged = !in_place, .keeps_input = true,
+                                   .bf16_fwd = env->value > 0 && env->value < 4 &&
+                                               (l->ops->caps.cost == LAYER_COST_CONV2D ||
+                                                l->ops->caps.cost == LAYER_COST_CONV3D)};
         const perf_halo h = perf_halo_terms(env->model, l, &g, t, &how);
         c->halo = h.fwd + h.bwd + h.border_fwd + h.border_bwd;
     }
@@ -113,11 +116,16 @@ static double update_seconds(const plan_env *env, double count)
 double plan_exchange_cost(const plan_env *env, const pcnn_layer *l, pcnn_exchange kind)
 {
     const int P = env->ranks;
-    const double count = (double)l->num_params, bytes = 4.0 * count;
+    const double value = env->value > 0 ? env->value : 4.0;
+    const double count = (double)l->num_params, bytes = value * count;
     if (P <= 1) return update_seconds(env, count);
     const double own = ceil(count / P);
     switch ((int)kind) {
     case PCNN_EXCHANGE_ALLREDUCE:
+        if (value < 4) /* bf16: reduce-scatter by all-to-all, fp32 sums, all-gather */
+            return coll(env, PCNN_COLL_ALLTOALL, P, bytes) +
+                   (P - 1) * own * 4.0 * env->model->link.gamma +
+                   coll(env, PCNN_COLL_ALLGATHER, P, bytes) + update_seconds(env, count);
         return coll(env, PCNN_COLL_ALLREDUCE, P, bytes) + update_seconds(env, count);
     case PCNN_EXCHANGE_ALLTOALL_ALLGATHER:
         /* Each rank sums the P pieces of its slice, updates it, gathers all. */
@@ -132,10 +140,10 @@ double plan_exchange_cost(const plan_env *env, const pcnn_layer *l, pcnn_exchang
         const dense_shape d = dense_get_shape(l);
         const double F = d.features, K = d.out;
         const double b = ceil((double)env->batch / P);
-        return coll(env, PCNN_COLL_ALLTOALL, P, 4.0 * F * b) +
-               coll(env, PCNN_COLL_ALLGATHER, P, 4.0 * K * env->batch) +
+        return coll(env, PCNN_COLL_ALLTOALL, P, value * F * b) +
+               coll(env, PCNN_COLL_ALLGATHER, P, value * K * env->batch) +
                update_seconds(env, K * ceil(F / P) + (d.bias ? K : 0)) +
-               coll(env, PCNN_COLL_ALLGATHER, P, 4.0 * K * F);
+               coll(env, PCNN_COLL_ALLGATHER, P, value * K * F);
     }
     default:
         return INFINITY;

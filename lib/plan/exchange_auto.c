@@ -104,7 +104,9 @@ static pcnn_status plan_exchanges(pcnn_perfmodel *m, pcnn_net *net, int batch,
     const layer_list *ll = net_layer_list(net);
     const pcnn_comm *comm = net_comm(net);
     plan_env env = {.layers = ll, .output = net_output(net), .model = m,
-                    .ranks = comm ? comm->size : 1, .batch = batch};
+                    .ranks = comm ? comm->size : 1, .batch = batch,
+                    .value = net_get_plan_options(net).precision == PCNN_PRECISION_BF16 ? 2.0
+                                                                                        : 4.0};
     *count = 0;
     pcnn_status st = choices ? PCNN_OK
                              : error_set(PCNN_ERR_OUT_OF_MEMORY, func, "exchange plan");

@@ -42,6 +42,7 @@ typedef struct plan_env {
     bool halo_overlap;
     bool table;          /* the model's compute table is this network's */
     pcnn_exchange exchange; /* the network's default gradient exchange */
+    double value;           /* bytes of an exchanged gradient or parameter: 2 bf16, else 4 */
     bool sample_path;       /* pricing a path that splits no layer (search.c) */
 } plan_env;
 

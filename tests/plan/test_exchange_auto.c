@@ -18,9 +18,11 @@
  *      re-plan: MISMATCH on every rank. */
 #define PCNN_EXPERIMENTAL
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/mpi_check.h"
 #include "synthetic_model.h"
@@ -533,6 +535,78 @@ static void test_switch_failures(void)
     pcnn_net_destroy(&seq);
 }
 
+/* The fp32 masters (bf16 on the wire) move with a switch as the optimizer
+ * state does: the checkpoint saved after switching every exchange holds
+ * the masters saved before, bit for bit (lost masters would be the bf16
+ * parameters, and a switch that took them from the parameters would
+ * differ in most values); training goes on as one rank's to bf16
+ * tolerance (2^-7 of the parameters' scale, test_bf16_wire.c). */
+static void test_switch_bf16(void)
+{
+    pcnn_layer *conv, *dense, *c2, *d2;
+    pcnn_net *par = build_with(world, PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_OPTIMIZER_ADAM,
+                               &conv, &dense);
+    pcnn_net *seq = build_with(NULL, 0, PCNN_OPTIMIZER_ADAM, &c2, &d2);
+    CK(pcnn_net_set_option(par, PCNN_OPT_PRECISION, PCNN_PRECISION_BF16));
+    CK(pcnn_net_set_option(seq, PCNN_OPT_PRECISION, PCNN_PRECISION_BF16));
+    CK(pcnn_net_finalize(par, 8));
+    CK(pcnn_net_finalize(seq, 8));
+    train2(par, false, 1);
+    train2(seq, true, 1);
+    int id = (int)getpid();
+    MPI_Bcast(&id, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    char path[3][128];
+    static const pcnn_exchange cycle[2][2] = {
+        {PCNN_EXCHANGE_ALLREDUCE, PCNN_EXCHANGE_FC_GRADIENT},
+        {PCNN_EXCHANGE_ALLTOALL_ALLGATHER, PCNN_EXCHANGE_ALLTOALL_ALLGATHER}};
+    const layer_list *ll = net_layer_list(par);
+    pcnn_exchange kinds[16];
+    for (int k = 0; k < 3; k++) {
+        snprintf(path[k], sizeof path[k], "/tmp/pcnn_switch_bf16_%d_%d.ckpt", id, k);
+        CK(pcnn_net_save(par, path[k]));
+        if (k == 2) break;
+        for (int i = 0; i < ll->count; i++) kinds[i] = ll->items[i]->exchange;
+        kinds[conv->index] = cycle[k][0];
+        kinds[dense->index] = cycle[k][1];
+        CK(net_switch_exchanges(par, kinds, " (test)", NULL, "test_switch_bf16"));
+    }
+    /* The files' parameters, read by fp32 networks of one process. */
+    size_t n;
+    CK(pcnn_net_num_params(seq, &n));
+    float *w[3];
+    for (int k = 0; k < 3; k++) {
+        pcnn_layer *a, *b;
+        pcnn_net *one = build_with(NULL, 0, PCNN_OPTIMIZER_ADAM, &a, &b);
+        CK(pcnn_net_finalize(one, 8));
+        CK(pcnn_net_load(one, path[k]));
+        w[k] = malloc(n * sizeof(float));
+        CK(pcnn_net_get_params(one, w[k], n));
+        pcnn_net_destroy(&one);
+    }
+    size_t bf16_values = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &w[0][i], 4);
+        bf16_values += (u & 0xffffu) == 0;
+    }
+    const bool kept = memcmp(w[0], w[1], n * sizeof(float)) == 0 &&
+                      memcmp(w[0], w[2], n * sizeof(float)) == 0;
+    train2(par, false, 2);
+    train2(seq, true, 2);
+    const double diff = params_diff(par, seq);
+    char what[200];
+    snprintf(what, sizeof what, "bf16 on the wire: the fp32 masters survive two switches bit for "
+             "bit (%d; %zu of %zu saved values are bf16 numbers), then one rank's to %.2e",
+             kept, bf16_values, n, diff);
+    expect(kept && (ranks == 1 || bf16_values < n / 4) && diff <= 1.0 / 128, what);
+    for (int k = 0; k < 3; k++) {
+        free(w[k]);
+        if (rank == 0) remove(path[k]);
+    }
+    pcnn_net_destroy(&par);
+    pcnn_net_destroy(&seq);
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -550,6 +624,7 @@ int main(int argc, char **argv)
     test_switch_spatial();
     test_auto_columns();
     test_switch_cycle(PCNN_OPTIMIZER_ADAM, 1); /* the communication thread restarts */
+    test_switch_bf16();
     test_replan(PCNN_OPTIMIZER_MOMENTUM);
     test_replan(PCNN_OPTIMIZER_ADAM);
     pcnn_comm_destroy(&world);

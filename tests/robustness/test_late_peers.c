@@ -1,7 +1,9 @@
 /* Collectives left in flight by aborted engines, on ranks that started
  * different numbers of them, are settled inside MPI_Finalize
  * (lib/parallel/late_peers.h); under mpiexec -n 2 or 3, argv[1] the engine
- * (1 thread, 2 nonblocking).
+ * (1 thread, 2 nonblocking), argv[2] "bf16" for 2-byte collectives (the
+ * allreduce then the engine's bf16 one: an all-to-all of pieces, then an
+ * all-gather of sums, either of which may be left in flight).
  *
  * On one communicator the last rank starts a large allreduce that no other
  * rank ever starts; on a second, rank 0 starts an allreduce, an all-to-all
@@ -10,8 +12,10 @@
  * starts its extra ones late, while the others may be in MPI_Finalize.  Every engine is
  * aborted and retired, and MPI_Finalize must return: without the settling
  * it hangs (MPICH 4.0.2), which the meson timeout catches. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "../common/mpi_check.h"
@@ -22,6 +26,24 @@
 static float reduce_a[COUNT], reduce_b[COUNT];
 static float a2a_send[4 * COUNT], a2a_recv[4 * COUNT], gathered[4 * COUNT];
 static int scounts[4], sdispls[4], rcounts[4], rdispls[4], gcounts[4], gdispls[4];
+/* bf16 allreduces: slices of COUNT, the pieces of this rank's. */
+static int slice_counts[4], slice_displs[4], piece_counts[4], piece_displs[4];
+static uint16_t wire_send[2][COUNT], wire_pieces[2][COUNT], wire_gather[2][COUNT];
+
+static void make_bf16(request *r, int k)
+{
+    r->bf16 = true;
+    if (r->kind != REQ_ALLREDUCE) return;
+    r->scounts = slice_counts;
+    r->sdispls = slice_displs;
+    r->rcounts = piece_counts;
+    r->rdispls = piece_displs;
+    r->wire_send = wire_send[k];
+    r->wire_pieces = wire_pieces[k];
+    r->wire_gather = wire_gather[k];
+    r->rank = rank;
+    r->ranks = ranks;
+}
 
 static void pause_ms(long ms)
 {
@@ -64,9 +86,20 @@ int main(int argc, char **argv)
         scounts[p] = rcounts[p] = gcounts[p] = COUNT;
         sdispls[p] = rdispls[p] = gdispls[p] = p * COUNT;
     }
+    const bool bf16 = argc > 2 && strcmp(argv[2], "bf16") == 0;
+    for (int p = 0, at = 0; p < ranks; p++) {
+        slice_counts[p] = COUNT / ranks + (p < COUNT % ranks);
+        slice_displs[p] = at;
+        at += slice_counts[p];
+    }
+    for (int p = 0; p < ranks; p++) {
+        piece_counts[p] = slice_counts[rank];
+        piece_displs[p] = p * slice_counts[rank];
+    }
 
     /* 1. Only the last rank starts the allreduce. */
     request only = {.kind = REQ_ALLREDUCE, .send = reduce_a, .count = COUNT};
+    if (bf16) make_bf16(&only, 0);
     bool kept1 = false;
     leave_in_flight((engine_kind)kind, &only, 0, rank == ranks - 1 ? 1 : 0, &kept1);
 
@@ -76,6 +109,7 @@ int main(int argc, char **argv)
         {.kind = REQ_ALLTOALLV, .send = a2a_send, .recv = a2a_recv, .scounts = scounts,
          .sdispls = sdispls, .rcounts = rcounts, .rdispls = rdispls},
         {.kind = REQ_ALLGATHERV, .recv = gathered, .rcounts = gcounts, .rdispls = gdispls}};
+    for (int i = 0; bf16 && i < 3; i++) make_bf16(&three[i], 1);
     bool kept2 = false;
     leave_in_flight((engine_kind)kind, three, 1, rank == 0 ? 3 : 1, &kept2);
 
