@@ -37,6 +37,14 @@ typedef struct config {
  * carry on.  Max |difference| / max |parameter| after 4 steps stays well
  * below 2^-8. */
 #define BF16_TOL 0x1p-10
+/* With several ranks bf16 also travels on the wire (pcnn.h,
+ * PCNN_OPT_PRECISION): gradients are rounded to bf16 before the owners sum
+ * them and every rank computes with the masters rounded to bf16 (2^-9
+ * relative each), where one rank keeps fp32 parameters; momentum and Adam
+ * carry each step's difference on (Adam turns a gradient's sign, however
+ * small, into a step of the learning rate).  Measured after 4 steps: up to
+ * 1.8e-2 of the largest parameter (3D, Adam), so 2^-5. */
+#define BF16_WIRE_TOL 0x1p-5
 
 /* Floats per sample: (2, 9, 9) images or (2, 5, 6, 4) volumes. */
 static int sample_floats(const config *c) { return c->volume ? 2 * 5 * 6 * 4 : 2 * 81; }
@@ -185,7 +193,7 @@ static void run_case(const config *c, pcnn_comm *comm, const char *name)
              name, worst, worst_loss, identical);
     /* The FC gradient's dW comes from the gathered fp32 blocks, in fp32:
      * against one rank's bf16 dW it differs by bf16's product error. */
-    const double tol = !c->precision ? 1e-5 : c->fc ? 0x1p-7 : BF16_TOL;
+    const double tol = !c->precision ? 1e-5 : ranks > 1 ? BF16_WIRE_TOL : c->fc ? 0x1p-7 : BF16_TOL;
     expect(worst < tol && worst_loss < tol && identical, what);
     free(r0);
     free(wp);

@@ -459,7 +459,12 @@ static void test_training(const int *parts)
  * (the same W copy, the same x and dY values), only its fp32 partial
  * sums come in another order; after a step a master weight that differs
  * in its last fp32 bits may round to the neighbouring bf16 value (2^-8
- * relative), which the next steps carry.  2^-10 of the norm. */
+ * relative), which the next steps carry.  2^-10 of the norm on one rank;
+ * with several, parameters are the masters rounded to bf16 (the wire's,
+ * PCNN_OPT_PRECISION) where one rank keeps fp32 ones, 2^-9 relative from
+ * the first step on: 2^-6 (measured up to 7.8e-3 in 3D). */
+static double tol_bf16(void) { return ranks > 1 ? 0x1p-6 : 0x1p-10; }
+
 static void test_bf16(const int *parts, const int *volume_parts)
 {
     precision = 1;
@@ -471,7 +476,7 @@ static void test_bf16(const int *parts, const int *volume_parts)
     snprintf(what, sizeof what, "bf16, 3 steps on {%d,%d,%d,%d}: parameters %.2g, losses %.2g, "
              "first gradients %.2g relative to one rank in bf16", parts[0], parts[1], parts[2],
              parts[3], o.params, o.loss, o.grads);
-    expect(o.params <= 0x1p-10 && o.loss <= 0x1p-10 && o.grads <= 0x1p-10, what);
+    expect(o.params <= tol_bf16() && o.loss <= tol_bf16() && o.grads <= tol_bf16(), what);
     const layer_spec vol[] = {{CONV3D, 3, 3, 1, 1}, {RELU, 0, 0, 0, 0}, {CONV3D, 2, 3, 1, 1},
                               {FLATTEN, 0, 0, 0, 0}, {DENSE, 3, 0, 0, 0}, {END, 0, 0, 0, 0}};
     depth = 4 * ranks;
@@ -480,7 +485,7 @@ static void test_bf16(const int *parts, const int *volume_parts)
     snprintf(what, sizeof what, "bf16 3D, 3 steps on {%d,%d,%d,%d}: parameters %.2g, losses "
              "%.2g, first gradients %.2g relative to one rank in bf16", volume_parts[0],
              volume_parts[1], volume_parts[2], volume_parts[3], o.params, o.loss, o.grads);
-    expect(o.params <= 0x1p-10 && o.loss <= 0x1p-10 && o.grads <= 0x1p-10, what);
+    expect(o.params <= tol_bf16() && o.loss <= tol_bf16() && o.grads <= tol_bf16(), what);
     precision = 0;
 }
 
