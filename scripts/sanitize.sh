@@ -51,11 +51,15 @@ asan)
     # model of a spatial network.
     run_tests build-asan spatial_np2 spatial_data_np2 spatial_strided_np2 exchange_auto_np2 \
       perf_calibration_np2 perf_split_np2
-    # The HDF5 reader on mutated files.  A damaged heap size makes libhdf5
-    # ask malloc for exabytes, which returns NULL (and HDF5 an error)
-    # outside ASan: allocator_may_return_null keeps that behaviour here.
+    # The HDF5 reader on mutated files, for memory errors.  A damaged heap
+    # size makes libhdf5 ask malloc for exabytes, which returns NULL (and
+    # HDF5 an error) outside ASan: allocator_may_return_null keeps that.
+    # libhdf5 1.10 leaks its dataset layout structures when a damaged
+    # dataset fails to open (H5D_open, H5D__layout_oh_read): leaks are
+    # not checked here (the quick and io suites check ours).
     if meson test -C build-asan --list 2>/dev/null | grep -q '/ hdf5_fuzz$'; then
-      ASAN_OPTIONS=$ASAN_OPTIONS:allocator_may_return_null=1 run_tests build-asan hdf5_fuzz
+      ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}:allocator_may_return_null=1 \
+        run_tests build-asan hdf5_fuzz
     fi
   fi
   ;;
