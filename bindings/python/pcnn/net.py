@@ -8,7 +8,7 @@ from ctypes import byref, c_double, c_float, c_int, c_size_t, c_uint64, c_void_p
 
 import numpy as np
 
-from . import _options, fit as _fit, state as _state, torch_io as _torch_io
+from . import _log, _options, fit as _fit, state as _state, torch_io as _torch_io
 from .plan import plan_distribution as _plan_distribution, plan_report as _plan_report
 from .plan import EXCHANGE_AUTO as _EXCHANGE_AUTO, set_perfmodel as _set_perfmodel
 from .plan import layer_exchange as _layer_exchange
@@ -17,7 +17,7 @@ from ._args import path as _path
 from ._handle import Handle, new_handle
 from .comm import Comm
 from .dataset import Dataset
-from .enums import (Exchange, Init, LogLevel, Loss, MemoryPart, Optimizer, Option, Precision,
+from .enums import (Exchange, Init, Loss, MemoryPart, Optimizer, Option, Precision,
                     Status, Time, UpsampleMode, coerce)
 from .errors import InvalidArgumentError, InvalidStateError, ShapeError
 
@@ -32,7 +32,6 @@ StepInfo.__doc__ = ("Progress of Net.train_epoch: step of steps, samples done of
 # pcnn_step_callback: (user, step, batch, batches, loss) -> nonzero to stop
 _StepCallback = ctypes.CFUNCTYPE(c_int, c_void_p, ctypes.c_int64, c_int, c_int, c_double)
 # pcnn_log_callback: (user, level, message)
-_LogCallback = ctypes.CFUNCTYPE(None, c_void_p, c_int, ctypes.c_char_p)
 
 
 def _text(fn, h):
@@ -1152,22 +1151,7 @@ class Net(Handle):
         removes it.  It runs on the thread that makes the call that logs;
         an exception it raises cannot travel through C: the first one is
         kept as self.log_callback_error and the messages go on."""
-        h = self._handle()
-        if callback is None:
-            self._lib.pcnn_net_set_log_callback(h, None, None)
-            self._log_callback = None
-            return
-
-        def trampoline(_user, level, message):
-            try:
-                callback(LogLevel(level), message.decode("utf-8", "replace"))
-            except BaseException as e:  # noqa: BLE001 - C cannot carry it
-                if self.log_callback_error is None:
-                    self.log_callback_error = e
-        c_log = _LogCallback(trampoline)
-        self.log_callback_error = None
-        self._lib.pcnn_net_set_log_callback(h, c_log, None)
-        self._log_callback = c_log  # keep the C function pointer alive
+        _log.install(self, self._lib.pcnn_net_set_log_callback, self._handle(), callback)
 
     def abort(self):
         """Abandon this network's collectives in flight and stop its

@@ -15,14 +15,14 @@ import ctypes
 import math
 from ctypes import byref, c_double, c_size_t, c_void_p
 
+from . import _log
 from ._args import path as _path
 from ._handle import Handle, new_handle
 from .comm import Comm
-from .enums import Collective, Exchange, LogLevel, PerfFlag, PerfParam, Time, coerce
+from .enums import Collective, Exchange, PerfFlag, PerfParam, Time, coerce
 from .errors import InvalidArgumentError
 
 # pcnn_log_callback: (user, level, message)
-_LogCallback = ctypes.CFUNCTYPE(None, c_void_p, ctypes.c_int, ctypes.c_char_p)
 
 # The categories of a prediction, as pcnn_net_time names them.
 CATEGORIES = (Time.FORWARD, Time.BACKWARD, Time.UPDATE, Time.COMM, Time.EXPOSED, Time.HALO,
@@ -132,22 +132,7 @@ class PerfModel(Handle):
         level, m: print(m, flush=True)) on rank 0.  An exception the
         callback raises cannot travel through C: the first one is kept as
         self.log_callback_error and the calibration goes on."""
-        h = self._handle()
-        if callback is None:
-            self._lib.pcnn_perfmodel_set_log_callback(h, None, None)
-            self._log_callback = None
-            return
-
-        def trampoline(_user, level, message):
-            try:
-                callback(LogLevel(level), message.decode("utf-8", "replace"))
-            except BaseException as e:  # noqa: BLE001 - C cannot carry it
-                if self.log_callback_error is None:
-                    self.log_callback_error = e
-        c_log = _LogCallback(trampoline)
-        self.log_callback_error = None
-        self._lib.pcnn_perfmodel_set_log_callback(h, c_log, None)
-        self._log_callback = c_log  # keep the C function pointer alive
+        _log.install(self, self._lib.pcnn_perfmodel_set_log_callback, self._handle(), callback)
 
     def calibrate_comm(self, comm, budget=2.0):
         """Measure the links of `comm` (a pcnn.Comm) within about `budget`
